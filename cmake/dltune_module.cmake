@@ -1,0 +1,41 @@
+# dltune_module(NAME DEPS <targets...>)
+# Builds src/<NAME>/*.cc (except *_test.cc and *_fuzz.cc) into the static library dltune_<NAME>,
+# and src/<NAME>/*_test.cc into the GoogleTest executable dltune_<NAME>_test (CTest label `unit`).
+function(dltune_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;TEST_DEPS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cc)
+  list(FILTER sources EXCLUDE REGEX "_(test|fuzz)\\.cc$")
+  set(target dltune_${name})
+  add_library(${target} STATIC ${sources})
+  add_library(dltune::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS})
+  dltune_warnings(${target})
+
+  if(DLTUNE_BUILD_TESTS)
+    file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)
+    if(tests)
+      add_executable(${target}_test ${tests})
+      target_link_libraries(${target}_test PRIVATE ${target} ${ARG_TEST_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+      target_compile_definitions(${target}_test PRIVATE DLTUNE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+      dltune_warnings(${target}_test)
+      gtest_discover_tests(${target}_test PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+    endif()
+  endif()
+endfunction()
+
+# Warnings for every project target; errors in the dev preset (DLTUNE_WERROR).
+function(dltune_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+  if(DLTUNE_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(DLTUNE_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()

@@ -1,0 +1,22 @@
+// Small text helpers shared by parsers and printers.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dltune {
+
+// Levenshtein edit distance between two strings.
+std::size_t EditDistance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` when it is close enough to be a likely typo; empty otherwise.
+std::string ClosestMatch(std::string_view word, const std::vector<std::string>& candidates);
+
+// " (did you mean 'x'?)" when ClosestMatch finds one, else "".
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+
+// "a, b or c" (with quotes around each item when `quote` is set).
+std::string JoinAlternatives(const std::vector<std::string>& items, bool quote = true);
+
+}  // namespace dltune

@@ -1,0 +1,70 @@
+// Samplers: how a study chooses the params of each trial.
+//
+// Every sampler here is non-adaptive and a pure function of (space, sub-study, seed, trial index): trial i is the
+// same whether trials are made in parallel or in sequence, in any order, today or in six months.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dltune/space/search_space.h"
+
+namespace dltune {
+
+// One configuration written out in a spec for the `list` sampler.
+struct ListedConfig {
+  Assignment values;     // by param id
+  SourceLocation where;  // the config's position in the spec
+  std::string path;      // "sampler.configs[3]"
+};
+
+// The `sampler:` section of a spec. Documented value struct; ParseSamplerOptions validates it.
+struct SamplerOptions {
+  std::string name = "halton";        // halton | halton_algoperf | random | grid | list
+  int grid_points = 5;                // grid: values per range param (choices use all their values)
+  std::vector<ListedConfig> configs;  // list: the trials, in order
+  SourceLocation where;               // the section's position in the spec
+
+  static const std::vector<std::string>& Names();
+};
+
+// Parses `sampler: halton` or `sampler: {name: grid, points: 5}` / `{name: list, configs: [...]}`.
+SamplerOptions ParseSamplerOptions(const YamlNode& node);
+
+// One sub-study's sampling problem.
+struct SamplingTarget {
+  const SearchSpace* space = nullptr;  // must outlive the sampler
+  Assignment scientific;               // this sub-study's scientific values (separate mode); empty in joint mode
+  bool joint = false;                  // scientific params are sampled along with the nuisance params
+  std::uint64_t seed = 0;
+  std::uint64_t trials = 0;            // the budget; grid and list make as many trials as they have points
+};
+
+// Makes the params of a sub-study's trials. Implementations are immutable after construction and thread-safe.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+
+  // How many trials the sub-study has.
+  virtual std::uint64_t TrialCount() const = 0;
+  // The params of trial `index` (< TrialCount()): every param that exists in that trial, fixed and scientific
+  // ones included. Pure function of the target and the index.
+  virtual Assignment Suggest(std::uint64_t index) const = 0;
+};
+
+// Throws SpecError when the options do not fit the space (a grid over too many dimensions, a listed config with
+// an unknown or out-of-range param, ...).
+std::unique_ptr<Sampler> MakeSampler(const SamplerOptions& options, const SamplingTarget& target);
+
+// Every combination of the scientific params' values, in spec order (first param varies slowest). Scientific
+// ranges are not enumerable and are left out. One empty assignment when there are no scientific params.
+std::vector<Assignment> ScientificCombinations(const SearchSpace& space);
+
+// The unit-cube dimensions a sampler draws: params that vary and are not given by the sub-study. Unconditional
+// params come first, then conditional ones, each in spec order, so adding a conditional branch never moves the
+// points of the params that were already there. Indices into space.params().
+std::vector<std::size_t> SampledDimensions(const SearchSpace& space, bool joint);
+
+}  // namespace dltune

@@ -1,0 +1,94 @@
+// A study as its spec describes it, and the trials it would run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/search/sampler.h"
+#include "dltune/space/search_space.h"
+
+namespace dltune {
+
+// One sub-study per scientific combination (the playbook's simplest design), or one study sampling the scientific
+// params together with the nuisance ones.
+enum class ScientificMode { kSeparate, kJoint };
+enum class Direction { kMinimize, kMaximize };
+
+// The metric a trial is judged by, e.g. "valid/error_rate", and whether lower or higher is better.
+struct Objective {
+  std::string metric = "valid/error_rate";
+  Direction direction = Direction::kMinimize;
+};
+
+// What each trial trains: a registered workload and its fixed arguments (not hyperparameters).
+struct WorkloadSpec {
+  std::string name;
+  nlohmann::json args = nlohmann::json::object();
+};
+
+// A parsed, validated study spec. Plain value type; see docs/study-spec.md for every key and its default.
+struct StudySpec {
+  std::string name;
+  std::string description;
+  WorkloadSpec workload;
+  std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
+  Objective objective;
+  std::uint64_t trials = 20;         // per sub-study (separate) or in all (joint)
+  bool trials_given = false;         // whether the spec set `trials:` itself
+  std::uint64_t seed = 0;
+  ScientificMode scientific_mode = ScientificMode::kSeparate;
+  SamplerOptions sampler;
+  std::shared_ptr<const SearchSpace> space;  // shared so plans and samplers can point into it
+  std::string file;                  // where it was read from
+  std::string text;                  // its text, exactly as read
+};
+
+std::string ScientificModeName(ScientificMode mode);
+std::string DirectionName(Direction direction);
+
+// Parses and validates a spec. Throws SpecError ("file:line:column: key message") for every mistake.
+StudySpec ParseStudySpec(const std::string& text, const std::string& file_name);
+// Reads and parses a spec file. Throws Error when it cannot be read.
+StudySpec LoadStudySpec(const std::string& path);
+
+// One sub-study: the scientific values it holds fixed ("optimizer=adam"); the whole study in joint mode.
+struct SubStudy {
+  std::size_t index = 0;
+  Assignment scientific;
+  std::string label;  // "optimizer=adam", or "all" when there is a single sub-study
+};
+
+// One trial the study will run.
+struct PlannedTrial {
+  std::uint64_t number = 0;    // 0-based number within the study
+  std::size_t substudy = 0;    // index into StudyPlan::substudies()
+  std::uint64_t index = 0;     // index within its sub-study (the sampler's trial index)
+  Assignment params;
+};
+
+// The trials of a study, made by its sampler. Trials of the sub-studies are interleaved (0 of each, then 1 of
+// each, ...) so a study stopped early has compared its scientific values on equal budgets. Immutable and
+// thread-safe; keeps the spec's space alive.
+class StudyPlan {
+ public:
+  // Throws SpecError when the sampler does not fit the study (see MakeSampler).
+  explicit StudyPlan(const StudySpec& spec);
+
+  const std::vector<SubStudy>& substudies() const { return substudies_; }
+  std::uint64_t TrialCount() const { return total_; }
+  std::uint64_t SubStudyTrialCount(std::size_t substudy) const { return samplers_.at(substudy)->TrialCount(); }
+  // Trial `number` (< TrialCount()).
+  PlannedTrial Trial(std::uint64_t number) const;
+
+ private:
+  std::shared_ptr<const SearchSpace> space_;
+  std::vector<SubStudy> substudies_;
+  std::vector<std::unique_ptr<Sampler>> samplers_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace dltune

@@ -1,0 +1,213 @@
+// `dltune space check` and `dltune space sample`: look at a study's space before spending compute.
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "dltune/core/error.h"
+#include "dltune/study/study_spec.h"
+#include "text_table.h"
+
+namespace dltune::cli {
+namespace {
+
+// Short form for tables: reals with 4 significant digits, everything else as is.
+std::string ShortValue(const Value& value) {
+  if (const auto* real = std::get_if<double>(&value)) return fmt::format("{:.4g}", *real);
+  return FormatValue(value);
+}
+
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string TrialCountText(const StudyPlan& plan) {
+  const auto& substudies = plan.substudies();
+  if (substudies.size() == 1) return fmt::format("{} trials", plan.TrialCount());
+  return fmt::format("{} sub-studies, {} trials in all", substudies.size(), plan.TrialCount());
+}
+
+void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
+  std::string out = fmt::format("study {}", spec.name);
+  if (!spec.description.empty()) out += ": " + spec.description;
+  out += "\n\n";
+  TextTable summary({"", ""});
+  summary.AddRow({"workload", spec.workload.name});
+  summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.metric});
+  summary.AddRow({"max_train_steps", fmt::format("{} (the same for every trial)", spec.max_train_steps)});
+  summary.AddRow({"sampler", fmt::format("{}, seed {}", spec.sampler.name, spec.seed)});
+  summary.AddRow({"scientific_mode", ScientificModeName(spec.scientific_mode)});
+  summary.AddRow({"trials", TrialCountText(plan)});
+  const std::string rendered = summary.Render(2);
+  out += rendered.substr(rendered.find('\n') + 1);  // no header line
+
+  out += "\nparams\n";
+  TextTable params({"id", "name", "role", "kind", "scale", "domain", "exists when"});
+  for (const auto& param : spec.space->params()) {
+    const bool range = param.kind == ParamKind::kFloat || param.kind == ParamKind::kInt;
+    params.AddRow({param.id, param.name, RoleName(param.role), KindName(param.kind), range ? ScaleName(param.scale) : "",
+                   param.DomainText(), param.IsConditional() ? param.ConditionText() : "always"});
+  }
+  out += params.Render(2);
+
+  out += "\nsub-studies\n";
+  TextTable substudies({"sub-study", "trials", "params searched"});
+  const auto dims = SampledDimensions(*spec.space, spec.scientific_mode == ScientificMode::kJoint);
+  for (const auto& substudy : plan.substudies()) {
+    std::string searched;
+    for (const std::size_t d : dims) {
+      const Param& param = spec.space->params()[d];
+      if (!param.IsConditional() || SearchSpace::ConditionsHold(param, substudy.scientific) ||
+          spec.scientific_mode == ScientificMode::kJoint) {
+        searched += (searched.empty() ? "" : ", ") + param.id;
+      }
+    }
+    substudies.AddRow({substudy.label, fmt::format("{}", plan.SubStudyTrialCount(substudy.index)),
+                       searched.empty() ? "(none)" : searched});
+  }
+  out += substudies.Render(2);
+  out += fmt::format("\n{}: the spec is valid\n", spec.file);
+  std::fputs(out.c_str(), stdout);
+}
+
+// The trials to show: the first `limit` of each sub-study (all when limit is 0), grouped by sub-study.
+std::vector<std::vector<PlannedTrial>> SelectTrials(const StudyPlan& plan, std::uint64_t limit) {
+  std::vector<std::vector<PlannedTrial>> groups(plan.substudies().size());
+  for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
+    PlannedTrial trial = plan.Trial(number);
+    if (limit != 0 && trial.index >= limit) continue;
+    groups[trial.substudy].push_back(std::move(trial));
+  }
+  return groups;
+}
+
+void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+  std::string out;
+  for (std::size_t s = 0; s < groups.size(); ++s) {
+    const SubStudy& substudy = plan.substudies()[s];
+    out += fmt::format("{}sub-study {} ({} of {} trials)\n", s ? "\n" : "", substudy.label, groups[s].size(),
+                       plan.SubStudyTrialCount(s));
+    // Columns: params that vary in some shown trial; named as the workload sees them unless two share a name.
+    std::vector<const Param*> columns;
+    for (const auto& param : spec.space->params()) {
+      if (!param.Varies() || substudy.scientific.count(param.id) != 0) continue;
+      const bool shown = std::any_of(groups[s].begin(), groups[s].end(),
+                                     [&](const PlannedTrial& t) { return t.params.count(param.id) != 0; });
+      if (shown) columns.push_back(&param);
+    }
+    std::map<std::string, int> name_uses;
+    for (const Param* param : columns) ++name_uses[param->name];
+    std::vector<std::string> header = {"trial"};
+    for (const Param* param : columns) header.push_back(name_uses[param->name] > 1 ? param->id : param->name);
+    TextTable table(header);
+    for (const auto& trial : groups[s]) {
+      std::vector<std::string> row = {fmt::format("{}", trial.number)};
+      for (const Param* param : columns) {
+        const auto it = trial.params.find(param->id);
+        row.push_back(it == trial.params.end() ? "-" : ShortValue(it->second));
+      }
+      table.AddRow(std::move(row));
+    }
+    out += table.Render(2);
+  }
+  std::string fixed;
+  for (const auto& param : spec.space->params()) {
+    if (!param.Varies()) fixed += (fixed.empty() ? "" : ", ") + param.name + "=" + FormatValue(param.values.front());
+  }
+  if (!fixed.empty()) out += "\nfixed: " + fixed + "\n";
+  std::fputs(out.c_str(), stdout);
+}
+
+void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+  nlohmann::json root = {{"study", spec.name}, {"sampler", spec.sampler.name}, {"seed", spec.seed}};
+  root["substudies"] = nlohmann::json::array();
+  for (std::size_t s = 0; s < groups.size(); ++s) {
+    nlohmann::json substudy = {{"label", plan.substudies()[s].label}, {"trial_count", plan.SubStudyTrialCount(s)}};
+    substudy["scientific"] = nlohmann::json::object();
+    for (const auto& [id, value] : plan.substudies()[s].scientific) substudy["scientific"][id] = ValueToJson(value);
+    substudy["trials"] = nlohmann::json::array();
+    for (const auto& trial : groups[s]) {
+      nlohmann::json params = nlohmann::json::object();
+      for (const auto& [id, value] : trial.params) params[id] = ValueToJson(value);
+      substudy["trials"].push_back({{"number", trial.number}, {"index", trial.index}, {"params", params}});
+    }
+    root["substudies"].push_back(std::move(substudy));
+  }
+  std::cout << root.dump(2) << "\n";
+}
+
+void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+  std::string out = "trial,substudy,index";
+  for (const auto& param : spec.space->params()) out += "," + CsvField(param.id);
+  out += "\n";
+  for (const auto& group : groups) {
+    for (const auto& trial : group) {
+      out += fmt::format("{},{},{}", trial.number, CsvField(plan.substudies()[trial.substudy].label), trial.index);
+      for (const auto& param : spec.space->params()) {
+        const auto it = trial.params.find(param.id);
+        out += "," + (it == trial.params.end() ? std::string() : CsvField(FormatValue(it->second)));
+      }
+      out += "\n";
+    }
+  }
+  std::fputs(out.c_str(), stdout);
+}
+
+}  // namespace
+
+void RegisterSpaceCommands(CLI::App& app) {
+  auto* space = app.add_subcommand("space", "Check a study's search space and look at the trials it would run");
+  space->require_subcommand(1);
+
+  struct CheckArgs {
+    std::string spec_path;
+  };
+  auto check_args = std::make_shared<CheckArgs>();
+  auto* check = space->add_subcommand(
+      "check",
+      "Validate a study spec and print its params (role, kind, scale, domain, condition) and trial counts.\n\n"
+      "Example:\n  dltune space check examples/quickstart.yaml");
+  check->add_option("STUDY", check_args->spec_path, "Study spec (YAML)")->required();
+  check->callback([check_args] {
+    const StudySpec spec = LoadStudySpec(check_args->spec_path);
+    PrintCheck(spec, StudyPlan(spec));
+  });
+
+  struct SampleArgs {
+    std::string spec_path;
+    std::uint64_t limit = 0;
+    std::string format = "table";
+  };
+  auto sample_args = std::make_shared<SampleArgs>();
+  auto* sample = space->add_subcommand(
+      "sample",
+      "Print the trials a study would run, per sub-study, without running anything.\n\n"
+      "Example:\n  dltune space sample examples/quickstart.yaml -n 5 --format table");
+  sample->add_option("STUDY", sample_args->spec_path, "Study spec (YAML)")->required();
+  sample->add_option("-n,--trials", sample_args->limit, "Show the first N trials of each sub-study (default: all)")
+      ->check(CLI::PositiveNumber);
+  sample->add_option("--format", sample_args->format, "Output format: table, json or csv (default: table)")
+      ->check(CLI::IsMember({"table", "json", "csv"}));
+  sample->callback([sample_args] {
+    const StudySpec spec = LoadStudySpec(sample_args->spec_path);
+    const StudyPlan plan(spec);
+    const auto groups = SelectTrials(plan, sample_args->limit);
+    if (sample_args->format == "json") {
+      PrintSampleJson(spec, plan, groups);
+    } else if (sample_args->format == "csv") {
+      PrintSampleCsv(spec, plan, groups);
+    } else {
+      PrintSampleTable(spec, plan, groups);
+    }
+  });
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,21 @@
+// A plain-text table with aligned columns, for terminal output.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dltune::cli {
+
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Columns padded to their widest cell, two spaces apart, each line indented by `indent` spaces.
+  std::string Render(int indent = 0) const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace dltune::cli

@@ -1,0 +1,60 @@
+#include "dltune/space/yaml_node.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(YamlNode, ResolvesScalarsWithTheCoreSchema) {
+  const YamlNode root = YamlNode::Parse("a: 3\nb: 1.0e-3\nc: '3'\nd: true\ne: yes\nf: -2.5\ng: .5\n", "f.yaml");
+  EXPECT_EQ(root.Find("a")->AsValue(), Value(std::int64_t{3}));
+  EXPECT_EQ(root.Find("b")->AsValue(), Value(1.0e-3));
+  EXPECT_EQ(root.Find("c")->AsValue(), Value(std::string("3")));
+  EXPECT_EQ(root.Find("d")->AsValue(), Value(true));
+  EXPECT_EQ(root.Find("e")->AsValue(), Value(std::string("yes")));  // YAML 1.2: not a boolean
+  EXPECT_EQ(root.Find("f")->AsValue(), Value(-2.5));
+  EXPECT_EQ(root.Find("g")->AsValue(), Value(0.5));
+  EXPECT_EQ(root.Find("b")->AsDouble(), 1.0e-3);
+  EXPECT_EQ(root.Find("a")->AsInt(), 3);
+}
+
+TEST(YamlNode, LocatesErrors) {
+  const YamlNode root = YamlNode::Parse("top:\n  inner:\n    x: abc\n", "f.yaml");
+  const YamlNode x = *root.Find("top")->Find("inner")->Find("x");
+  EXPECT_EQ(x.path(), "top.inner.x");
+  EXPECT_STREQ(x.Fail("is wrong").what(), "f.yaml:3:8: top.inner.x is wrong");
+  try {
+    x.AsDouble();
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_STREQ(e.what(), "f.yaml:3:8: top.inner.x must be a number");
+  }
+}
+
+TEST(YamlNode, RefusesMalformedDuplicatedAndDeepDocuments) {
+  EXPECT_THROW(YamlNode::Parse("a: [1, 2\n", "f.yaml"), SpecError);
+  try {
+    YamlNode::Parse("a:\n  b: 1\n  b: 2\n", "f.yaml");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("f.yaml:3:3: a.b is given twice"));
+  }
+  EXPECT_THROW(YamlNode::Parse(std::string(5000, '[') + std::string(5000, ']'), "f.yaml"), SpecError);
+  EXPECT_THROW(YamlNode::Parse(std::string(5000, '{'), "f.yaml"), SpecError);
+}
+
+TEST(YamlNode, ExpectMapSuggestsKeys) {
+  const YamlNode root = YamlNode::Parse("seeed: 1\n", "f.yaml");
+  try {
+    root.ExpectMap({"seed", "name"});
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("f.yaml:1:1: seeed is not a known key of top level (did you mean 'seed'?)"));
+  }
+}
+
+}  // namespace
+}  // namespace dltune

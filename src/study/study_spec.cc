@@ -1,0 +1,228 @@
+#include "dltune/study/study_spec.h"
+
+#include <algorithm>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dltune/core/strings.h"
+
+namespace dltune {
+
+std::string ScientificModeName(ScientificMode mode) { return mode == ScientificMode::kJoint ? "joint" : "separate"; }
+std::string DirectionName(Direction direction) { return direction == Direction::kMaximize ? "maximize" : "minimize"; }
+
+namespace {
+
+const std::vector<std::string> kTopLevelKeys = {"name",   "description",     "workload", "max_train_steps", "objective",
+                                                "trials", "scientific_mode", "seed",     "sampler",         "space"};
+constexpr std::uint64_t kMaxTrials = 1000000;
+
+// Where the playbook says why a study never searches its step budget.
+constexpr const char* kStepsSection =
+    "the playbook's \"Determining the number of steps for each training run\": max_train_steps is fixed within a "
+    "study, since tuning it as a hyperparameter makes trials incomparable; set it at the top level and compare "
+    "budgets in separate studies";
+
+std::string ParseName(const YamlNode& node) {
+  static const std::regex kNamePattern(R"([A-Za-z0-9][A-Za-z0-9_.\-]{0,127})");
+  const std::string name = node.AsString();
+  if (!std::regex_match(name, kNamePattern)) {
+    throw node.Fail("must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit");
+  }
+  return name;
+}
+
+WorkloadSpec ParseWorkload(const YamlNode& node) {
+  WorkloadSpec workload;
+  if (node.IsScalar()) {
+    workload.name = node.AsString();
+  } else {
+    node.ExpectMap({"name", "args"});
+    const auto name = node.Find("name");
+    if (!name) throw node.Fail("needs name: the workload to train, e.g. fashion_mnist_mlp");
+    workload.name = name->AsString();
+    if (const auto args = node.Find("args")) {
+      if (!args->IsMap()) throw args->Fail("must map argument names to values");
+      workload.args = args->AsJson();
+    }
+  }
+  if (workload.name.empty()) throw node.Fail("needs a workload name");
+  return workload;
+}
+
+Objective ParseObjective(const YamlNode& node) {
+  Objective objective;
+  if (node.IsScalar()) {
+    objective.metric = node.AsString();
+    return objective;
+  }
+  node.ExpectMap({"metric", "direction"});
+  if (const auto metric = node.Find("metric")) {
+    objective.metric = metric->AsString();
+    if (objective.metric.empty()) throw metric->Fail("must name a metric, e.g. valid/error_rate");
+  }
+  if (const auto direction = node.Find("direction")) {
+    const std::string text = direction->AsString();
+    if (text == "maximize") {
+      objective.direction = Direction::kMaximize;
+    } else if (text != "minimize") {
+      throw direction->Fail(fmt::format("must be minimize or maximize, not '{}'{}", text,
+                                        DidYouMean(text, {"minimize", "maximize"})));
+    }
+  }
+  return objective;
+}
+
+void RefuseSearchedStepBudget(const SearchSpace& space) {
+  for (const auto& param : space.params()) {
+    if (param.id == "max_train_steps" || param.name == "max_train_steps") {
+      throw SpecError(param.where, "space." + param.id, std::string("cannot be a param of the space: ") + kStepsSection);
+    }
+  }
+}
+
+void CheckScientificParams(const StudySpec& spec, const YamlNode& space_node) {
+  if (spec.scientific_mode != ScientificMode::kSeparate) return;
+  for (const Param* param : spec.space->WithRole(Role::kScientific)) {
+    if (!param->IsChoice()) {
+      const auto node = space_node.Find(param->id);
+      throw node->Fail(fmt::format("is a scientific {} range; scientific_mode: separate makes one sub-study per "
+                                   "scientific value, so give a list (values: [...]) or use scientific_mode: joint",
+                                   KindName(param->kind)));
+    }
+  }
+}
+
+}  // namespace
+
+StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) {
+  const YamlNode root = YamlNode::Parse(text, file_name);
+  if (root.IsNull()) throw SpecError({file_name, 0, 0}, "", "is empty; a study spec needs at least name, workload, max_train_steps and space");
+  root.ExpectMap(kTopLevelKeys);
+
+  StudySpec spec;
+  spec.file = file_name;
+  spec.text = text;
+  auto required = [&](const std::string& key, const std::string& hint) {
+    auto node = root.Find(key);
+    if (!node) throw SpecError({file_name, 1, 1}, key, "is missing: " + hint);
+    return *node;
+  };
+
+  spec.name = ParseName(required("name", "name the study, e.g. name: nesterov_vs_adam"));
+  if (const auto description = root.Find("description")) spec.description = description->AsString();
+  spec.workload = ParseWorkload(required("workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}"));
+  const YamlNode steps = required("max_train_steps", std::string("every trial trains for the same number of steps; ") + kStepsSection);
+  spec.max_train_steps = steps.AsInt();
+  if (spec.max_train_steps < 1) throw steps.Fail("must be at least 1");
+  if (const auto objective = root.Find("objective")) spec.objective = ParseObjective(*objective);
+  if (const auto trials = root.Find("trials")) {
+    const std::int64_t count = trials->AsInt();
+    if (count < 1 || static_cast<std::uint64_t>(count) > kMaxTrials) {
+      throw trials->Fail(fmt::format("must be between 1 and {}", kMaxTrials));
+    }
+    spec.trials = static_cast<std::uint64_t>(count);
+    spec.trials_given = true;
+  }
+  if (const auto mode = root.Find("scientific_mode")) {
+    const std::string text_mode = mode->AsString();
+    if (text_mode == "joint") {
+      spec.scientific_mode = ScientificMode::kJoint;
+    } else if (text_mode != "separate") {
+      throw mode->Fail(fmt::format("must be separate or joint, not '{}'{}", text_mode,
+                                   DidYouMean(text_mode, {"separate", "joint"})));
+    }
+  }
+  if (const auto seed = root.Find("seed")) {
+    const std::int64_t value = seed->AsInt();
+    if (value < 0) throw seed->Fail("must be >= 0");
+    spec.seed = static_cast<std::uint64_t>(value);
+  }
+  if (const auto sampler = root.Find("sampler")) spec.sampler = ParseSamplerOptions(*sampler);
+
+  const YamlNode space_node = required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
+  spec.space = std::make_shared<const SearchSpace>(ParseSearchSpace(space_node));
+  RefuseSearchedStepBudget(*spec.space);
+  CheckScientificParams(spec, space_node);
+
+  // Samplers with their own trial counts must agree with an explicit `trials:`.
+  const StudyPlan plan(spec);
+  if (spec.trials_given && (spec.sampler.name == "grid" || spec.sampler.name == "list")) {
+    for (const auto& substudy : plan.substudies()) {
+      const std::uint64_t count = plan.SubStudyTrialCount(substudy.index);
+      if (count != spec.trials) {
+        throw root.Find("trials")->Fail(fmt::format("is {} but the {} sampler makes {} trials for sub-study {}; "
+                                                    "remove trials: to run them all",
+                                                    spec.trials, spec.sampler.name, count, substudy.label));
+      }
+    }
+  }
+  for (const auto& substudy : plan.substudies()) {
+    if (plan.SubStudyTrialCount(substudy.index) == 0) {
+      throw SpecError(spec.sampler.where, "sampler",
+                      fmt::format("makes no trial for sub-study {}; list at least one config for it", substudy.label));
+    }
+  }
+  return spec;
+}
+
+StudySpec LoadStudySpec(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot read the study spec (no such file, or no permission)", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseStudySpec(text.str(), path);
+}
+
+StudyPlan::StudyPlan(const StudySpec& spec) : space_(spec.space) {
+  const bool joint = spec.scientific_mode == ScientificMode::kJoint;
+  std::vector<Assignment> combinations = joint ? std::vector<Assignment>{{}} : ScientificCombinations(*space_);
+  for (std::size_t i = 0; i < combinations.size(); ++i) {
+    SubStudy substudy{i, combinations[i], ""};
+    for (const auto& param : space_->params()) {
+      const auto it = substudy.scientific.find(param.id);
+      if (it == substudy.scientific.end()) continue;
+      if (!substudy.label.empty()) substudy.label += ",";
+      substudy.label += param.id + "=" + FormatValue(it->second);
+    }
+    if (substudy.label.empty()) substudy.label = "all";
+    // Sub-studies share the seed: params they have in common get the same quasi-random points, so no scientific
+    // value gets luckier nuisance samples than another.
+    SamplingTarget target{space_.get(), substudy.scientific, joint, spec.seed, spec.trials};
+    samplers_.push_back(MakeSampler(spec.sampler, target));
+    total_ += samplers_.back()->TrialCount();
+    substudies_.push_back(std::move(substudy));
+  }
+}
+
+PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
+  // Round-robin over the sub-studies that still have trials: between two distinct trial counts the set of such
+  // sub-studies is constant, so walk those stretches instead of single rounds.
+  std::vector<std::uint64_t> counts;
+  for (const auto& sampler : samplers_) counts.push_back(sampler->TrialCount());
+  std::vector<std::uint64_t> levels = counts;
+  std::sort(levels.begin(), levels.end());
+  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
+  std::uint64_t remaining = number;
+  std::uint64_t round = 0;
+  for (const std::uint64_t level : levels) {
+    std::vector<std::size_t> active;
+    for (std::size_t s = 0; s < counts.size(); ++s) {
+      if (counts[s] > round) active.push_back(s);
+    }
+    const std::uint64_t stretch = (level - round) * active.size();
+    if (remaining < stretch) {
+      const std::size_t substudy = active[remaining % active.size()];
+      const std::uint64_t index = round + remaining / active.size();
+      return {number, substudy, index, samplers_[substudy]->Suggest(index)};
+    }
+    remaining -= stretch;
+    round = level;
+  }
+  throw Error(fmt::format("trial {} is beyond the study's {} trials", number, total_));
+}
+
+}  // namespace dltune
