@@ -1,4 +1,5 @@
 // dltune: the command-line front end of libdltune.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/strings.h"
 #include "dltune/version.h"
 
 namespace {
@@ -16,6 +18,32 @@ constexpr int kUsageError = 2;     // the user's mistake: a bad spec, option or 
 constexpr int kInternalError = 70;  // a bug in dltune (EX_SOFTWARE)
 
 void PrintError(const std::string& message) { std::fprintf(stderr, "dltune: error: %s\n", message.c_str()); }
+
+// CLI11 reports a mistyped or missing command as "A subcommand is required"; name the word and the choices instead.
+void CheckCommandWords(CLI::App& app, int argc, char** argv) {
+  CLI::App* group = &app;
+  std::string path = "dltune";
+  for (int i = 1;; ++i) {
+    const auto commands = group->get_subcommands([](CLI::App*) { return true; });
+    if (commands.empty()) return;
+    std::vector<std::string> names;
+    for (const CLI::App* command : commands) names.push_back(command->get_name());
+    if (i >= argc || argv[i][0] == '-') {
+      const bool help = i < argc && (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" ||
+                                     std::string(argv[i]) == "--version");
+      if (help) return;
+      throw dltune::Error(fmt::format("{} needs a command: {} (see {} --help)", path,
+                                      dltune::JoinAlternatives(names, false), path));
+    }
+    const std::string word = argv[i];
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      throw dltune::Error(fmt::format("'{}' is not a command of {}{}; choose {}", word, path,
+                                      dltune::DidYouMean(word, names), dltune::JoinAlternatives(names, false)));
+    }
+    group = group->get_subcommand(word);
+    path += " " + word;
+  }
+}
 
 }  // namespace
 
@@ -31,6 +59,7 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterSpaceCommands(app);
 
   try {
+    CheckCommandWords(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version

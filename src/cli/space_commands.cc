@@ -183,7 +183,7 @@ void RegisterSpaceCommands(CLI::App& app) {
 
   struct SampleArgs {
     std::string spec_path;
-    std::uint64_t limit = 0;
+    std::int64_t limit = 0;
     std::string format = "table";
   };
   auto sample_args = std::make_shared<SampleArgs>();
@@ -193,13 +193,13 @@ void RegisterSpaceCommands(CLI::App& app) {
       "Example:\n  dltune space sample examples/quickstart.yaml -n 5 --format table");
   sample->add_option("STUDY", sample_args->spec_path, "Study spec (YAML)")->required();
   sample->add_option("-n,--trials", sample_args->limit, "Show the first N trials of each sub-study (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
   sample->add_option("--format", sample_args->format, "Output format: table, json or csv (default: table)")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   sample->callback([sample_args] {
     const StudySpec spec = LoadStudySpec(sample_args->spec_path);
     const StudyPlan plan(spec);
-    const auto groups = SelectTrials(plan, sample_args->limit);
+    const auto groups = SelectTrials(plan, static_cast<std::uint64_t>(sample_args->limit));
     if (sample_args->format == "json") {
       PrintSampleJson(spec, plan, groups);
     } else if (sample_args->format == "csv") {

@@ -75,28 +75,38 @@ ScrambledHalton::ScrambledHalton(std::size_t dims, std::uint64_t seed, HaltonOpt
       ++group_digits;
     }
     dim.group_base = group_base;
+    dim.group_inverse = std::numeric_limits<std::uint64_t>::max() / group_base + 1;
     const std::size_t groups = (digits + group_digits - 1) / group_digits;
 
-    // Randomness: the shift first, then one permutation per digit position (1-based; perms[0] unused).
+    // Randomness: the shift first, then one permutation per digit position.
     Rng rng(MixSeed(seed, d));
     const std::uint64_t shift = rng.NextU64();
-    std::vector<std::vector<std::uint32_t>> perms(digits + 1, std::vector<std::uint32_t>(base));
+    // weight[(position - 1) * base + digit]: fixed-point value of `digit` (after permutation) at 1-based `position`.
+    std::vector<std::uint64_t> weight(digits * base);
+    std::vector<std::uint32_t> perm(base);
+    Uint128 power = 1;  // base^position
     for (std::size_t position = 1; position <= digits; ++position) {
-      std::iota(perms[position].begin(), perms[position].end(), 0u);
-      if (options.scramble) rng.Shuffle(std::span<std::uint32_t>(perms[position]));
+      std::iota(perm.begin(), perm.end(), 0u);
+      if (options.scramble) rng.Shuffle(std::span<std::uint32_t>(perm));
+      power *= base;
+      for (std::uint32_t digit = 0; digit < base; ++digit) {
+        weight[(position - 1) * base + digit] = Contribution(perm[digit], power);
+      }
     }
 
+    // Group g's table: entry r = sum of the weights of r's digits at positions g*group_digits + 1, ... . Built one
+    // digit at a time: with `size` = base^t entries done, entry high*size + low = entry low + weight of digit high.
     dim.table.assign(groups * group_base, 0);
-    Uint128 power = 1;  // base^position of the current position
     for (std::size_t g = 0; g < groups; ++g) {
       std::uint64_t* group = &dim.table[g * group_base];
-      std::uint64_t digit_stride = 1;  // base^t
-      for (std::size_t t = 0; t < group_digits; ++t, digit_stride *= base) {
+      std::uint64_t size = 1;
+      for (std::size_t t = 0; t < group_digits; ++t, size *= base) {
         const std::size_t position = g * group_digits + t + 1;
-        power *= base;
-        if (position > digits) continue;
-        for (std::uint64_t r = 0; r < group_base; ++r) {
-          group[r] += Contribution(perms[position][(r / digit_stride) % base], power);
+        // Positions beyond what a 64-bit index can reach have weight 0.
+        const std::uint64_t* w = position <= digits ? &weight[(position - 1) * base] : nullptr;
+        for (std::uint64_t high = base; high-- > 0;) {  // high = 0 last: it updates the finished entries in place
+          const std::uint64_t add = w != nullptr ? w[high] : 0;
+          for (std::uint64_t low = 0; low < size; ++low) group[high * size + low] = group[low] + add;
         }
       }
     }
@@ -118,10 +128,20 @@ std::uint64_t ScrambledHalton::FixedPoint(std::uint64_t index, const Dimension& 
   std::uint64_t sum = 0;
   std::size_t g = 0;
   // Groups above the index's length are all zero digits: their scrambled contribution (and the shift) is tail[g].
-  for (std::uint64_t n = index; n != 0; ++g, table += group_base) {
+  std::uint64_t n = index;
+  for (; n > std::numeric_limits<std::uint32_t>::max(); ++g, table += group_base) {
     const std::uint64_t quotient = n / group_base;
     sum += table[n - quotient * group_base];
     n = quotient;
+  }
+  // Below 2^32, divide by multiplying (Lemire, Kaser, Kurz 2019, "Faster remainder by direct computation": exact
+  // for 32-bit dividends and divisors >= 2 with the 64-bit inverse ceil(2^64 / group_base)).
+  const std::uint64_t inverse = dimension.group_inverse;
+  for (; n != 0; ++g, table += group_base) {
+    const std::uint64_t low_bits = inverse * n;
+    const auto remainder = static_cast<std::uint64_t>((static_cast<Uint128>(low_bits) * group_base) >> 64);
+    sum += table[remainder];
+    n = static_cast<std::uint64_t>((static_cast<Uint128>(inverse) * n) >> 64);
   }
   return sum + dimension.tail[g];  // wraps modulo 2^64: the shift is modulo 1
 }

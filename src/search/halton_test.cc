@@ -85,6 +85,13 @@ TEST(HaltonTest, UnscrambledUnshiftedIsThePlainHaltonSequence) {
   }
   // Exact where the value is a dyadic rational.
   EXPECT_EQ(halton.Coordinate(13, 0), 0.6875);  // 1101b reversed = .1011b
+  // Indices around and above 2^32 (where the digit loop switches from 64-bit division to multiplication).
+  EXPECT_EQ(halton.Coordinate((std::uint64_t{1} << 32) - 1, 0), 1.0 - 0x1p-32);
+  EXPECT_EQ(halton.Coordinate(std::uint64_t{1} << 32, 0), 0x1p-33);
+  EXPECT_EQ(halton.Coordinate((std::uint64_t{1} << 40) + 5, 0), 0.625 + 0x1p-41);
+  // 3^25 + 7: digits 1, 2 at positions 1, 2 (7 = 21 in base 3) and 1 at position 26 (the extra term is ~1e-12).
+  EXPECT_NEAR(halton.Coordinate(Power(3, 25) + 7, 1), 5.0 / 9.0 + std::pow(3.0, -26), 3e-16);
+  EXPECT_NEAR(halton.Coordinate(Power(5, 20) * 4 + 3, 2), 0.6 + 4.0 * std::pow(5.0, -21), 3e-16);
 }
 
 TEST(HaltonTest, DefaultIsScrambledWithoutShift) {

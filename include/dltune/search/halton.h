@@ -64,6 +64,8 @@ class ScrambledHalton {
   struct Dimension {
     std::uint32_t base = 0;
     std::uint64_t group_base = 0;
+    // ceil(2^64 / group_base), to divide 32-bit values by group_base with multiplications.
+    std::uint64_t group_inverse = 0;
     // table[g * group_base + r]: fixed-point (2^-64 units) contribution of digit group g having value r.
     std::vector<std::uint64_t> table;
     // tail[g]: the shift plus the contributions of groups g, g+1, ... when all their digits are zero.

@@ -1,0 +1,133 @@
+// The dltune command run as a user runs it.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Result RunDltune(const std::string& arguments) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string command = std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" +
+                              (dir / "err").string();
+  const int status = std::system(command.c_str());
+  Result result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = Slurp(dir / "out");
+  result.err = Slurp(dir / "err");
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+std::string WriteSpec(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+const std::string kQuickstart = DLTUNE_SOURCE_DIR "/examples/quickstart.yaml";
+
+TEST(Cli, HelpAndVersion) {
+  const Result help = RunDltune("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("space"));
+  for (const std::string command : {"space --help", "space check --help", "space sample --help"}) {
+    const Result sub = RunDltune(command);
+    EXPECT_EQ(sub.exit_code, 0) << command;
+    EXPECT_THAT(sub.out, HasSubstr("Example:")) << command;
+  }
+  const Result version = RunDltune("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_THAT(version.out, StartsWith("dltune 0."));
+}
+
+TEST(Cli, UserMistakesPrintOneLineAndExitTwo) {
+  const std::string bad = WriteSpec("dltune_cli_bad.yaml",
+                                    "name: s\nworkload: w\nmax_train_steps: 10\nspace:\n  lr: {min: 0, max: 1, scale: log}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"space check " + bad, "dltune_cli_bad.yaml:5:13: space.lr.min must be > 0 for scale: log"},
+      {"space check /nonexistent/study.yaml", "cannot read the study spec"},
+      {"space sample " + kQuickstart + " --format xml", "--format"},
+      {"space sample " + kQuickstart + " -n -3", "--trials: Value -3 not in range"},
+      {"spce", "did you mean 'space'?"},
+      {"space smaple", "did you mean 'sample'?"},
+      {"", "needs a command"},
+      {"space check", "STUDY is required"},
+      {"space check a.yaml --bogus", "--bogus"},
+  };
+  for (const auto& [arguments, expected] : cases) {
+    const Result result = RunDltune(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments;
+    EXPECT_THAT(result.err, StartsWith("dltune: error: ")) << arguments;
+    EXPECT_THAT(result.err, HasSubstr(expected)) << arguments;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << arguments << ": " << result.err;
+    EXPECT_EQ(result.out, "") << arguments;
+  }
+}
+
+TEST(Cli, SpaceCheckDescribesParamsAndSubStudies) {
+  const Result result = RunDltune("space check " + kQuickstart);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("2 sub-studies, 32 trials in all"));
+  EXPECT_THAT(result.out, HasSubstr("optimizer=adam"));
+  EXPECT_THAT(result.out, HasSubstr("scientific"));
+  EXPECT_THAT(result.out, HasSubstr("[1e-05, 0.01] log"));
+  EXPECT_THAT(result.out, HasSubstr("the spec is valid"));
+}
+
+TEST(Cli, SpaceSampleFormatsAgree) {
+  const Result json = RunDltune("space sample " + kQuickstart + " -n 3 --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto root = nlohmann::json::parse(json.out);
+  ASSERT_EQ(root["substudies"].size(), 2u);
+  EXPECT_EQ(root["substudies"][1]["label"], "optimizer=adam");
+  EXPECT_EQ(root["substudies"][1]["trials"].size(), 3u);
+  const auto& first_adam = root["substudies"][1]["trials"][0];
+  EXPECT_EQ(first_adam["number"], 1);
+  EXPECT_TRUE(first_adam["params"].contains("adam_learning_rate"));
+  EXPECT_FALSE(first_adam["params"].contains("one_minus_momentum"));
+
+  const Result csv = RunDltune("space sample " + kQuickstart + " -n 3 --format csv");
+  ASSERT_EQ(csv.exit_code, 0);
+  std::istringstream lines(csv.out);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_THAT(header, StartsWith("trial,substudy,index,optimizer,nesterov_learning_rate"));
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) ++rows;
+  EXPECT_EQ(rows, 6);
+  // The same learning rate in both formats, at full precision.
+  const double lr = first_adam["params"]["adam_learning_rate"];
+  EXPECT_THAT(csv.out, HasSubstr(nlohmann::json(lr).dump()));
+
+  const Result table = RunDltune("space sample " + kQuickstart + " -n 2");
+  ASSERT_EQ(table.exit_code, 0);
+  EXPECT_THAT(table.out, HasSubstr("sub-study optimizer=nesterov (2 of 16 trials)"));
+  EXPECT_THAT(table.out, HasSubstr("learning_rate"));
+  EXPECT_THAT(table.out, HasSubstr("fixed: epsilon=1e-08, batch_size=128, weight_decay=0"));
+}
+
+}  // namespace

@@ -1,0 +1,25 @@
+# Installs the built tree into a scratch prefix, builds tests/consumer against it with find_package(dltune), runs
+# it on the quickstart spec and checks what it prints. Run by CTest (install_and_find_package).
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+
+function(run)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "failed (${result}): ${ARGN}\n${out}\n${err}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+run(${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix})
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
+run(${WORK_DIR}/build/consumer ${SOURCE_DIR}/examples/quickstart.yaml)
+if(NOT last_output MATCHES "quickstart has 32 trials; trial 0:.* optimizer=nesterov")
+  message(FATAL_ERROR "unexpected consumer output: ${last_output}")
+endif()
+if(NOT EXISTS ${prefix}/bin/dltune)
+  message(FATAL_ERROR "the dltune command was not installed")
+endif()
+message(STATUS "consumer: ${last_output}")
