@@ -5,6 +5,8 @@
 // or if dltune is below its target. The interpreter is $DLTUNE_PYTHON, else /usr/bin/python3 (Debian's, which has
 // python3-scipy), else python3 on PATH.
 #include <benchmark/benchmark.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,9 @@ BENCHMARK(BM_ScrambledHalton8d)
 // Console output as usual, plus the points/s of the batch compared with scipy.
 class CapturingReporter : public benchmark::ConsoleReporter {
  public:
+  // Colors only on a terminal (a custom display reporter does not see --benchmark_color).
+  CapturingReporter() : ConsoleReporter(isatty(fileno(stdout)) ? OO_ColorTabular : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.run_type == Run::RT_Iteration && !run.error_occurred &&
@@ -103,12 +108,13 @@ std::optional<double> RunScipyPeer(const char* argv0) {
   std::string output;
   char buffer[512];
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  const int status = pclose(pipe);
+  const int wait_status = pclose(pipe);
+  const int status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
   const std::string key = "points_per_second=";
   const std::size_t at = output.find(key);
   if (status != 0 || at == std::string::npos) {
     std::fprintf(stderr,
-                 "halton bench: the scipy peer failed (status %d) running: %s\n%s"
+                 "halton bench: the scipy peer failed (exit status %d) running: %s\n%s"
                  "halton bench: python3 with python3-scipy is required for the comparison "
                  "(apt-get install python3-scipy, or set DLTUNE_PYTHON to an interpreter that has scipy)\n",
                  status, command.c_str(), output.c_str());

@@ -27,6 +27,7 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
     const auto commands = group->get_subcommands([](CLI::App*) { return true; });
     if (commands.empty()) return;
     std::vector<std::string> names;
+    names.reserve(commands.size());
     for (const CLI::App* command : commands) names.push_back(command->get_name());
     if (i >= argc || argv[i][0] == '-') {
       const bool help = i < argc && (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" ||

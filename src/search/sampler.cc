@@ -12,8 +12,8 @@
 namespace dltune {
 
 const std::vector<std::string>& SamplerOptions::Names() {
-  static const std::vector<std::string> names = {"halton", "halton_algoperf", "random", "grid", "list"};
-  return names;
+  static const std::vector<std::string> kNames = {"halton", "halton_algoperf", "random", "grid", "list"};
+  return kNames;
 }
 
 SamplerOptions ParseSamplerOptions(const YamlNode& node) {

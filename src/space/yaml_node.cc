@@ -82,12 +82,12 @@ void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, const s
 }
 
 const std::regex& IntPattern() {
-  static const std::regex pattern(R"([-+]?[0-9]+)");
-  return pattern;
+  static const std::regex kPattern(R"([-+]?[0-9]+)");
+  return kPattern;
 }
 const std::regex& FloatPattern() {
-  static const std::regex pattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
-  return pattern;
+  static const std::regex kPattern(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  return kPattern;
 }
 
 }  // namespace
@@ -107,8 +107,8 @@ YamlNode YamlNode::Parse(const std::string& text, const std::string& file_name) 
   return YamlNode(root, "", std::move(file));
 }
 
-YamlNode::YamlNode(YAML::Node node, std::string path, std::shared_ptr<const std::string> file)
-    : node_(std::move(node)), path_(std::move(path)), file_(std::move(file)) {}
+YamlNode::YamlNode(const YAML::Node& node, std::string path, std::shared_ptr<const std::string> file)
+    : node_(node), path_(std::move(path)), file_(std::move(file)) {}
 
 SourceLocation YamlNode::Location() const {
   const YAML::Mark mark = node_.Mark();

@@ -28,7 +28,7 @@ constexpr const char* kStepsSection =
 
 std::string ParseName(const YamlNode& node) {
   static const std::regex kNamePattern(R"([A-Za-z0-9][A-Za-z0-9_.\-]{0,127})");
-  const std::string name = node.AsString();
+  std::string name = node.AsString();
   if (!std::regex_match(name, kNamePattern)) {
     throw node.Fail("must be 1-128 letters, digits, '_', '.' or '-', starting with a letter or digit");
   }

@@ -26,7 +26,7 @@ class YamlNode {
 
   static constexpr int kMaxDepth = 64;
 
-  YamlNode(YAML::Node node, std::string path, std::shared_ptr<const std::string> file);
+  YamlNode(const YAML::Node& node, std::string path, std::shared_ptr<const std::string> file);
 
   // Dotted key path from the document root, e.g. "space.learning_rate.min"; "" for the root.
   const std::string& path() const { return path_; }
