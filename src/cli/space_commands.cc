@@ -1,4 +1,5 @@
 // `dltune space check` and `dltune space sample`: look at a study's space before spending compute.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -65,10 +66,14 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
     std::string searched;
     for (const std::size_t d : dims) {
       const Param& param = spec.space->params()[d];
-      if (!param.IsConditional() || SearchSpace::ConditionsHold(param, substudy.scientific) ||
-          spec.scientific_mode == ScientificMode::kJoint) {
-        searched += (searched.empty() ? "" : ", ") + param.id;
-      }
+      // Searched unless a condition on a scientific param rules it out in this sub-study.
+      const bool possible = std::all_of(param.when.begin(), param.when.end(), [&](const Condition& condition) {
+        const auto it = substudy.scientific.find(condition.param_id);
+        return it == substudy.scientific.end() ||
+               std::any_of(condition.values.begin(), condition.values.end(),
+                           [&](const Value& v) { return SameValue(v, it->second); });
+      });
+      if (possible) searched += (searched.empty() ? "" : ", ") + param.id;
     }
     substudies.AddRow({substudy.label, fmt::format("{}", plan.SubStudyTrialCount(substudy.index)),
                        searched.empty() ? "(none)" : searched});

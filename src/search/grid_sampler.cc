@@ -13,17 +13,22 @@ class GridSampler final : public Sampler {
  public:
   GridSampler(const SamplerOptions& options, const SamplingTarget& target) : target_(target) {
     const auto& params = target.space->params();
+    // Values known before the grid varies anything: the sub-study's scientific values and the fixed params.
+    Assignment known = target.scientific;
+    for (const auto& param : params) {
+      if (!param.Varies()) known[param.id] = param.values.front();
+    }
     for (const auto& param : params) {
       if (!param.Varies() || target.scientific.count(param.id) != 0) continue;
       for (const auto& condition : param.when) {
-        if (target.scientific.count(condition.param_id) == 0) {
+        if (known.count(condition.param_id) == 0) {
           throw SpecError(param.where, "space." + param.id,
                           fmt::format("depends on '{}', which the grid varies; the grid sampler supports conditions "
-                                      "on scientific params only (use halton)",
+                                      "on scientific and fixed params only (use halton)",
                                       condition.param_id));
         }
       }
-      if (!SearchSpace::ConditionsHold(param, target.scientific)) continue;
+      if (!SearchSpace::ConditionsHold(param, known)) continue;
       axes_.push_back({&param, param.GridValues(options.grid_points)});
     }
     if (axes_.size() > kMaxGridDimensions) {

@@ -22,7 +22,7 @@ SamplerOptions ParseSamplerOptions(const YamlNode& node) {
   const YamlNode* name_node = &node;
   std::optional<YamlNode> name_entry;
   if (node.IsMap()) {
-    node.ExpectMap({"name", "points", "configs"});
+    node.ExpectMap({"name", "points", "shift", "configs"});
     name_entry = node.Find("name");
     if (!name_entry) throw node.Fail("needs name: one of " + JoinAlternatives(SamplerOptions::Names(), false));
     name_node = &*name_entry;
@@ -42,6 +42,10 @@ SamplerOptions ParseSamplerOptions(const YamlNode& node) {
     const std::int64_t value = points->AsInt();
     if (value < 2 || value > 1000) throw points->Fail("must be between 2 and 1000");
     options.grid_points = static_cast<int>(value);
+  }
+  if (const auto shift = node.Find("shift")) {
+    if (options.name != "halton") throw shift->Fail("applies only to the halton sampler");
+    options.halton_shift = shift->AsBool();
   }
   const auto configs = node.Find("configs");
   if (configs && options.name != "list") throw configs->Fail("applies only to the list sampler");

@@ -193,6 +193,39 @@ sampler:
   EXPECT_THAT(error("{optimizer: sgd, lr: 0.1, dropout: 0.1, width: 64, batch_size: 3}"), HasSubstr("is fixed at 128"));
 }
 
+TEST(GridSampler, ConditionsOnFixedParamsAreKnownUpFront) {
+  const SearchSpace space = Parse(R"(
+space:
+  optimizer: adam
+  beta1: {min: 0.8, max: 0.99, when: {optimizer: adam}}
+  momentum: {min: 0.5, max: 0.99, when: {schedule: cosine}}
+  schedule: [cosine, linear]
+)");
+  try {
+    MakeSampler(Options("sampler: grid"), {&space, {}, false, 0, 0});
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("space.momentum depends on 'schedule', which the grid varies"));
+  }
+  const SearchSpace fixed_only = Parse(R"(
+space:
+  optimizer: adam
+  beta1: {min: 0.8, max: 0.99, when: {optimizer: adam}}
+)");
+  const auto grid = MakeSampler(Options("sampler: {name: grid, points: 4}"), {&fixed_only, {}, false, 0, 0});
+  EXPECT_EQ(grid->TrialCount(), 4u);
+  EXPECT_EQ(grid->Suggest(3).at("beta1"), Value(0.99));
+}
+
+TEST(Sampler, HaltonShiftIsAnOption) {
+  const SearchSpace space = Parse("space:\n  a: {min: 0, max: 1}\n  b: {min: 0, max: 1}\n");
+  const auto plain = MakeSampler(Options("sampler: halton"), {&space, {}, false, 1, 8});
+  const auto shifted = MakeSampler(Options("sampler: {name: halton, shift: true}"), {&space, {}, false, 1, 8});
+  EXPECT_FALSE(Options("sampler: halton").halton_shift);
+  EXPECT_NE(plain->Suggest(0), shifted->Suggest(0));
+  EXPECT_THROW(Options("sampler: {name: random, shift: true}"), SpecError);
+}
+
 TEST(SamplerOptions, ParsesAndSuggests) {
   EXPECT_EQ(Options("sampler: random").name, "random");
   EXPECT_EQ(Options("sampler: {name: grid, points: 7}").grid_points, 7);

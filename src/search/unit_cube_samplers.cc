@@ -41,8 +41,9 @@ class UnitCubeSampler : public Sampler {
 
 class HaltonSampler final : public UnitCubeSampler {
  public:
-  explicit HaltonSampler(const SamplingTarget& target)
-      : UnitCubeSampler(target), halton_(std::max<std::size_t>(dimension_count(), 1), target.seed) {}
+  HaltonSampler(const SamplingTarget& target, bool shift)
+      : UnitCubeSampler(target),
+        halton_(std::max<std::size_t>(dimension_count(), 1), target.seed, HaltonOptions{.scramble = true, .shift = shift}) {}
 
  private:
   void Fill(std::uint64_t index, std::span<double> point) const override { halton_.Point(index, point); }
@@ -83,7 +84,16 @@ class AlgoperfSampler final : public UnitCubeSampler {
 }  // namespace
 
 std::unique_ptr<Sampler> MakeUnitCubeSampler(const SamplerOptions& options, const SamplingTarget& target) {
-  if (options.name == "halton") return std::make_unique<HaltonSampler>(target);
+  if (options.name == "halton") {
+    const auto dims = SampledDimensions(*target.space, target.joint);
+    if (dims.size() > ScrambledHalton::kMaxDims) {
+      const Param& first_extra = target.space->params()[dims[ScrambledHalton::kMaxDims]];
+      throw SpecError(first_extra.where, "space." + first_extra.id,
+                      fmt::format("is sampled param number {}; halton supports at most {} (use random)",
+                                  ScrambledHalton::kMaxDims + 1, ScrambledHalton::kMaxDims));
+    }
+    return std::make_unique<HaltonSampler>(target, options.halton_shift);
+  }
   if (options.name == "random") return std::make_unique<RandomSampler>(target);
   if (options.name == "halton_algoperf") {
     if (target.seed > UINT32_MAX) {

@@ -232,7 +232,7 @@ Param ParseParam(const std::string& id, const YamlNode& entry, SourceLocation wh
   param.name = id;
   param.where = std::move(where);
   if (!std::regex_match(id, kIdPattern)) {
-    throw entry.Fail("is not a valid param id: use letters, digits, '_' and '-', starting with a letter");
+    throw entry.Fail("is not a valid param id: use letters, digits, '_' and '-', starting with a letter or '_'");
   }
   if (!entry.IsMap()) {
     // Shorthand: `batch_size: 128` is a fixed param; `optimizer: [sgd, adam]` a list.

@@ -18,26 +18,29 @@ std::string ChildPath(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
 }
 
-// Deepest bracket/indentation nesting in the text, ignoring quoted parts and comments; a cheap guard against
-// yaml-cpp's unbounded recursion on hostile input.
-int NestingDepth(const std::string& text) {
+// The first line (1-based) whose flow brackets nest deeper than YamlNode::kMaxDepth or whose indentation exceeds
+// kMaxIndent columns, or 0. A cheap guard, before parsing, against the parser's recursion on hostile input; the
+// exact depth limit is checked on the parsed tree.
+constexpr std::size_t kMaxIndent = 512;
+
+int FirstTooDeepLine(const std::string& text) {
   int depth = 0;
-  int deepest = 0;
+  int line = 1;
   char quote = 0;
   bool comment = false;
-  std::size_t line_indent = 0;
+  std::size_t indent = 0;
   bool at_line_start = true;
   for (const char c : text) {
     if (c == '\n') {
+      ++line;
       comment = false;
       at_line_start = true;
-      line_indent = 0;
+      indent = 0;
       continue;
     }
     if (at_line_start) {
       if (c == ' ' || c == '-') {
-        ++line_indent;
-        deepest = std::max(deepest, static_cast<int>(line_indent / 2));
+        if (++indent > kMaxIndent) return line;
         continue;
       }
       at_line_start = false;
@@ -49,15 +52,16 @@ int NestingDepth(const std::string& text) {
     }
     if (c == '"' || c == '\'') quote = c;
     if (c == '#') comment = true;
-    if (c == '[' || c == '{') deepest = std::max(deepest, ++depth);
+    if ((c == '[' || c == '{') && ++depth > YamlNode::kMaxDepth) return line;
     if ((c == ']' || c == '}') && depth > 0) --depth;
   }
-  return deepest;
+  return 0;
 }
 
 void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, const std::string& file, int depth) {
   if (depth > YamlNode::kMaxDepth) {
-    throw SpecError({file, node.Mark().line + 1, node.Mark().column + 1}, path, "is nested too deeply");
+    throw SpecError({file, node.Mark().line + 1, node.Mark().column + 1}, path,
+                    fmt::format("is nested more than {} levels deep", YamlNode::kMaxDepth));
   }
   if (node.IsMap()) {
     std::set<std::string> seen;
@@ -94,8 +98,8 @@ const std::regex& FloatPattern() {
 
 YamlNode YamlNode::Parse(const std::string& text, const std::string& file_name) {
   auto file = std::make_shared<const std::string>(file_name);
-  if (NestingDepth(text) > kMaxDepth) {
-    throw SpecError({file_name, 0, 0}, "", fmt::format("is nested more than {} levels deep", kMaxDepth));
+  if (const int line = FirstTooDeepLine(text); line != 0) {
+    throw SpecError({file_name, line, 0}, "", fmt::format("is nested more than {} levels deep", kMaxDepth));
   }
   YAML::Node root;
   try {

@@ -57,6 +57,7 @@ Objective ParseObjective(const YamlNode& node) {
   Objective objective;
   if (node.IsScalar()) {
     objective.metric = node.AsString();
+    if (objective.metric.empty()) throw node.Fail("must name a metric, e.g. valid/error_rate");
     return objective;
   }
   node.ExpectMap({"metric", "direction"});
@@ -142,6 +143,9 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
     spec.seed = static_cast<std::uint64_t>(value);
   }
   if (const auto sampler = root.Find("sampler")) spec.sampler = ParseSamplerOptions(*sampler);
+  if (spec.sampler.name == "halton_algoperf" && spec.seed > UINT32_MAX) {
+    throw root.Find("seed")->Fail("must be below 2^32 for halton_algoperf (numpy's seed range)");
+  }
 
   const YamlNode space_node = required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
   spec.space = std::make_shared<const SearchSpace>(ParseSearchSpace(space_node));

@@ -81,6 +81,12 @@ TEST(StudySpec, TopLevelMistakes) {
   EXPECT_THAT(SpecError("- a\n- b\n"), HasSubstr("must be a mapping"));
 }
 
+TEST(StudySpec, AlgoperfSeedsFitNumpy) {
+  EXPECT_THAT(SpecError(std::string(kHeader) + "sampler: halton_algoperf\nseed: 4294967296\nspace: {a: [1, 2]}\n"),
+              HasSubstr("study.yaml:5:7: seed must be below 2^32"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "objective: ''\nspace: {a: [1, 2]}\n"), HasSubstr("must name a metric"));
+}
+
 TEST(StudySpec, SeparateModeNeedsListedScientificValues) {
   EXPECT_THAT(SpecError(std::string(kHeader) + "space:\n  width: {min: 1, max: 8, type: int, role: scientific}\n"),
               HasSubstr("use scientific_mode: joint"));

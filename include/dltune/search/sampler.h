@@ -1,7 +1,8 @@
 // Samplers: how a study chooses the params of each trial.
 //
 // Every sampler here is non-adaptive and a pure function of (space, sub-study, seed, trial index): trial i is the
-// same whether trials are made in parallel or in sequence, in any order, today or in six months.
+// same whether trials are made in parallel or in sequence, in any order, today or in six months. (halton_algoperf,
+// reproducing algoperf, also depends on the trial budget, as algoperf shuffles the whole sequence.)
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ struct ListedConfig {
 struct SamplerOptions {
   std::string name = "halton";        // halton | halton_algoperf | random | grid | list
   int grid_points = 5;                // grid: values per range param (choices use all their values)
+  bool halton_shift = false;          // halton: add a random shift mod 1 (Cranley-Patterson) to the scrambling
   std::vector<ListedConfig> configs;  // list: the trials, in order
   SourceLocation where;               // the section's position in the spec
 

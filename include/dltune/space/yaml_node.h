@@ -21,7 +21,7 @@ namespace dltune {
 class YamlNode {
  public:
   // Parses a whole document. Throws SpecError on malformed YAML, on duplicate keys and on nesting deeper
-  // than kMaxDepth (deep nesting would otherwise exhaust the parser's stack).
+  // than kMaxDepth levels (or indented more than 512 columns: deep nesting would exhaust the parser's stack).
   static YamlNode Parse(const std::string& text, const std::string& file_name);
 
   static constexpr int kMaxDepth = 64;
