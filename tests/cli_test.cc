@@ -7,8 +7,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -31,8 +31,8 @@ std::string Slurp(const std::filesystem::path& path) {
 Result RunDltune(const std::string& arguments) {
   const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string command = std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" +
-                              (dir / "err").string();
+  const std::string command =
+      std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
   const int status = std::system(command.c_str());
   Result result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -65,8 +65,8 @@ TEST(Cli, HelpAndVersion) {
 }
 
 TEST(Cli, UserMistakesPrintOneLineAndExitTwo) {
-  const std::string bad = WriteSpec("dltune_cli_bad.yaml",
-                                    "name: s\nworkload: w\nmax_train_steps: 10\nspace:\n  lr: {min: 0, max: 1, scale: log}\n");
+  const std::string bad = WriteSpec(
+      "dltune_cli_bad.yaml", "name: s\nworkload: w\nmax_train_steps: 10\nspace:\n  lr: {min: 0, max: 1, scale: log}\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"space check " + bad, "dltune_cli_bad.yaml:5:13: space.lr.min must be > 0 for scale: log"},
       {"space check /nonexistent/study.yaml", "cannot read the study spec"},

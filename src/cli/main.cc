@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "dltune/core/error.h"
@@ -14,7 +14,7 @@
 
 namespace {
 
-constexpr int kUsageError = 2;     // the user's mistake: a bad spec, option or file
+constexpr int kUsageError = 2;      // the user's mistake: a bad spec, option or file
 constexpr int kInternalError = 70;  // a bug in dltune (EX_SOFTWARE)
 
 void PrintError(const std::string& message) { std::fprintf(stderr, "dltune: error: %s\n", message.c_str()); }
@@ -33,8 +33,8 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
       const bool help = i < argc && (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" ||
                                      std::string(argv[i]) == "--version");
       if (help) return;
-      throw dltune::Error(fmt::format("{} needs a command: {} (see {} --help)", path,
-                                      dltune::JoinAlternatives(names, false), path));
+      throw dltune::Error(
+          fmt::format("{} needs a command: {} (see {} --help)", path, dltune::JoinAlternatives(names, false), path));
     }
     const std::string word = argv[i];
     if (std::find(names.begin(), names.end(), word) == names.end()) {
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
       "Example:\n  dltune space sample examples/quickstart.yaml -n 4",
       "dltune"};
   app.set_version_flag("--version", fmt::format("dltune {} ({})", dltune::kVersion,
-                                                 *dltune::kBuildCommit ? dltune::kBuildCommit : "unknown commit"));
+                                                *dltune::kBuildCommit ? dltune::kBuildCommit : "unknown commit"));
   app.require_subcommand(1);
   dltune::cli::RegisterSpaceCommands(app);
 

@@ -54,8 +54,9 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   TextTable params({"id", "name", "role", "kind", "scale", "domain", "exists when"});
   for (const auto& param : spec.space->params()) {
     const bool range = param.kind == ParamKind::kFloat || param.kind == ParamKind::kInt;
-    params.AddRow({param.id, param.name, RoleName(param.role), KindName(param.kind), range ? ScaleName(param.scale) : "",
-                   param.DomainText(), param.IsConditional() ? param.ConditionText() : "always"});
+    params.AddRow({param.id, param.name, RoleName(param.role), KindName(param.kind),
+                   range ? ScaleName(param.scale) : "", param.DomainText(),
+                   param.IsConditional() ? param.ConditionText() : "always"});
   }
   out += params.Render(2);
 
@@ -69,9 +70,8 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
       // Searched unless a condition on a scientific param rules it out in this sub-study.
       const bool possible = std::all_of(param.when.begin(), param.when.end(), [&](const Condition& condition) {
         const auto it = substudy.scientific.find(condition.param_id);
-        return it == substudy.scientific.end() ||
-               std::any_of(condition.values.begin(), condition.values.end(),
-                           [&](const Value& v) { return SameValue(v, it->second); });
+        return it == substudy.scientific.end() || std::any_of(condition.values.begin(), condition.values.end(),
+                                                              [&](const Value& v) { return SameValue(v, it->second); });
       });
       if (possible) searched += (searched.empty() ? "" : ", ") + param.id;
     }
@@ -94,7 +94,8 @@ std::vector<std::vector<PlannedTrial>> SelectTrials(const StudyPlan& plan, std::
   return groups;
 }
 
-void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
+                      const std::vector<std::vector<PlannedTrial>>& groups) {
   std::string out;
   for (std::size_t s = 0; s < groups.size(); ++s) {
     const SubStudy& substudy = plan.substudies()[s];
@@ -131,7 +132,8 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan, const std::v
   std::fputs(out.c_str(), stdout);
 }
 
-void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan,
+                     const std::vector<std::vector<PlannedTrial>>& groups) {
   nlohmann::json root = {{"study", spec.name}, {"sampler", spec.sampler.name}, {"seed", spec.seed}};
   root["substudies"] = nlohmann::json::array();
   for (std::size_t s = 0; s < groups.size(); ++s) {
@@ -149,7 +151,8 @@ void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan, const std::ve
   std::cout << root.dump(2) << "\n";
 }
 
-void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan, const std::vector<std::vector<PlannedTrial>>& groups) {
+void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan,
+                    const std::vector<std::vector<PlannedTrial>>& groups) {
   std::string out = "trial,substudy,index";
   for (const auto& param : spec.space->params()) out += "," + CsvField(param.id);
   out += "\n";
@@ -192,10 +195,10 @@ void RegisterSpaceCommands(CLI::App& app) {
     std::string format = "table";
   };
   auto sample_args = std::make_shared<SampleArgs>();
-  auto* sample = space->add_subcommand(
-      "sample",
-      "Print the trials a study would run, per sub-study, without running anything.\n\n"
-      "Example:\n  dltune space sample examples/quickstart.yaml -n 5 --format table");
+  auto* sample =
+      space->add_subcommand("sample",
+                            "Print the trials a study would run, per sub-study, without running anything.\n\n"
+                            "Example:\n  dltune space sample examples/quickstart.yaml -n 5 --format table");
   sample->add_option("STUDY", sample_args->spec_path, "Study spec (YAML)")->required();
   sample->add_option("-n,--trials", sample_args->limit, "Show the first N trials of each sub-study (default: all)")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));

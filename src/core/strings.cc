@@ -14,8 +14,8 @@ std::size_t EditDistance(std::string_view a, std::string_view b) {
   for (std::size_t i = 1; i <= a.size(); ++i) {
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      std::size_t best = std::min({d[(i - 1) * columns + j] + 1, d[i * columns + j - 1] + 1,
-                                   d[(i - 1) * columns + j - 1] + cost});
+      std::size_t best =
+          std::min({d[(i - 1) * columns + j] + 1, d[i * columns + j - 1] + 1, d[(i - 1) * columns + j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         best = std::min(best, d[(i - 2) * columns + j - 2] + 1);
       }

@@ -31,7 +31,8 @@ Assignment ValidatedConfig(const SearchSpace& space, const ListedConfig& config)
     const bool exists = SearchSpace::ConditionsHold(param, complete);
     if (!exists) {
       if (given != config.values.end()) {
-        throw fail(param.id, fmt::format("does not exist in this config: it exists only when {}", param.ConditionText()));
+        throw fail(param.id,
+                   fmt::format("does not exist in this config: it exists only when {}", param.ConditionText()));
       }
       continue;
     }

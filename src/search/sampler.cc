@@ -113,8 +113,7 @@ Assignment CompleteAssignment(const SearchSpace& space, Assignment given, const 
   return given;
 }
 
-Assignment JointScientificValues(const std::vector<Assignment>& combinations, std::uint64_t seed,
-                                 std::uint64_t index) {
+Assignment JointScientificValues(const std::vector<Assignment>& combinations, std::uint64_t seed, std::uint64_t index) {
   // Each block of K consecutive trials holds every combination once, in an order drawn per block.
   const std::uint64_t count = combinations.size();
   std::vector<std::size_t> order(count);

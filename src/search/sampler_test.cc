@@ -185,7 +185,8 @@ sampler:
     }
     return std::string("(no error)");
   };
-  EXPECT_THAT(error("{optimizer: sgd, lr: 0.1, dropout: 0.1, width: 64, wdith: 3}"), HasSubstr("did you mean 'width'?"));
+  EXPECT_THAT(error("{optimizer: sgd, lr: 0.1, dropout: 0.1, width: 64, wdith: 3}"),
+              HasSubstr("did you mean 'width'?"));
   EXPECT_THAT(error("{optimizer: sgd, lr: 5, dropout: 0.1, width: 64}"), HasSubstr("configs[0].lr = 5 is outside"));
   EXPECT_THAT(error("{optimizer: sgd, lr: 0.1, width: 64}"), HasSubstr("dropout is missing"));
   EXPECT_THAT(error("{optimizer: sgd, lr: 0.1, dropout: 0.1, width: 64, beta1: 0.9}"),
@@ -229,14 +230,16 @@ TEST(Sampler, HaltonShiftIsAnOption) {
 TEST(SamplerOptions, ParsesAndSuggests) {
   EXPECT_EQ(Options("sampler: random").name, "random");
   EXPECT_EQ(Options("sampler: {name: grid, points: 7}").grid_points, 7);
-  EXPECT_THAT([] {
-    try {
-      Options("sampler: haltonn");
-    } catch (const SpecError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }(), HasSubstr("did you mean 'halton'?"));
+  EXPECT_THAT(
+      [] {
+        try {
+          Options("sampler: haltonn");
+        } catch (const SpecError& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("did you mean 'halton'?"));
   EXPECT_THROW(Options("sampler: {name: halton, points: 3}"), SpecError);
   EXPECT_THROW(Options("sampler: list"), SpecError);
 }

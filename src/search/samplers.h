@@ -15,8 +15,7 @@ Assignment CompleteAssignment(const SearchSpace& space, Assignment given, const 
 
 // The scientific values of trial `index` of a joint study: each scientific combination once per block of
 // combinations.size() trials, so every value gets an equal share of the trials.
-Assignment JointScientificValues(const std::vector<Assignment>& combinations, std::uint64_t seed,
-                                 std::uint64_t index);
+Assignment JointScientificValues(const std::vector<Assignment>& combinations, std::uint64_t seed, std::uint64_t index);
 
 // halton, halton_algoperf and random: points of the unit cube mapped through the params.
 std::unique_ptr<Sampler> MakeUnitCubeSampler(const SamplerOptions& options, const SamplingTarget& target);

@@ -43,7 +43,8 @@ class HaltonSampler final : public UnitCubeSampler {
  public:
   HaltonSampler(const SamplingTarget& target, bool shift)
       : UnitCubeSampler(target),
-        halton_(std::max<std::size_t>(dimension_count(), 1), target.seed, HaltonOptions{.scramble = true, .shift = shift}) {}
+        halton_(std::max<std::size_t>(dimension_count(), 1), target.seed,
+                HaltonOptions{.scramble = true, .shift = shift}) {}
 
  private:
   void Fill(std::uint64_t index, std::span<double> point) const override { halton_.Point(index, point); }

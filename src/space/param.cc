@@ -55,9 +55,7 @@ Value Param::FromUnit(double u) const {
     }
     case ParamKind::kDiscrete:
     case ParamKind::kCategorical:
-    case ParamKind::kFixed:
-      assert(!values.empty());
-      return values[ShareIndex(u, values.size())];
+    case ParamKind::kFixed: assert(!values.empty()); return values[ShareIndex(u, values.size())];
   }
   return values.front();
 }
@@ -113,11 +111,11 @@ std::string Param::DomainText() const {
   switch (kind) {
     case ParamKind::kFloat:
     case ParamKind::kInt:
-      return fmt::format("[{}, {}]{}", FormatValue(kind == ParamKind::kInt ? Value(static_cast<std::int64_t>(min)) : Value(min)),
+      return fmt::format("[{}, {}]{}",
+                         FormatValue(kind == ParamKind::kInt ? Value(static_cast<std::int64_t>(min)) : Value(min)),
                          FormatValue(kind == ParamKind::kInt ? Value(static_cast<std::int64_t>(max)) : Value(max)),
                          scale == Scale::kLog ? " log" : "");
-    case ParamKind::kFixed:
-      return "= " + FormatValue(values.front());
+    case ParamKind::kFixed: return "= " + FormatValue(values.front());
     default: {
       std::string text = "{";
       for (std::size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + FormatValue(values[i]);
@@ -134,7 +132,8 @@ std::string Param::ConditionText() const {
       text += condition.param_id + "=" + FormatValue(condition.values.front());
     } else {
       text += condition.param_id + " in {";
-      for (std::size_t i = 0; i < condition.values.size(); ++i) text += (i ? ", " : "") + FormatValue(condition.values[i]);
+      for (std::size_t i = 0; i < condition.values.size(); ++i)
+        text += (i ? ", " : "") + FormatValue(condition.values[i]);
       text += "}";
     }
   }

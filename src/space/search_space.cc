@@ -81,13 +81,14 @@ void SearchSpace::Validate() {
       const Param* target = Find(condition.param_id);
       const std::string key = fmt::format("when.{}", condition.param_id);
       if (target == nullptr) {
-        throw ParamError(param, fmt::format("{} names no param of the space{}", key,
-                                            DidYouMean(condition.param_id, Ids())));
+        throw ParamError(param,
+                         fmt::format("{} names no param of the space{}", key, DidYouMean(condition.param_id, Ids())));
       }
       if (target == &param) throw ParamError(param, key + " cannot depend on the param itself");
       if (!target->IsChoice()) {
-        throw ParamError(param, fmt::format("{}: a condition needs a param with a list of values, but '{}' is a {} range",
-                                            key, target->id, KindName(target->kind)));
+        throw ParamError(param,
+                         fmt::format("{}: a condition needs a param with a list of values, but '{}' is a {} range", key,
+                                     target->id, KindName(target->kind)));
       }
       for (const auto& value : condition.values) {
         if (!target->Contains(value)) {
@@ -129,9 +130,10 @@ void SearchSpace::Validate() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (params_[i].name == params_[j].name && !MutuallyExclusive(params_[i], params_[j])) {
-        throw ParamError(params_[i], fmt::format("shares the name '{}' with {} (line {}) and both can exist in the same "
-                                                 "trial; give them conditions on one param with different values",
-                                                 params_[i].name, params_[j].id, params_[j].where.line));
+        throw ParamError(params_[i],
+                         fmt::format("shares the name '{}' with {} (line {}) and both can exist in the same "
+                                     "trial; give them conditions on one param with different values",
+                                     params_[i].name, params_[j].id, params_[j].where.line));
       }
     }
   }
@@ -139,8 +141,8 @@ void SearchSpace::Validate() {
 
 namespace {
 
-const std::vector<std::string> kParamKeys = {"min", "max", "scale", "type", "values", "value",
-                                             "role", "when", "name", "description"};
+const std::vector<std::string> kParamKeys = {"min",   "max",  "scale", "type", "values",
+                                             "value", "role", "when",  "name", "description"};
 
 Role ParseRole(const YamlNode& node) {
   const std::string text = node.AsString();
@@ -154,7 +156,8 @@ Role ParseRole(const YamlNode& node) {
 void ParseRange(const YamlNode& entry, Param& param) {
   const auto min_node = entry.Find("min");
   const auto max_node = entry.Find("max");
-  if (!min_node || !max_node) throw entry.Fail(min_node ? "needs max: together with min:" : "needs min: together with max:");
+  if (!min_node || !max_node)
+    throw entry.Fail(min_node ? "needs max: together with min:" : "needs min: together with max:");
   param.min = min_node->AsDouble();
   param.max = max_node->AsDouble();
   param.kind = ParamKind::kFloat;
@@ -276,8 +279,8 @@ Param ParseParam(const std::string& id, const YamlNode& entry, SourceLocation wh
       throw role->Fail("is fixed, but the param has a range or a list; a fixed param has one value: write value: X");
     }
     if (param.role != Role::kFixed && !param.Varies()) {
-      throw role->Fail(fmt::format("is {}, but a single value cannot vary; give a range or a list of values",
-                                   RoleName(param.role)));
+      throw role->Fail(
+          fmt::format("is {}, but a single value cannot vary; give a range or a list of values", RoleName(param.role)));
     }
   }
   if (const auto name = entry.Find("name")) {

@@ -54,7 +54,8 @@ TEST(SearchSpaceParse, ErrorsNameFileLineColumnAndKey) {
   // The example of the spec: a log range must start above zero.
   EXPECT_EQ(ParseError("space:\n  learning_rate:\n    min: 0\n    max: 1\n    scale: log\n"),
             "study.yaml:3:10: space.learning_rate.min must be > 0 for scale: log");
-  EXPECT_THAT(ParseError("space:\n  lr: {min: 1, max: 0.5}\n"), HasSubstr("study.yaml:2:21: space.lr.max must be greater than min"));
+  EXPECT_THAT(ParseError("space:\n  lr: {min: 1, max: 0.5}\n"),
+              HasSubstr("study.yaml:2:21: space.lr.max must be greater than min"));
   EXPECT_THAT(ParseError("space:\n  lr: {min: a, max: 1}\n"), HasSubstr("space.lr.min must be a number"));
 }
 
@@ -108,8 +109,9 @@ space:
   lr_b: {name: learning_rate, when: {optimizer: adam}, min: 0.01, max: 1}
 )"),
               HasSubstr("shares the name 'learning_rate' with lr_a"));
-  EXPECT_THAT(ParseError("space:\n  learning_rate: {min: 0.1, max: 1}\n  lr2: {name: learning_rate, min: 0.1, max: 1}\n"),
-              HasSubstr("shares the name"));
+  EXPECT_THAT(
+      ParseError("space:\n  learning_rate: {min: 0.1, max: 1}\n  lr2: {name: learning_rate, min: 0.1, max: 1}\n"),
+      HasSubstr("shares the name"));
 }
 
 TEST(SearchSpaceParse, ConditionsMustNameChoicesTheyCanTake) {

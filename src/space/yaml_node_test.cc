@@ -46,6 +46,31 @@ TEST(YamlNode, RefusesMalformedDuplicatedAndDeepDocuments) {
   EXPECT_THROW(YamlNode::Parse(std::string(5000, '{'), "f.yaml"), SpecError);
 }
 
+// Block nesting of `levels` mappings, each indented `indent` spaces more than its parent.
+std::string NestedBlocks(int levels, int indent) {
+  std::string text;
+  for (int level = 0; level < levels; ++level)
+    text += std::string(static_cast<std::size_t>(level * indent), ' ') + "k:\n";
+  return text + std::string(static_cast<std::size_t>(levels * indent), ' ') + "leaf: 1\n";
+}
+
+TEST(YamlNode, NestingLimitCountsLevelsNotColumns) {
+  EXPECT_NO_THROW(YamlNode::Parse(NestedBlocks(60, 4), "f.yaml"));  // 240 columns, 60 levels
+  try {
+    YamlNode::Parse(NestedBlocks(70, 2), "f.yaml");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is nested more than 64 levels deep"));
+    EXPECT_THAT(e.what(), ::testing::StartsWith("f.yaml:6"));  // located at the deepest node
+  }
+  try {
+    YamlNode::Parse(NestedBlocks(300, 2), "f.yaml");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), ::testing::StartsWith("f.yaml:258: is nested"));  // refused before parsing
+  }
+}
+
 TEST(YamlNode, ExpectMapSuggestsKeys) {
   const YamlNode root = YamlNode::Parse("seeed: 1\n", "f.yaml");
   try {

@@ -70,8 +70,8 @@ Objective ParseObjective(const YamlNode& node) {
     if (text == "maximize") {
       objective.direction = Direction::kMaximize;
     } else if (text != "minimize") {
-      throw direction->Fail(fmt::format("must be minimize or maximize, not '{}'{}", text,
-                                        DidYouMean(text, {"minimize", "maximize"})));
+      throw direction->Fail(
+          fmt::format("must be minimize or maximize, not '{}'{}", text, DidYouMean(text, {"minimize", "maximize"})));
     }
   }
   return objective;
@@ -80,7 +80,8 @@ Objective ParseObjective(const YamlNode& node) {
 void RefuseSearchedStepBudget(const SearchSpace& space) {
   for (const auto& param : space.params()) {
     if (param.id == "max_train_steps" || param.name == "max_train_steps") {
-      throw SpecError(param.where, "space." + param.id, std::string("cannot be a param of the space: ") + kStepsSection);
+      throw SpecError(param.where, "space." + param.id,
+                      std::string("cannot be a param of the space: ") + kStepsSection);
     }
   }
 }
@@ -90,9 +91,10 @@ void CheckScientificParams(const StudySpec& spec, const YamlNode& space_node) {
   for (const Param* param : spec.space->WithRole(Role::kScientific)) {
     if (!param->IsChoice()) {
       const auto node = space_node.Find(param->id);
-      throw node->Fail(fmt::format("is a scientific {} range; scientific_mode: separate makes one sub-study per "
-                                   "scientific value, so give a list (values: [...]) or use scientific_mode: joint",
-                                   KindName(param->kind)));
+      throw node->Fail(
+          fmt::format("is a scientific {} range; scientific_mode: separate makes one sub-study per "
+                      "scientific value, so give a list (values: [...]) or use scientific_mode: joint",
+                      KindName(param->kind)));
     }
   }
 }
@@ -101,7 +103,9 @@ void CheckScientificParams(const StudySpec& spec, const YamlNode& space_node) {
 
 StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) {
   const YamlNode root = YamlNode::Parse(text, file_name);
-  if (root.IsNull()) throw SpecError({file_name, 0, 0}, "", "is empty; a study spec needs at least name, workload, max_train_steps and space");
+  if (root.IsNull())
+    throw SpecError({file_name, 0, 0}, "",
+                    "is empty; a study spec needs at least name, workload, max_train_steps and space");
   root.ExpectMap(kTopLevelKeys);
 
   StudySpec spec;
@@ -115,8 +119,10 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
 
   spec.name = ParseName(required("name", "name the study, e.g. name: nesterov_vs_adam"));
   if (const auto description = root.Find("description")) spec.description = description->AsString();
-  spec.workload = ParseWorkload(required("workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}"));
-  const YamlNode steps = required("max_train_steps", std::string("every trial trains for the same number of steps; ") + kStepsSection);
+  spec.workload =
+      ParseWorkload(required("workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}"));
+  const YamlNode steps =
+      required("max_train_steps", std::string("every trial trains for the same number of steps; ") + kStepsSection);
   spec.max_train_steps = steps.AsInt();
   if (spec.max_train_steps < 1) throw steps.Fail("must be at least 1");
   if (const auto objective = root.Find("objective")) spec.objective = ParseObjective(*objective);
@@ -147,7 +153,8 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
     throw root.Find("seed")->Fail("must be below 2^32 for halton_algoperf (numpy's seed range)");
   }
 
-  const YamlNode space_node = required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
+  const YamlNode space_node =
+      required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
   spec.space = std::make_shared<const SearchSpace>(ParseSearchSpace(space_node));
   RefuseSearchedStepBudget(*spec.space);
   CheckScientificParams(spec, space_node);
@@ -158,9 +165,10 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
     for (const auto& substudy : plan.substudies()) {
       const std::uint64_t count = plan.SubStudyTrialCount(substudy.index);
       if (count != spec.trials) {
-        throw root.Find("trials")->Fail(fmt::format("is {} but the {} sampler makes {} trials for sub-study {}; "
-                                                    "remove trials: to run them all",
-                                                    spec.trials, spec.sampler.name, count, substudy.label));
+        throw root.Find("trials")->Fail(
+            fmt::format("is {} but the {} sampler makes {} trials for sub-study {}; "
+                        "remove trials: to run them all",
+                        spec.trials, spec.sampler.name, count, substudy.label));
       }
     }
   }

@@ -71,11 +71,28 @@ TEST(StudySpecProperty, MutatedQuickstartNeverCrashes) {
 // Random documents built from the spec's own vocabulary, so they get deep into validation.
 std::string RandomDocument(Rng& rng, int depth) {
   static const std::vector<std::string> keys = {
-      "name", "workload", "max_train_steps", "trials", "seed", "sampler", "space", "min", "max", "scale", "values",
-      "value", "role", "when", "type", "configs", "points", "lr", "optimizer", "args", "objective", "metric"};
-  static const std::vector<std::string> scalars = {"0", "-1", "1e-3", "log", "linear", "int", "scientific", "fixed",
-                                                   "halton", "grid", "list", "adam", "true", "'3'", "1e400", ".nan",
-                                                   "9999999999999999999999", "x", "joint"};
+      "name",   "workload", "max_train_steps", "trials", "seed",      "sampler", "space", "min",
+      "max",    "scale",    "values",          "value",  "role",      "when",    "type",  "configs",
+      "points", "lr",       "optimizer",       "args",   "objective", "metric"};
+  static const std::vector<std::string> scalars = {"0",
+                                                   "-1",
+                                                   "1e-3",
+                                                   "log",
+                                                   "linear",
+                                                   "int",
+                                                   "scientific",
+                                                   "fixed",
+                                                   "halton",
+                                                   "grid",
+                                                   "list",
+                                                   "adam",
+                                                   "true",
+                                                   "'3'",
+                                                   "1e400",
+                                                   ".nan",
+                                                   "9999999999999999999999",
+                                                   "x",
+                                                   "joint"};
   const auto kind = depth > 4 ? 2 : rng.Below(3);
   if (kind == 0) {
     std::string text = "{";

@@ -60,11 +60,11 @@ TEST(StudySpec, DefaultsAndTopLevelKeys) {
 }
 
 TEST(StudySpec, RefusesToSearchTheStepBudget) {
-  const std::string message =
-      SpecError(std::string(kHeader) + "space:\n  max_train_steps: {values: [1000, 2000]}\n");
+  const std::string message = SpecError(std::string(kHeader) + "space:\n  max_train_steps: {values: [1000, 2000]}\n");
   EXPECT_THAT(message, HasSubstr("study.yaml:5:3: space.max_train_steps cannot be a param of the space"));
   EXPECT_THAT(message, HasSubstr("Determining the number of steps for each training run"));
-  EXPECT_THAT(SpecError("name: s\nworkload: w\nspace: {a: {min: 0, max: 1}}\n"), HasSubstr("max_train_steps is missing"));
+  EXPECT_THAT(SpecError("name: s\nworkload: w\nspace: {a: {min: 0, max: 1}}\n"),
+              HasSubstr("max_train_steps is missing"));
 }
 
 TEST(StudySpec, TopLevelMistakes) {
@@ -72,7 +72,8 @@ TEST(StudySpec, TopLevelMistakes) {
               HasSubstr("study.yaml:4:1: trails is not a known key of top level (did you mean 'trials'?)"));
   EXPECT_THAT(SpecError(std::string(kHeader) + "scientific_mode: seperate\nspace: {a: [1, 2]}\n"),
               HasSubstr("did you mean 'separate'?"));
-  EXPECT_THAT(SpecError(std::string(kHeader) + "trials: 0\nspace: {a: [1, 2]}\n"), HasSubstr("trials must be between 1"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "trials: 0\nspace: {a: [1, 2]}\n"),
+              HasSubstr("trials must be between 1"));
   EXPECT_THAT(SpecError(std::string(kHeader) + "objective: {direction: minimise}\nspace: {a: [1, 2]}\n"),
               HasSubstr("did you mean 'minimize'?"));
   EXPECT_THAT(SpecError("name: 'bad name'\nworkload: w\nmax_train_steps: 5\nspace: {a: [1, 2]}\n"),
@@ -91,7 +92,8 @@ TEST(StudySpec, SeparateModeNeedsListedScientificValues) {
   EXPECT_THAT(SpecError(std::string(kHeader) + "space:\n  width: {min: 1, max: 8, type: int, role: scientific}\n"),
               HasSubstr("use scientific_mode: joint"));
   const StudySpec joint = ParseStudySpec(
-      std::string(kHeader) + "scientific_mode: joint\ntrials: 9\nspace:\n  width: {min: 1, max: 8, type: int, role: scientific}\n",
+      std::string(kHeader) +
+          "scientific_mode: joint\ntrials: 9\nspace:\n  width: {min: 1, max: 8, type: int, role: scientific}\n",
       "s.yaml");
   EXPECT_EQ(StudyPlan(joint).TrialCount(), 9u);
 }
@@ -108,15 +110,18 @@ space:
   const StudyPlan plan(spec);
   ASSERT_EQ(plan.substudies().size(), 1u);
   std::map<std::string, int> counts;
-  for (std::uint64_t n = 0; n < plan.TrialCount(); ++n) ++counts[std::get<std::string>(plan.Trial(n).params.at("activation"))];
+  for (std::uint64_t n = 0; n < plan.TrialCount(); ++n)
+    ++counts[std::get<std::string>(plan.Trial(n).params.at("activation"))];
   EXPECT_EQ(counts, (std::map<std::string, int>{{"gelu", 10}, {"relu", 10}, {"tanh", 10}}));
 }
 
 TEST(StudySpec, GridAndListCountsMustMatchAnExplicitTrialCount) {
-  EXPECT_EQ(SpecError(std::string(kHeader) + "trials: 5\nsampler: grid\nspace:\n  a: {min: 0, max: 1}\n"), "(no error)");
+  EXPECT_EQ(SpecError(std::string(kHeader) + "trials: 5\nsampler: grid\nspace:\n  a: {min: 0, max: 1}\n"),
+            "(no error)");
   EXPECT_THAT(SpecError(std::string(kHeader) + "trials: 4\nsampler: grid\nspace:\n  a: {min: 0, max: 1}\n"),
               HasSubstr("the grid sampler makes 5 trials"));
-  const StudySpec spec = ParseStudySpec(std::string(kHeader) + "sampler: {name: grid, points: 4}\nspace:\n  a: {min: 0, max: 1}\n", "s.yaml");
+  const StudySpec spec = ParseStudySpec(
+      std::string(kHeader) + "sampler: {name: grid, points: 4}\nspace:\n  a: {min: 0, max: 1}\n", "s.yaml");
   EXPECT_EQ(StudyPlan(spec).TrialCount(), 4u);
   EXPECT_THAT(SpecError(std::string(kHeader) + R"(
 sampler: {name: list, configs: [{o: x}]}

@@ -10,7 +10,8 @@ int main(int argc, char** argv) {
   const dltune::StudyPlan plan(spec);
   std::printf("dltune %s: %s has %llu trials; trial 0:", dltune::kVersion, spec.name.c_str(),
               static_cast<unsigned long long>(plan.TrialCount()));
-  for (const auto& [id, value] : plan.Trial(0).params) std::printf(" %s=%s", id.c_str(), dltune::FormatValue(value).c_str());
+  for (const auto& [id, value] : plan.Trial(0).params)
+    std::printf(" %s=%s", id.c_str(), dltune::FormatValue(value).c_str());
   std::printf("\n");
   return 0;
 }

@@ -41,7 +41,7 @@ struct SamplingTarget {
   Assignment scientific;               // this sub-study's scientific values (separate mode); empty in joint mode
   bool joint = false;                  // scientific params are sampled along with the nuisance params
   std::uint64_t seed = 0;
-  std::uint64_t trials = 0;            // the budget; grid and list make as many trials as they have points
+  std::uint64_t trials = 0;  // the budget; grid and list make as many trials as they have points
 };
 
 // Makes the params of a sub-study's trials. Implementations are immutable after construction and thread-safe.

@@ -41,22 +41,24 @@ struct Condition {
 
 // A hyperparameter. Plain value type; SearchSpace validates a set of them together.
 struct Param {
-  std::string id;                 // unique key in the spec's `space:` map
-  std::string name;               // the name the workload sees; conditional params may share it
+  std::string id;    // unique key in the spec's `space:` map
+  std::string name;  // the name the workload sees; conditional params may share it
   ParamKind kind = ParamKind::kFloat;
   Role role = Role::kNuisance;
   Scale scale = Scale::kLinear;
-  double min = 0.0;               // kFloat, kInt
-  double max = 1.0;               // kFloat, kInt
-  std::vector<Value> values;      // kDiscrete, kCategorical: the choices; kFixed: the one value
-  std::vector<Condition> when;    // all must hold for the param to exist
+  double min = 0.0;             // kFloat, kInt
+  double max = 1.0;             // kFloat, kInt
+  std::vector<Value> values;    // kDiscrete, kCategorical: the choices; kFixed: the one value
+  std::vector<Condition> when;  // all must hold for the param to exist
   std::string description;
-  SourceLocation where;           // where the spec defines it
+  SourceLocation where;  // where the spec defines it
 
   // True for ranges and lists; false for a single fixed value.
   bool Varies() const { return kind != ParamKind::kFixed; }
   // True when it is a finite set of choices (discrete, categorical, fixed).
-  bool IsChoice() const { return kind == ParamKind::kDiscrete || kind == ParamKind::kCategorical || kind == ParamKind::kFixed; }
+  bool IsChoice() const {
+    return kind == ParamKind::kDiscrete || kind == ParamKind::kCategorical || kind == ParamKind::kFixed;
+  }
   bool IsConditional() const { return !when.empty(); }
 
   // Maps u in [0, 1) to a value. Ranges: linear min + u (max - min), log min exp(u log(max/min)); integers get

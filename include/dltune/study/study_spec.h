@@ -37,14 +37,14 @@ struct StudySpec {
   WorkloadSpec workload;
   std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
   Objective objective;
-  std::uint64_t trials = 20;         // per sub-study (separate) or in all (joint)
-  bool trials_given = false;         // whether the spec set `trials:` itself
+  std::uint64_t trials = 20;  // per sub-study (separate) or in all (joint)
+  bool trials_given = false;  // whether the spec set `trials:` itself
   std::uint64_t seed = 0;
   ScientificMode scientific_mode = ScientificMode::kSeparate;
   SamplerOptions sampler;
   std::shared_ptr<const SearchSpace> space;  // shared so plans and samplers can point into it
-  std::string file;                  // where it was read from
-  std::string text;                  // its text, exactly as read
+  std::string file;                          // where it was read from
+  std::string text;                          // its text, exactly as read
 };
 
 std::string ScientificModeName(ScientificMode mode);
@@ -64,9 +64,9 @@ struct SubStudy {
 
 // One trial the study will run.
 struct PlannedTrial {
-  std::uint64_t number = 0;    // 0-based number within the study
-  std::size_t substudy = 0;    // index into StudyPlan::substudies()
-  std::uint64_t index = 0;     // index within its sub-study (the sampler's trial index)
+  std::uint64_t number = 0;  // 0-based number within the study
+  std::size_t substudy = 0;  // index into StudyPlan::substudies()
+  std::uint64_t index = 0;   // index within its sub-study (the sampler's trial index)
   Assignment params;
 };
 
