@@ -36,6 +36,7 @@ function(dltune_warnings target)
   endif()
   if(DLTUNE_SANITIZE)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+    # PUBLIC: whatever links these static libraries (tests, a consumer of the installed tree) needs the runtime too.
+    target_link_options(${target} PUBLIC -fsanitize=address,undefined)
   endif()
 endfunction()
