@@ -161,7 +161,8 @@ void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan,
       out += fmt::format("{},{},{}", trial.number, CsvField(plan.substudies()[trial.substudy].label), trial.index);
       for (const auto& param : spec.space->params()) {
         const auto it = trial.params.find(param.id);
-        out += "," + (it == trial.params.end() ? std::string() : CsvField(FormatValue(it->second)));
+        out += ',';
+        if (it != trial.params.end()) out += CsvField(FormatValue(it->second));
       }
       out += "\n";
     }
