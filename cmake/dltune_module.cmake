@@ -30,7 +30,9 @@ endfunction()
 
 # Warnings for every project target; errors in the dev preset (DLTUNE_WERROR).
 function(dltune_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+    # Value structs with defaults are filled with designated initializers, naming only what differs.
+    -Wno-missing-field-initializers)
   if(DLTUNE_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -7,5 +7,7 @@ namespace dltune::cli {
 
 // `dltune space check` and `dltune space sample`.
 void RegisterSpaceCommands(CLI::App& app);
+// `dltune studies`, `dltune show` and `dltune export`.
+void RegisterStoreCommands(CLI::App& app);
 
 }  // namespace dltune::cli

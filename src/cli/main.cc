@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
                                                 *dltune::kBuildCommit ? dltune::kBuildCommit : "unknown commit"));
   app.require_subcommand(1);
   dltune::cli::RegisterSpaceCommands(app);
+  dltune::cli::RegisterStoreCommands(app);
 
   try {
     CheckCommandWords(app, argc, argv);

@@ -1,0 +1,236 @@
+// The experiment store: the single source of truth of every study — its spec, its trials, their measurements and
+// checkpoints, and the tracking record the playbook asks for ("Untracked experiments might as well not exist").
+//
+// Everything else reads and writes studies through this interface. Backends: SQLite (embedded, one machine, many
+// processes) and PostgreSQL (workers on many machines); OpenStore picks one from a URL. docs/store-schema.md
+// documents the tables.
+//
+// Contract shared by every backend:
+// - Thread safety: a Store object is used by one thread at a time; open one per thread or process. Any number of
+//   Store objects, in any number of processes, may use the same database at once.
+// - Atomicity: every method is one transaction; it either happens whole or throws and changes nothing.
+// - Leases: ClaimNext hands a trial to one worker. Writes about a running trial name the lease (trial id and worker);
+//   once the trial was reclaimed or finished, they throw LeaseLostError instead of writing.
+// - Finished trials (completed, infeasible, failed) are immutable: every write about them throws.
+// - Times are seconds since the Unix epoch. Heartbeats and staleness use the database server's clock (SQLite: the
+//   machine's clock), so workers' clocks need not agree.
+// - Errors: a user's mistake or an unusable database (bad URL, unreachable server, schema too new) throws
+//   dltune::Error with a message naming the database.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dltune/core/error.h"
+#include "dltune/space/param.h"
+#include "dltune/study/trial.h"
+
+namespace dltune {
+
+// A write about a trial the worker no longer holds (reclaimed after a missed heartbeat, or finished).
+class LeaseLostError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A study as the store records it.
+struct StudyRecord {
+  std::int64_t id = 0;
+  std::string name;
+  std::string description;
+  std::string spec_text;       // the spec exactly as read
+  std::string spec_hash;       // SHA-256 of spec_text, hex
+  std::string spec_path;       // where the spec was read from
+  std::string command_line;    // the command that created the study
+  std::string dltune_version;  // the dltune that created it
+  std::string git_commit;      // commit of the user's working directory, if it was a git checkout
+  double created_at = 0;
+  double updated_at = 0;       // last change to the study or any of its trials
+};
+
+// What CreateStudy needs; id and times are set by the store.
+struct NewStudy {
+  std::string name;
+  std::string description;
+  std::string spec_text;
+  std::string spec_hash;
+  std::string spec_path;
+  std::string command_line;
+  std::string dltune_version;
+  std::string git_commit;
+};
+
+// A trial to add as pending.
+struct NewTrial {
+  std::uint64_t number = 0;    // unique within the study
+  std::size_t substudy = 0;
+  std::string substudy_label;  // "optimizer=adam"
+  Assignment params;
+  std::uint64_t seed = 0;
+};
+
+// A trial as the store records it.
+struct TrialRecord {
+  std::int64_t id = 0;
+  std::int64_t study_id = 0;
+  std::uint64_t number = 0;
+  std::size_t substudy = 0;
+  std::string substudy_label;
+  Assignment params;
+  std::uint64_t seed = 0;
+  TrialState state = TrialState::kPending;
+  std::string worker;                    // holder while running; last holder afterwards
+  std::optional<double> heartbeat_at;
+  std::optional<double> started_at;      // first claim
+  std::optional<double> ended_at;
+  std::string reason;                    // why infeasible, failed or reclaimed
+  int retries = 0;                       // times reclaimed after a lost worker
+  std::optional<std::int64_t> best_step;  // retrospective optimal checkpoint selection
+  std::optional<double> best_value;       // objective at best_step
+  std::optional<double> final_value;      // objective at the last evaluation
+  std::optional<int> exit_status;         // of the trial process, when it ended abnormally
+  std::string stderr_tail;                // last lines of the trial process's stderr, when it failed
+};
+
+// Proof that a worker holds a running trial; returned by ClaimNext.
+struct TrialLease {
+  std::int64_t trial_id = 0;
+  std::string worker;
+};
+
+// One training step's measurements. Absent values are stored as NULL.
+struct TrainMeasurement {
+  std::int64_t step = 0;
+  std::optional<double> loss;
+  std::optional<double> learning_rate;
+  std::optional<double> grad_norm;         // before clipping
+  std::optional<bool> clipped;
+  std::optional<double> step_time;         // seconds
+  std::optional<double> data_wait;         // seconds spent waiting for input
+  std::optional<double> examples_per_second;
+};
+
+// One evaluation value: metric `metric` on split `split` at `step`, over `examples` examples.
+struct EvalMeasurement {
+  std::int64_t step = 0;
+  std::string split;   // "train", "valid", "valid_sample", "test"
+  std::string metric;  // "loss", "error_rate", ...
+  double value = 0;
+  std::int64_t examples = 0;
+};
+
+// An evaluation row of a whole study, for analyses.
+struct StudyEvalRow {
+  std::uint64_t trial_number = 0;
+  EvalMeasurement eval;
+};
+
+// Measurements written together in one transaction (a trial's eval interval), with the best so far.
+struct MeasurementBatch {
+  std::vector<TrainMeasurement> train;
+  std::vector<EvalMeasurement> evals;
+  std::optional<std::int64_t> best_step;  // set both or neither
+  std::optional<double> best_value;
+};
+
+enum class CheckpointPool { kLatest, kBest };
+std::string CheckpointPoolName(CheckpointPool pool);
+
+struct CheckpointRecord {
+  std::int64_t id = 0;  // set by the store
+  std::int64_t step = 0;
+  std::string path;
+  std::optional<double> objective;
+  std::string checksum;
+  CheckpointPool pool = CheckpointPool::kLatest;
+  bool deleted = false;
+};
+
+// How a trial ended.
+struct TrialOutcome {
+  TrialState state = TrialState::kCompleted;  // completed, infeasible, failed or stopped
+  std::string reason;
+  std::optional<double> final_value;
+  std::optional<int> exit_status;
+  std::string stderr_tail;
+};
+
+// A running trial put back by ReclaimStale.
+struct ReclaimedTrial {
+  std::uint64_t number = 0;
+  std::string worker;      // the worker that stopped heartbeating
+  TrialState new_state{};  // pending (to be retried) or failed (too many retries)
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // The URL this store was opened with, without any password.
+  virtual std::string url() const = 0;
+  // The schema version of the open database (see docs/store-schema.md).
+  virtual int SchemaVersion() = 0;
+
+  // Studies. CreateStudy throws Error if the name is taken.
+  virtual StudyRecord CreateStudy(const NewStudy& study) = 0;
+  virtual std::optional<StudyRecord> FindStudy(const std::string& name) = 0;
+  virtual std::vector<StudyRecord> ListStudies() = 0;  // by creation time
+
+  // Trials. AddTrials adds pending trials (throws if a number exists); reads are ordered by number.
+  virtual void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) = 0;
+  virtual std::vector<TrialRecord> ListTrials(std::int64_t study_id) = 0;
+  virtual std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) = 0;
+
+  // Atomically moves the lowest-numbered pending trial to running for `worker`; nullopt when none is pending.
+  // No trial is ever handed to two workers.
+  virtual std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
+                                                                      const std::string& worker) = 0;
+  // Stamps the trial's heartbeat. Throws LeaseLostError if the lease is gone.
+  virtual void Heartbeat(const TrialLease& lease) = 0;
+  // Writes a batch of measurements (and the best so far) and stamps the heartbeat, in one transaction.
+  virtual void Record(const TrialLease& lease, const MeasurementBatch& batch) = 0;
+  // Deletes the trial's measurements after `step` (a resumed trial restarts from its checkpoint at `step`).
+  virtual void TruncateAfter(const TrialLease& lease, std::int64_t step) = 0;
+  // Ends the lease with a final state: completed, infeasible, failed, or stopped (resumable).
+  virtual void Finish(const TrialLease& lease, const TrialOutcome& outcome) = 0;
+
+  // Running trials of the study whose heartbeat is older than `grace_seconds` go back to pending with one more
+  // retry, keeping their measurements and checkpoints; those that reach `max_retries` become failed instead.
+  virtual std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) = 0;
+  // Stopped trials of the study go back to pending; returns how many.
+  virtual int ResumeStopped(std::int64_t study_id) = 0;
+
+  // Measurements, ordered by step (evals by step, split, metric).
+  virtual std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) = 0;
+  virtual std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) = 0;
+  // Every evaluation of every trial of the study, ordered by trial number, step, split, metric.
+  virtual std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) = 0;
+
+  // Checkpoints. AddCheckpoint returns the new id; MarkCheckpointDeleted records that its files are gone.
+  virtual std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) = 0;
+  virtual void MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) = 0;
+  virtual std::vector<CheckpointRecord> ListCheckpoints(std::int64_t trial_id) = 0;  // ordered by step, id
+
+ protected:
+  Store() = default;
+};
+
+// Opens (creating or upgrading its schema if needed) the store at `url`:
+//   sqlite:///absolute/path/file.db, sqlite://relative/path.db, or a plain file path (SQLite);
+//   postgresql://user[:password]@host[:port]/dbname[?params] (also postgres://; libpq's URI syntax).
+// Throws Error for an unknown scheme, an unreachable database or a schema newer than this dltune knows, and, when
+// `create_if_missing` is false, for a SQLite file that does not exist yet.
+std::unique_ptr<Store> OpenStore(const std::string& url, bool create_if_missing = true);
+
+// The URL used when none is given: $DLTUNE_STORAGE if set, else sqlite:///<cwd>/dltune.db.
+std::string DefaultStoreUrl();
+
+// The schema version this dltune writes; databases at a newer version are refused.
+inline constexpr int kStoreSchemaVersion = 2;
+
+}  // namespace dltune

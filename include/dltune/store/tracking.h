@@ -1,0 +1,46 @@
+// The playbook's experiment-tracking record of a study, computed from the store's records: trials by state, the
+// best trial overall and per sub-study, and how to reproduce the study.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dltune/store/store.h"
+#include "dltune/study/study_spec.h"
+
+namespace dltune {
+
+// The best trial of a set: its number, sub-study, best objective value and the step it was reached at.
+struct BestTrial {
+  std::uint64_t number = 0;
+  std::string substudy_label;
+  double value = 0;
+  std::optional<std::int64_t> step;
+};
+
+struct StudySummary {
+  StudyRecord study;
+  Objective objective;                        // from the study's spec (minimize valid/error_rate if unreadable)
+  std::array<int, 6> state_counts{};          // indexed by TrialState
+  int trial_count = 0;
+  std::optional<BestTrial> best;              // over completed trials with a best value
+  std::vector<BestTrial> best_per_substudy;   // in sub-study order, for sub-studies that have one
+  std::string reproduce;                      // the command that created the study
+
+  int Count(TrialState state) const { return state_counts[static_cast<std::size_t>(state)]; }
+  // "12 completed, 2 running, 1 infeasible" (states with no trial left out; "no trials" when empty).
+  std::string StateText() const;
+};
+
+// Summarizes a study from its record and trials (as ListTrials returns them).
+StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials);
+
+// Whether `a` is a better objective value than `b` in `direction`.
+bool IsBetter(double a, double b, Direction direction);
+
+// The study named `name`, or an Error naming the store and suggesting close names.
+StudyRecord RequireStudy(Store& store, const std::string& name);
+
+}  // namespace dltune

@@ -1,0 +1,73 @@
+// Internal: the small slice of a SQL database that SqlStore needs, implemented once per backend (SQLite, PostgreSQL).
+// SqlStore holds all the store's logic and SQL; a connection only runs statements and converts values.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dltune/core/error.h"
+
+namespace dltune::internal {
+
+// NULL, INTEGER/BIGINT, REAL/DOUBLE PRECISION, TEXT.
+using SqlValue = std::variant<std::monostate, std::int64_t, double, std::string>;
+using SqlRow = std::vector<SqlValue>;
+
+enum class SqlDialect { kSqlite, kPostgres };
+
+// A failure of the database itself (not a broken lease or a user's mistake the store detects).
+class SqlError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A transaction that lost a race (SQLite busy, PostgreSQL serialization failure or deadlock): retry it.
+class SqlConflictError : public SqlError {
+ public:
+  using SqlError::SqlError;
+};
+
+// A unique or primary-key constraint refused a row.
+class SqlUniqueViolation : public SqlError {
+ public:
+  using SqlError::SqlError;
+};
+
+// One open connection. Not thread-safe. Statements use `?` placeholders in both dialects (a PostgreSQL connection
+// rewrites them to $1, $2, ...). Every method throws SqlError on failure, naming the database.
+class SqlConnection {
+ public:
+  virtual ~SqlConnection() = default;
+
+  virtual SqlDialect dialect() const = 0;
+  // The database as the user named it, without a password, for messages.
+  virtual const std::string& name() const = 0;
+
+  // Runs one statement.
+  virtual void Execute(const std::string& sql, const std::vector<SqlValue>& params = {}) = 0;
+  // Runs one statement for each row of parameters, reusing the prepared statement (or batching rows) for speed.
+  virtual void ExecuteMany(const std::string& sql, const std::vector<SqlRow>& rows) = 0;
+  // Runs one statement and returns its rows. Integer columns come back as int64, real ones as double, text as
+  // string, NULL as monostate.
+  virtual std::vector<SqlRow> Query(const std::string& sql, const std::vector<SqlValue>& params = {}) = 0;
+  // Runs several ;-separated statements without parameters (schema scripts).
+  virtual void ExecuteScript(const std::string& sql) = 0;
+
+  // Starts a transaction that will write: SQLite takes the write lock up front (BEGIN IMMEDIATE, waiting for it
+  // rather than failing with "database is locked"); PostgreSQL begins a READ COMMITTED transaction.
+  virtual void BeginWrite() = 0;
+  // Starts a transaction that only reads (a consistent snapshot).
+  virtual void BeginRead() = 0;
+  virtual void Commit() = 0;
+  virtual void Rollback() = 0;
+};
+
+// Opens a SQLite database file, creating it if needed (WAL mode, a busy timeout, foreign keys on).
+std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path);
+// Connects to PostgreSQL with a libpq connection URI (postgresql://...).
+std::unique_ptr<SqlConnection> OpenPostgres(const std::string& uri);
+
+}  // namespace dltune::internal

@@ -1,0 +1,479 @@
+// The Store, written once over SqlConnection: every backend runs this logic and this SQL (with `{now}` and
+// `{skip_locked}` filled in per dialect).
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "dltune/store/store.h"
+#include "schema.h"
+#include "sql_store.h"
+
+namespace dltune::internal {
+namespace {
+
+constexpr int kConflictRetries = 20;
+
+std::int64_t AsInt(const SqlValue& value) {
+  if (const auto* integer = std::get_if<std::int64_t>(&value)) return *integer;
+  if (const auto* real = std::get_if<double>(&value)) return static_cast<std::int64_t>(*real);
+  return 0;
+}
+std::optional<std::int64_t> AsOptionalInt(const SqlValue& value) {
+  if (std::holds_alternative<std::monostate>(value)) return std::nullopt;
+  return AsInt(value);
+}
+double AsDouble(const SqlValue& value) {
+  if (const auto* real = std::get_if<double>(&value)) return *real;
+  if (const auto* integer = std::get_if<std::int64_t>(&value)) return static_cast<double>(*integer);
+  return 0;
+}
+std::optional<double> AsOptionalDouble(const SqlValue& value) {
+  if (std::holds_alternative<std::monostate>(value)) return std::nullopt;
+  return AsDouble(value);
+}
+std::string AsText(const SqlValue& value) {
+  if (const auto* text = std::get_if<std::string>(&value)) return *text;
+  return {};
+}
+
+template <typename T>
+SqlValue Optional(const std::optional<T>& value) {
+  if (!value) return std::monostate{};
+  if constexpr (std::is_same_v<T, bool>) {
+    return std::int64_t{*value ? 1 : 0};
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<std::int64_t>(*value);
+  } else {
+    return static_cast<double>(*value);
+  }
+}
+
+std::string ParamsToJson(const Assignment& params) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [id, value] : params) object[id] = ValueToJson(value);
+  return object.dump();
+}
+
+Assignment ParamsFromJson(const std::string& text) {
+  Assignment params;
+  const auto object = nlohmann::json::parse(text, nullptr, false);
+  if (!object.is_object()) return params;
+  for (const auto& [id, value] : object.items()) {
+    if (auto parsed = ValueFromJson(value)) params[id] = std::move(*parsed);
+  }
+  return params;
+}
+
+constexpr const char* kStudyColumns =
+    "id, name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, git_commit, created_at, "
+    "updated_at";
+
+StudyRecord StudyFromRow(const SqlRow& row) {
+  StudyRecord study;
+  study.id = AsInt(row[0]);
+  study.name = AsText(row[1]);
+  study.description = AsText(row[2]);
+  study.spec_text = AsText(row[3]);
+  study.spec_hash = AsText(row[4]);
+  study.spec_path = AsText(row[5]);
+  study.command_line = AsText(row[6]);
+  study.dltune_version = AsText(row[7]);
+  study.git_commit = AsText(row[8]);
+  study.created_at = AsDouble(row[9]);
+  study.updated_at = AsDouble(row[10]);
+  return study;
+}
+
+constexpr const char* kTrialColumns =
+    "id, study_id, number, substudy, substudy_label, params, seed, state, worker, heartbeat_at, started_at, ended_at, "
+    "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail";
+
+TrialRecord TrialFromRow(const SqlRow& row) {
+  TrialRecord trial;
+  trial.id = AsInt(row[0]);
+  trial.study_id = AsInt(row[1]);
+  trial.number = static_cast<std::uint64_t>(AsInt(row[2]));
+  trial.substudy = static_cast<std::size_t>(AsInt(row[3]));
+  trial.substudy_label = AsText(row[4]);
+  trial.params = ParamsFromJson(AsText(row[5]));
+  trial.seed = static_cast<std::uint64_t>(AsInt(row[6]));
+  trial.state = ParseTrialState(AsText(row[7])).value_or(TrialState::kFailed);
+  trial.worker = AsText(row[8]);
+  trial.heartbeat_at = AsOptionalDouble(row[9]);
+  trial.started_at = AsOptionalDouble(row[10]);
+  trial.ended_at = AsOptionalDouble(row[11]);
+  trial.reason = AsText(row[12]);
+  trial.retries = static_cast<int>(AsInt(row[13]));
+  trial.best_step = AsOptionalInt(row[14]);
+  trial.best_value = AsOptionalDouble(row[15]);
+  trial.final_value = AsOptionalDouble(row[16]);
+  if (const auto status = AsOptionalInt(row[17])) trial.exit_status = static_cast<int>(*status);
+  trial.stderr_tail = AsText(row[18]);
+  return trial;
+}
+
+}  // namespace
+
+SqlStore::SqlStore(std::unique_ptr<SqlConnection> connection, std::string url)
+    : connection_(std::move(connection)), url_(std::move(url)) {
+  const bool sqlite = connection_->dialect() == SqlDialect::kSqlite;
+  now_ = sqlite ? "((julianday('now') - 2440587.5) * 86400.0)" : "extract(epoch from clock_timestamp())::float8";
+  skip_locked_ = sqlite ? "" : "FOR UPDATE SKIP LOCKED";
+  Migrate(*connection_, kStoreSchemaVersion);
+}
+
+std::string SqlStore::Sql(const std::string& text) const {
+  return fmt::format(fmt::runtime(text), fmt::arg("now", now_), fmt::arg("skip_locked", skip_locked_));
+}
+
+template <typename F>
+auto SqlStore::Transaction(bool write, F&& body) -> decltype(body()) {
+  for (int attempt = 0;; ++attempt) {
+    write ? connection_->BeginWrite() : connection_->BeginRead();
+    try {
+      if constexpr (std::is_void_v<decltype(body())>) {
+        body();
+        connection_->Commit();
+        return;
+      } else {
+        auto result = body();
+        connection_->Commit();
+        return result;
+      }
+    } catch (const SqlConflictError&) {
+      connection_->Rollback();
+      if (attempt >= kConflictRetries) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+    } catch (...) {
+      connection_->Rollback();
+      throw;
+    }
+  }
+}
+
+std::string SqlStore::url() const { return url_; }
+
+int SqlStore::SchemaVersion() {
+  return Transaction(false, [&] { return ReadSchemaVersion(*connection_); });
+}
+
+StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
+  if (study.name.empty()) throw Error("a study needs a name");
+  return Transaction(true, [&] {
+    try {
+      const auto rows = connection_->Query(
+          Sql("INSERT INTO studies (name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, "
+              "git_commit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) RETURNING ") +
+              kStudyColumns,
+          {study.name, study.description, study.spec_text, study.spec_hash, study.spec_path, study.command_line,
+           study.dltune_version, study.git_commit});
+      return StudyFromRow(rows.front());
+    } catch (const SqlUniqueViolation&) {
+      throw Error(fmt::format("{}: a study named '{}' already exists", url_, study.name));
+    }
+  });
+}
+
+std::optional<StudyRecord> SqlStore::FindStudy(const std::string& name) {
+  return Transaction(false, [&]() -> std::optional<StudyRecord> {
+    const auto rows = connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = ?", {name});
+    if (rows.empty()) return std::nullopt;
+    return StudyFromRow(rows.front());
+  });
+}
+
+std::vector<StudyRecord> SqlStore::ListStudies() {
+  return Transaction(false, [&] {
+    std::vector<StudyRecord> studies;
+    for (const auto& row : connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY created_at, id")) {
+      studies.push_back(StudyFromRow(row));
+    }
+    return studies;
+  });
+}
+
+void SqlStore::AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) {
+  Transaction(true, [&] {
+    std::vector<SqlRow> rows;
+    rows.reserve(trials.size());
+    for (const auto& trial : trials) {
+      rows.push_back({study_id, static_cast<std::int64_t>(trial.number), static_cast<std::int64_t>(trial.substudy),
+                      trial.substudy_label, ParamsToJson(trial.params), static_cast<std::int64_t>(trial.seed)});
+    }
+    try {
+      connection_->ExecuteMany(
+          "INSERT INTO trials (study_id, number, substudy, substudy_label, params, seed, state) "
+          "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+          rows);
+    } catch (const SqlUniqueViolation&) {
+      throw Error(fmt::format("{}: the study already has a trial with one of these numbers", url_));
+    }
+    TouchStudy(study_id);
+  });
+}
+
+void SqlStore::TouchStudy(std::int64_t study_id) {
+  connection_->Execute(Sql("UPDATE studies SET updated_at = {now} WHERE id = ?"), {study_id});
+}
+
+std::vector<TrialRecord> SqlStore::ListTrials(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<TrialRecord> trials;
+    for (const auto& row : connection_->Query(
+             std::string("SELECT ") + kTrialColumns + " FROM trials WHERE study_id = ? ORDER BY number", {study_id})) {
+      trials.push_back(TrialFromRow(row));
+    }
+    return trials;
+  });
+}
+
+std::optional<TrialRecord> SqlStore::FindTrial(std::int64_t study_id, std::uint64_t number) {
+  return Transaction(false, [&]() -> std::optional<TrialRecord> {
+    const auto rows = connection_->Query(
+        std::string("SELECT ") + kTrialColumns + " FROM trials WHERE study_id = ? AND number = ?",
+        {study_id, static_cast<std::int64_t>(number)});
+    if (rows.empty()) return std::nullopt;
+    return TrialFromRow(rows.front());
+  });
+}
+
+std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id, const std::string& worker) {
+  if (worker.empty()) throw Error("a worker needs a non-empty id to claim trials");
+  return Transaction(true, [&]() -> std::optional<std::pair<TrialRecord, TrialLease>> {
+    // SQLite holds the write lock for the whole transaction; PostgreSQL skips rows other claimers have locked.
+    const auto rows = connection_->Query(
+        Sql("UPDATE trials SET state = 'running', worker = ?, heartbeat_at = {now}, "
+            "started_at = COALESCE(started_at, {now}) "
+            "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND state = 'pending' ORDER BY number LIMIT 1 "
+            "{skip_locked}) RETURNING ") +
+            kTrialColumns,
+        {worker, study_id});
+    if (rows.empty()) return std::nullopt;
+    TouchStudy(study_id);
+    TrialRecord trial = TrialFromRow(rows.front());
+    TrialLease lease{trial.id, worker};
+    return std::make_pair(std::move(trial), std::move(lease));
+  });
+}
+
+// Locks the leased trial's row for the rest of the transaction; throws LeaseLostError unless the worker still
+// holds it. Returns the study id.
+std::int64_t SqlStore::CheckLease(const TrialLease& lease) {
+  const auto rows = connection_->Query(
+      std::string("SELECT study_id, state, worker, number FROM trials WHERE id = ?") +
+          (connection_->dialect() == SqlDialect::kPostgres ? " FOR UPDATE" : ""),
+      {lease.trial_id});
+  if (rows.empty()) throw LeaseLostError(fmt::format("{}: trial id {} does not exist", url_, lease.trial_id));
+  const std::string state = AsText(rows.front()[1]);
+  const std::string holder = AsText(rows.front()[2]);
+  if (state != "running" || holder != lease.worker) {
+    throw LeaseLostError(fmt::format("{}: trial {} is {}{} and no longer held by worker '{}'", url_,
+                                     AsInt(rows.front()[3]), state,
+                                     state == "running" ? " by worker '" + holder + "'" : "", lease.worker));
+  }
+  return AsInt(rows.front()[0]);
+}
+
+void SqlStore::Heartbeat(const TrialLease& lease) {
+  Transaction(true, [&] {
+    CheckLease(lease);
+    connection_->Execute(Sql("UPDATE trials SET heartbeat_at = {now} WHERE id = ?"), {lease.trial_id});
+  });
+}
+
+void SqlStore::Record(const TrialLease& lease, const MeasurementBatch& batch) {
+  if (batch.best_step.has_value() != batch.best_value.has_value()) {
+    throw Error("a measurement batch sets best_step and best_value together or neither");
+  }
+  Transaction(true, [&] {
+    const std::int64_t study_id = CheckLease(lease);
+    if (!batch.train.empty()) {
+      std::vector<SqlRow> rows;
+      rows.reserve(batch.train.size());
+      for (const auto& m : batch.train) {
+        rows.push_back({lease.trial_id, m.step, Optional(m.loss), Optional(m.learning_rate), Optional(m.grad_norm),
+                        Optional(m.clipped), Optional(m.step_time), Optional(m.data_wait),
+                        Optional(m.examples_per_second)});
+      }
+      connection_->ExecuteMany(
+          "INSERT INTO train_measurements (trial_id, step, loss, learning_rate, grad_norm, clipped, step_time, "
+          "data_wait, examples_per_second) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (trial_id, step) DO UPDATE SET loss = excluded.loss, learning_rate = excluded.learning_rate, "
+          "grad_norm = excluded.grad_norm, clipped = excluded.clipped, step_time = excluded.step_time, "
+          "data_wait = excluded.data_wait, examples_per_second = excluded.examples_per_second",
+          rows);
+    }
+    if (!batch.evals.empty()) {
+      std::vector<SqlRow> rows;
+      rows.reserve(batch.evals.size());
+      for (const auto& e : batch.evals) rows.push_back({lease.trial_id, e.step, e.split, e.metric, e.value, e.examples});
+      connection_->ExecuteMany(
+          "INSERT INTO eval_measurements (trial_id, step, split, metric, value, examples) VALUES (?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (trial_id, step, split, metric) DO UPDATE SET value = excluded.value, "
+          "examples = excluded.examples",
+          rows);
+    }
+    if (batch.best_step) {
+      connection_->Execute(Sql("UPDATE trials SET best_step = ?, best_value = ?, heartbeat_at = {now} WHERE id = ?"),
+                           {*batch.best_step, *batch.best_value, lease.trial_id});
+    } else {
+      connection_->Execute(Sql("UPDATE trials SET heartbeat_at = {now} WHERE id = ?"), {lease.trial_id});
+    }
+    TouchStudy(study_id);
+  });
+}
+
+void SqlStore::TruncateAfter(const TrialLease& lease, std::int64_t step) {
+  Transaction(true, [&] {
+    CheckLease(lease);
+    connection_->Execute("DELETE FROM train_measurements WHERE trial_id = ? AND step > ?", {lease.trial_id, step});
+    connection_->Execute("DELETE FROM eval_measurements WHERE trial_id = ? AND step > ?", {lease.trial_id, step});
+  });
+}
+
+void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
+  if (!CanTransition(TrialState::kRunning, outcome.state) || outcome.state == TrialState::kPending) {
+    throw Error(fmt::format("a trial cannot finish as {}", TrialStateName(outcome.state)));
+  }
+  Transaction(true, [&] {
+    const std::int64_t study_id = CheckLease(lease);
+    const bool stopped = outcome.state == TrialState::kStopped;
+    connection_->Execute(
+        Sql(std::string("UPDATE trials SET state = ?, reason = ?, final_value = COALESCE(?, final_value), "
+                        "exit_status = ?, stderr_tail = ?, ended_at = ") +
+            (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
+        {TrialStateName(outcome.state), outcome.reason, Optional(outcome.final_value), Optional(outcome.exit_status),
+         outcome.stderr_tail, lease.trial_id});
+    TouchStudy(study_id);
+  });
+}
+
+std::vector<ReclaimedTrial> SqlStore::ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) {
+  return Transaction(true, [&] {
+    const auto stale = connection_->Query(
+        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' "
+            "AND (heartbeat_at IS NULL OR heartbeat_at < {now} - ?) ORDER BY number {skip_locked}"),
+        {study_id, grace_seconds});
+    std::vector<ReclaimedTrial> reclaimed;
+    for (const auto& row : stale) {
+      const int retries = static_cast<int>(AsInt(row[3])) + 1;
+      const std::string worker = AsText(row[2]);
+      const bool give_up = retries > max_retries;
+      const std::string reason =
+          give_up ? fmt::format("worker '{}' stopped heartbeating; retried {} times, the limit", worker, max_retries)
+                  : fmt::format("worker '{}' stopped heartbeating; retry {} of {}", worker, retries, max_retries);
+      connection_->Execute(
+          Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, worker = ") +
+              (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
+          {give_up ? "failed" : "pending", std::int64_t{retries}, reason, AsInt(row[0])});
+      reclaimed.push_back({static_cast<std::uint64_t>(AsInt(row[1])), worker,
+                           give_up ? TrialState::kFailed : TrialState::kPending});
+    }
+    if (!reclaimed.empty()) TouchStudy(study_id);
+    return reclaimed;
+  });
+}
+
+int SqlStore::ResumeStopped(std::int64_t study_id) {
+  return Transaction(true, [&] {
+    const auto rows = connection_->Query(
+        "UPDATE trials SET state = 'pending', worker = '' WHERE study_id = ? AND state = 'stopped' RETURNING id",
+        {study_id});
+    if (!rows.empty()) TouchStudy(study_id);
+    return static_cast<int>(rows.size());
+  });
+}
+
+std::vector<TrainMeasurement> SqlStore::TrainSeries(std::int64_t trial_id) {
+  return Transaction(false, [&] {
+    std::vector<TrainMeasurement> series;
+    for (const auto& row : connection_->Query(
+             "SELECT step, loss, learning_rate, grad_norm, clipped, step_time, data_wait, examples_per_second "
+             "FROM train_measurements WHERE trial_id = ? ORDER BY step",
+             {trial_id})) {
+      TrainMeasurement m;
+      m.step = AsInt(row[0]);
+      m.loss = AsOptionalDouble(row[1]);
+      m.learning_rate = AsOptionalDouble(row[2]);
+      m.grad_norm = AsOptionalDouble(row[3]);
+      if (const auto clipped = AsOptionalInt(row[4])) m.clipped = *clipped != 0;
+      m.step_time = AsOptionalDouble(row[5]);
+      m.data_wait = AsOptionalDouble(row[6]);
+      m.examples_per_second = AsOptionalDouble(row[7]);
+      series.push_back(m);
+    }
+    return series;
+  });
+}
+
+std::vector<EvalMeasurement> SqlStore::EvalSeries(std::int64_t trial_id) {
+  return Transaction(false, [&] {
+    std::vector<EvalMeasurement> series;
+    for (const auto& row : connection_->Query(
+             "SELECT step, split, metric, value, examples FROM eval_measurements WHERE trial_id = ? "
+             "ORDER BY step, split, metric",
+             {trial_id})) {
+      series.push_back({AsInt(row[0]), AsText(row[1]), AsText(row[2]), AsDouble(row[3]), AsInt(row[4])});
+    }
+    return series;
+  });
+}
+
+std::vector<StudyEvalRow> SqlStore::StudyEvaluations(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<StudyEvalRow> rows;
+    for (const auto& row : connection_->Query(
+             "SELECT t.number, e.step, e.split, e.metric, e.value, e.examples FROM eval_measurements e "
+             "JOIN trials t ON t.id = e.trial_id WHERE t.study_id = ? ORDER BY t.number, e.step, e.split, e.metric",
+             {study_id})) {
+      rows.push_back({static_cast<std::uint64_t>(AsInt(row[0])),
+                      {AsInt(row[1]), AsText(row[2]), AsText(row[3]), AsDouble(row[4]), AsInt(row[5])}});
+    }
+    return rows;
+  });
+}
+
+std::int64_t SqlStore::AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) {
+  return Transaction(true, [&] {
+    CheckLease(lease);
+    const auto rows = connection_->Query(
+        Sql("INSERT INTO checkpoints (trial_id, step, path, objective, checksum, pool, deleted, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, 0, {now}) RETURNING id"),
+        {lease.trial_id, checkpoint.step, checkpoint.path, Optional(checkpoint.objective), checkpoint.checksum,
+         CheckpointPoolName(checkpoint.pool)});
+    return AsInt(rows.front().front());
+  });
+}
+
+void SqlStore::MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) {
+  Transaction(true, [&] {
+    CheckLease(lease);
+    connection_->Execute("UPDATE checkpoints SET deleted = 1 WHERE id = ? AND trial_id = ?",
+                         {checkpoint_id, lease.trial_id});
+  });
+}
+
+std::vector<CheckpointRecord> SqlStore::ListCheckpoints(std::int64_t trial_id) {
+  return Transaction(false, [&] {
+    std::vector<CheckpointRecord> checkpoints;
+    for (const auto& row : connection_->Query(
+             "SELECT id, step, path, objective, checksum, pool, deleted FROM checkpoints WHERE trial_id = ? "
+             "ORDER BY step, id",
+             {trial_id})) {
+      CheckpointRecord c;
+      c.id = AsInt(row[0]);
+      c.step = AsInt(row[1]);
+      c.path = AsText(row[2]);
+      c.objective = AsOptionalDouble(row[3]);
+      c.checksum = AsText(row[4]);
+      c.pool = AsText(row[5]) == "best" ? CheckpointPool::kBest : CheckpointPool::kLatest;
+      c.deleted = AsInt(row[6]) != 0;
+      checkpoints.push_back(std::move(c));
+    }
+    return checkpoints;
+  });
+}
+
+}  // namespace dltune::internal

@@ -1,0 +1,54 @@
+// Internal: the Store implementation shared by every SQL backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dltune/store/store.h"
+#include "sql_connection.h"
+
+namespace dltune::internal {
+
+class SqlStore final : public Store {
+ public:
+  // Takes the connection and brings its schema up to date. `url` is what url() reports.
+  SqlStore(std::unique_ptr<SqlConnection> connection, std::string url);
+
+  std::string url() const override;
+  int SchemaVersion() override;
+  StudyRecord CreateStudy(const NewStudy& study) override;
+  std::optional<StudyRecord> FindStudy(const std::string& name) override;
+  std::vector<StudyRecord> ListStudies() override;
+  void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) override;
+  std::vector<TrialRecord> ListTrials(std::int64_t study_id) override;
+  std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) override;
+  std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id, const std::string& worker) override;
+  void Heartbeat(const TrialLease& lease) override;
+  void Record(const TrialLease& lease, const MeasurementBatch& batch) override;
+  void TruncateAfter(const TrialLease& lease, std::int64_t step) override;
+  void Finish(const TrialLease& lease, const TrialOutcome& outcome) override;
+  std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) override;
+  int ResumeStopped(std::int64_t study_id) override;
+  std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
+  std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
+  std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) override;
+  std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) override;
+  void MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) override;
+  std::vector<CheckpointRecord> ListCheckpoints(std::int64_t trial_id) override;
+
+ private:
+  // Runs `body` in a transaction, retrying it when it loses a race with another writer.
+  template <typename F>
+  auto Transaction(bool write, F&& body) -> decltype(body());
+  // Fills in the dialect's `{now}` and `{skip_locked}`.
+  std::string Sql(const std::string& text) const;
+  std::int64_t CheckLease(const TrialLease& lease);
+  void TouchStudy(std::int64_t study_id);
+
+  std::unique_ptr<SqlConnection> connection_;
+  std::string url_;
+  std::string now_;
+  std::string skip_locked_;
+};
+
+}  // namespace dltune::internal

@@ -1,0 +1,182 @@
+// SqlConnection over SQLite: WAL journaling so readers never block the writer, a long busy timeout, and write
+// transactions that take the write lock up front (BEGIN IMMEDIATE) so two processes never deadlock upgrading a read
+// lock — the source of the "database is locked" failures of SQLite-backed tuners.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sql_connection.h"
+
+namespace dltune::internal {
+namespace {
+
+constexpr int kBusyTimeoutMs = 60000;
+
+class SqliteConnection final : public SqlConnection {
+ public:
+  explicit SqliteConnection(const std::string& path) : name_("sqlite://" + path) {
+    const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw SqlError(fmt::format("{}: cannot open the database: {}", name_, message));
+    }
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    sqlite3_extended_result_codes(db_, 1);
+    // WAL needs the write lock once, when the file is new; retry past a concurrent creator.
+    WithBusyRetry([&] { ExecuteScript("PRAGMA journal_mode=WAL"); });
+    ExecuteScript("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  }
+
+  ~SqliteConnection() override {
+    for (auto& [sql, statement] : statements_) sqlite3_finalize(statement);
+    sqlite3_close(db_);
+  }
+
+  SqlDialect dialect() const override { return SqlDialect::kSqlite; }
+  const std::string& name() const override { return name_; }
+
+  void Execute(const std::string& sql, const std::vector<SqlValue>& params) override {
+    sqlite3_stmt* statement = Prepare(sql);
+    Bind(statement, params);
+    Step(statement, sql, nullptr);
+  }
+
+  void ExecuteMany(const std::string& sql, const std::vector<SqlRow>& rows) override {
+    sqlite3_stmt* statement = Prepare(sql);
+    for (const auto& row : rows) {
+      Bind(statement, row);
+      Step(statement, sql, nullptr);
+    }
+  }
+
+  std::vector<SqlRow> Query(const std::string& sql, const std::vector<SqlValue>& params) override {
+    sqlite3_stmt* statement = Prepare(sql);
+    Bind(statement, params);
+    std::vector<SqlRow> rows;
+    Step(statement, sql, &rows);
+    return rows;
+  }
+
+  void ExecuteScript(const std::string& sql) override {
+    char* error = nullptr;
+    const int code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+    if (code != SQLITE_OK) {
+      const std::string message = error ? error : sqlite3_errstr(code);
+      sqlite3_free(error);
+      Throw(code, message);
+    }
+  }
+
+  void BeginWrite() override {
+    // The busy handler waits up to kBusyTimeoutMs; a writer that is slower still gets more rounds, never an error.
+    WithBusyRetry([&] { ExecuteScript("BEGIN IMMEDIATE"); });
+  }
+  void BeginRead() override { ExecuteScript("BEGIN DEFERRED"); }
+  void Commit() override {
+    WithBusyRetry([&] { ExecuteScript("COMMIT"); });
+  }
+  void Rollback() override {
+    if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+ private:
+  template <typename F>
+  void WithBusyRetry(F&& action) {
+    for (int attempt = 0;; ++attempt) {
+      try {
+        action();
+        return;
+      } catch (const SqlConflictError&) {
+        if (attempt >= 10) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
+  }
+
+  [[noreturn]] void Throw(int code, const std::string& message) const {
+    const int primary = code & 0xff;
+    const std::string text = fmt::format("{}: {}", name_, message);
+    if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) throw SqlUniqueViolation(text);
+    if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw SqlConflictError(text);
+    throw SqlError(text);
+  }
+
+  sqlite3_stmt* Prepare(const std::string& sql) {
+    auto it = statements_.find(sql);
+    if (it != statements_.end()) {
+      sqlite3_reset(it->second);
+      sqlite3_clear_bindings(it->second);
+      return it->second;
+    }
+    sqlite3_stmt* statement = nullptr;
+    const int code = sqlite3_prepare_v3(db_, sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                                        &statement, nullptr);
+    if (code != SQLITE_OK) Throw(code, fmt::format("cannot prepare SQL: {}", sqlite3_errmsg(db_)));
+    statements_.emplace(sql, statement);
+    return statement;
+  }
+
+  void Bind(sqlite3_stmt* statement, const std::vector<SqlValue>& params) {
+    sqlite3_reset(statement);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const int index = static_cast<int>(i) + 1;
+      int code = SQLITE_OK;
+      if (std::holds_alternative<std::monostate>(params[i])) {
+        code = sqlite3_bind_null(statement, index);
+      } else if (const auto* integer = std::get_if<std::int64_t>(&params[i])) {
+        code = sqlite3_bind_int64(statement, index, *integer);
+      } else if (const auto* real = std::get_if<double>(&params[i])) {
+        code = sqlite3_bind_double(statement, index, *real);
+      } else {
+        const auto& text = std::get<std::string>(params[i]);
+        code = sqlite3_bind_text(statement, index, text.data(), static_cast<int>(text.size()), SQLITE_TRANSIENT);
+      }
+      if (code != SQLITE_OK) Throw(code, "cannot bind a parameter");
+    }
+  }
+
+  void Step(sqlite3_stmt* statement, const std::string& sql, std::vector<SqlRow>* rows) {
+    for (;;) {
+      const int code = sqlite3_step(statement);
+      if (code == SQLITE_DONE) break;
+      if (code != SQLITE_ROW) {
+        const std::string message = sqlite3_errmsg(db_);
+        sqlite3_reset(statement);
+        Throw(sqlite3_extended_errcode(db_), fmt::format("{} (in: {})", message, sql.substr(0, 80)));
+      }
+      if (rows == nullptr) continue;
+      SqlRow row;
+      const int columns = sqlite3_column_count(statement);
+      row.reserve(static_cast<std::size_t>(columns));
+      for (int c = 0; c < columns; ++c) {
+        switch (sqlite3_column_type(statement, c)) {
+          case SQLITE_NULL: row.emplace_back(std::monostate{}); break;
+          case SQLITE_INTEGER: row.emplace_back(static_cast<std::int64_t>(sqlite3_column_int64(statement, c))); break;
+          case SQLITE_FLOAT: row.emplace_back(sqlite3_column_double(statement, c)); break;
+          default: {
+            const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(statement, c));
+            row.emplace_back(std::string(text, static_cast<std::size_t>(sqlite3_column_bytes(statement, c))));
+          }
+        }
+      }
+      rows->push_back(std::move(row));
+    }
+    sqlite3_reset(statement);
+  }
+
+  std::string name_;
+  sqlite3* db_ = nullptr;
+  std::map<std::string, sqlite3_stmt*> statements_;
+};
+
+}  // namespace
+
+std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path) { return std::make_unique<SqliteConnection>(path); }
+
+}  // namespace dltune::internal

@@ -1,0 +1,59 @@
+#include "dltune/store/tracking.h"
+
+#include <fmt/format.h>
+
+#include "dltune/core/strings.h"
+
+namespace dltune {
+
+bool IsBetter(double a, double b, Direction direction) { return direction == Direction::kMinimize ? a < b : a > b; }
+
+std::string StudySummary::StateText() const {
+  std::string text;
+  for (const TrialState state : {TrialState::kCompleted, TrialState::kRunning, TrialState::kPending,
+                                 TrialState::kStopped, TrialState::kInfeasible, TrialState::kFailed}) {
+    if (Count(state) == 0) continue;
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{} {}", Count(state), TrialStateName(state));
+  }
+  return text.empty() ? "no trials" : text;
+}
+
+StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials) {
+  StudySummary summary;
+  summary.study = study;
+  summary.reproduce = study.command_line;
+  try {
+    summary.objective = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path).objective;
+  } catch (const Error&) {
+    // A spec this dltune cannot read keeps the default objective; the records are still worth showing.
+  }
+  std::vector<std::optional<BestTrial>> per_substudy;
+  for (const auto& trial : trials) {
+    ++summary.state_counts[static_cast<std::size_t>(trial.state)];
+    ++summary.trial_count;
+    if (trial.state != TrialState::kCompleted || !trial.best_value) continue;
+    const BestTrial candidate{trial.number, trial.substudy_label, *trial.best_value, trial.best_step};
+    if (!summary.best || IsBetter(candidate.value, summary.best->value, summary.objective.direction)) {
+      summary.best = candidate;
+    }
+    if (per_substudy.size() <= trial.substudy) per_substudy.resize(trial.substudy + 1);
+    auto& slot = per_substudy[trial.substudy];
+    if (!slot || IsBetter(candidate.value, slot->value, summary.objective.direction)) slot = candidate;
+  }
+  for (const auto& slot : per_substudy) {
+    if (slot) summary.best_per_substudy.push_back(*slot);
+  }
+  return summary;
+}
+
+StudyRecord RequireStudy(Store& store, const std::string& name) {
+  if (auto study = store.FindStudy(name)) return *study;
+  std::vector<std::string> names;
+  for (const auto& study : store.ListStudies()) names.push_back(study.name);
+  if (names.empty()) throw Error(fmt::format("{}: no study named '{}': the store has no studies yet", store.url(), name));
+  throw Error(fmt::format("{}: no study named '{}'{}; studies: {}", store.url(), name, DidYouMean(name, names),
+                          JoinAlternatives(names, false)));
+}
+
+}  // namespace dltune

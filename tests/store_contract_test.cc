@@ -1,0 +1,474 @@
+// One contract, every backend: the same tests run against SQLite and PostgreSQL (a throw-away server started by
+// the `postgres` CTest fixture; these tests fail, never skip, when it is missing).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dltune/store/store.h"
+#include "src/store/sql_connection.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string UniqueName(const std::string& prefix) {
+  static int counter = 0;
+  std::random_device device;
+  return prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter) + "_" + std::to_string(device() % 100000);
+}
+
+std::string PostgresUrl() {
+  std::ifstream in(DLTUNE_PG_URL_FILE);
+  std::string url;
+  std::getline(in, url);
+  return url;
+}
+
+class StoreContract : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "sqlite") {
+      dir_ = std::filesystem::temp_directory_path() / UniqueName("dltune_store_test");
+      std::filesystem::create_directories(dir_);
+      url_ = "sqlite://" + (dir_ / "store.db").string();
+    } else {
+      url_ = PostgresUrl();
+      ASSERT_FALSE(url_.empty()) << "no PostgreSQL test server: " << DLTUNE_PG_URL_FILE
+                                 << " is missing (the postgres_start fixture must run first)";
+    }
+    store_ = OpenStore(url_);
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  StudyRecord NewStudyWithTrials(int count, const std::string& prefix = "study") {
+    NewStudy study;
+    study.name = UniqueName(prefix);
+    study.description = "a study";
+    study.spec_text = "name: x\n";
+    study.spec_hash = "abc";
+    const StudyRecord record = store_->CreateStudy(study);
+    std::vector<NewTrial> trials;
+    for (int i = 0; i < count; ++i) {
+      trials.push_back({static_cast<std::uint64_t>(i), static_cast<std::size_t>(i % 2), i % 2 ? "o=b" : "o=a",
+                        {{"lr", Value(0.001 * (i + 1))}, {"o", Value(std::string(i % 2 ? "b" : "a"))}},
+                        static_cast<std::uint64_t>(100 + i)});
+    }
+    store_->AddTrials(record.id, trials);
+    return record;
+  }
+
+  std::filesystem::path dir_;
+  std::string url_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_P(StoreContract, StudiesRoundTrip) {
+  NewStudy study;
+  study.name = UniqueName("tracked");
+  study.description = "Nesterov vs Adam";
+  study.spec_text = "name: tracked\nspace: {}\n";
+  study.spec_hash = "0123abcd";
+  study.spec_path = "/home/me/study.yaml";
+  study.command_line = "dltune run study.yaml";
+  study.dltune_version = "0.1.0";
+  study.git_commit = "deadbeef";
+  const StudyRecord created = store_->CreateStudy(study);
+  EXPECT_GT(created.id, 0);
+  EXPECT_GT(created.created_at, 1.6e9);
+  const auto found = store_->FindStudy(study.name);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->description, study.description);
+  EXPECT_EQ(found->spec_text, study.spec_text);
+  EXPECT_EQ(found->spec_path, study.spec_path);
+  EXPECT_EQ(found->command_line, study.command_line);
+  EXPECT_EQ(found->git_commit, study.git_commit);
+  EXPECT_FALSE(store_->FindStudy(study.name + "_absent"));
+  try {
+    store_->CreateStudy(study);
+    FAIL() << "a second study of the same name";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("already exists"));
+  }
+  const auto all = store_->ListStudies();
+  EXPECT_TRUE(std::any_of(all.begin(), all.end(), [&](const StudyRecord& s) { return s.name == study.name; }));
+  EXPECT_EQ(store_->SchemaVersion(), kStoreSchemaVersion);
+}
+
+TEST_P(StoreContract, TrialsKeepTypedParams) {
+  const StudyRecord study = NewStudyWithTrials(0);
+  const Assignment params = {{"lr", Value(0.1 + 0.2)},          {"tiny", Value(1e-300)}, {"width", Value(std::int64_t{256})},
+                             {"big", Value(std::int64_t{1} << 60)}, {"bn", Value(true)},    {"act", Value(std::string("relu \"quoted\""))}};
+  store_->AddTrials(study.id, {{7, 1, "act=relu", params, 42}});
+  const auto trial = store_->FindTrial(study.id, 7);
+  ASSERT_TRUE(trial);
+  EXPECT_EQ(trial->params, params);  // bit-exact reals, integers stay integers
+  EXPECT_EQ(trial->substudy, 1u);
+  EXPECT_EQ(trial->substudy_label, "act=relu");
+  EXPECT_EQ(trial->seed, 42u);
+  EXPECT_EQ(trial->state, TrialState::kPending);
+  EXPECT_THROW(store_->AddTrials(study.id, {{7, 0, "", {}, 0}}), Error);
+  EXPECT_FALSE(store_->FindTrial(study.id, 8));
+}
+
+TEST_P(StoreContract, ClaimsInOrderAndFinishedTrialsAreImmutable) {
+  const StudyRecord study = NewStudyWithTrials(3);
+  auto first = store_->ClaimNext(study.id, "w1");
+  auto second = store_->ClaimNext(study.id, "w2");
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->first.number, 0u);
+  EXPECT_EQ(second->first.number, 1u);
+  EXPECT_EQ(first->first.state, TrialState::kRunning);
+  EXPECT_EQ(first->first.worker, "w1");
+  EXPECT_TRUE(first->first.started_at.has_value());
+  EXPECT_TRUE(first->first.heartbeat_at.has_value());
+  EXPECT_TRUE(store_->ClaimNext(study.id, "w3"));
+  EXPECT_FALSE(store_->ClaimNext(study.id, "w3"));  // none left
+
+  const TrialLease lease = first->second;
+  store_->Heartbeat(lease);
+  EXPECT_THROW(store_->Heartbeat({lease.trial_id, "w2"}), LeaseLostError);  // not its holder
+  store_->Finish(lease, {.state = TrialState::kCompleted, .final_value = 0.25});
+  const auto done = store_->FindTrial(study.id, 0);
+  EXPECT_EQ(done->state, TrialState::kCompleted);
+  EXPECT_EQ(done->final_value, 0.25);
+  EXPECT_TRUE(done->ended_at.has_value());
+  EXPECT_GE(*done->ended_at, *done->started_at);
+
+  // Finished trials are immutable: every write about them is refused.
+  MeasurementBatch batch;
+  batch.train.push_back({.step = 5, .loss = 0.5});
+  EXPECT_THROW(store_->Record(lease, batch), LeaseLostError);
+  EXPECT_THROW(store_->Heartbeat(lease), LeaseLostError);
+  EXPECT_THROW(store_->Finish(lease, {.state = TrialState::kFailed, .reason = "again"}), LeaseLostError);
+  EXPECT_THROW(store_->AddCheckpoint(lease, {.step = 5, .path = "/ckpt", .checksum = "sum", .pool = CheckpointPool::kBest}), LeaseLostError);
+  EXPECT_THROW(store_->TruncateAfter(lease, 0), LeaseLostError);
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+  EXPECT_TRUE(store_->TrainSeries(lease.trial_id).empty());
+  EXPECT_THROW(store_->Finish(second->second, {.state = TrialState::kPending}), Error);
+
+  store_->Finish(second->second, {.state = TrialState::kInfeasible, .reason = "loss is NaN at step 120"});
+  EXPECT_EQ(store_->FindTrial(study.id, 1)->reason, "loss is NaN at step 120");
+  EXPECT_THROW(store_->ClaimNext(study.id, ""), Error);
+}
+
+TEST_P(StoreContract, MeasurementsRoundTripInOrder) {
+  const StudyRecord study = NewStudyWithTrials(2);
+  const auto claim = store_->ClaimNext(study.id, "w");
+  const TrialLease& lease = claim->second;
+  MeasurementBatch batch;
+  for (int step = 3; step >= 1; --step) {
+    TrainMeasurement m;
+    m.step = step;
+    m.loss = 1.0 / step;
+    m.learning_rate = 0.1;
+    m.grad_norm = 2.5;
+    m.clipped = step == 2;
+    m.step_time = 0.01;
+    m.data_wait = 0.001;
+    m.examples_per_second = 12800;
+    batch.train.push_back(m);
+  }
+  batch.train.push_back({.step = 4});  // every value absent
+  batch.evals = {{2, "valid", "error_rate", 0.3, 10000}, {2, "train", "loss", 0.7, 5000}, {4, "valid", "error_rate", 0.2, 10000}};
+  batch.best_step = 4;
+  batch.best_value = 0.2;
+  store_->Record(lease, batch);
+
+  const auto train = store_->TrainSeries(lease.trial_id);
+  ASSERT_EQ(train.size(), 4u);
+  EXPECT_EQ(train[0].step, 1);
+  EXPECT_EQ(train[0].loss, 1.0);
+  EXPECT_EQ(train[1].clipped, true);
+  EXPECT_EQ(train[2].clipped, false);
+  EXPECT_EQ(train[2].loss, 1.0 / 3);
+  EXPECT_EQ(train[2].examples_per_second, 12800.0);
+  EXPECT_FALSE(train[3].loss.has_value());
+  EXPECT_FALSE(train[3].clipped.has_value());
+  const auto evals = store_->EvalSeries(lease.trial_id);
+  ASSERT_EQ(evals.size(), 3u);
+  EXPECT_EQ(evals[0].split, "train");  // ordered by step, split, metric
+  EXPECT_EQ(evals[1].examples, 10000);
+  const auto trial = store_->FindTrial(study.id, 0);
+  EXPECT_EQ(trial->best_step, 4);
+  EXPECT_EQ(trial->best_value, 0.2);
+
+  const auto rows = store_->StudyEvaluations(study.id);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2].trial_number, 0u);
+  EXPECT_EQ(rows[2].eval.value, 0.2);
+
+  // A resumed trial drops what came after its checkpoint.
+  store_->TruncateAfter(lease, 2);
+  EXPECT_EQ(store_->TrainSeries(lease.trial_id).size(), 2u);
+  EXPECT_EQ(store_->EvalSeries(lease.trial_id).size(), 2u);
+  // Re-recording a step replaces it.
+  MeasurementBatch again;
+  again.train.push_back({.step = 2, .loss = 0.123});
+  store_->Record(lease, again);
+  EXPECT_EQ(store_->TrainSeries(lease.trial_id)[1].loss, 0.123);
+  EXPECT_THROW(store_->Record(lease, MeasurementBatch{.best_step = 3}), Error);
+}
+
+TEST_P(StoreContract, StaleTrialsAreReclaimedThenFail) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  auto claim = store_->ClaimNext(study.id, "lost-worker");
+  store_->AddCheckpoint(claim->second, {.step = 10, .path = "/ckpt/10", .objective = 0.4, .checksum = "sum10"});
+  MeasurementBatch batch;
+  batch.train.push_back({.step = 10, .loss = 0.4});
+  store_->Record(claim->second, batch);
+
+  EXPECT_TRUE(store_->ReclaimStale(study.id, 3600, 2).empty());  // heartbeat is fresh
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto reclaimed = store_->ReclaimStale(study.id, 0.01, 2);
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_EQ(reclaimed[0].worker, "lost-worker");
+  EXPECT_EQ(reclaimed[0].new_state, TrialState::kPending);
+  auto trial = store_->FindTrial(study.id, 0);
+  EXPECT_EQ(trial->state, TrialState::kPending);
+  EXPECT_EQ(trial->retries, 1);
+  EXPECT_THAT(trial->reason, HasSubstr("stopped heartbeating"));
+  // The lost worker's lease is gone; its checkpoints and measurements stay for the resume.
+  EXPECT_THROW(store_->Record(claim->second, batch), LeaseLostError);
+  EXPECT_EQ(store_->ListCheckpoints(claim->second.trial_id).size(), 1u);
+  EXPECT_EQ(store_->TrainSeries(claim->second.trial_id).size(), 1u);
+
+  claim = store_->ClaimNext(study.id, "second-worker");
+  ASSERT_TRUE(claim);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  store_->ReclaimStale(study.id, 0.01, 2);
+  claim = store_->ClaimNext(study.id, "third-worker");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto last = store_->ReclaimStale(study.id, 0.01, 2);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].new_state, TrialState::kFailed);
+  trial = store_->FindTrial(study.id, 0);
+  EXPECT_EQ(trial->state, TrialState::kFailed);
+  EXPECT_EQ(trial->retries, 3);
+  EXPECT_THAT(trial->reason, HasSubstr("the limit"));
+  EXPECT_FALSE(store_->ClaimNext(study.id, "fourth-worker"));
+}
+
+TEST_P(StoreContract, StoppedTrialsResume) {
+  const StudyRecord study = NewStudyWithTrials(2);
+  const auto claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(claim->second, {.state = TrialState::kStopped, .reason = "interrupted"});
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kStopped);
+  EXPECT_FALSE(store_->FindTrial(study.id, 0)->ended_at.has_value());
+  EXPECT_EQ(store_->ClaimNext(study.id, "w")->first.number, 1u);  // stopped trials are not claimed
+  EXPECT_EQ(store_->ResumeStopped(study.id), 1);
+  EXPECT_EQ(store_->ClaimNext(study.id, "w")->first.number, 0u);
+}
+
+TEST_P(StoreContract, CheckpointsAreTracked) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  const auto claim = store_->ClaimNext(study.id, "w");
+  const std::int64_t a = store_->AddCheckpoint(claim->second, {.step = 200, .path = "/c/200", .objective = 0.3, .checksum = "s200", .pool = CheckpointPool::kBest});
+  const std::int64_t b = store_->AddCheckpoint(claim->second, {.step = 100, .path = "/c/100", .checksum = "s100"});
+  store_->MarkCheckpointDeleted(claim->second, b);
+  const auto checkpoints = store_->ListCheckpoints(claim->second.trial_id);
+  ASSERT_EQ(checkpoints.size(), 2u);
+  EXPECT_EQ(checkpoints[0].id, b);
+  EXPECT_TRUE(checkpoints[0].deleted);
+  EXPECT_FALSE(checkpoints[0].objective.has_value());
+  EXPECT_EQ(checkpoints[1].id, a);
+  EXPECT_EQ(checkpoints[1].pool, CheckpointPool::kBest);
+  EXPECT_EQ(checkpoints[1].checksum, "s200");
+  EXPECT_FALSE(checkpoints[1].deleted);
+}
+
+// --- Many processes -------------------------------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = 0;
+  FILE* out = nullptr;
+};
+
+Child Spawn(const std::vector<std::string>& args) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) throw std::runtime_error("pipe");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipe_fds[1], 1);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    std::vector<char*> argv;
+    for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  return {pid, fdopen(pipe_fds[0], "r")};
+}
+
+std::vector<std::string> ReadLines(FILE* out) {
+  std::vector<std::string> lines;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, out) != nullptr) lines.emplace_back(buffer);
+  return lines;
+}
+
+int Wait(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void DrainWithProcesses(Store& store, const std::string& url, int processes, int trials, int rows) {
+  NewStudy study;
+  study.name = UniqueName("drain");
+  study.spec_text = "x";
+  const StudyRecord record = store.CreateStudy(study);
+  std::vector<NewTrial> new_trials;
+  for (int i = 0; i < trials; ++i) new_trials.push_back({static_cast<std::uint64_t>(i), 0, "all", {}, 0});
+  store.AddTrials(record.id, new_trials);
+
+  std::vector<Child> children;
+  for (int p = 0; p < processes; ++p) {
+    children.push_back(Spawn({DLTUNE_STORE_WORKER, url, study.name, "worker" + std::to_string(p), "drain", std::to_string(rows)}));
+  }
+  std::multiset<std::string> claimed;
+  for (auto& child : children) {
+    for (const auto& line : ReadLines(child.out)) claimed.insert(line);
+    std::fclose(child.out);
+    EXPECT_EQ(Wait(child.pid), 0) << "a worker process failed (see its stderr above)";
+  }
+  // Each trial claimed exactly once, completed, with every measurement row.
+  EXPECT_EQ(claimed.size(), static_cast<std::size_t>(trials));
+  EXPECT_EQ(std::set<std::string>(claimed.begin(), claimed.end()).size(), static_cast<std::size_t>(trials));
+  for (const auto& trial : store.ListTrials(record.id)) {
+    EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.number;
+    EXPECT_EQ(store.TrainSeries(trial.id).size(), static_cast<std::size_t>(rows)) << trial.number;
+    EXPECT_EQ(store.EvalSeries(trial.id).size(), static_cast<std::size_t>((rows + 49) / 50)) << trial.number;
+  }
+}
+
+TEST_P(StoreContract, EightProcessesCompleteEachTrialExactlyOnce) { DrainWithProcesses(*store_, url_, 8, 64, 120); }
+
+TEST_P(StoreContract, KilledWorkerLeavesAConsistentStoreAndItsTrialIsReclaimed) {
+  const StudyRecord study = NewStudyWithTrials(3);
+  Child child = Spawn({DLTUNE_STORE_WORKER, url_, study.name, "doomed", "hold"});
+  char line[128] = {0};
+  ASSERT_NE(std::fgets(line, sizeof line, child.out), nullptr);
+  EXPECT_THAT(line, HasSubstr("holding 0"));
+  kill(child.pid, SIGKILL);
+  EXPECT_EQ(Wait(child.pid), 128 + SIGKILL);
+  std::fclose(child.out);
+
+  auto reopened = OpenStore(url_);  // the database opens and reads fine after the kill
+  auto trial = reopened->FindTrial(study.id, 0);
+  EXPECT_EQ(trial->state, TrialState::kRunning);
+  EXPECT_EQ(trial->worker, "doomed");
+  EXPECT_EQ(reopened->TrainSeries(trial->id).size(), 10u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto reclaimed = reopened->ReclaimStale(study.id, 0.05, 3);
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_EQ(reclaimed[0].number, 0u);
+  const auto again = reopened->ClaimNext(study.id, "rescuer");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->first.number, 0u);
+  EXPECT_EQ(again->first.retries, 1);
+  reopened->Finish(again->second, {.state = TrialState::kCompleted, .final_value = 0.1});
+  EXPECT_EQ(reopened->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract, ::testing::Values("sqlite"));
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreContract, ::testing::Values("postgres"));
+
+// --- SQLite only ----------------------------------------------------------------------------------------------
+
+class SqliteStore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / UniqueName("dltune_sqlite_test");
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+// Optuna's SQLite storage loses processes to "database is locked" (optuna#820: 7 of 32); this store must not.
+TEST_F(SqliteStore, SixteenProcessesNeverSeeALockedDatabase) {
+  const std::string url = "sqlite://" + (dir_ / "busy.db").string();
+  auto store = OpenStore(url);
+  DrainWithProcesses(*store, url, 16, 96, 200);
+}
+
+TEST_F(SqliteStore, RefusesASchemaFromANewerDltune) {
+  const std::string path = (dir_ / "new.db").string();
+  OpenStore("sqlite://" + path).reset();
+  // Pretend a future dltune wrote the database.
+  internal::OpenSqlite(path)->Execute("UPDATE dltune_meta SET value = '99' WHERE key = 'schema_version'");
+  try {
+    OpenStore("sqlite://" + path);
+    FAIL() << "opened a schema-99 store";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("written by a newer dltune (schema version 99; this dltune knows up to"));
+  }
+}
+
+// tests/fixtures/store_v1.sql is a database written by the first schema, with a study, trials, measurements and a
+// checkpoint; opening it upgrades it in place and keeps every record.
+TEST_F(SqliteStore, UpgradesTheFirstSchema) {
+  const std::string path = (dir_ / "v1.db").string();
+  std::ifstream fixture(DLTUNE_SOURCE_DIR "/tests/fixtures/store_v1.sql");
+  std::stringstream sql;
+  sql << fixture.rdbuf();
+  ASSERT_FALSE(sql.str().empty());
+  internal::OpenSqlite(path)->ExecuteScript(sql.str());
+
+  auto store = OpenStore("sqlite://" + path);
+  EXPECT_EQ(store->SchemaVersion(), kStoreSchemaVersion);
+  const auto study = store->FindStudy("fixture_v1");
+  ASSERT_TRUE(study);
+  EXPECT_EQ(study->description, "written by schema version 1");
+  const auto trials = store->ListTrials(study->id);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[0].state, TrialState::kCompleted);
+  EXPECT_EQ(trials[0].params.at("learning_rate"), Value(0.01));
+  EXPECT_EQ(trials[0].best_step, 200);
+  EXPECT_FALSE(trials[0].exit_status.has_value());  // the column version 2 added
+  EXPECT_EQ(store->TrainSeries(trials[0].id).size(), 3u);
+  EXPECT_EQ(store->EvalSeries(trials[0].id).size(), 2u);
+  EXPECT_EQ(store->ListCheckpoints(trials[0].id).size(), 1u);
+  // The upgraded database takes the new columns.
+  const auto claim = store->ClaimNext(study->id, "w");
+  ASSERT_TRUE(claim);
+  store->Finish(claim->second, {.state = TrialState::kFailed, .reason = "crashed", .exit_status = 139, .stderr_tail = "Segmentation fault"});
+  const auto failed = store->FindTrial(study->id, claim->first.number);
+  EXPECT_EQ(failed->exit_status, 139);
+  EXPECT_EQ(failed->stderr_tail, "Segmentation fault");
+}
+
+TEST_F(SqliteStore, BadUrlsSayWhatIsWrong) {
+  EXPECT_THAT([] {
+    try {
+      OpenStore("mysql://localhost/db");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }(), HasSubstr("unknown storage scheme 'mysql'"));
+  EXPECT_THROW(OpenStore("sqlite:///nonexistent-dir/sub/x.db"), Error);
+  EXPECT_THROW(OpenStore("sqlite://"), Error);
+}
+
+}  // namespace
+}  // namespace dltune
