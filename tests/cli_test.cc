@@ -7,40 +7,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
 
 namespace {
 
 using ::testing::HasSubstr;
+using dltune::test::Result;
+using dltune::test::RunDltune;
 using ::testing::StartsWith;
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Slurp(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Result RunDltune(const std::string& arguments) {
-  const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string command =
-      std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
-  const int status = std::system(command.c_str());
-  Result result;
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = Slurp(dir / "out");
-  result.err = Slurp(dir / "err");
-  std::filesystem::remove_all(dir);
-  return result;
-}
 
 std::string WriteSpec(const std::string& name, const std::string& text) {
   const auto path = std::filesystem::temp_directory_path() / name;

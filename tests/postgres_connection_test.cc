@@ -220,7 +220,7 @@ TEST_F(PostgresConnectionTest, ExecuteManyIsFast) {
   std::cout << fmt::format("ExecuteMany: {} rows in {:.3f} s = {:.0f} rows/s ({} rows per transaction)\n",
                            kBatch * kBatches, seconds, rate, kBatch);
   EXPECT_EQ(Count(*db_), kBatch * kBatches);
-  EXPECT_GT(rate, 10000) << "ExecuteMany is too slow";
+  EXPECT_GT(rate, 5000) << "ExecuteMany is too slow";
 }
 
 TEST_F(PostgresConnectionTest, ExecuteManyFailureWritesNothing) {
@@ -399,16 +399,24 @@ TEST_F(PostgresConnectionTest, DeadlockIsAConflict) {
 TEST_F(PostgresConnectionTest, ReconnectsBetweenTransactions) {
   const auto other = OpenPostgres(url_);
   const auto pid = std::get<std::int64_t>(db_->Query("SELECT pg_backend_pid()").at(0).at(0));
-  other->Execute("SELECT pg_terminate_backend(?::int)", {pid});
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  other->Execute("SELECT pg_terminate_backend(?::int, 5000)", {pid});
   EXPECT_THROW(db_->Query("SELECT 1"), SqlError);  // the statement that finds the connection gone fails
   EXPECT_EQ(db_->Query("SELECT 1").at(0).at(0), SqlValue(std::int64_t{1}));
   EXPECT_NE(db_->Query("SELECT pg_backend_pid()").at(0).at(0), SqlValue(pid));
   EXPECT_EQ(db_->Query("SELECT ?", {0.1}).at(0).at(0), SqlValue(0.1));
 
+  // Also when a pipeline finds it gone.
+  db_->Execute(fmt::format("CREATE TABLE {} (id BIGINT PRIMARY KEY)", table_));
+  other->Execute("SELECT pg_terminate_backend(?::int, 5000)",
+                 {std::get<std::int64_t>(db_->Query("SELECT pg_backend_pid()").at(0).at(0))});
+  const std::string insert = fmt::format("INSERT INTO {} (id) VALUES (?)", table_);
+  EXPECT_THROW(db_->ExecuteMany(insert, {{std::int64_t{1}}, {std::int64_t{2}}}), SqlError);
+  db_->ExecuteMany(insert, {{std::int64_t{1}}, {std::int64_t{2}}});
+  EXPECT_EQ(Count(*db_), 2);
+
   // Inside a transaction the loss is reported, and COMMIT does not pretend.
   db_->BeginWrite();
-  other->Execute("SELECT pg_terminate_backend(?::int)",
+  other->Execute("SELECT pg_terminate_backend(?::int, 5000)",
                  {std::get<std::int64_t>(db_->Query("SELECT pg_backend_pid()").at(0).at(0))});
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_THROW(db_->Query("SELECT 1"), SqlError);

@@ -165,6 +165,14 @@ TEST_P(StoreContract, ClaimsInOrderAndFinishedTrialsAreImmutable) {
 
   store_->Finish(second->second, {.state = TrialState::kInfeasible, .reason = "loss is NaN at step 120"});
   EXPECT_EQ(store_->FindTrial(study.id, 1)->reason, "loss is NaN at step 120");
+  // A crashed process's stderr may hold anything; the store keeps what text it can.
+  const auto third = store_->FindTrial(study.id, 2);
+  const char raw_stderr[] = "bad \xFF byte and a NUL \0 here";
+  store_->Finish({third->id, "w3"}, {.state = TrialState::kFailed,
+                                     .reason = "exit status 139",
+                                     .exit_status = 139,
+                                     .stderr_tail = std::string(raw_stderr, sizeof raw_stderr - 1)});
+  EXPECT_EQ(store_->FindTrial(study.id, 2)->stderr_tail, "bad \xEF\xBF\xBD byte and a NUL  here");
   EXPECT_THROW(store_->ClaimNext(study.id, ""), Error);
 }
 

@@ -1,9 +1,11 @@
 // `dltune studies`, `dltune show` and `dltune export`: the store's tracking record, for people and spreadsheets.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -25,6 +27,18 @@ std::string FormatTime(std::optional<double> seconds) {
   char buffer[32];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &local);
   return buffer;
+}
+
+// ISO 8601 in UTC with milliseconds, for exports: "2026-11-22T07:01:47.046Z".
+nlohmann::json IsoTime(std::optional<double> seconds) {
+  if (!seconds) return nullptr;
+  const auto whole = static_cast<std::time_t>(std::floor(*seconds));
+  const int millis = static_cast<int>(std::lround((*seconds - std::floor(*seconds)) * 1000)) % 1000;
+  std::tm utc{};
+  gmtime_r(&whole, &utc);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
+  return fmt::format("{}.{:03d}Z", buffer, millis);
 }
 
 std::string FormatNumber(std::optional<double> value) { return value ? fmt::format("{:.6g}", *value) : "-"; }
@@ -79,14 +93,25 @@ void PrintStudy(Store& store, const StudyRecord& study) {
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
 
-  // One row per trial; params as columns (ids), absent ones as "-".
-  std::set<std::string> seen;
+  // One row per trial; params that differ between trials as columns (ids), absent ones as "-"; the others once.
+  std::map<std::string, std::vector<Value>> values_by_id;
   std::vector<std::string> param_ids;
   for (const auto& trial : trials) {
     for (const auto& [id, value] : trial.params) {
-      if (seen.insert(id).second) param_ids.push_back(id);
+      auto& values = values_by_id[id];
+      if (values.empty()) param_ids.push_back(id);
+      if (std::none_of(values.begin(), values.end(), [&](const Value& v) { return SameValue(v, value); })) {
+        values.push_back(value);
+      }
     }
   }
+  std::string constant;
+  std::erase_if(param_ids, [&](const std::string& id) {
+    const auto& values = values_by_id[id];
+    if (values.size() != 1) return false;
+    constant += (constant.empty() ? "" : ", ") + id + "=" + FormatValue(values.front());
+    return true;
+  });
   std::vector<std::string> header = {"trial", "sub-study", "state", "best", "best step", "final"};
   header.insert(header.end(), param_ids.begin(), param_ids.end());
   TextTable table(header);
@@ -108,6 +133,7 @@ void PrintStudy(Store& store, const StudyRecord& study) {
     table.AddRow(std::move(row));
   }
   out += "\n" + table.Render(2);
+  if (!constant.empty()) out += "\n  the same in every trial: " + constant + "\n";
   std::fputs(out.c_str(), stdout);
 }
 
@@ -136,7 +162,8 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
 
   const auto train = store.TrainSeries(trial->id);
   const auto evals = store.EvalSeries(trial->id);
-  out += fmt::format("\nmeasurements: {} training steps recorded{}, {} evaluation values\n", train.size(),
+  out += fmt::format("\nmeasurements: {} training step{} recorded{}, {} evaluation values\n", train.size(),
+                     train.size() == 1 ? "" : "s",
                      train.empty() ? "" : fmt::format(" (steps {}-{})", train.front().step, train.back().step),
                      evals.size());
   if (!evals.empty()) {
@@ -228,8 +255,8 @@ Table TrialsTable(Store& store, const StudyRecord& study) {
                           {"best_step", OptionalJson(trial.best_step)},
                           {"best_value", OptionalJson(trial.best_value)},
                           {"final_value", OptionalJson(trial.final_value)},
-                          {"started_at", OptionalJson(trial.started_at)},
-                          {"ended_at", OptionalJson(trial.ended_at)},
+                          {"started_at", IsoTime(trial.started_at)},
+                          {"ended_at", IsoTime(trial.ended_at)},
                           {"worker", trial.worker}};
     for (const auto& [id, value] : trial.params) row[column_of(id)] = ValueToJson(value);
     table.rows.push_back(std::move(row));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 namespace dltune {
 
@@ -45,6 +46,49 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates) {
   const std::string match = ClosestMatch(word, candidates);
   return match.empty() ? std::string() : " (did you mean '" + match + "'?)";
+}
+
+std::string SanitizeUtf8(std::string_view text) {
+  std::string clean;
+  clean.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == 0) {
+      ++i;
+      continue;
+    }
+    // Length of the sequence this lead byte starts, and the smallest code point it may encode (no overlongs).
+    std::size_t length = 0;
+    std::uint32_t code = 0;
+    std::uint32_t minimum = 0;
+    if (byte < 0x80) {
+      clean += static_cast<char>(byte);
+      ++i;
+      continue;
+    } else if ((byte & 0xE0) == 0xC0) {
+      length = 2, code = byte & 0x1Fu, minimum = 0x80;
+    } else if ((byte & 0xF0) == 0xE0) {
+      length = 3, code = byte & 0x0Fu, minimum = 0x800;
+    } else if ((byte & 0xF8) == 0xF0) {
+      length = 4, code = byte & 0x07u, minimum = 0x10000;
+    }
+    bool valid = length != 0 && i + length <= text.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = (next & 0xC0) == 0x80;
+      code = (code << 6) | (next & 0x3Fu);
+    }
+    valid = valid && code >= minimum && code <= 0x10FFFF && (code < 0xD800 || code > 0xDFFF);
+    if (valid) {
+      clean.append(text.substr(i, length));
+      i += length;
+    } else {
+      clean += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    }
+  }
+  return clean;
 }
 
 std::string JoinAlternatives(const std::vector<std::string>& items, bool quote) {

@@ -23,5 +23,15 @@ TEST(Strings, SuggestsOnlyLikelyTypos) {
   EXPECT_EQ(JoinAlternatives({"a"}, false), "a");
 }
 
+TEST(Strings, SanitizeUtf8KeepsValidTextAndReplacesTheRest) {
+  EXPECT_EQ(SanitizeUtf8("plain ascii"), "plain ascii");
+  EXPECT_EQ(SanitizeUtf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(SanitizeUtf8(std::string("a\0b", 3)), "ab");
+  EXPECT_EQ(SanitizeUtf8("bad \xFF end"), "bad \xEF\xBF\xBD end");
+  EXPECT_EQ(SanitizeUtf8("cut \xE2\x82"), "cut \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("overlong \xC0\xAF"), "overlong \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SanitizeUtf8("surrogate \xED\xA0\x80"), "surrogate \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 }  // namespace
 }  // namespace dltune

@@ -231,7 +231,7 @@ class TextParams {
   std::vector<const char*> values_;
 };
 
-// The parameter type for values of a column: bigint or double precision when every value says so, else inferred.
+// The type a parameter is sent as: bigint, double precision, or (text, NULL) whatever the server infers.
 Oid TypeOf(const SqlValue& value) {
   if (std::holds_alternative<std::int64_t>(value)) return kInt8Oid;
   if (std::holds_alternative<double>(value)) return kFloat8Oid;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "dltune/core/strings.h"
 #include "dltune/store/store.h"
 #include "schema.h"
 #include "sql_store.h"
@@ -344,8 +345,8 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
         Sql(std::string("UPDATE trials SET state = ?, reason = ?, final_value = COALESCE(?, final_value), "
                         "exit_status = ?, stderr_tail = ?, ended_at = ") +
             (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
-        {TrialStateName(outcome.state), outcome.reason, Optional(outcome.final_value), Optional(outcome.exit_status),
-         outcome.stderr_tail, lease.trial_id});
+        {TrialStateName(outcome.state), SanitizeUtf8(outcome.reason), Optional(outcome.final_value),
+         Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), lease.trial_id});
     TouchStudy(study_id);
   });
 }

@@ -16,6 +16,10 @@ std::string ClosestMatch(std::string_view word, const std::vector<std::string>& 
 // " (did you mean 'x'?)" when ClosestMatch finds one, else "".
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
 
+// `text` as valid UTF-8 without NUL bytes: invalid sequences become U+FFFD, NULs are dropped. For text from
+// outside (a crashed process's stderr) on its way into a database or a page.
+std::string SanitizeUtf8(std::string_view text);
+
 // "a, b or c" (with quotes around each item when `quote` is set).
 std::string JoinAlternatives(const std::vector<std::string>& items, bool quote = true);
 

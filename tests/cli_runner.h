@@ -1,0 +1,43 @@
+// Runs the dltune command as a user would, for the CLI tests.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace dltune::test {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string Slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Runs `dltune ARGUMENTS` through the shell; returns its exit code, stdout and stderr.
+inline Result RunDltune(const std::string& arguments) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string command =
+      std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int status = std::system(command.c_str());
+  Result result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = Slurp(dir / "out");
+  result.err = Slurp(dir / "err");
+  std::filesystem::remove_all(dir);
+  return result;
+}
+
+}  // namespace dltune::test

@@ -1,0 +1,161 @@
+// `dltune studies`, `show` and `export` on a store filled through the library, as a user would read them.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "dltune/store/store.h"
+#include "dltune/study/study_spec.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+using test::RunDltune;
+
+class StoreCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                     ("dltune_store_cli_" + std::to_string(::getpid())));
+    std::filesystem::create_directories(*dir_);
+    url_ = new std::string("sqlite://" + (*dir_ / "runs.db").string());
+    auto store = OpenStore(*url_);
+    const StudySpec spec = LoadStudySpec(DLTUNE_SOURCE_DIR "/examples/quickstart.yaml");
+    const StudyRecord study = store->CreateStudy({.name = spec.name,
+                                                  .description = spec.description,
+                                                  .spec_text = spec.text,
+                                                  .spec_hash = "0123456789abcdef",
+                                                  .spec_path = "examples/quickstart.yaml",
+                                                  .command_line = "dltune run examples/quickstart.yaml",
+                                                  .dltune_version = "0.1.0"});
+    const StudyPlan plan(spec);
+    std::vector<NewTrial> trials;
+    for (std::uint64_t n = 0; n < 4; ++n) {
+      const PlannedTrial t = plan.Trial(n);
+      trials.push_back({n, t.substudy, plan.substudies()[t.substudy].label, t.params, 1000 + n});
+    }
+    store->AddTrials(study.id, trials);
+    // Trial 0 (nesterov) completes at 0.2, trial 1 (adam) at 0.15, trial 2 diverges, trial 3 waits.
+    const double best[] = {0.2, 0.15};
+    for (int i = 0; i < 2; ++i) {
+      const auto claim = store->ClaimNext(study.id, "worker-a");
+      MeasurementBatch batch;
+      batch.train.push_back({.step = 100, .loss = 0.9, .learning_rate = 0.01});
+      batch.evals.push_back({1000, "valid", "error_rate", best[i] + 0.05, 10000});
+      batch.evals.push_back({2000, "valid", "error_rate", best[i], 10000});
+      batch.best_step = 2000;
+      batch.best_value = best[i];
+      store->Record(claim->second, batch);
+      store->AddCheckpoint(claim->second, {.step = 2000, .path = "/ckpt/t" + std::to_string(i) + "/2000", .objective = best[i],
+                                           .checksum = "abc", .pool = CheckpointPool::kBest});
+      store->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = best[i]});
+    }
+    const auto diverged = store->ClaimNext(study.id, "worker-b");
+    store->Finish(diverged->second, {.state = TrialState::kInfeasible, .reason = "loss is NaN at step 37"});
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    delete url_;
+  }
+  static std::string Storage() { return " --storage " + *url_; }
+
+  static std::filesystem::path* dir_;
+  static std::string* url_;
+};
+std::filesystem::path* StoreCli::dir_ = nullptr;
+std::string* StoreCli::url_ = nullptr;
+
+TEST_F(StoreCli, StudiesIsTheTrackingTable) {
+  const auto result = RunDltune("studies" + Storage());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("quickstart"));
+  EXPECT_THAT(result.out, HasSubstr("examples/quickstart.yaml"));
+  EXPECT_THAT(result.out, HasSubstr("2 completed, 1 pending, 1 infeasible"));
+  EXPECT_THAT(result.out, HasSubstr("valid/error_rate 0.15 (trial 1, step 2000)"));
+  EXPECT_THAT(result.out, HasSubstr("dltune run examples/quickstart.yaml"));
+}
+
+TEST_F(StoreCli, ShowSummarizesTheStudyAndItsTrials) {
+  const auto study = RunDltune("show quickstart" + Storage());
+  ASSERT_EQ(study.exit_code, 0) << study.err;
+  EXPECT_THAT(study.out, HasSubstr("optimizer=nesterov  0.2 (trial 0, step 2000)"));
+  EXPECT_THAT(study.out, HasSubstr("optimizer=adam      0.15 (trial 1, step 2000)"));
+  EXPECT_THAT(study.out, HasSubstr("infeasible"));
+  EXPECT_THAT(study.out, HasSubstr("nesterov_learning_rate"));
+
+  const auto trial = RunDltune("show quickstart 2" + Storage());
+  ASSERT_EQ(trial.exit_code, 0) << trial.err;
+  EXPECT_THAT(trial.out, HasSubstr("infeasible: loss is NaN at step 37"));
+  const auto best = RunDltune("show quickstart 1" + Storage());
+  EXPECT_THAT(best.out, HasSubstr("0.15 at step 2000"));
+  EXPECT_THAT(best.out, HasSubstr("last evaluation, at step 2000"));
+  EXPECT_THAT(best.out, HasSubstr("/ckpt/t1/2000"));
+  EXPECT_THAT(best.out, HasSubstr("param adam_learning_rate"));
+}
+
+TEST_F(StoreCli, ExportIsReadyForASpreadsheet) {
+  const auto csv = RunDltune("export quickstart" + Storage());
+  ASSERT_EQ(csv.exit_code, 0) << csv.err;
+  std::istringstream lines(csv.out);
+  std::string header;
+  std::getline(lines, header);
+  EXPECT_THAT(header, HasSubstr("trial,substudy,state,reason,seed"));
+  EXPECT_THAT(header, HasSubstr("adam_learning_rate"));
+  EXPECT_THAT(header, HasSubstr("nesterov_learning_rate"));
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) ++rows;
+  EXPECT_EQ(rows, 4);
+
+  const auto json = RunDltune("export quickstart --format json" + Storage());
+  const auto trials = nlohmann::json::parse(json.out);
+  ASSERT_EQ(trials.size(), 4u);
+  EXPECT_EQ(trials[1]["best_value"], 0.15);
+  EXPECT_EQ(trials[1]["optimizer"], "adam");
+  EXPECT_TRUE(trials[3]["best_value"].is_null());
+
+  const auto jsonl = RunDltune("export quickstart --format jsonl --what measurements" + Storage());
+  ASSERT_EQ(jsonl.exit_code, 0) << jsonl.err;
+  std::istringstream records(jsonl.out);
+  int evals = 0;
+  int train = 0;
+  for (std::string line; std::getline(records, line);) {
+    const auto row = nlohmann::json::parse(line);
+    (row["split"] == "train_step" ? train : evals) += 1;
+  }
+  EXPECT_EQ(evals, 4);  // 2 evaluations x 2 trials
+  EXPECT_EQ(train, 4);  // loss and learning rate of one step x 2 trials
+
+  const auto file = *dir_ / "out.csv";
+  const auto written = RunDltune("export quickstart -o " + file.string() + Storage());
+  EXPECT_EQ(written.exit_code, 0);
+  EXPECT_THAT(written.err, HasSubstr("wrote 4 trials"));
+  EXPECT_EQ(test::Slurp(file), csv.out);
+}
+
+TEST_F(StoreCli, MistakesAreOneClearLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"show quikstart" + Storage(), "no study named 'quikstart' (did you mean 'quickstart'?)"},
+      {"show quickstart 99" + Storage(), "has no trial 99"},
+      {"export nope" + Storage(), "no study named 'nope'"},
+      {"studies --storage sqlite://" + (*dir_ / "missing.db").string(), "no store there"},
+      {"studies --storage mysql://host/db", "unknown storage scheme 'mysql'"},
+      {"studies --storage postgresql://nobody@127.0.0.1:1/none", "cannot connect"},
+      {"export quickstart --what everything" + Storage(), "--what"},
+  };
+  for (const auto& [arguments, expected] : cases) {
+    const auto result = RunDltune(arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments;
+    EXPECT_THAT(result.err, HasSubstr(expected)) << arguments;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(*dir_ / "missing.db"));  // reading never creates a store
+}
+
+}  // namespace
+}  // namespace dltune
