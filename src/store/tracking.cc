@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
+#include "dltune/core/git.h"
+#include "dltune/core/sha256.h"
 #include "dltune/core/strings.h"
+#include "dltune/version.h"
 
 namespace dltune {
 
@@ -17,6 +22,17 @@ std::string StudySummary::StateText() const {
     text += fmt::format("{} {}", Count(state), TrialStateName(state));
   }
   return text.empty() ? "no trials" : text;
+}
+
+NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line) {
+  return {.name = spec.name,
+          .description = spec.description,
+          .spec_text = spec.text,
+          .spec_hash = Sha256Hex(spec.text),
+          .spec_path = spec.file,
+          .command_line = command_line,
+          .dltune_version = kVersion,
+          .git_commit = GitCommitOf(std::filesystem::current_path()).value_or("")};
 }
 
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials) {

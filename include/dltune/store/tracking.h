@@ -34,6 +34,10 @@ struct StudySummary {
   std::string StateText() const;
 };
 
+// The record a new study starts with: the spec's name, description, text, SHA-256 and path, the command that
+// creates it, this dltune's version, and the commit of the git checkout of the working directory, if any.
+NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line);
+
 // Summarizes a study from its record and trials (as ListTrials returns them).
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials);
 
