@@ -13,9 +13,9 @@
 
 namespace {
 
-using ::testing::HasSubstr;
 using dltune::test::Result;
 using dltune::test::RunDltune;
+using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 std::string WriteSpec(const std::string& name, const std::string& text) {

@@ -14,8 +14,8 @@
 namespace dltune {
 namespace {
 
-using ::testing::HasSubstr;
 using test::RunDltune;
+using ::testing::HasSubstr;
 
 class StoreCli : public ::testing::Test {
  protected:
@@ -51,8 +51,11 @@ class StoreCli : public ::testing::Test {
       batch.best_step = 2000;
       batch.best_value = best[i];
       store->Record(claim->second, batch);
-      store->AddCheckpoint(claim->second, {.step = 2000, .path = "/ckpt/t" + std::to_string(i) + "/2000", .objective = best[i],
-                                           .checksum = "abc", .pool = CheckpointPool::kBest});
+      store->AddCheckpoint(claim->second, {.step = 2000,
+                                           .path = "/ckpt/t" + std::to_string(i) + "/2000",
+                                           .objective = best[i],
+                                           .checksum = "abc",
+                                           .pool = CheckpointPool::kBest});
       store->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = best[i]});
     }
     const auto diverged = store->ClaimNext(study.id, "worker-b");

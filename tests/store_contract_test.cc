@@ -28,7 +28,8 @@ using ::testing::HasSubstr;
 std::string UniqueName(const std::string& prefix) {
   static int counter = 0;
   std::random_device device;
-  return prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter) + "_" + std::to_string(device() % 100000);
+  return prefix + "_" + std::to_string(::getpid()) + "_" + std::to_string(++counter) + "_" +
+         std::to_string(device() % 100000);
 }
 
 std::string PostgresUrl() {
@@ -66,7 +67,9 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
     const StudyRecord record = store_->CreateStudy(study);
     std::vector<NewTrial> trials;
     for (int i = 0; i < count; ++i) {
-      trials.push_back({static_cast<std::uint64_t>(i), static_cast<std::size_t>(i % 2), i % 2 ? "o=b" : "o=a",
+      trials.push_back({static_cast<std::uint64_t>(i),
+                        static_cast<std::size_t>(i % 2),
+                        i % 2 ? "o=b" : "o=a",
                         {{"lr", Value(0.001 * (i + 1))}, {"o", Value(std::string(i % 2 ? "b" : "a"))}},
                         static_cast<std::uint64_t>(100 + i)});
     }
@@ -113,8 +116,12 @@ TEST_P(StoreContract, StudiesRoundTrip) {
 
 TEST_P(StoreContract, TrialsKeepTypedParams) {
   const StudyRecord study = NewStudyWithTrials(0);
-  const Assignment params = {{"lr", Value(0.1 + 0.2)},          {"tiny", Value(1e-300)}, {"width", Value(std::int64_t{256})},
-                             {"big", Value(std::int64_t{1} << 60)}, {"bn", Value(true)},    {"act", Value(std::string("relu \"quoted\""))}};
+  const Assignment params = {{"lr", Value(0.1 + 0.2)},
+                             {"tiny", Value(1e-300)},
+                             {"width", Value(std::int64_t{256})},
+                             {"big", Value(std::int64_t{1} << 60)},
+                             {"bn", Value(true)},
+                             {"act", Value(std::string("relu \"quoted\""))}};
   store_->AddTrials(study.id, {{7, 1, "act=relu", params, 42}});
   const auto trial = store_->FindTrial(study.id, 7);
   ASSERT_TRUE(trial);
@@ -157,7 +164,9 @@ TEST_P(StoreContract, ClaimsInOrderAndFinishedTrialsAreImmutable) {
   EXPECT_THROW(store_->Record(lease, batch), LeaseLostError);
   EXPECT_THROW(store_->Heartbeat(lease), LeaseLostError);
   EXPECT_THROW(store_->Finish(lease, {.state = TrialState::kFailed, .reason = "again"}), LeaseLostError);
-  EXPECT_THROW(store_->AddCheckpoint(lease, {.step = 5, .path = "/ckpt", .checksum = "sum", .pool = CheckpointPool::kBest}), LeaseLostError);
+  EXPECT_THROW(
+      store_->AddCheckpoint(lease, {.step = 5, .path = "/ckpt", .checksum = "sum", .pool = CheckpointPool::kBest}),
+      LeaseLostError);
   EXPECT_THROW(store_->TruncateAfter(lease, 0), LeaseLostError);
   EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kCompleted);
   EXPECT_TRUE(store_->TrainSeries(lease.trial_id).empty());
@@ -194,7 +203,8 @@ TEST_P(StoreContract, MeasurementsRoundTripInOrder) {
     batch.train.push_back(m);
   }
   batch.train.push_back({.step = 4});  // every value absent
-  batch.evals = {{2, "valid", "error_rate", 0.3, 10000}, {2, "train", "loss", 0.7, 5000}, {4, "valid", "error_rate", 0.2, 10000}};
+  batch.evals = {
+      {2, "valid", "error_rate", 0.3, 10000}, {2, "train", "loss", 0.7, 5000}, {4, "valid", "error_rate", 0.2, 10000}};
   batch.best_step = 4;
   batch.best_value = 0.2;
   store_->Record(lease, batch);
@@ -287,7 +297,9 @@ TEST_P(StoreContract, StoppedTrialsResume) {
 TEST_P(StoreContract, CheckpointsAreTracked) {
   const StudyRecord study = NewStudyWithTrials(1);
   const auto claim = store_->ClaimNext(study.id, "w");
-  const std::int64_t a = store_->AddCheckpoint(claim->second, {.step = 200, .path = "/c/200", .objective = 0.3, .checksum = "s200", .pool = CheckpointPool::kBest});
+  const std::int64_t a = store_->AddCheckpoint(
+      claim->second,
+      {.step = 200, .path = "/c/200", .objective = 0.3, .checksum = "s200", .pool = CheckpointPool::kBest});
   const std::int64_t b = store_->AddCheckpoint(claim->second, {.step = 100, .path = "/c/100", .checksum = "s100"});
   store_->MarkCheckpointDeleted(claim->second, b);
   const auto checkpoints = store_->ListCheckpoints(claim->second.trial_id);
@@ -350,7 +362,8 @@ void DrainWithProcesses(Store& store, const std::string& url, int processes, int
 
   std::vector<Child> children;
   for (int p = 0; p < processes; ++p) {
-    children.push_back(Spawn({DLTUNE_STORE_WORKER, url, study.name, "worker" + std::to_string(p), "drain", std::to_string(rows)}));
+    children.push_back(
+        Spawn({DLTUNE_STORE_WORKER, url, study.name, "worker" + std::to_string(p), "drain", std::to_string(rows)}));
   }
   std::multiset<std::string> claimed;
   for (auto& child : children) {
@@ -459,21 +472,25 @@ TEST_F(SqliteStore, UpgradesTheFirstSchema) {
   // The upgraded database takes the new columns.
   const auto claim = store->ClaimNext(study->id, "w");
   ASSERT_TRUE(claim);
-  store->Finish(claim->second, {.state = TrialState::kFailed, .reason = "crashed", .exit_status = 139, .stderr_tail = "Segmentation fault"});
+  store->Finish(
+      claim->second,
+      {.state = TrialState::kFailed, .reason = "crashed", .exit_status = 139, .stderr_tail = "Segmentation fault"});
   const auto failed = store->FindTrial(study->id, claim->first.number);
   EXPECT_EQ(failed->exit_status, 139);
   EXPECT_EQ(failed->stderr_tail, "Segmentation fault");
 }
 
 TEST_F(SqliteStore, BadUrlsSayWhatIsWrong) {
-  EXPECT_THAT([] {
-    try {
-      OpenStore("mysql://localhost/db");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  }(), HasSubstr("unknown storage scheme 'mysql'"));
+  EXPECT_THAT(
+      [] {
+        try {
+          OpenStore("mysql://localhost/db");
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      HasSubstr("unknown storage scheme 'mysql'"));
   EXPECT_THROW(OpenStore("sqlite:///nonexistent-dir/sub/x.db"), Error);
   EXPECT_THROW(OpenStore("sqlite://"), Error);
 }

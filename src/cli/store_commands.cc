@@ -50,8 +50,9 @@ std::string BestText(const std::optional<BestTrial>& best) {
 }
 
 void AddStorageOption(CLI::App* command, std::string& storage) {
-  command->add_option("--storage", storage, "Store URL: sqlite:///path/file.db or postgresql://user@host:port/db "
-                                            "(default: $DLTUNE_STORAGE, else ./dltune.db)");
+  command->add_option("--storage", storage,
+                      "Store URL: sqlite:///path/file.db or postgresql://user@host:port/db "
+                      "(default: $DLTUNE_STORAGE, else ./dltune.db)");
 }
 
 std::unique_ptr<Store> OpenForReading(const std::string& storage) {
@@ -97,11 +98,11 @@ void PrintStudy(Store& store, const StudyRecord& study) {
   std::map<std::string, std::vector<Value>> values_by_id;
   std::vector<std::string> param_ids;
   for (const auto& trial : trials) {
-    for (const auto& [id, value] : trial.params) {
-      auto& values = values_by_id[id];
-      if (values.empty()) param_ids.push_back(id);
-      if (std::none_of(values.begin(), values.end(), [&](const Value& v) { return SameValue(v, value); })) {
-        values.push_back(value);
+    for (const auto& entry : trial.params) {
+      auto& values = values_by_id[entry.first];
+      if (values.empty()) param_ids.push_back(entry.first);
+      if (std::none_of(values.begin(), values.end(), [&](const Value& v) { return SameValue(v, entry.second); })) {
+        values.push_back(entry.second);
       }
     }
   }
@@ -116,7 +117,9 @@ void PrintStudy(Store& store, const StudyRecord& study) {
   header.insert(header.end(), param_ids.begin(), param_ids.end());
   TextTable table(header);
   for (const auto& trial : trials) {
-    std::vector<std::string> row = {fmt::format("{}", trial.number), trial.substudy_label, TrialStateName(trial.state),
+    std::vector<std::string> row = {fmt::format("{}", trial.number),
+                                    trial.substudy_label,
+                                    TrialStateName(trial.state),
                                     FormatNumber(trial.best_value),
                                     trial.best_step ? fmt::format("{}", *trial.best_step) : "-",
                                     FormatNumber(trial.final_value)};
@@ -152,8 +155,9 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
   facts.AddRow({"last heartbeat", FormatTime(trial->heartbeat_at)});
   facts.AddRow({"retries", fmt::format("{}", trial->retries)});
   facts.AddRow({"seed", fmt::format("{}", trial->seed)});
-  facts.AddRow({"best", trial->best_value ? fmt::format("{:.6g} at step {}", *trial->best_value, trial->best_step.value_or(-1))
-                                          : "-"});
+  facts.AddRow({"best", trial->best_value
+                            ? fmt::format("{:.6g} at step {}", *trial->best_value, trial->best_step.value_or(-1))
+                            : "-"});
   facts.AddRow({"final", FormatNumber(trial->final_value)});
   if (trial->exit_status) facts.AddRow({"exit status", fmt::format("{}", *trial->exit_status)});
   for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
@@ -170,7 +174,8 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
     const std::int64_t last_step = evals.back().step;
     TextTable last({"split", "metric", "value", "examples"});
     for (const auto& e : evals) {
-      if (e.step == last_step) last.AddRow({e.split, e.metric, fmt::format("{:.6g}", e.value), fmt::format("{}", e.examples)});
+      if (e.step == last_step)
+        last.AddRow({e.split, e.metric, fmt::format("{:.6g}", e.value), fmt::format("{}", e.examples)});
     }
     out += fmt::format("last evaluation, at step {}:\n", last_step) + last.Render(2);
   }
@@ -196,7 +201,9 @@ std::string CsvField(const std::string& text) {
   return quoted + "\"";
 }
 
-nlohmann::json OptionalJson(const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); }
+nlohmann::json OptionalJson(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
 nlohmann::json OptionalJson(const std::optional<std::int64_t>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json();
 }
@@ -232,8 +239,8 @@ void WriteTable(const Table& table, const std::string& format, std::ostream& out
 Table TrialsTable(Store& store, const StudyRecord& study) {
   const auto trials = store.ListTrials(study.id);
   Table table;
-  table.columns = {"trial", "substudy", "state", "reason", "seed", "retries", "best_step", "best_value",
-                   "final_value", "started_at", "ended_at", "worker"};
+  table.columns = {"trial",     "substudy",   "state",       "reason",     "seed",     "retries",
+                   "best_step", "best_value", "final_value", "started_at", "ended_at", "worker"};
   const std::set<std::string> fixed(table.columns.begin(), table.columns.end());
   std::set<std::string> seen;
   std::vector<std::string> params;
@@ -280,13 +287,21 @@ Table MeasurementsTable(Store& store, const StudyRecord& study) {
           {"examples_per_second", m.examples_per_second}};
       for (const auto& [metric, value] : values) {
         if (!value) continue;
-        table.rows.push_back({{"trial", trial.number}, {"step", m.step}, {"split", "train_step"}, {"metric", metric},
-                              {"value", *value}, {"examples", nullptr}});
+        table.rows.push_back({{"trial", trial.number},
+                              {"step", m.step},
+                              {"split", "train_step"},
+                              {"metric", metric},
+                              {"value", *value},
+                              {"examples", nullptr}});
       }
     }
     for (const auto& e : store.EvalSeries(trial.id)) {
-      table.rows.push_back({{"trial", trial.number}, {"step", e.step}, {"split", e.split}, {"metric", e.metric},
-                            {"value", e.value}, {"examples", e.examples}});
+      table.rows.push_back({{"trial", trial.number},
+                            {"step", e.step},
+                            {"split", e.split},
+                            {"metric", e.metric},
+                            {"value", e.value},
+                            {"examples", e.examples}});
     }
   }
   return table;
@@ -300,7 +315,8 @@ void RegisterStoreCommands(CLI::App& app) {
   auto* studies = app.add_subcommand(
       "studies",
       "The tracking table of every study in the store: description, spec, trials by state, best objective (with its "
-      "trial and step) and the command that reproduces it.\n\nExample:\n  dltune studies --storage sqlite:///runs/dltune.db");
+      "trial and step) and the command that reproduces it.\n\nExample:\n  dltune studies --storage "
+      "sqlite:///runs/dltune.db");
   AddStorageOption(studies, *storage);
   studies->callback([storage] { PrintStudies(*OpenForReading(*storage)); });
 
@@ -309,9 +325,10 @@ void RegisterStoreCommands(CLI::App& app) {
     std::optional<std::uint64_t> trial;
   };
   auto show_args = std::make_shared<ShowArgs>();
-  auto* show = app.add_subcommand(
-      "show", "A study's record and its trials, or one trial's details, measurements and checkpoints.\n\n"
-              "Examples:\n  dltune show quickstart\n  dltune show quickstart 3");
+  auto* show =
+      app.add_subcommand("show",
+                         "A study's record and its trials, or one trial's details, measurements and checkpoints.\n\n"
+                         "Examples:\n  dltune show quickstart\n  dltune show quickstart 3");
   show->add_option("STUDY", show_args->study, "Study name")->required();
   show->add_option("TRIAL", show_args->trial, "Trial number");
   AddStorageOption(show, *storage);

@@ -28,12 +28,12 @@ std::unique_ptr<Store> OpenSqliteStore(const std::string& url, const std::string
   if (path.empty()) throw Error(fmt::format("{}: the SQLite URL names no file (sqlite:///path/to/file.db)", url));
   const std::filesystem::path file(path);
   if (!create_if_missing && !std::filesystem::exists(file)) {
-    throw Error(fmt::format("{}: no store there (the file does not exist); pass --storage URL or set DLTUNE_STORAGE",
-                            url));
+    throw Error(
+        fmt::format("{}: no store there (the file does not exist); pass --storage URL or set DLTUNE_STORAGE", url));
   }
   if (file.has_parent_path() && !std::filesystem::is_directory(file.parent_path())) {
-    throw Error(fmt::format("{}: cannot create the database: directory {} does not exist", url,
-                            file.parent_path().string()));
+    throw Error(
+        fmt::format("{}: cannot create the database: directory {} does not exist", url, file.parent_path().string()));
   }
   return std::make_unique<internal::SqlStore>(internal::OpenSqlite(path), "sqlite://" + path);
 }
@@ -47,9 +47,10 @@ std::unique_ptr<Store> OpenStore(const std::string& url, bool create_if_missing)
   }
   const auto scheme = url.find("://");
   if (scheme != std::string::npos) {
-    throw Error(fmt::format("{}: unknown storage scheme '{}'; use sqlite:///path/file.db or "
-                            "postgresql://user@host:port/db",
-                            Redacted(url), url.substr(0, scheme)));
+    throw Error(
+        fmt::format("{}: unknown storage scheme '{}'; use sqlite:///path/file.db or "
+                    "postgresql://user@host:port/db",
+                    Redacted(url), url.substr(0, scheme)));
   }
   if (url.empty()) throw Error("the storage URL is empty");
   return OpenSqliteStore(url, url, create_if_missing);  // a plain path

@@ -126,9 +126,10 @@ int Migrate(SqlConnection& connection, int target) {
     EnsureMetaTable(connection);
     int version = VersionInTransaction(connection);
     if (version > kStoreSchemaVersion) {
-      throw Error(fmt::format("{}: the store was written by a newer dltune (schema version {}; this dltune knows up "
-                              "to {}); upgrade dltune to use it",
-                              connection.name(), version, kStoreSchemaVersion));
+      throw Error(
+          fmt::format("{}: the store was written by a newer dltune (schema version {}; this dltune knows up "
+                      "to {}); upgrade dltune to use it",
+                      connection.name(), version, kStoreSchemaVersion));
     }
     for (; version < target; ++version) {
       connection.ExecuteScript(Render(kMigrations[version], connection.dialect()));

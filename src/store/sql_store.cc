@@ -179,7 +179,8 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
 
 std::optional<StudyRecord> SqlStore::FindStudy(const std::string& name) {
   return Transaction(false, [&]() -> std::optional<StudyRecord> {
-    const auto rows = connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = ?", {name});
+    const auto rows =
+        connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = ?", {name});
     if (rows.empty()) return std::nullopt;
     return StudyFromRow(rows.front());
   });
@@ -188,7 +189,8 @@ std::optional<StudyRecord> SqlStore::FindStudy(const std::string& name) {
 std::vector<StudyRecord> SqlStore::ListStudies() {
   return Transaction(false, [&] {
     std::vector<StudyRecord> studies;
-    for (const auto& row : connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY created_at, id")) {
+    for (const auto& row :
+         connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY created_at, id")) {
       studies.push_back(StudyFromRow(row));
     }
     return studies;
@@ -232,15 +234,16 @@ std::vector<TrialRecord> SqlStore::ListTrials(std::int64_t study_id) {
 
 std::optional<TrialRecord> SqlStore::FindTrial(std::int64_t study_id, std::uint64_t number) {
   return Transaction(false, [&]() -> std::optional<TrialRecord> {
-    const auto rows = connection_->Query(
-        std::string("SELECT ") + kTrialColumns + " FROM trials WHERE study_id = ? AND number = ?",
-        {study_id, static_cast<std::int64_t>(number)});
+    const auto rows =
+        connection_->Query(std::string("SELECT ") + kTrialColumns + " FROM trials WHERE study_id = ? AND number = ?",
+                           {study_id, static_cast<std::int64_t>(number)});
     if (rows.empty()) return std::nullopt;
     return TrialFromRow(rows.front());
   });
 }
 
-std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id, const std::string& worker) {
+std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id,
+                                                                      const std::string& worker) {
   if (worker.empty()) throw Error("a worker needs a non-empty id to claim trials");
   return Transaction(true, [&]() -> std::optional<std::pair<TrialRecord, TrialLease>> {
     // SQLite holds the write lock for the whole transaction; PostgreSQL skips rows other claimers have locked.
@@ -262,10 +265,9 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
 // Locks the leased trial's row for the rest of the transaction; throws LeaseLostError unless the worker still
 // holds it. Returns the study id.
 std::int64_t SqlStore::CheckLease(const TrialLease& lease) {
-  const auto rows = connection_->Query(
-      std::string("SELECT study_id, state, worker, number FROM trials WHERE id = ?") +
-          (connection_->dialect() == SqlDialect::kPostgres ? " FOR UPDATE" : ""),
-      {lease.trial_id});
+  const auto rows = connection_->Query(std::string("SELECT study_id, state, worker, number FROM trials WHERE id = ?") +
+                                           (connection_->dialect() == SqlDialect::kPostgres ? " FOR UPDATE" : ""),
+                                       {lease.trial_id});
   if (rows.empty()) throw LeaseLostError(fmt::format("{}: trial id {} does not exist", url_, lease.trial_id));
   const std::string state = AsText(rows.front()[1]);
   const std::string holder = AsText(rows.front()[2]);
@@ -309,7 +311,8 @@ void SqlStore::Record(const TrialLease& lease, const MeasurementBatch& batch) {
     if (!batch.evals.empty()) {
       std::vector<SqlRow> rows;
       rows.reserve(batch.evals.size());
-      for (const auto& e : batch.evals) rows.push_back({lease.trial_id, e.step, e.split, e.metric, e.value, e.examples});
+      for (const auto& e : batch.evals)
+        rows.push_back({lease.trial_id, e.step, e.split, e.metric, e.value, e.examples});
       connection_->ExecuteMany(
           "INSERT INTO eval_measurements (trial_id, step, split, metric, value, examples) VALUES (?, ?, ?, ?, ?, ?) "
           "ON CONFLICT (trial_id, step, split, metric) DO UPDATE SET value = excluded.value, "
@@ -365,12 +368,11 @@ std::vector<ReclaimedTrial> SqlStore::ReclaimStale(std::int64_t study_id, double
       const std::string reason =
           give_up ? fmt::format("worker '{}' stopped heartbeating; retried {} times, the limit", worker, max_retries)
                   : fmt::format("worker '{}' stopped heartbeating; retry {} of {}", worker, retries, max_retries);
-      connection_->Execute(
-          Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, worker = ") +
-              (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
-          {give_up ? "failed" : "pending", std::int64_t{retries}, reason, AsInt(row[0])});
-      reclaimed.push_back({static_cast<std::uint64_t>(AsInt(row[1])), worker,
-                           give_up ? TrialState::kFailed : TrialState::kPending});
+      connection_->Execute(Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, worker = ") +
+                               (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
+                           {give_up ? "failed" : "pending", std::int64_t{retries}, reason, AsInt(row[0])});
+      reclaimed.push_back(
+          {static_cast<std::uint64_t>(AsInt(row[1])), worker, give_up ? TrialState::kFailed : TrialState::kPending});
     }
     if (!reclaimed.empty()) TouchStudy(study_id);
     return reclaimed;
@@ -412,10 +414,10 @@ std::vector<TrainMeasurement> SqlStore::TrainSeries(std::int64_t trial_id) {
 std::vector<EvalMeasurement> SqlStore::EvalSeries(std::int64_t trial_id) {
   return Transaction(false, [&] {
     std::vector<EvalMeasurement> series;
-    for (const auto& row : connection_->Query(
-             "SELECT step, split, metric, value, examples FROM eval_measurements WHERE trial_id = ? "
-             "ORDER BY step, split, metric",
-             {trial_id})) {
+    for (const auto& row :
+         connection_->Query("SELECT step, split, metric, value, examples FROM eval_measurements WHERE trial_id = ? "
+                            "ORDER BY step, split, metric",
+                            {trial_id})) {
       series.push_back({AsInt(row[0]), AsText(row[1]), AsText(row[2]), AsDouble(row[3]), AsInt(row[4])});
     }
     return series;

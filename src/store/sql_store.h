@@ -22,7 +22,8 @@ class SqlStore final : public Store {
   void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) override;
   std::vector<TrialRecord> ListTrials(std::int64_t study_id) override;
   std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) override;
-  std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id, const std::string& worker) override;
+  std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
+                                                              const std::string& worker) override;
   void Heartbeat(const TrialLease& lease) override;
   void Record(const TrialLease& lease, const MeasurementBatch& batch) override;
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;

@@ -40,7 +40,8 @@ StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRec
   summary.study = study;
   summary.reproduce = study.command_line;
   try {
-    summary.objective = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path).objective;
+    summary.objective =
+        ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path).objective;
   } catch (const Error&) {
     // A spec this dltune cannot read keeps the default objective; the records are still worth showing.
   }
@@ -67,7 +68,8 @@ StudyRecord RequireStudy(Store& store, const std::string& name) {
   if (auto study = store.FindStudy(name)) return *study;
   std::vector<std::string> names;
   for (const auto& study : store.ListStudies()) names.push_back(study.name);
-  if (names.empty()) throw Error(fmt::format("{}: no study named '{}': the store has no studies yet", store.url(), name));
+  if (names.empty())
+    throw Error(fmt::format("{}: no study named '{}': the store has no studies yet", store.url(), name));
   throw Error(fmt::format("{}: no study named '{}'{}; studies: {}", store.url(), name, DidYouMean(name, names),
                           JoinAlternatives(names, false)));
 }

@@ -22,16 +22,17 @@ TrialRecord Trial(std::uint64_t number, std::size_t substudy, TrialState state, 
 StudyRecord Study(const std::string& direction) {
   StudyRecord study;
   study.name = "s";
-  study.spec_text = "name: s\nworkload: w\nmax_train_steps: 10\nobjective: {metric: valid/accuracy, direction: " +
-                    direction + "}\nspace: {o: {values: [a, b], role: scientific}}\n";
+  study.spec_text =
+      "name: s\nworkload: w\nmax_train_steps: 10\nobjective: {metric: valid/accuracy, direction: " + direction +
+      "}\nspace: {o: {values: [a, b], role: scientific}}\n";
   study.command_line = "dltune run s.yaml";
   return study;
 }
 
 TEST(Tracking, SummaryCountsStatesAndFindsTheBestPerSubStudy) {
   const std::vector<TrialRecord> trials = {
-      Trial(0, 0, TrialState::kCompleted, 0.7), Trial(1, 1, TrialState::kCompleted, 0.9),
-      Trial(2, 0, TrialState::kCompleted, 0.8), Trial(3, 1, TrialState::kInfeasible, std::nullopt),
+      Trial(0, 0, TrialState::kCompleted, 0.7),       Trial(1, 1, TrialState::kCompleted, 0.9),
+      Trial(2, 0, TrialState::kCompleted, 0.8),       Trial(3, 1, TrialState::kInfeasible, std::nullopt),
       Trial(4, 0, TrialState::kRunning, 0.99),  // not finished: not a candidate
       Trial(5, 1, TrialState::kPending, std::nullopt)};
   const StudySummary summary = SummarizeStudy(Study("maximize"), trials);

@@ -5,8 +5,8 @@
 namespace dltune {
 namespace {
 
-constexpr TrialState kAll[] = {TrialState::kPending, TrialState::kRunning,  TrialState::kCompleted,
-                               TrialState::kInfeasible, TrialState::kFailed, TrialState::kStopped};
+constexpr TrialState kAll[] = {TrialState::kPending,    TrialState::kRunning, TrialState::kCompleted,
+                               TrialState::kInfeasible, TrialState::kFailed,  TrialState::kStopped};
 
 TEST(TrialState, NamesRoundTrip) {
   for (const TrialState state : kAll) EXPECT_EQ(ParseTrialState(TrialStateName(state)), state);
@@ -20,8 +20,8 @@ TEST(TrialState, FinishedTrialsNeverChange) {
   }
   EXPECT_TRUE(CanTransition(TrialState::kPending, TrialState::kRunning));
   EXPECT_FALSE(CanTransition(TrialState::kPending, TrialState::kCompleted));  // never finished unclaimed
-  EXPECT_TRUE(CanTransition(TrialState::kRunning, TrialState::kPending));    // reclaimed
-  EXPECT_TRUE(CanTransition(TrialState::kStopped, TrialState::kPending));    // resumed
+  EXPECT_TRUE(CanTransition(TrialState::kRunning, TrialState::kPending));     // reclaimed
+  EXPECT_TRUE(CanTransition(TrialState::kStopped, TrialState::kPending));     // resumed
   EXPECT_FALSE(CanTransition(TrialState::kStopped, TrialState::kRunning));
 }
 

@@ -48,7 +48,7 @@ struct StudyRecord {
   std::string dltune_version;  // the dltune that created it
   std::string git_commit;      // commit of the user's working directory, if it was a git checkout
   double created_at = 0;
-  double updated_at = 0;       // last change to the study or any of its trials
+  double updated_at = 0;  // last change to the study or any of its trials
 };
 
 // What CreateStudy needs; id and times are set by the store.
@@ -65,7 +65,7 @@ struct NewStudy {
 
 // A trial to add as pending.
 struct NewTrial {
-  std::uint64_t number = 0;    // unique within the study
+  std::uint64_t number = 0;  // unique within the study
   std::size_t substudy = 0;
   std::string substudy_label;  // "optimizer=adam"
   Assignment params;
@@ -82,12 +82,12 @@ struct TrialRecord {
   Assignment params;
   std::uint64_t seed = 0;
   TrialState state = TrialState::kPending;
-  std::string worker;                    // holder while running; last holder afterwards
+  std::string worker;  // holder while running; last holder afterwards
   std::optional<double> heartbeat_at;
-  std::optional<double> started_at;      // first claim
+  std::optional<double> started_at;  // first claim
   std::optional<double> ended_at;
-  std::string reason;                    // why infeasible, failed or reclaimed
-  int retries = 0;                       // times reclaimed after a lost worker
+  std::string reason;                     // why infeasible, failed or reclaimed
+  int retries = 0;                        // times reclaimed after a lost worker
   std::optional<std::int64_t> best_step;  // retrospective optimal checkpoint selection
   std::optional<double> best_value;       // objective at best_step
   std::optional<double> final_value;      // objective at the last evaluation
@@ -106,10 +106,10 @@ struct TrainMeasurement {
   std::int64_t step = 0;
   std::optional<double> loss;
   std::optional<double> learning_rate;
-  std::optional<double> grad_norm;         // before clipping
+  std::optional<double> grad_norm;  // before clipping
   std::optional<bool> clipped;
-  std::optional<double> step_time;         // seconds
-  std::optional<double> data_wait;         // seconds spent waiting for input
+  std::optional<double> step_time;  // seconds
+  std::optional<double> data_wait;  // seconds spent waiting for input
   std::optional<double> examples_per_second;
 };
 

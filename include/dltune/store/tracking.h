@@ -22,12 +22,12 @@ struct BestTrial {
 
 struct StudySummary {
   StudyRecord study;
-  Objective objective;                        // from the study's spec (minimize valid/error_rate if unreadable)
-  std::array<int, 6> state_counts{};          // indexed by TrialState
+  Objective objective;                // from the study's spec (minimize valid/error_rate if unreadable)
+  std::array<int, 6> state_counts{};  // indexed by TrialState
   int trial_count = 0;
-  std::optional<BestTrial> best;              // over completed trials with a best value
-  std::vector<BestTrial> best_per_substudy;   // in sub-study order, for sub-studies that have one
-  std::string reproduce;                      // the command that created the study
+  std::optional<BestTrial> best;             // over completed trials with a best value
+  std::vector<BestTrial> best_per_substudy;  // in sub-study order, for sub-studies that have one
+  std::string reproduce;                     // the command that created the study
 
   int Count(TrialState state) const { return state_counts[static_cast<std::size_t>(state)]; }
   // "12 completed, 2 running, 1 infeasible" (states with no trial left out; "no trials" when empty).
