@@ -1,0 +1,63 @@
+// Workloads: the playbook's "model + data + loss + metrics", by name.
+//
+// A workload supplies the data splits, builds a model from a trial's hyperparameters and defines the per-example
+// loss. Built-in ones (fashion_mnist_mlp, fashion_mnist_cnn, synthetic) are registered by name; a user's own is
+// registered with RegisterWorkload before a study runs (examples/custom_workload/ shows how).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "dltune/train/dataset.h"
+#include "dltune/train/hyperparams.h"
+
+namespace dltune {
+
+// A model: a module with one forward function from a batch of inputs to a batch of outputs (logits).
+class Model : public torch::nn::Module {
+ public:
+  virtual torch::Tensor Forward(const torch::Tensor& inputs) = 0;
+};
+
+// The splits of a workload: train, valid (for tuning) and test (only when asked).
+struct WorkloadData {
+  Dataset train;
+  Dataset valid;
+  Dataset test;
+};
+
+// Not thread-safe; one per trial process.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  virtual std::string name() const = 0;
+  // Number of classes of the classification problem.
+  virtual std::int64_t num_classes() const = 0;
+  // The splits, loaded on first use. Throws Error when the data cannot be read (naming the package to install).
+  virtual const WorkloadData& Data() = 0;
+  // Builds a model for these hyperparameters, reading what it needs from `params` (e.g. hidden_sizes, dropout).
+  // Parameter initialization draws from torch's global generator: seed it (the init seed) before calling.
+  virtual std::shared_ptr<Model> BuildModel(const HyperParams& params) = 0;
+  // Loss of each example (default: cross-entropy of logits against class labels), shape [N].
+  virtual torch::Tensor PerExampleLoss(const torch::Tensor& outputs, const torch::Tensor& labels) const;
+  // A default search space for this workload, as the YAML of a spec's `space:` mapping; "" when it has none.
+  virtual std::string DefaultSpace() const { return ""; }
+};
+
+// Makes a workload from the spec's fixed workload arguments. Throws Error for a bad argument.
+using WorkloadFactory = std::function<std::unique_ptr<Workload>(const nlohmann::json& args)>;
+
+// Registers (or replaces) a workload under `name`. Thread-safe.
+void RegisterWorkload(const std::string& name, WorkloadFactory factory);
+// Makes the workload registered as `name`; throws Error (with the registered names) when there is none.
+std::unique_ptr<Workload> MakeWorkload(const std::string& name, const nlohmann::json& args = nlohmann::json::object());
+// Every registered name, sorted; the built-in ones included.
+std::vector<std::string> WorkloadNames();
+
+}  // namespace dltune
