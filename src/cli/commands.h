@@ -9,5 +9,7 @@ namespace dltune::cli {
 void RegisterSpaceCommands(CLI::App& app);
 // `dltune studies`, `dltune show` and `dltune export`.
 void RegisterStoreCommands(CLI::App& app);
+// `dltune train`.
+void RegisterTrainCommand(CLI::App& app);
 
 }  // namespace dltune::cli

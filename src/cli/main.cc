@@ -59,10 +59,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dltune::cli::RegisterSpaceCommands(app);
   dltune::cli::RegisterStoreCommands(app);
+  dltune::cli::RegisterTrainCommand(app);
 
   try {
     CheckCommandWords(app, argc, argv);
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a command that reported its own outcome (e.g. train: 3 infeasible, 75 stopped)
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     PrintError(fmt::format("{} (run with --help for usage)", e.what()));

@@ -1,7 +1,147 @@
+// The built-in workloads: Fashion-MNIST MLP and CNN, and a small synthetic problem for fast tests.
 #include "builtin.h"
 
-namespace dltune::internal {
+#include <fmt/format.h>
 
-void RegisterBuiltinWorkloads(std::map<std::string, WorkloadFactory>& factories) { (void)factories; }
+#include "dltune/core/error.h"
+#include "dltune/train/fashion_mnist.h"
+#include "dltune/train/synthetic_data.h"
+#include "models.h"
+
+namespace dltune::internal {
+namespace {
+
+std::string ArgText(const nlohmann::json& args, const std::string& key, const std::string& fallback) {
+  const auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  if (!it->is_string()) throw Error(fmt::format("workload argument {} must be text, not {}", key, it->dump()));
+  return it->get<std::string>();
+}
+
+std::int64_t ArgInt(const nlohmann::json& args, const std::string& key, std::int64_t fallback) {
+  const auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  if (!it->is_number_integer()) throw Error(fmt::format("workload argument {} must be a whole number", key));
+  return it->get<std::int64_t>();
+}
+
+// Fashion-MNIST from Debian's dataset-fashion-mnist; the model is chosen by the subclass.
+class FashionMnistWorkload : public Workload {
+ public:
+  explicit FashionMnistWorkload(const nlohmann::json& args)
+      : data_dir_(ArgText(args, "data_dir", "/usr/share/datasets/fashion-mnist")) {}
+
+  std::int64_t num_classes() const override { return 10; }
+
+  const WorkloadData& Data() override {
+    if (!data_) {
+      FashionMnistSplits splits = LoadFashionMnist(data_dir_);
+      data_ = WorkloadData{std::move(splits.train), std::move(splits.valid), std::move(splits.test)};
+    }
+    return *data_;
+  }
+
+ private:
+  std::string data_dir_;
+  std::optional<WorkloadData> data_;
+};
+
+class FashionMnistMlp final : public FashionMnistWorkload {
+ public:
+  using FashionMnistWorkload::FashionMnistWorkload;
+  std::string name() const override { return "fashion_mnist_mlp"; }
+
+  std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
+    MlpOptions options;
+    options.inputs = 28 * 28;
+    options.hidden_sizes = params.IntList("hidden_sizes", {256});
+    options.activation = params.Text("activation", "relu");
+    options.dropout = params.Real("dropout", 0.0);
+    options.outputs = 10;
+    options.standardize = true;
+    return MakeMlp(options);
+  }
+
+  std::string DefaultSpace() const override {
+    return "learning_rate: {min: 1.0e-3, max: 1.0, scale: log}\n"
+           "one_minus_momentum: {min: 0.01, max: 0.5, scale: log}\n"
+           "optimizer: nesterov\n";
+  }
+};
+
+class FashionMnistCnn final : public FashionMnistWorkload {
+ public:
+  using FashionMnistWorkload::FashionMnistWorkload;
+  std::string name() const override { return "fashion_mnist_cnn"; }
+
+  std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
+    CnnOptions options;
+    options.conv_channels = params.IntList("conv_channels", {32, 64});
+    options.dense_size = params.Int("dense_size", 128);
+    options.normalization = params.Text("normalization", "none");
+    options.virtual_batch_size = params.Int("virtual_batch_size", 32);
+    options.activation = params.Text("activation", "relu");
+    options.dropout = params.Real("dropout", 0.0);
+    return MakeCnn(options);
+  }
+};
+
+// A small generated classification problem: trains in seconds, for smoke tests and examples.
+class SyntheticWorkload final : public Workload {
+ public:
+  explicit SyntheticWorkload(const nlohmann::json& args)
+      : examples_(ArgInt(args, "examples", 4000)),
+        features_(ArgInt(args, "features", 16)),
+        classes_(ArgInt(args, "classes", 4)),
+        seed_(static_cast<std::uint64_t>(ArgInt(args, "data_seed", 0))) {
+    if (examples_ < 100 || features_ < 1 || classes_ < 2) {
+      throw Error("synthetic workload needs examples >= 100, features >= 1 and classes >= 2");
+    }
+  }
+  std::string name() const override { return "synthetic"; }
+  std::int64_t num_classes() const override { return classes_; }
+
+  const WorkloadData& Data() override {
+    if (!data_) {
+      const Dataset all = MakeSyntheticClassification(examples_, features_, classes_, seed_);
+      const std::int64_t valid = examples_ / 5;
+      const std::int64_t test = examples_ / 10;
+      const std::int64_t train = examples_ - valid - test;
+      data_ = WorkloadData{all.Slice(0, train), all.Slice(train, train + valid), all.Slice(train + valid, examples_)};
+    }
+    return *data_;
+  }
+
+  std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
+    MlpOptions options;
+    options.inputs = features_;
+    options.hidden_sizes = params.IntList("hidden_sizes", {32});
+    options.activation = params.Text("activation", "relu");
+    options.dropout = params.Real("dropout", 0.0);
+    options.normalization = params.Text("normalization", "none");
+    options.outputs = classes_;
+    return MakeMlp(options);
+  }
+
+ private:
+  std::int64_t examples_;
+  std::int64_t features_;
+  std::int64_t classes_;
+  std::uint64_t seed_;
+  std::optional<WorkloadData> data_;
+};
+
+template <typename T>
+WorkloadFactory Factory() {
+  return [](const nlohmann::json& args) -> std::unique_ptr<Workload> { return std::make_unique<T>(args); };
+}
+
+}  // namespace
+
+void RegisterBuiltinWorkloads(std::map<std::string, WorkloadFactory>& factories) {
+  factories["fashion_mnist_mlp"] = Factory<FashionMnistMlp>();
+  factories["fashion_mnist_cnn"] = Factory<FashionMnistCnn>();
+  factories["synthetic"] = Factory<SyntheticWorkload>();
+}
 
 }  // namespace dltune::internal

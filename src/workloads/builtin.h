@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-#include "dltune/workloads/workload.h"
+#include "dltune/workloads/registry.h"
 
 namespace dltune::internal {
 

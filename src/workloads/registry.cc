@@ -6,7 +6,7 @@
 #include "builtin.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
-#include "dltune/workloads/workload.h"
+#include "dltune/workloads/registry.h"
 
 namespace dltune {
 namespace {
@@ -28,11 +28,6 @@ Registry& TheRegistry() {
 }
 
 }  // namespace
-
-torch::Tensor Workload::PerExampleLoss(const torch::Tensor& outputs, const torch::Tensor& labels) const {
-  return torch::nn::functional::cross_entropy(outputs, labels,
-                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-}
 
 void RegisterWorkload(const std::string& name, WorkloadFactory factory) {
   Registry& registry = TheRegistry();

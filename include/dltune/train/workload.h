@@ -1,16 +1,13 @@
-// Workloads: the playbook's "model + data + loss + metrics", by name.
+// The workload interface: the playbook's "model + data + loss + metrics".
 //
 // A workload supplies the data splits, builds a model from a trial's hyperparameters and defines the per-example
-// loss. Built-in ones (fashion_mnist_mlp, fashion_mnist_cnn, synthetic) are registered by name; a user's own is
-// registered with RegisterWorkload before a study runs (examples/custom_workload/ shows how).
+// loss. The trainer trains any Workload; the workloads module registers built-in ones by name, and a user's own is
+// registered with RegisterWorkload (include/dltune/workloads/registry.h; examples/custom_workload/ shows how).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include "dltune/train/dataset.h"
@@ -49,15 +46,5 @@ class Workload {
   // A default search space for this workload, as the YAML of a spec's `space:` mapping; "" when it has none.
   virtual std::string DefaultSpace() const { return ""; }
 };
-
-// Makes a workload from the spec's fixed workload arguments. Throws Error for a bad argument.
-using WorkloadFactory = std::function<std::unique_ptr<Workload>(const nlohmann::json& args)>;
-
-// Registers (or replaces) a workload under `name`. Thread-safe.
-void RegisterWorkload(const std::string& name, WorkloadFactory factory);
-// Makes the workload registered as `name`; throws Error (with the registered names) when there is none.
-std::unique_ptr<Workload> MakeWorkload(const std::string& name, const nlohmann::json& args = nlohmann::json::object());
-// Every registered name, sorted; the built-in ones included.
-std::vector<std::string> WorkloadNames();
 
 }  // namespace dltune

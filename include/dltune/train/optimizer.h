@@ -1,0 +1,109 @@
+// The optimizers of the playbook's FAQ "What are the update rules for all the popular optimization algorithms?",
+// implemented exactly as written there (initial states, where epsilon and the learning rate sit, bias correction).
+//
+// Notation: theta the parameter, g = grad l(theta_t) (plus wd * theta_t with coupled weight decay), eta_t the
+// learning rate of this step (passed to Step; the trainer computes it from the schedule), t the number of updates
+// this parameter has received including this one (t = 1 on its first update). All operations are element-wise.
+//
+//   sgd       theta <- theta - eta_t * g                                       (== torch::optim::SGD)
+//   momentum  v_0 = 0;  v <- gamma * v + g;  theta <- theta - eta_t * v        (== torch::optim::SGD, momentum,
+//                                                                                  dampening 0)
+//   nesterov  v_0 = 0;  v <- gamma * v + g;  theta <- theta - eta_t * (gamma * v + g)
+//                                                                             (== torch::optim::SGD, nesterov)
+//   rmsprop   v_0 = 1, m_0 = 0;  v <- rho * v + (1 - rho) * g^2;
+//             m <- gamma * m + eta_t * g / sqrt(v + epsilon);  theta <- theta - m
+//             (LibTorch's RMSprop differs: v_0 = 0, epsilon outside the sqrt, and eta applied outside the momentum
+//             buffer, so a change of eta_t acts at once there but through m here)
+//   adam      m_0 = 0, v_0 = 0;  m <- beta1 * m + (1 - beta1) * g;  v <- beta2 * v + (1 - beta2) * g^2;
+//             b_t = sqrt(1 - beta2^t) / (1 - beta1^t);  theta <- theta - eta_t * b_t * m / (sqrt(v) + epsilon)
+//             (LibTorch's Adam adds epsilon to sqrt(v / (1 - beta2^t)), i.e. after bias-correcting v; the two agree
+//             only when epsilon = 0: this rule is LibTorch's with epsilon / sqrt(1 - beta2^t), larger early on)
+//   nadam     m, v and b_t as adam;  theta <- theta - eta_t * b_t * (beta1 * m + (1 - beta1) * g) / (sqrt(v) + epsilon)
+//             (LibTorch 1.13 has no NAdam; this is the playbook's form, without Dozat's momentum-decay schedule)
+//
+// Weight decay (weight_decay = wd > 0):
+//   coupled (L2, default):  g <- grad + wd * theta_t before the update above, so it goes through the momentum and
+//                           the adaptive normalisation (LibTorch's `weight_decay` option behaves the same way).
+//   decoupled:              theta_{t+1} <- (update above) - eta_t * wd * theta_t, i.e. AdamW's form: decoupled from
+//                           the gradient statistics but multiplied by the schedule's learning rate eta_t, as
+//                           torch.optim.AdamW does (Loshchilov & Hutter's paper multiplies by eta_t / base learning
+//                           rate instead, so wd values differ by that factor). For sgd the two forms coincide.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace dltune {
+
+// Hyperparameters of an Optimizer. Fields a kind does not use are ignored (but still validated).
+struct OptimizerOptions {
+  std::string kind = "sgd";             // sgd | momentum | nesterov | rmsprop | adam | nadam
+  double momentum = 0.9;                // gamma of momentum, nesterov and rmsprop; in [0, 1)
+  double rho = 0.9;                     // rmsprop's decay of v; in [0, 1)
+  double beta1 = 0.9;                   // adam/nadam; in [0, 1)
+  double beta2 = 0.999;                 // adam/nadam; in [0, 1)
+  double epsilon = 1e-8;                // rmsprop (inside the sqrt), adam/nadam (outside); finite, >= 0
+  double weight_decay = 0.0;            // wd; finite, >= 0
+  bool decoupled_weight_decay = false;  // see the file comment
+
+  // Throws Error naming the first bad field and its value, e.g. "optimizer: momentum must be in [0, 1), not 1".
+  void Validate() const;
+};
+
+// The optimizer kinds, in the playbook's order.
+const std::vector<std::string>& OptimizerKinds();
+
+// Updates a fixed list of parameter tensors in place from their .grad(), with the rules in the file comment.
+// Keeps its state (moments, per-parameter update counts) on each parameter's device and dtype; Step does no
+// device-to-host synchronisation. Parameters whose grad is undefined at Step are skipped (state and t untouched).
+// Not thread-safe; the parameters are shared with the caller (the model), not copied.
+class Optimizer {
+ public:
+  // `params`: defined floating-point tensors (typically model->parameters()). Throws Error on invalid options
+  // or a parameter that is undefined or not floating-point.
+  Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options);
+
+  // Makes every parameter's grad undefined (cheaper than zeroing; the next backward allocates it).
+  void ZeroGrad();
+  // Applies one update with learning rate eta_t = `learning_rate` to every parameter that has a grad. Throws Error
+  // if the learning rate is negative or not finite, or a grad is sparse; nothing is changed then.
+  void Step(double learning_rate);
+  // Number of Step calls so far (restored by Load).
+  std::int64_t steps() const { return steps_; }
+
+  // Writes the state (kind, step counts, copies of the moment tensors) into `archive`; give it an archive of its
+  // own (the keys are short: kind, steps, param_count, param_<i>). The tensors are copies, so the archive may be
+  // serialized later while training continues.
+  void Save(torch::serialize::OutputArchive& archive) const;
+  // Restores what Save wrote, exactly: continuing then is bit-identical to never having stopped. Hyperparameters
+  // other than kind are this optimizer's own (not read from the archive). Throws Error, leaving the state
+  // unchanged, when the archive holds another kind, another number of parameters, a shape that differs, or is
+  // incomplete.
+  void Load(torch::serialize::InputArchive& archive);
+
+  const OptimizerOptions& options() const { return options_; }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
+ private:
+  enum class Kind { kSgd, kMomentum, kNesterov, kRmsProp, kAdam, kNadam };
+
+  // Per-parameter state: the playbook's v (and m) tensors, as many as the kind needs, and t.
+  struct ParamState {
+    std::vector<torch::Tensor> buffers;
+    std::int64_t steps = 0;
+  };
+
+  // Names of the state buffers of this kind, in ParamState::buffers order ("v"; "v", "m"; "m", "v").
+  const std::vector<std::string>& BufferNames() const;
+
+  OptimizerOptions options_;
+  Kind kind_;
+  std::vector<torch::Tensor> params_;
+  std::vector<ParamState> states_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace dltune

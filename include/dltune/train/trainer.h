@@ -1,0 +1,132 @@
+// The trainer every built-in trial runs: the playbook's training loop.
+//
+// One call trains one workload with one set of hyperparameters for exactly max_train_steps steps, evaluating at
+// step intervals (never time intervals), keeping the latest and the best checkpoints, and reporting everything
+// through TrainerCallbacks — it knows nothing of the store. It resumes from the newest valid checkpoint in its
+// checkpoint directory, restoring model, optimizer, step, random generator states and data position, so an
+// interrupted trial continues exactly where it stopped.
+//
+// This header is free of LibTorch types, so the runner and the CLI can use it without compiling torch headers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/train/hyperparams.h"
+
+namespace dltune {
+
+// How to train, apart from the hyperparameters (which come in a HyperParams). Documented value struct;
+// Validate() throws Error naming a bad value.
+struct TrainerOptions {
+  std::int64_t max_train_steps = 0;        // required, > 0; the same for every trial of a study
+  std::int64_t eval_every_steps = 0;       // 0: every max_train_steps / 10 steps; always at the last step too
+  std::int64_t log_every_steps = 0;        // 0: every eval; training metrics are pulled from the device this often
+  std::int64_t eval_batch_size = 0;        // 0: twice the training batch size; smaller than it is an error
+  std::int64_t train_eval_examples = 10000;  // size of the fixed subset of training data evaluated for training error
+  std::int64_t valid_sample_examples = 0;  // >0: periodic evals use a fixed sample of valid; the full split at the end
+  bool eval_test_at_end = false;           // also evaluate the test split after the last step
+  std::int64_t prediction_examples = 32;   // validation examples whose predictions are reported at every eval
+  double divergence_factor = 100.0;        // a loss above this multiple of the first logged loss is divergence
+  std::string objective = "valid/error_rate";  // split/metric used for the best checkpoint
+  bool minimize = true;
+  std::string checkpoint_dir;              // "" = no checkpoints (and no resume)
+  int keep_best_checkpoints = 1;
+  int keep_latest_checkpoints = 2;
+  std::uint64_t init_seed = 0;             // model initialization (shared across hosts)
+  std::uint64_t data_seed = 0;             // data order and dropout (differs across hosts)
+  int threads = 1;                         // LibTorch intra-op threads
+  std::string device = "cpu";              // a torch device string: "cpu", "cuda:0", ...
+
+  void Validate() const;
+};
+
+// Training measurements of one step, pulled from the device at a log interval.
+struct StepMetrics {
+  std::int64_t step = 0;  // 1-based: the number of updates done
+  double loss = 0;
+  double learning_rate = 0;
+  std::optional<double> grad_norm;  // global norm before clipping
+  std::optional<bool> clipped;
+  double step_time = 0;   // seconds (averaged over the log interval)
+  double data_wait = 0;   // seconds spent waiting for input (averaged over the log interval)
+  double examples_per_second = 0;
+};
+
+// One metric of one split at one step.
+struct EvalMetric {
+  std::string split;   // "train" (fixed subset), "valid", "valid_sample", "test"
+  std::string metric;  // "loss", "error_rate", "accuracy", "correct_class_<k>"
+  double value = 0;
+  std::int64_t examples = 0;
+};
+
+// What the model predicted for one of the fixed debugging examples.
+struct Prediction {
+  std::int64_t example = 0;  // index in the validation split
+  std::int64_t label = 0;
+  std::int64_t predicted = 0;
+  double confidence = 0;     // softmax probability of the predicted class
+};
+
+// A checkpoint written (or deleted by retention).
+struct CheckpointEvent {
+  std::int64_t step = 0;
+  std::string path;
+  std::optional<double> objective;
+  std::string checksum;
+  bool best = false;     // in the best pool
+  bool deleted = false;  // removed by retention
+};
+
+// Receives everything the trainer measures, on the training thread. Default implementations ignore it.
+class TrainerCallbacks {
+ public:
+  virtual ~TrainerCallbacks() = default;
+  // Training metrics of the steps since the last call (every log interval).
+  virtual void OnTrainMetrics(const std::vector<StepMetrics>& steps) { (void)steps; }
+  // An evaluation at `step`, with the best objective so far (retrospective checkpoint selection).
+  virtual void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t best_step,
+                            double best_value) {
+    (void)step, (void)metrics, (void)best_step, (void)best_value;
+  }
+  virtual void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) {
+    (void)step, (void)predictions;
+  }
+  virtual void OnCheckpoint(const CheckpointEvent& event) { (void)event; }
+  // Checked after every step (`step` updates done): true stops training after writing a latest checkpoint (Ctrl-C,
+  // SIGTERM, the end of a time-limited job).
+  virtual bool ShouldStop(std::int64_t step) {
+    (void)step;
+    return false;
+  }
+};
+
+enum class TrainOutcome { kCompleted, kInfeasible, kStopped };
+
+struct TrainResult {
+  TrainOutcome outcome = TrainOutcome::kCompleted;
+  std::string reason;                      // why infeasible or stopped
+  std::int64_t steps = 0;                  // steps done in all (including before a resume)
+  std::int64_t resumed_from_step = 0;      // 0 when it started fresh
+  std::optional<std::int64_t> best_step;
+  std::optional<double> best_value;
+  std::optional<double> final_value;       // objective at the last evaluation
+};
+
+class Workload;
+
+// Trains `workload` with `params`. Training hyperparameters it reads:
+// optimizer (sgd | momentum | nesterov | rmsprop | adam | nadam), learning_rate, momentum or one_minus_momentum,
+// rho, beta1 or one_minus_beta1, beta2 or one_minus_beta2, epsilon, weight_decay, decoupled_weight_decay,
+// schedule (constant | linear | cosine | inverse_sqrt), warmup_steps, decay_steps, final_lr_fraction, batch_size,
+// grad_clip_norm; the workload reads its own (e.g. hidden_sizes, dropout). A param neither reads is an Error.
+// Throws Error for bad options or params and for unreadable data; divergence is a result, not an exception.
+TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
+                          TrainerCallbacks& callbacks);
+
+}  // namespace dltune

@@ -1,0 +1,17 @@
+// Training a registered workload by name, without LibTorch in the caller's includes.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/train/trainer.h"
+
+namespace dltune {
+
+// Makes the workload registered as `workload_name` from `workload_args` (the spec's workload.args) and trains it
+// (see TrainWorkload). Throws Error for an unknown workload, bad arguments, params or options.
+TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
+                  const TrainerOptions& options, TrainerCallbacks& callbacks);
+
+}  // namespace dltune

@@ -1,0 +1,180 @@
+// `dltune train`: train one workload once with given hyperparameters, writing metrics and checkpoints to a directory.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "dltune/core/error.h"
+#include "dltune/space/yaml_node.h"
+#include "dltune/workloads/train.h"
+
+namespace dltune::cli {
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void RequestStop(int) { stop_requested.store(true); }
+
+// Writes every measurement as a JSON line to DIR/metrics.jsonl and prints progress.
+class JsonlCallbacks final : public TrainerCallbacks {
+ public:
+  JsonlCallbacks(const std::filesystem::path& file, std::int64_t max_steps, std::string objective,
+                 std::int64_t stop_at_step)
+      : out_(file, std::ios::app), max_steps_(max_steps), objective_(std::move(objective)), stop_at_step_(stop_at_step) {
+    if (!out_) throw Error(fmt::format("{}: cannot write metrics", file.string()));
+  }
+
+  void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
+    for (const auto& s : steps) {
+      nlohmann::json line = {{"type", "train"},     {"step", s.step},           {"loss", s.loss},
+                             {"learning_rate", s.learning_rate}, {"step_time", s.step_time}, {"data_wait", s.data_wait},
+                             {"examples_per_second", s.examples_per_second}};
+      if (s.grad_norm) line["grad_norm"] = *s.grad_norm;
+      if (s.clipped) line["clipped"] = *s.clipped;
+      out_ << line.dump() << "\n";
+    }
+    out_.flush();
+    if (steps.empty()) return;
+    const auto& last = steps.back();
+    std::printf("step %6lld/%lld  loss %.4f  lr %.3g  %.0f examples/s  data wait %.0f%%\n",
+                static_cast<long long>(last.step), static_cast<long long>(max_steps_), last.loss, last.learning_rate,
+                last.examples_per_second, last.step_time > 0 ? 100.0 * last.data_wait / last.step_time : 0.0);
+    std::fflush(stdout);
+  }
+
+  void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t best_step,
+                    double best_value) override {
+    std::string summary;
+    for (const auto& m : metrics) {
+      out_ << nlohmann::json({{"type", "eval"}, {"step", step}, {"split", m.split}, {"metric", m.metric},
+                              {"value", m.value}, {"examples", m.examples}})
+                  .dump()
+           << "\n";
+      if (m.metric == "error_rate") summary += fmt::format("  {}/error_rate {:.4f}", m.split, m.value);
+    }
+    out_.flush();
+    std::printf("eval at step %lld:%s  (best %s %.4f at step %lld)\n", static_cast<long long>(step), summary.c_str(),
+                objective_.c_str(), best_value, static_cast<long long>(best_step));
+    std::fflush(stdout);
+  }
+
+  void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) override {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : predictions) {
+      list.push_back({{"example", p.example}, {"label", p.label}, {"predicted", p.predicted}, {"confidence", p.confidence}});
+    }
+    out_ << nlohmann::json({{"type", "predictions"}, {"step", step}, {"predictions", list}}).dump() << "\n";
+  }
+
+  void OnCheckpoint(const CheckpointEvent& event) override {
+    nlohmann::json line = {{"type", "checkpoint"}, {"step", event.step},   {"path", event.path},
+                           {"best", event.best},   {"deleted", event.deleted}, {"checksum", event.checksum}};
+    if (event.objective) line["objective"] = *event.objective;
+    out_ << line.dump() << "\n";
+  }
+
+  bool ShouldStop(std::int64_t step) override {
+    return stop_requested.load() || (stop_at_step_ > 0 && step >= stop_at_step_);
+  }
+
+ private:
+  std::ofstream out_;
+  std::int64_t max_steps_;
+  std::string objective_;
+  std::int64_t stop_at_step_ = 0;
+};
+
+// "key=value" with the value read as YAML (numbers, booleans, text, lists such as [256, 256]).
+std::pair<std::string, nlohmann::json> ParseAssignment(const std::string& text) {
+  const auto equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) {
+    throw Error(fmt::format("--set {}: write key=value, e.g. --set learning_rate=0.1", text));
+  }
+  const std::string key = text.substr(0, equals);
+  const YamlNode value = YamlNode::Parse(text.substr(equals + 1), "--set " + key);
+  return {key, value.AsJson()};
+}
+
+}  // namespace
+
+void RegisterTrainCommand(CLI::App& app) {
+  struct Args {
+    std::string workload;
+    std::vector<std::string> sets;
+    std::int64_t steps = 0;
+    std::string out;
+    std::int64_t eval_every = 0;
+    int threads = 1;
+    std::uint64_t seed = 0;
+    bool test = false;
+    std::int64_t stop_at_step = 0;
+  };
+  auto args = std::make_shared<Args>();
+  auto* train = app.add_subcommand(
+      "train",
+      "Train a workload once with the given hyperparameters, evaluating at step intervals, keeping the latest and best "
+      "checkpoints and writing every measurement to DIR/metrics.jsonl. Running it again with the same DIR resumes "
+      "from the latest checkpoint; Ctrl-C stops after a checkpoint (exit status 75: resumable).\n\n"
+      "Example:\n  dltune train fashion_mnist_mlp --set optimizer=nesterov --set learning_rate=0.05 --steps 2000 "
+      "--out runs/mlp");
+  train->add_option("WORKLOAD", args->workload, "Workload name (fashion_mnist_mlp, fashion_mnist_cnn, synthetic)")
+      ->required();
+  train->add_option("--set", args->sets, "Hyperparameter key=value (repeatable), e.g. --set hidden_sizes=[256,256]");
+  train->add_option("--steps", args->steps, "max_train_steps")->required()->check(CLI::PositiveNumber);
+  train->add_option("--out", args->out, "Directory for metrics.jsonl and checkpoints/")->required();
+  train->add_option("--eval-every", args->eval_every, "Evaluate every N steps (default: steps / 10)");
+  train->add_option("--threads", args->threads, "LibTorch threads (default 1)")->check(CLI::PositiveNumber);
+  train->add_option("--seed", args->seed, "Initialization and data seed (default 0)");
+  train->add_flag("--test", args->test, "Also evaluate the test split at the end");
+  train->add_option("--stop-at-step", args->stop_at_step,
+                    "Stop after this step with a checkpoint, as if interrupted (exit 75); run again to resume. For "
+                    "splitting a long run into time-limited jobs, and for testing resumption");
+  train->callback([args] {
+    std::map<std::string, Value> params;
+    nlohmann::json workload_args = nlohmann::json::object();
+    for (const auto& text : args->sets) {
+      auto [key, value] = ParseAssignment(text);
+      if (auto scalar = ValueFromJson(value)) {
+        params[key] = *scalar;
+      } else {
+        workload_args[key] = value;  // lists and mappings (e.g. hidden_sizes) are read as workload arguments
+      }
+    }
+    std::filesystem::create_directories(args->out);
+    TrainerOptions options;
+    options.max_train_steps = args->steps;
+    options.eval_every_steps = args->eval_every;
+    options.threads = args->threads;
+    options.init_seed = args->seed;
+    options.data_seed = args->seed;
+    options.eval_test_at_end = args->test;
+    options.checkpoint_dir = (std::filesystem::path(args->out) / "checkpoints").string();
+    JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective,
+                             args->stop_at_step);
+    std::signal(SIGINT, RequestStop);
+    std::signal(SIGTERM, RequestStop);
+    const TrainResult result = Train(args->workload, workload_args, HyperParams(workload_args, params), options, callbacks);
+    if (result.resumed_from_step > 0) std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
+    switch (result.outcome) {
+      case TrainOutcome::kCompleted:
+        std::printf("completed %lld steps: best %s %.4f at step %lld; metrics in %s/metrics.jsonl\n",
+                    static_cast<long long>(result.steps), options.objective.c_str(), result.best_value.value_or(0),
+                    static_cast<long long>(result.best_step.value_or(0)), args->out.c_str());
+        return;
+      case TrainOutcome::kInfeasible:
+        std::printf("infeasible: %s\n", result.reason.c_str());
+        throw CLI::RuntimeError(3);
+      case TrainOutcome::kStopped:
+        std::printf("%s\n", result.reason.c_str());
+        throw CLI::RuntimeError(75);
+    }
+  });
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,63 @@
+#include "dltune/train/eval_batches.h"
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+#include "dltune/core/rng.h"
+
+namespace dltune {
+namespace {
+
+// Stream of MixSeed(seed, ·) that FixedSample draws from.
+constexpr std::uint64_t kSampleStream = 0x73616D706C65;  // "sample"
+
+}  // namespace
+
+EvalBatches::EvalBatches(Dataset data, std::int64_t batch_size) : data_(std::move(data)), batch_size_(batch_size) {
+  if (batch_size < 1) throw Error(fmt::format("evaluation: batch size must be >= 1, not {}", batch_size));
+}
+
+EvalBatch EvalBatches::Get(std::int64_t i) const {
+  TORCH_CHECK(i >= 0 && i < size(), "EvalBatches::Get: batch ", i, " out of range [0, ", size(), ")");
+  const std::int64_t begin = i * batch_size_;
+  const std::int64_t end = std::min(begin + batch_size_, data_.size());
+  const Dataset real = data_.Slice(begin, end);
+  const std::int64_t padding = batch_size_ - (end - begin);
+  const auto weight_options = torch::TensorOptions().dtype(torch::kFloat32).device(data_.labels.device());
+  if (padding == 0) return {real.inputs, real.labels, torch::ones({batch_size_}, weight_options)};
+
+  std::vector<std::int64_t> input_shape = real.inputs.sizes().vec();
+  input_shape[0] = padding;
+  return {torch::cat({real.inputs, torch::zeros(input_shape, real.inputs.options())}),
+          torch::cat({real.labels, torch::zeros({padding}, real.labels.options())}),
+          torch::cat({torch::ones({end - begin}, weight_options), torch::zeros({padding}, weight_options)})};
+}
+
+EvalBatches MakeEvalBatches(const Dataset& data, std::int64_t batch_size) { return EvalBatches(data, batch_size); }
+
+Dataset FixedSample(const Dataset& data, std::int64_t count, std::uint64_t seed) {
+  const std::int64_t size = data.size();
+  if (count < 0 || count > size) {
+    throw Error(fmt::format("evaluation sample: cannot take {} examples from a split of {}", count, size));
+  }
+  if (count == size) return data;
+  // The first `count` steps of a Fisher-Yates shuffle pick a uniform random subset.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  Rng rng(MixSeed(seed, kSampleStream));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+    const std::size_t j = i + static_cast<std::size_t>(rng.Below(order.size() - i));
+    std::swap(order[i], order[j]);
+  }
+  order.resize(static_cast<std::size_t>(count));
+  std::sort(order.begin(), order.end());
+  const torch::Tensor rows = torch::from_blob(order.data(), {count}, torch::kInt64).to(data.labels.device());
+  return {data.inputs.index_select(0, rows), data.labels.index_select(0, rows)};
+}
+
+}  // namespace dltune

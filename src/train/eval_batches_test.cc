@@ -1,0 +1,157 @@
+#include "dltune/train/eval_batches.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Example i has inputs [i, i/2, 1] (float32) and label i % 7.
+Dataset Numbered(std::int64_t size) {
+  const torch::Tensor ids = torch::arange(size, torch::kFloat32).unsqueeze(1);
+  return {torch::cat({ids, ids / 2, torch::ones_like(ids)}, 1), torch::arange(size, torch::kInt64) % 7};
+}
+
+TEST(EvalBatches, WeightedMeanOverPaddedBatchesEqualsThePlainMean) {
+  const Dataset data = Numbered(1003);
+  const EvalBatches batches = MakeEvalBatches(data, 100);
+  ASSERT_EQ(batches.size(), 11);
+  // A per-example quantity; a padding row (inputs 0) would count as 9, far below the split's mean.
+  auto metric = [](const torch::Tensor& inputs) { return (inputs.sum(1) + 3.0).to(torch::kDouble).pow(2); };
+  double weighted_sum = 0;
+  double weight_sum = 0;
+  double unweighted_sum = 0;
+  std::int64_t rows = 0;
+  for (const EvalBatch& batch : batches) {
+    const torch::Tensor values = metric(batch.inputs);
+    weighted_sum += (values * batch.weights.to(torch::kDouble)).sum().item<double>();
+    weight_sum += batch.weights.sum().item<double>();
+    unweighted_sum += values.sum().item<double>();
+    rows += batch.inputs.size(0);
+  }
+  const double plain_mean = metric(data.inputs).mean().item<double>();
+  EXPECT_EQ(weight_sum, 1003.0);
+  EXPECT_EQ(rows, 1100);
+  EXPECT_NEAR(weighted_sum / weight_sum, plain_mean, 1e-9 * plain_mean);
+  EXPECT_GT(std::abs(unweighted_sum / static_cast<double>(rows) - plain_mean), 1.0);  // padding would bias it
+}
+
+TEST(EvalBatches, EveryBatchHasTheFullShapeAndTheLastIsPadded) {
+  const Dataset data = Numbered(1003);
+  const EvalBatches batches(data, 100);
+  std::vector<torch::Tensor> real_inputs;
+  std::vector<torch::Tensor> real_labels;
+  for (std::int64_t i = 0; i < batches.size(); ++i) {
+    const EvalBatch batch = batches.Get(i);
+    EXPECT_EQ(batch.inputs.sizes(), (std::vector<std::int64_t>{100, 3}));
+    EXPECT_EQ(batch.labels.sizes(), (std::vector<std::int64_t>{100}));
+    EXPECT_EQ(batch.weights.sizes(), (std::vector<std::int64_t>{100}));
+    EXPECT_EQ(batch.inputs.dtype(), torch::kFloat32);
+    EXPECT_EQ(batch.labels.dtype(), torch::kInt64);
+    EXPECT_EQ(batch.weights.dtype(), torch::kFloat32);
+    const std::int64_t real = i < 10 ? 100 : 3;
+    EXPECT_TRUE(batch.weights.slice(0, 0, real).eq(1).all().item<bool>());
+    EXPECT_TRUE(batch.weights.slice(0, real).eq(0).all().item<bool>());
+    EXPECT_TRUE(batch.inputs.slice(0, real).eq(0).all().item<bool>());
+    EXPECT_TRUE(batch.labels.slice(0, real).eq(0).all().item<bool>());
+    real_inputs.push_back(batch.inputs.slice(0, 0, real));
+    real_labels.push_back(batch.labels.slice(0, 0, real));
+  }
+  // The real rows are the split, in order.
+  EXPECT_TRUE(torch::cat(real_inputs).equal(data.inputs));
+  EXPECT_TRUE(torch::cat(real_labels).equal(data.labels));
+}
+
+TEST(EvalBatches, DivisibleSplitIsUnpaddedViews) {
+  const Dataset data = Numbered(300);
+  const EvalBatches batches(data, 100);
+  ASSERT_EQ(batches.size(), 3);
+  EXPECT_EQ(batches.examples(), 300);
+  const EvalBatch second = batches.Get(1);
+  EXPECT_TRUE(second.weights.eq(1).all().item<bool>());
+  EXPECT_EQ(second.inputs.data_ptr<float>(), data.inputs.data_ptr<float>() + 100 * 3);  // no copy
+}
+
+TEST(EvalBatches, SplitSmallerThanOneBatchIsOnePaddedBatch) {
+  const EvalBatches batches(Numbered(5), 64);
+  ASSERT_EQ(batches.size(), 1);
+  EXPECT_EQ(batches.Get(0).weights.sum().item<float>(), 5.0f);
+  EXPECT_EQ(batches.Get(0).inputs.size(0), 64);
+}
+
+TEST(EvalBatches, EmptySplitHasNoBatches) {
+  const EvalBatches batches(Numbered(0), 10);
+  EXPECT_EQ(batches.size(), 0);
+  EXPECT_TRUE(batches.begin() == batches.end());
+}
+
+TEST(EvalBatches, RejectsBatchSizeBelowOne) {
+  try {
+    EvalBatches(Numbered(10), 0);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("batch size must be >= 1, not 0"));
+  }
+}
+
+std::vector<std::int64_t> Values(const torch::Tensor& tensor) {
+  const torch::Tensor t = tensor.contiguous();
+  return {t.data_ptr<std::int64_t>(), t.data_ptr<std::int64_t>() + t.numel()};
+}
+
+// The ids of a sample of Numbered(): column 0 of its inputs.
+std::vector<std::int64_t> Ids(const Dataset& sample) { return Values(sample.inputs.select(1, 0).to(torch::kInt64)); }
+
+TEST(FixedSample, SameSeedSameSubsetDifferentSeedDifferentSubset) {
+  const Dataset data = Numbered(1000);
+  const Dataset a = FixedSample(data, 100, 5);
+  EXPECT_EQ(Ids(a), Ids(FixedSample(data, 100, 5)));
+  EXPECT_NE(Ids(a), Ids(FixedSample(data, 100, 6)));
+}
+
+TEST(FixedSample, DistinctExamplesInOriginalOrderWithTheirLabels) {
+  const Dataset data = Numbered(1000);
+  const Dataset sample = FixedSample(data, 250, 1);
+  ASSERT_EQ(sample.size(), 250);
+  const std::vector<std::int64_t> ids = Ids(sample);
+  EXPECT_TRUE(std::is_sorted(ids.begin(), ids.end()));
+  EXPECT_EQ(std::set<std::int64_t>(ids.begin(), ids.end()).size(), 250u);
+  EXPECT_TRUE(sample.labels.equal(torch::tensor(ids, torch::kInt64) % 7));
+  EXPECT_TRUE(sample.inputs.select(1, 1).equal(sample.inputs.select(1, 0) / 2));
+}
+
+TEST(FixedSample, IsSpreadOverTheWholeSplit) {
+  const Dataset data = Numbered(1000);
+  // Over 40 seeds of 100 each, every tenth of the split gets about 400 picks (not the first rows only).
+  std::vector<int> per_tenth(10);
+  for (std::uint64_t seed = 0; seed < 40; ++seed) {
+    for (std::int64_t id : Ids(FixedSample(data, 100, seed))) ++per_tenth[static_cast<std::size_t>(id / 100)];
+  }
+  for (int count : per_tenth) {
+    EXPECT_GT(count, 320);
+    EXPECT_LT(count, 480);
+  }
+}
+
+TEST(FixedSample, WholeSplitAndEmptySampleAndTooMany) {
+  const Dataset data = Numbered(50);
+  EXPECT_TRUE(FixedSample(data, 50, 3).inputs.equal(data.inputs));
+  EXPECT_EQ(FixedSample(data, 0, 3).size(), 0);
+  try {
+    FixedSample(data, 51, 3);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "evaluation sample: cannot take 51 examples from a split of 50");
+  }
+  EXPECT_THROW(FixedSample(data, -1, 3), Error);
+}
+
+}  // namespace
+}  // namespace dltune

@@ -1,0 +1,256 @@
+#include "dltune/train/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+// Throws unless 0 <= value < 1 (NaN fails too).
+void CheckUnitInterval(const char* name, double value) {
+  if (!(value >= 0.0 && value < 1.0)) throw Error(fmt::format("optimizer: {} must be in [0, 1), not {}", name, value));
+}
+
+// Throws unless value is finite and >= 0.
+void CheckNonNegative(const char* name, double value) {
+  if (!(std::isfinite(value) && value >= 0.0)) {
+    throw Error(fmt::format("optimizer: {} must be finite and >= 0, not {}", name, value));
+  }
+}
+
+std::string KindList() { return fmt::format("{}", fmt::join(OptimizerKinds(), ", ")); }
+
+// Reads an int IValue written by Save; throws Error naming the key when absent or of another type.
+std::int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string& key, const std::string& where) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isInt()) {
+    throw Error(fmt::format("optimizer checkpoint: {}{} is missing or not an integer", where, key));
+  }
+  return value.toInt();
+}
+
+}  // namespace
+
+const std::vector<std::string>& OptimizerKinds() {
+  static const std::vector<std::string> kKinds = {"sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam"};
+  return kKinds;
+}
+
+void OptimizerOptions::Validate() const {
+  const auto& kinds = OptimizerKinds();
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+    throw Error(fmt::format("optimizer: unknown kind '{}'; kinds: {}", kind, KindList()));
+  }
+  CheckUnitInterval("momentum", momentum);
+  CheckUnitInterval("rho", rho);
+  CheckUnitInterval("beta1", beta1);
+  CheckUnitInterval("beta2", beta2);
+  CheckNonNegative("epsilon", epsilon);
+  CheckNonNegative("weight_decay", weight_decay);
+}
+
+Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options)
+    : options_(std::move(options)), kind_(Kind::kSgd), params_(std::move(params)) {
+  options_.Validate();
+  const std::string& kind = options_.kind;
+  if (kind == "momentum") kind_ = Kind::kMomentum;
+  if (kind == "nesterov") kind_ = Kind::kNesterov;
+  if (kind == "rmsprop") kind_ = Kind::kRmsProp;
+  if (kind == "adam") kind_ = Kind::kAdam;
+  if (kind == "nadam") kind_ = Kind::kNadam;
+
+  torch::NoGradGuard no_grad;
+  states_.resize(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& p = params_[i];
+    if (!p.defined()) throw Error(fmt::format("optimizer: parameter {} is undefined", i));
+    if (!p.is_floating_point()) {
+      throw Error(fmt::format("optimizer: parameter {} has dtype {}, not a floating-point one", i,
+                              std::string(c10::toString(p.scalar_type()))));
+    }
+    for (const std::string& name : BufferNames()) {
+      // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
+      const bool starts_at_one = kind_ == Kind::kRmsProp && name == "v";
+      states_[i].buffers.push_back(starts_at_one ? torch::ones_like(p) : torch::zeros_like(p));
+    }
+  }
+}
+
+const std::vector<std::string>& Optimizer::BufferNames() const {
+  static const std::vector<std::string> kNone;
+  static const std::vector<std::string> kVelocity = {"v"};
+  static const std::vector<std::string> kRmsProp = {"v", "m"};
+  static const std::vector<std::string> kAdam = {"m", "v"};
+  switch (kind_) {
+    case Kind::kSgd: return kNone;
+    case Kind::kMomentum:
+    case Kind::kNesterov: return kVelocity;
+    case Kind::kRmsProp: return kRmsProp;
+    case Kind::kAdam:
+    case Kind::kNadam: return kAdam;
+  }
+  return kNone;
+}
+
+void Optimizer::ZeroGrad() {
+  for (torch::Tensor& p : params_) {
+    if (p.grad().defined()) p.mutable_grad().reset();
+  }
+}
+
+void Optimizer::Step(double learning_rate) {
+  if (!(std::isfinite(learning_rate) && learning_rate >= 0.0)) {
+    throw Error(fmt::format("optimizer: the learning rate must be finite and >= 0, not {}", learning_rate));
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {  // before any update, so a refused step changes nothing
+    const torch::Tensor& grad = params_[i].grad();
+    if (grad.defined() && grad.is_sparse()) {
+      throw Error(fmt::format("optimizer: parameter {} has a sparse gradient (unsupported)", i));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  const double eta = learning_rate;
+  const double wd = options_.weight_decay;
+  const bool coupled = wd != 0.0 && !options_.decoupled_weight_decay;
+  // theta_t * (1 - eta * wd) is "- eta * wd * theta_t" done in place. For sgd, coupled decay is the same thing.
+  const double decay_factor = 1.0 - eta * wd;
+  const bool decay_in_place = wd != 0.0 && eta != 0.0 && (!coupled || kind_ == Kind::kSgd);
+  const double gamma = options_.momentum;
+
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    const torch::Tensor& grad = p.grad();
+    if (!grad.defined()) continue;
+    ParamState& state = states_[i];
+    const auto t = ++state.steps;
+
+    switch (kind_) {
+      case Kind::kSgd:
+        if (decay_in_place) p.mul_(decay_factor);
+        p.add_(grad, -eta);
+        break;
+
+      case Kind::kMomentum:
+      case Kind::kNesterov: {
+        torch::Tensor& v = state.buffers[0];
+        torch::add_out(v, grad, v, gamma);  // v = g + gamma * v, one kernel
+        if (coupled) v.add_(p, wd);         // ... + wd * theta_t
+        // Nesterov's "+ g" term also carries coupled decay; momentum's is inside v.
+        if (decay_in_place || (coupled && kind_ == Kind::kNesterov && eta != 0.0)) p.mul_(decay_factor);
+        if (kind_ == Kind::kMomentum) {
+          p.add_(v, -eta);
+        } else {
+          // theta - eta * (gamma * v + g), with g = grad + wd * theta_t whose decay part was applied just above.
+          p.add_(grad, -eta).add_(v, -eta * gamma);
+        }
+        break;
+      }
+
+      case Kind::kRmsProp: {
+        torch::Tensor& v = state.buffers[0];
+        torch::Tensor& m = state.buffers[1];
+        const torch::Tensor g = coupled ? torch::add(grad, p, wd) : grad;
+        v.mul_(options_.rho).addcmul_(g, g, 1.0 - options_.rho);
+        const torch::Tensor denominator = torch::add(v, options_.epsilon).sqrt_();
+        m.mul_(gamma).addcdiv_(g, denominator, eta);
+        if (decay_in_place) p.mul_(decay_factor);
+        p.sub_(m);
+        break;
+      }
+
+      case Kind::kAdam:
+      case Kind::kNadam: {
+        torch::Tensor& m = state.buffers[0];
+        torch::Tensor& v = state.buffers[1];
+        const double beta1 = options_.beta1;
+        const double beta2 = options_.beta2;
+        const torch::Tensor g = coupled ? torch::add(grad, p, wd) : grad;
+        m.lerp_(g, 1.0 - beta1);  // beta1 * m + (1 - beta1) * g, one kernel
+        v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
+        const auto exponent = static_cast<double>(t);
+        const double bias = std::sqrt(1.0 - std::pow(beta2, exponent)) / (1.0 - std::pow(beta1, exponent));
+        const torch::Tensor denominator = v.sqrt().add_(options_.epsilon);
+        if (decay_in_place) p.mul_(decay_factor);
+        if (kind_ == Kind::kAdam) {
+          p.addcdiv_(m, denominator, -eta * bias);
+        } else {
+          // (beta1 * m + (1 - beta1) * g) / d as two fused terms: no numerator temporary.
+          p.addcdiv_(m, denominator, -eta * bias * beta1).addcdiv_(g, denominator, -eta * bias * (1.0 - beta1));
+        }
+        break;
+      }
+    }
+  }
+  ++steps_;
+}
+
+void Optimizer::Save(torch::serialize::OutputArchive& archive) const {
+  archive.write("kind", c10::IValue(options_.kind));
+  archive.write("steps", c10::IValue(steps_));
+  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(params_.size())));
+  const auto& names = BufferNames();
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::serialize::OutputArchive param_archive;
+    param_archive.write("steps", c10::IValue(states_[i].steps));
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      param_archive.write(names[b], states_[i].buffers[b].detach().clone(), /*is_buffer=*/true);
+    }
+    archive.write(fmt::format("param_{}", i), param_archive);
+  }
+}
+
+void Optimizer::Load(torch::serialize::InputArchive& archive) {
+  c10::IValue kind;
+  if (!archive.try_read("kind", kind) || !kind.isString()) {
+    throw Error("optimizer checkpoint: kind is missing (not an optimizer state?)");
+  }
+  if (kind.toStringRef() != options_.kind) {
+    throw Error(fmt::format("optimizer checkpoint holds {} state, but this optimizer is {}", kind.toStringRef(),
+                            options_.kind));
+  }
+  const std::int64_t steps = ReadInt(archive, "steps", "");
+  const std::int64_t param_count = ReadInt(archive, "param_count", "");
+  if (param_count != static_cast<std::int64_t>(params_.size())) {
+    throw Error(fmt::format("optimizer checkpoint holds state for {} parameters, but this optimizer has {}",
+                            param_count, params_.size()));
+  }
+
+  // Read and check everything before changing anything.
+  const auto& names = BufferNames();
+  std::vector<ParamState> loaded(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const std::string where = fmt::format("param_{}", i);
+    torch::serialize::InputArchive param_archive;
+    if (!archive.try_read(where, param_archive)) throw Error(fmt::format("optimizer checkpoint: {} is missing", where));
+    loaded[i].steps = ReadInt(param_archive, "steps", where + ".");
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      torch::Tensor buffer;
+      if (!param_archive.try_read(names[b], buffer, /*is_buffer=*/true)) {
+        throw Error(fmt::format("optimizer checkpoint: {}.{} is missing", where, names[b]));
+      }
+      const torch::Tensor& expected = states_[i].buffers[b];
+      if (buffer.sizes() != expected.sizes()) {
+        throw Error(fmt::format("optimizer checkpoint: {}.{} has shape [{}], but the parameter has shape [{}]", where,
+                                names[b], fmt::join(buffer.sizes(), ", "), fmt::join(expected.sizes(), ", ")));
+      }
+      loaded[i].buffers.push_back(std::move(buffer));
+    }
+  }
+
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    for (std::size_t b = 0; b < names.size(); ++b) states_[i].buffers[b].copy_(loaded[i].buffers[b]);
+    states_[i].steps = loaded[i].steps;
+  }
+  steps_ = steps;
+}
+
+}  // namespace dltune

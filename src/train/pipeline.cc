@@ -1,0 +1,126 @@
+#include "dltune/train/pipeline.h"
+
+#include <chrono>
+#include <numeric>
+#include <span>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+// Stream of MixSeed(data_seed, ·) from which the transforms' generators derive (epochs use streams 0, 1, 2, ...).
+constexpr std::uint64_t kTransformStream = 0x7472616E73666F72;  // "transfor"
+
+// `data` after checking the constructor's arguments (before the worker thread can start).
+Dataset Checked(Dataset data, std::int64_t batch_size, std::int64_t start_batch, const PipelineOptions& options) {
+  if (!data.inputs.defined() || !data.labels.defined() || data.inputs.dim() == 0 ||
+      data.inputs.size(0) != data.labels.size(0)) {
+    throw Error("input pipeline: the training split's inputs and labels differ in size");
+  }
+  if (batch_size < 1) throw Error(fmt::format("input pipeline: batch_size must be >= 1, not {}", batch_size));
+  if (batch_size > data.size()) {
+    throw Error(fmt::format("input pipeline: batch_size {} is larger than the training split ({} examples)",
+                            batch_size, data.size()));
+  }
+  if (start_batch < 0) throw Error(fmt::format("input pipeline: start_batch must be >= 0, not {}", start_batch));
+  if (options.prefetch_batches < 1) {
+    throw Error(fmt::format("input pipeline: prefetch_batches must be >= 1, not {}", options.prefetch_batches));
+  }
+  return data;
+}
+
+}  // namespace
+
+BatchPipeline::BatchPipeline(Dataset data, std::int64_t batch_size, std::uint64_t data_seed, std::int64_t start_batch,
+                             PipelineOptions options)
+    : data_(Checked(std::move(data), batch_size, start_batch, options)),
+      batch_size_(batch_size),
+      data_seed_(data_seed),
+      options_(std::move(options)),
+      batches_per_epoch_(data_.size() / batch_size),
+      worker_([this, start_batch] { Produce(start_batch); }) {}
+
+BatchPipeline::~BatchPipeline() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  space_.notify_all();
+  worker_.join();
+}
+
+std::vector<std::int64_t> BatchPipeline::EpochOrder(std::int64_t size, std::uint64_t data_seed, std::int64_t epoch) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  Rng rng(MixSeed(data_seed, static_cast<std::uint64_t>(epoch)));
+  rng.Shuffle(std::span(order));
+  return order;
+}
+
+Batch BatchPipeline::Make(std::int64_t index, std::vector<std::int64_t>& order, std::int64_t& order_epoch) const {
+  const std::int64_t epoch = index / batches_per_epoch_;
+  const std::int64_t position = index % batches_per_epoch_;
+  if (epoch != order_epoch) {
+    order = EpochOrder(data_.size(), data_seed_, epoch);
+    order_epoch = epoch;
+  }
+  const torch::Tensor rows =
+      torch::from_blob(order.data() + position * batch_size_, {batch_size_}, torch::kInt64).to(data_.inputs.device());
+  Batch batch{data_.inputs.index_select(0, rows), data_.labels.index_select(0, rows), index};
+  if (options_.transform) {
+    Rng rng(MixSeed(MixSeed(data_seed_, kTransformStream), static_cast<std::uint64_t>(index)));
+    options_.transform(batch, rng);
+  }
+  return batch;
+}
+
+void BatchPipeline::Produce(std::int64_t start_batch) {
+  std::vector<std::int64_t> order;
+  std::int64_t order_epoch = -1;
+  const auto capacity = static_cast<std::size_t>(options_.prefetch_batches);
+  try {
+    for (std::int64_t index = start_batch;; ++index) {
+      {
+        std::unique_lock lock(mutex_);
+        space_.wait(lock, [&] { return stop_ || queue_.size() < capacity; });
+        if (stop_) return;
+      }
+      Batch batch = Make(index, order, order_epoch);
+      {
+        std::lock_guard lock(mutex_);
+        if (stop_) return;
+        queue_.push_back(std::move(batch));
+      }
+      ready_.notify_one();
+    }
+  } catch (...) {
+    {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+    }
+    ready_.notify_one();
+  }
+}
+
+Batch BatchPipeline::Next() {
+  std::unique_lock lock(mutex_);
+  if (queue_.empty() && !error_) {
+    const auto start = std::chrono::steady_clock::now();
+    ready_.wait(lock, [&] { return !queue_.empty() || error_ != nullptr; });
+    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (queue_.empty()) std::rethrow_exception(error_);
+  Batch batch = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  space_.notify_one();
+  return batch;
+}
+
+double BatchPipeline::TakeWaitSeconds() { return std::exchange(wait_seconds_, 0.0); }
+
+}  // namespace dltune

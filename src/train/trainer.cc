@@ -1,0 +1,437 @@
+// The training loop. Hot-path rules (the playbook's "Optimizing the input pipeline" and DESIGN.md): no device→host
+// copy per step — losses, gradient norms and clip flags stay on the device until a log interval; batches come from
+// a background thread; evaluation runs at step intervals only.
+#include "dltune/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "dltune/core/error.h"
+#include "dltune/core/rng.h"
+#include "dltune/core/sha256.h"
+#include "dltune/train/checkpoint.h"
+#include "dltune/train/eval_batches.h"
+#include "dltune/train/optimizer.h"
+#include "dltune/train/pipeline.h"
+#include "dltune/train/schedule.h"
+#include "dltune/train/threads.h"
+#include "dltune/train/workload.h"
+
+namespace dltune {
+
+void TrainerOptions::Validate() const {
+  auto require = [](bool ok, const std::string& message) {
+    if (!ok) throw Error(message);
+  };
+  require(max_train_steps > 0, fmt::format("max_train_steps must be > 0, not {}", max_train_steps));
+  require(eval_every_steps >= 0, fmt::format("eval_every_steps must be >= 0, not {}", eval_every_steps));
+  require(log_every_steps >= 0, fmt::format("log_every_steps must be >= 0, not {}", log_every_steps));
+  require(eval_batch_size >= 0, fmt::format("eval_batch_size must be >= 0, not {}", eval_batch_size));
+  require(train_eval_examples >= 0, "train_eval_examples must be >= 0");
+  require(valid_sample_examples >= 0, "valid_sample_examples must be >= 0");
+  require(prediction_examples >= 0, "prediction_examples must be >= 0");
+  require(divergence_factor > 1.0, fmt::format("divergence_factor must be > 1, not {}", divergence_factor));
+  require(objective.find('/') != std::string::npos,
+          fmt::format("objective must be split/metric (e.g. valid/error_rate), not '{}'", objective));
+  require(keep_best_checkpoints >= 0 && keep_latest_checkpoints >= 1, "keep at least one latest checkpoint");
+  require(threads >= 1, fmt::format("threads must be >= 1, not {}", threads));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// "sha256:<hex>" of a file's bytes.
+std::string Sha256File(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  Sha256 hash;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) hash.Update(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
+  return "sha256:" + hash.HexDigest();
+}
+
+// The step in a checkpoint directory's name (step_00001200 -> 1200); 0 if it has none.
+std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir) {
+  const std::string name = dir.filename().string();
+  const auto underscore = name.rfind('_');
+  try {
+    return underscore == std::string::npos ? 0 : std::stoll(name.substr(underscore + 1));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// The training hyperparameters, read from the trial's params.
+struct TrainingHyperParams {
+  std::int64_t batch_size = 128;
+  OptimizerOptions optimizer;
+  ScheduleOptions schedule;
+  double grad_clip_norm = 0;  // 0: no clipping
+};
+
+// `name`, or 1 - `one_minus_name` (how momentum-like params are usually searched, on a log scale).
+double ReadMomentumLike(const HyperParams& params, const std::string& name, double fallback) {
+  if (const auto complement = params.MaybeReal("one_minus_" + name)) return 1.0 - *complement;
+  return params.Real(name, fallback);
+}
+
+TrainingHyperParams ReadTrainingHyperParams(const HyperParams& params, std::int64_t max_train_steps) {
+  TrainingHyperParams hp;
+  hp.batch_size = params.Int("batch_size", 128);
+  if (hp.batch_size < 1) throw Error(fmt::format("batch_size must be >= 1, not {}", hp.batch_size));
+  hp.optimizer.kind = params.Text("optimizer", "sgd");
+  hp.optimizer.momentum = ReadMomentumLike(params, "momentum", 0.9);
+  hp.optimizer.rho = params.Real("rho", 0.9);
+  hp.optimizer.beta1 = ReadMomentumLike(params, "beta1", 0.9);
+  hp.optimizer.beta2 = ReadMomentumLike(params, "beta2", 0.999);
+  hp.optimizer.epsilon = params.Real("epsilon", 1e-8);
+  hp.optimizer.weight_decay = params.Real("weight_decay", 0.0);
+  hp.optimizer.decoupled_weight_decay = params.Bool("decoupled_weight_decay", false);
+  hp.optimizer.Validate();
+  hp.schedule.kind = params.Text("schedule", "constant");
+  hp.schedule.base_learning_rate = params.Real("learning_rate", 0.01);
+  hp.schedule.warmup_steps = params.Int("warmup_steps", 0);
+  hp.schedule.decay_steps = params.Int("decay_steps", 0);
+  hp.schedule.final_fraction = params.Real("final_lr_fraction", 0.0);
+  hp.schedule.max_train_steps = max_train_steps;
+  hp.schedule.Validate();
+  hp.grad_clip_norm = params.Real("grad_clip_norm", 0.0);
+  if (hp.grad_clip_norm < 0) throw Error(fmt::format("grad_clip_norm must be >= 0, not {}", hp.grad_clip_norm));
+  return hp;
+}
+
+// Sums over an evaluation, kept on the device until the end.
+struct EvalSums {
+  torch::Tensor loss, correct, weight, class_correct;
+};
+
+class Loop {
+ public:
+  Loop(Workload& workload, const HyperParams& params, const TrainerOptions& options, TrainerCallbacks& callbacks)
+      : workload_(workload), options_(options), callbacks_(callbacks), device_(options.device) {
+    hp_ = ReadTrainingHyperParams(params, options.max_train_steps);
+    eval_every_ = options.eval_every_steps > 0 ? options.eval_every_steps
+                                               : std::max<std::int64_t>(1, options.max_train_steps / 10);
+    log_every_ = options.log_every_steps > 0 ? options.log_every_steps : eval_every_;
+    eval_batch_size_ = options.eval_batch_size > 0 ? options.eval_batch_size : 2 * hp_.batch_size;
+    if (eval_batch_size_ < hp_.batch_size) {
+      throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
+                              hp_.batch_size));
+    }
+    const auto slash = options.objective.find('/');
+    objective_split_ = options.objective.substr(0, slash);
+    objective_metric_ = options.objective.substr(slash + 1);
+
+    torch::manual_seed(options.init_seed);  // the init seed: identical models on every host
+    model_ = workload.BuildModel(params);
+    params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
+    model_->to(device_);
+    optimizer_ = std::make_unique<Optimizer>(model_->parameters(), hp_.optimizer);
+    // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
+    torch::manual_seed(MixSeed(options.data_seed, 0xD209));
+    if (!options.checkpoint_dir.empty()) {
+      checkpoints_ = std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
+                                                                           .keep_latest = options.keep_latest_checkpoints,
+                                                                           .keep_best = options.keep_best_checkpoints,
+                                                                           .minimize = options.minimize});
+    }
+  }
+
+  TrainResult Run() {
+    TrainResult result;
+    Resume(result);
+    const WorkloadData& data = workload_.Data();
+    train_subset_ = FixedSample(data.train, std::min(options_.train_eval_examples, data.train.size()),
+                                MixSeed(options_.data_seed, 1));
+    if (options_.valid_sample_examples > 0) {
+      valid_sample_ = FixedSample(data.valid, std::min(options_.valid_sample_examples, data.valid.size()),
+                                  MixSeed(options_.data_seed, 2));
+    }
+    prediction_set_ = data.valid.Slice(0, std::min(options_.prediction_examples, data.valid.size()));
+    BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_);
+
+    auto interval_start = Clock::now();
+    while (step_ < options_.max_train_steps) {
+      Batch batch = pipeline.Next();
+      TrainStep(batch);
+      ++step_;
+      const bool last = step_ == options_.max_train_steps;
+      const bool eval_now = last || step_ % eval_every_ == 0;
+      if (eval_now || step_ % log_every_ == 0) {
+        const double elapsed = Seconds(Clock::now() - interval_start);
+        if (auto diverged = FlushTrainMetrics(elapsed, pipeline.TakeWaitSeconds())) {
+          result.outcome = TrainOutcome::kInfeasible;
+          result.reason = *diverged;
+          break;
+        }
+        interval_start = Clock::now();
+      }
+      if (eval_now) Evaluate(last, result);
+      if (!last && callbacks_.ShouldStop(step_)) {
+        FlushTrainMetrics(Seconds(Clock::now() - interval_start), pipeline.TakeWaitSeconds());
+        SaveCheckpoint(std::nullopt);
+        result.outcome = TrainOutcome::kStopped;
+        result.reason = fmt::format("stopped at step {}; resumable from its checkpoint", step_);
+        break;
+      }
+    }
+    result.steps = step_;
+    result.best_step = best_step_;
+    result.best_value = best_value_;
+    result.final_value = final_value_;
+    return result;
+  }
+
+ private:
+  void TrainStep(const Batch& batch) {
+    model_->train();
+    optimizer_->ZeroGrad();
+    const torch::Tensor inputs = batch.inputs.to(device_, /*non_blocking=*/true);
+    const torch::Tensor labels = batch.labels.to(device_, /*non_blocking=*/true);
+    const torch::Tensor loss = workload_.PerExampleLoss(model_->Forward(inputs), labels).mean();
+    loss.backward();
+    // Global gradient norm and clipping as tensor ops: no host sync.
+    std::vector<torch::Tensor> squares;
+    for (const auto& p : model_->parameters()) {
+      if (p.grad().defined()) squares.push_back(p.grad().pow(2).sum());
+    }
+    const torch::Tensor norm = torch::stack(squares).sum().sqrt();
+    if (hp_.grad_clip_norm > 0) {
+      const torch::Tensor scale = torch::clamp(hp_.grad_clip_norm / (norm + 1e-6), c10::nullopt, 1.0);
+      for (auto& p : model_->parameters()) {
+        if (p.grad().defined()) p.grad().mul_(scale);
+      }
+      pending_clipped_.push_back(norm > hp_.grad_clip_norm);
+    }
+    pending_norms_.push_back(norm.detach());
+    pending_losses_.push_back(loss.detach());
+    pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
+    optimizer_->Step(pending_lrs_.back());
+  }
+
+  // Pulls the interval's training metrics to the host and reports them; returns the reason if training diverged.
+  std::optional<std::string> FlushTrainMetrics(double elapsed, double data_wait) {
+    if (pending_losses_.empty()) return std::nullopt;
+    const auto count = static_cast<std::int64_t>(pending_losses_.size());
+    const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
+    const torch::Tensor norms = torch::stack(pending_norms_).to(torch::kCPU, torch::kDouble);
+    torch::Tensor clipped;
+    if (!pending_clipped_.empty()) clipped = torch::stack(pending_clipped_).to(torch::kCPU);
+    std::vector<StepMetrics> steps;
+    std::optional<std::string> diverged;
+    const std::int64_t first_step = step_ - count + 1;
+    for (std::int64_t i = 0; i < count; ++i) {
+      StepMetrics m;
+      m.step = first_step + i;
+      m.loss = losses[i].item<double>();
+      m.learning_rate = pending_lrs_[static_cast<std::size_t>(i)];
+      m.grad_norm = norms[i].item<double>();
+      if (clipped.defined()) m.clipped = clipped[i].item<bool>();
+      m.step_time = elapsed / static_cast<double>(count);
+      m.data_wait = data_wait / static_cast<double>(count);
+      m.examples_per_second = m.step_time > 0 ? static_cast<double>(hp_.batch_size) / m.step_time : 0;
+      if (!initial_loss_) initial_loss_ = m.loss;
+      if (!diverged && !std::isfinite(m.loss)) {
+        diverged = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
+      } else if (!diverged && m.loss > options_.divergence_factor * std::max(*initial_loss_, 1e-12)) {
+        diverged = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}",
+                               m.loss, m.step, options_.divergence_factor, *initial_loss_);
+      }
+      steps.push_back(m);
+      if (diverged) break;
+    }
+    pending_losses_.clear();
+    pending_norms_.clear();
+    pending_clipped_.clear();
+    pending_lrs_.clear();
+    callbacks_.OnTrainMetrics(steps);
+    return diverged;
+  }
+
+  EvalSums Sums(const Dataset& split) {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const auto classes = workload_.num_classes();
+    EvalSums sums{torch::zeros({}, torch::TensorOptions(device_).dtype(torch::kDouble)),
+                  torch::zeros({}, torch::TensorOptions(device_).dtype(torch::kDouble)),
+                  torch::zeros({}, torch::TensorOptions(device_).dtype(torch::kDouble)),
+                  torch::zeros({classes}, torch::TensorOptions(device_).dtype(torch::kDouble))};
+    for (const EvalBatch& batch : MakeEvalBatches(split, eval_batch_size_)) {
+      const torch::Tensor inputs = batch.inputs.to(device_);
+      const torch::Tensor labels = batch.labels.to(device_);
+      const torch::Tensor weights = batch.weights.to(device_, torch::kDouble);
+      const torch::Tensor outputs = model_->Forward(inputs);
+      const torch::Tensor losses = workload_.PerExampleLoss(outputs, labels).to(torch::kDouble);
+      const torch::Tensor correct = (outputs.argmax(1) == labels).to(torch::kDouble) * weights;
+      sums.loss += (losses * weights).sum();
+      sums.correct += correct.sum();
+      sums.weight += weights.sum();
+      sums.class_correct.scatter_add_(0, labels, correct);
+    }
+    return sums;
+  }
+
+  void AddSplitMetrics(const std::string& name, const Dataset& split, std::vector<EvalMetric>& metrics) {
+    if (split.size() == 0) return;
+    const EvalSums sums = Sums(split);
+    const double weight = sums.weight.item<double>();
+    const double loss = sums.loss.item<double>() / weight;
+    const double accuracy = sums.correct.item<double>() / weight;
+    const auto examples = static_cast<std::int64_t>(std::llround(weight));
+    metrics.push_back({name, "loss", loss, examples});
+    metrics.push_back({name, "error_rate", 1.0 - accuracy, examples});
+    metrics.push_back({name, "accuracy", accuracy, examples});
+    const torch::Tensor per_class = sums.class_correct.to(torch::kCPU);
+    for (std::int64_t k = 0; k < per_class.size(0); ++k) {
+      metrics.push_back({name, fmt::format("correct_class_{}", k), per_class[k].item<double>(), examples});
+    }
+  }
+
+  void Evaluate(bool last, TrainResult& result) {
+    const WorkloadData& data = workload_.Data();
+    std::vector<EvalMetric> metrics;
+    AddSplitMetrics("train", train_subset_, metrics);
+    if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
+    if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", data.valid, metrics);
+    if (last && options_.eval_test_at_end) AddSplitMetrics("test", data.test, metrics);
+
+    // The objective: the named split's metric, or its periodic sample when the full split was not evaluated.
+    std::optional<double> objective;
+    for (const std::string& split : {objective_split_, objective_split_ + "_sample"}) {
+      for (const auto& m : metrics) {
+        if (!objective && m.split == split && m.metric == objective_metric_) objective = m.value;
+      }
+    }
+    if (objective) {
+      final_value_ = objective;
+      const bool better = !best_value_ || (options_.minimize ? *objective < *best_value_ : *objective > *best_value_);
+      if (better && std::isfinite(*objective)) {
+        best_value_ = objective;
+        best_step_ = step_;
+      }
+    }
+    callbacks_.OnEvaluation(step_, metrics, best_step_.value_or(0), best_value_.value_or(std::nan("")));
+    ReportPredictions();
+    SaveCheckpoint(objective);
+    (void)result;
+  }
+
+  void ReportPredictions() {
+    if (prediction_set_.size() == 0) return;
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const torch::Tensor probabilities = torch::softmax(model_->Forward(prediction_set_.inputs.to(device_)), 1);
+    const auto [confidence, predicted] = probabilities.max(1);
+    const torch::Tensor confidence_cpu = confidence.to(torch::kCPU, torch::kDouble);
+    const torch::Tensor predicted_cpu = predicted.to(torch::kCPU);
+    const torch::Tensor labels = prediction_set_.labels.to(torch::kCPU);
+    std::vector<Prediction> predictions;
+    for (std::int64_t i = 0; i < prediction_set_.size(); ++i) {
+      predictions.push_back({i, labels[i].item<std::int64_t>(), predicted_cpu[i].item<std::int64_t>(),
+                             confidence_cpu[i].item<double>()});
+    }
+    callbacks_.OnPredictions(step_, predictions);
+  }
+
+  void SaveCheckpoint(std::optional<double> objective) {
+    if (!checkpoints_) return;
+    const auto saved = checkpoints_->Save(step_, objective, [&](const std::filesystem::path& dir) {
+      torch::serialize::OutputArchive archive;
+      torch::serialize::OutputArchive model_archive;
+      model_->save(model_archive);
+      archive.write("model", model_archive);
+      torch::serialize::OutputArchive optimizer_archive;
+      optimizer_->Save(optimizer_archive);
+      archive.write("optimizer", optimizer_archive);
+      archive.write("step", torch::tensor(step_, torch::kLong));
+      archive.write("best_step", torch::tensor(best_step_.value_or(-1), torch::kLong));
+      archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
+      archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
+      {
+        auto generator = at::detail::getDefaultCPUGenerator();
+        const std::lock_guard<std::mutex> lock(generator.mutex());
+        archive.write("cpu_generator", generator.get_state());
+      }
+      archive.save_to((dir / "state.pt").string());
+    });
+    callbacks_.OnCheckpoint({step_, saved.info.path.string(), objective, Sha256File(saved.info.path / "state.pt"),
+                             saved.info.in_best, false});
+    for (const auto& removed : saved.deleted) {
+      callbacks_.OnCheckpoint({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
+    }
+  }
+
+  void Resume(TrainResult& result) {
+    if (!checkpoints_) return;
+    const auto loaded = checkpoints_->LoadLatest();
+    if (!loaded) return;
+    torch::serialize::InputArchive archive;
+    archive.load_from((loaded->info.path / "state.pt").string(), device_);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model_->load(model_archive);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer_->Load(optimizer_archive);
+    torch::Tensor value;
+    archive.read("step", value);
+    step_ = value.item<std::int64_t>();
+    archive.read("best_step", value);
+    if (value.item<std::int64_t>() >= 0) best_step_ = value.item<std::int64_t>();
+    archive.read("best_value", value);
+    if (!std::isnan(value.item<double>())) best_value_ = value.item<double>();
+    archive.read("initial_loss", value);
+    if (!std::isnan(value.item<double>())) initial_loss_ = value.item<double>();
+    archive.read("cpu_generator", value);
+    {
+      auto generator = at::detail::getDefaultCPUGenerator();
+      const std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(value.to(torch::kCPU));
+    }
+    result.resumed_from_step = step_;
+  }
+
+  Workload& workload_;
+  const TrainerOptions& options_;
+  TrainerCallbacks& callbacks_;
+  torch::Device device_;
+  TrainingHyperParams hp_;
+  std::int64_t eval_every_ = 1;
+  std::int64_t log_every_ = 1;
+  std::int64_t eval_batch_size_ = 1;
+  std::string objective_split_;
+  std::string objective_metric_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<CheckpointManager> checkpoints_;
+  Dataset train_subset_;
+  Dataset valid_sample_;
+  Dataset prediction_set_;
+  std::int64_t step_ = 0;
+  std::optional<double> initial_loss_;
+  std::optional<std::int64_t> best_step_;
+  std::optional<double> best_value_;
+  std::optional<double> final_value_;
+  std::vector<torch::Tensor> pending_losses_;
+  std::vector<torch::Tensor> pending_norms_;
+  std::vector<torch::Tensor> pending_clipped_;
+  std::vector<double> pending_lrs_;
+};
+
+}  // namespace
+
+TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
+                          TrainerCallbacks& callbacks) {
+  options.Validate();
+  SetTorchThreads(options.threads);
+  Loop loop(workload, params, options, callbacks);
+  return loop.Run();
+}
+
+}  // namespace dltune

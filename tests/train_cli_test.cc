@@ -1,0 +1,131 @@
+// `dltune train` end to end on the synthetic workload: determinism of resumption across processes, divergence, and
+// hyperparameter mistakes.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using ::testing::HasSubstr;
+using dltune::test::RunDltune;
+
+struct Run {
+  std::vector<nlohmann::json> train;        // step, loss, learning_rate, grad_norm (timings dropped)
+  std::vector<nlohmann::json> evals;
+  std::vector<nlohmann::json> checkpoints;  // written (not deleted) checkpoints
+};
+
+Run ReadMetrics(const std::filesystem::path& dir) {
+  Run run;
+  std::ifstream in(dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    const std::string type = record["type"];
+    if (type == "train") {
+      run.train.push_back({{"step", record["step"]}, {"loss", record["loss"]}, {"lr", record["learning_rate"]},
+                           {"grad_norm", record["grad_norm"]}});
+    } else if (type == "eval") {
+      run.evals.push_back(record);
+    } else if (type == "checkpoint" && !record["deleted"].get<bool>()) {
+      run.checkpoints.push_back(record);
+    }
+  }
+  return run;
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("dltune_train_cli_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+// 2N steps in one process, and N steps plus a new process resuming for N more, give the same metric series and
+// a bit-identical final checkpoint (model, optimizer state, step and generator state).
+TEST_F(TrainCli, ResumingInANewProcessIsBitIdentical) {
+  const std::vector<std::string> configs = {
+      "--set optimizer=sgd --set learning_rate=0.1",
+      "--set optimizer=nesterov --set learning_rate=0.05 --set one_minus_momentum=0.1",
+      "--set optimizer=adam --set learning_rate=0.003 --set dropout=0.1",
+      "--set optimizer=nesterov --set learning_rate=0.05 --set normalization=batch",
+  };
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    const auto whole = dir_ / ("whole" + std::to_string(c));
+    const auto split = dir_ / ("split" + std::to_string(c));
+    const std::string common = "train synthetic " + configs[c] + " --steps 120 --eval-every 40 --seed 3";
+    const auto a = RunDltune(common + " --out " + whole.string());
+    ASSERT_EQ(a.exit_code, 0) << a.err << a.out;
+    const auto first = RunDltune(common + " --stop-at-step 60 --out " + split.string());
+    ASSERT_EQ(first.exit_code, 75) << first.err << first.out;  // stopped, resumable
+    const auto second = RunDltune(common + " --out " + split.string());
+    ASSERT_EQ(second.exit_code, 0) << second.err;
+    EXPECT_THAT(second.out, HasSubstr("resumed from step 60"));
+
+    const Run x = ReadMetrics(whole);
+    const Run y = ReadMetrics(split);
+    ASSERT_EQ(x.train.size(), 120u) << configs[c];
+    EXPECT_EQ(x.train, y.train) << configs[c];
+    EXPECT_EQ(x.evals, y.evals) << configs[c];
+    ASSERT_FALSE(x.checkpoints.empty());
+    EXPECT_EQ(x.checkpoints.back()["step"], 120);
+    EXPECT_EQ(x.checkpoints.back()["checksum"], y.checkpoints.back()["checksum"]) << configs[c];
+  }
+}
+
+TEST_F(TrainCli, LearnsAndEvaluatesAtStepIntervals) {
+  const auto out = dir_ / "learn";
+  const auto result = RunDltune("train synthetic --set optimizer=adam --set learning_rate=0.01 --steps 300 "
+                                "--eval-every 100 --test --out " + out.string());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("completed 300 steps"));
+  const Run run = ReadMetrics(out);
+  std::set<std::int64_t> eval_steps;
+  double first_error = -1;
+  double last_error = -1;
+  bool test_seen = false;
+  for (const auto& e : run.evals) {
+    eval_steps.insert(e["step"].get<std::int64_t>());
+    if (e["split"] == "valid" && e["metric"] == "error_rate") {
+      if (first_error < 0) first_error = e["value"];
+      last_error = e["value"];
+    }
+    if (e["split"] == "test") test_seen = true;
+  }
+  EXPECT_EQ(eval_steps, (std::set<std::int64_t>{100, 200, 300}));
+  EXPECT_LT(last_error, 0.2);
+  EXPECT_LE(last_error, first_error);
+  EXPECT_TRUE(test_seen);
+}
+
+TEST_F(TrainCli, DivergenceEndsTheTrialAsInfeasible) {
+  const auto result = RunDltune("train synthetic --set optimizer=sgd --set learning_rate=1e6 --steps 200 --out " +
+                                (dir_ / "diverge").string());
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("infeasible: diverged"));
+  EXPECT_THAT(result.out, HasSubstr("at step"));
+}
+
+TEST_F(TrainCli, HyperparameterMistakesAreOneLine) {
+  const auto typo = RunDltune("train synthetic --set lerning_rate=0.1 --steps 10 --out " + (dir_ / "t").string());
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("uses no hyperparameter named 'lerning_rate' (did you mean 'learning_rate'?)"));
+  const auto kind = RunDltune("train synthetic --set optimizer=adamw --steps 10 --out " + (dir_ / "k").string());
+  EXPECT_EQ(kind.exit_code, 2);
+  EXPECT_THAT(kind.err, HasSubstr("adamw"));
+  const auto workload = RunDltune("train fashion_mlp --steps 10 --out " + (dir_ / "w").string());
+  EXPECT_EQ(workload.exit_code, 2);
+  EXPECT_THAT(workload.err, HasSubstr("no workload named 'fashion_mlp'"));
+}
+
+}  // namespace
