@@ -16,14 +16,14 @@ namespace {
 using ::testing::HasSubstr;
 using dltune::test::RunDltune;
 
-struct Run {
+struct RunRecord {
   std::vector<nlohmann::json> train;        // step, loss, learning_rate, grad_norm (timings dropped)
   std::vector<nlohmann::json> evals;
   std::vector<nlohmann::json> checkpoints;  // written (not deleted) checkpoints
 };
 
-Run ReadMetrics(const std::filesystem::path& dir) {
-  Run run;
+RunRecord ReadMetrics(const std::filesystem::path& dir) {
+  RunRecord run;
   std::ifstream in(dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     auto record = nlohmann::json::parse(line);
@@ -72,8 +72,8 @@ TEST_F(TrainCli, ResumingInANewProcessIsBitIdentical) {
     ASSERT_EQ(second.exit_code, 0) << second.err;
     EXPECT_THAT(second.out, HasSubstr("resumed from step 60"));
 
-    const Run x = ReadMetrics(whole);
-    const Run y = ReadMetrics(split);
+    const RunRecord x = ReadMetrics(whole);
+    const RunRecord y = ReadMetrics(split);
     ASSERT_EQ(x.train.size(), 120u) << configs[c];
     EXPECT_EQ(x.train, y.train) << configs[c];
     EXPECT_EQ(x.evals, y.evals) << configs[c];
@@ -89,7 +89,7 @@ TEST_F(TrainCli, LearnsAndEvaluatesAtStepIntervals) {
                                 "--eval-every 100 --test --out " + out.string());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("completed 300 steps"));
-  const Run run = ReadMetrics(out);
+  const RunRecord run = ReadMetrics(out);
   std::set<std::int64_t> eval_steps;
   double first_error = -1;
   double last_error = -1;

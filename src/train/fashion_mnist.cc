@@ -33,7 +33,7 @@ torch::Tensor DecodeImages(const std::string& path, std::int64_t expected_size) 
   float* out = images.data_ptr<float>();
   std::vector<std::uint8_t> chunk(static_cast<std::size_t>(kChunkImages * kImageSide * kImageSide));
   for (std::int64_t done = 0; done < reader.values();) {
-    const std::int64_t count = std::min(std::ssize(chunk), reader.values() - done);
+    const std::int64_t count = std::min(static_cast<std::int64_t>(chunk.size()), reader.values() - done);
     reader.Read(chunk.data(), count);
     for (std::int64_t i = 0; i < count; ++i) out[done + i] = scaled[chunk[static_cast<std::size_t>(i)]];
     done += count;
@@ -46,8 +46,7 @@ torch::Tensor DecodeImages(const std::string& path, std::int64_t expected_size) 
 torch::Tensor DecodeLabels(const std::string& path, std::int64_t expected_size) {
   const torch::Tensor labels = ReadIdxLabels(path);
   if (labels.size(0) != expected_size) {
-    throw Error(
-        fmt::format("{}: not Fashion-MNIST: {} labels, expected {}", path, labels.size(0), expected_size));
+    throw Error(fmt::format("{}: not Fashion-MNIST: {} labels, expected {}", path, labels.size(0), expected_size));
   }
   if (expected_size > 0 && labels.max().item<int>() >= kClasses) {
     throw Error(fmt::format("{}: not Fashion-MNIST: label {} is outside 0-9", path, labels.max().item<int>()));
@@ -69,8 +68,8 @@ FashionMnistSplits LoadFashionMnist(const std::string& dir, bool flatten) {
   const std::string test_labels = (root / "t10k-labels-idx1-ubyte.gz").string();
   for (const std::string& path : {train_images, train_labels, test_images, test_labels}) {
     if (!std::filesystem::exists(path)) {
-      throw Error(fmt::format("{}: Fashion-MNIST not found; install it with: apt-get install dataset-fashion-mnist",
-                              path));
+      throw Error(
+          fmt::format("{}: Fashion-MNIST not found; install it with: apt-get install dataset-fashion-mnist", path));
     }
   }
   // The two pairs decode in parallel: inflating the training images dominates.

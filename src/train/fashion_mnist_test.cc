@@ -96,8 +96,9 @@ TEST(FashionMnist, MissingFilesSayHowToInstallThem) {
     LoadFashionMnist(dir);
     ADD_FAILURE() << "no error";
   } catch (const Error& error) {
-    EXPECT_EQ(std::string(error.what()), dir + "/train-images-idx3-ubyte.gz: Fashion-MNIST not found; install it "
-                                               "with: apt-get install dataset-fashion-mnist");
+    EXPECT_EQ(std::string(error.what()), dir +
+                                             "/train-images-idx3-ubyte.gz: Fashion-MNIST not found; install it "
+                                             "with: apt-get install dataset-fashion-mnist");
   }
 }
 

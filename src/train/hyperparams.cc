@@ -7,7 +7,7 @@
 
 namespace dltune {
 
-HyperParams::HyperParams(nlohmann::json args, std::map<std::string, Value> params) {
+HyperParams::HyperParams(nlohmann::json args, const std::map<std::string, Value>& params) {
   if (args.is_object()) values_ = std::move(args);
   for (const auto& [name, value] : params) {
     values_[name] = ValueToJson(value);

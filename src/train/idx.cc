@@ -90,20 +90,21 @@ IdxReader::IdxReader(const std::string& path, int dims) : path_(path) {
   const std::uint32_t magic = BigEndian32(magic_bytes.data());
   if (magic != expected_magic) {
     const bool is_idx = magic_bytes[0] == 0 && magic_bytes[1] == 0;
-    const std::string what = !is_idx                                ? "not an IDX file"
+    const std::string what = !is_idx                               ? "not an IDX file"
                              : magic_bytes[2] != kUnsignedByteType ? "values are not unsigned bytes (type 0x08)"
-                                                                    : "wrong number of dimensions";
+                                                                   : "wrong number of dimensions";
     throw Error(fmt::format("{}: bad magic number 0x{:08x}: {} (expected 0x{:08x}: unsigned bytes, {} dimensions)",
                             path, magic, what, expected_magic, dims));
   }
 
   std::vector<unsigned char> size_bytes(4 * static_cast<std::size_t>(dims));
-  if (file_->Read(size_bytes.data(), std::ssize(size_bytes)) != std::ssize(size_bytes)) {
+  const auto sizes_length = static_cast<std::int64_t>(size_bytes.size());
+  if (file_->Read(size_bytes.data(), sizes_length) != sizes_length) {
     throw Error(fmt::format("{}: truncated: the header ends before its {} dimension sizes", path, dims));
   }
   std::uint64_t values = 1;
   for (int d = 0; d < dims; ++d) {
-    const std::uint32_t size = BigEndian32(size_bytes.data() + 4 * d);
+    const std::uint32_t size = BigEndian32(size_bytes.data() + 4 * static_cast<std::size_t>(d));
     shape_.push_back(static_cast<std::int64_t>(size));
     shape_text_ += (d == 0 ? "" : " x ") + std::to_string(size);
     // Sizes are < 2^32 each; saturate instead of overflowing.
@@ -137,8 +138,8 @@ void IdxReader::Finish() {
   const std::int64_t extra_bytes = file_->Read(&extra, 1);
   if (file_->cut_short()) throw Error(fmt::format("{}: truncated: the gzip stream ends before its checksum", path_));
   if (extra_bytes != 0) {
-    throw Error(fmt::format("{}: trailing data after the {} = {} bytes the header announces", path_, shape_text_,
-                            values_));
+    throw Error(
+        fmt::format("{}: trailing data after the {} = {} bytes the header announces", path_, shape_text_, values_));
   }
 }
 

@@ -23,8 +23,8 @@ Dataset Checked(Dataset data, std::int64_t batch_size, std::int64_t start_batch,
   }
   if (batch_size < 1) throw Error(fmt::format("input pipeline: batch_size must be >= 1, not {}", batch_size));
   if (batch_size > data.size()) {
-    throw Error(fmt::format("input pipeline: batch_size {} is larger than the training split ({} examples)",
-                            batch_size, data.size()));
+    throw Error(fmt::format("input pipeline: batch_size {} is larger than the training split ({} examples)", batch_size,
+                            data.size()));
   }
   if (start_batch < 0) throw Error(fmt::format("input pipeline: start_batch must be >= 0, not {}", start_batch));
   if (options.prefetch_batches < 1) {

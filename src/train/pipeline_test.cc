@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -14,13 +15,11 @@
 #include "dltune/core/error.h"
 #include "dltune/core/rng.h"
 
-#define PINNED_ORDER 9
-
 namespace dltune {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
+using ::testing::HasSubstr;
 
 // Example i has inputs [i, -i] and label i, so a batch shows which examples it holds.
 Dataset Numbered(std::int64_t size) {
@@ -118,7 +117,7 @@ TEST(BatchPipeline, EpochOrderIsAFisherYatesShuffleByTheMixedSeed) {
   rng.Shuffle(std::span(expected));
   EXPECT_EQ(BatchPipeline::EpochOrder(20, 5, 2), expected);
   // Pinned: a change here changes every study's data order.
-  EXPECT_EQ(BatchPipeline::EpochOrder(8, 42, 0), (std::vector<std::int64_t>{PINNED_ORDER}));
+  EXPECT_EQ(BatchPipeline::EpochOrder(8, 42, 0), (std::vector<std::int64_t>{3, 7, 2, 0, 6, 4, 1, 5}));
 }
 
 TEST(BatchPipeline, ResumingAtBatchKEqualsSkippingKBatches) {
@@ -161,23 +160,26 @@ TEST(BatchPipeline, DestructionDoesNotHangWhenTheConsumerStopsEarly) {
 
 TEST(BatchPipeline, MeasuresTimeBlockedOnASlowProducer) {
   PipelineOptions options;
-  options.transform = [](Batch&, Rng&) { std::this_thread::sleep_for(milliseconds(20)); };
+  options.transform = [](Batch&, Rng&) { std::this_thread::sleep_for(milliseconds(50)); };
   BatchPipeline pipeline(Numbered(1000), 10, 1, 0, options);
-  Take(pipeline, 6);
+  Take(pipeline, 4);
   const double waited = pipeline.TakeWaitSeconds();
-  EXPECT_GT(waited, 0.08);  // ~6 x 20 ms
-  EXPECT_LT(waited, 5.0);
+  EXPECT_GT(waited, 0.1);  // ~4 x 50 ms
+  EXPECT_LT(waited, 10.0);
   EXPECT_EQ(pipeline.TakeWaitSeconds(), 0.0);  // reset by the previous call
 }
 
 TEST(BatchPipeline, NoWaitWhenTheQueueIsFull) {
+  auto made = std::make_shared<std::atomic<int>>(0);
   PipelineOptions options;
   options.prefetch_batches = 4;
+  options.transform = [made](Batch&, Rng&) { ++*made; };
   BatchPipeline pipeline(Numbered(1000), 10, 1, 0, options);
-  std::this_thread::sleep_for(milliseconds(200));  // the worker fills the queue
-  pipeline.TakeWaitSeconds();
+  while (*made < 4) std::this_thread::sleep_for(milliseconds(1));
+  std::this_thread::sleep_for(milliseconds(50));  // the fourth batch reaches the queue
+  EXPECT_EQ(*made, 4);                            // and the worker waits for room
   Take(pipeline, 4);
-  EXPECT_LT(pipeline.TakeWaitSeconds(), 0.02);
+  EXPECT_LT(pipeline.TakeWaitSeconds(), 0.001);
 }
 
 TEST(BatchPipeline, WorkerExceptionIsRethrownFromNextAfterEarlierBatches) {

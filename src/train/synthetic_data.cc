@@ -1,7 +1,6 @@
 #include "dltune/train/synthetic_data.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,7 +13,7 @@ namespace {
 
 constexpr std::int64_t kClustersPerClass = 2;
 // Expected distance of a cluster center from the origin, in units of the noise's standard deviation.
-constexpr double kCenterRadius = 3.0;
+constexpr double kCenterRadius = 4.0;
 
 // An approximately standard normal number: the Irwin-Hall sum of 12 uniforms minus 6 (additions only, so the
 // result is the same on every platform; its tails stop at +-6, which a toy problem does not miss).
@@ -35,7 +34,7 @@ Dataset MakeSyntheticClassification(std::int64_t examples, std::int64_t features
   }
   const auto width = static_cast<std::size_t>(features);
   // Centers: independent normal coordinates scaled so the expected squared norm is kCenterRadius^2.
-  const double scale = (std::getenv("R") ? std::atof(std::getenv("R")) : kCenterRadius) / std::sqrt(static_cast<double>(features));
+  const double scale = kCenterRadius / std::sqrt(static_cast<double>(features));
   std::vector<float> centers(static_cast<std::size_t>(classes * kClustersPerClass) * width);
   Rng center_rng(MixSeed(seed, 0));
   for (float& value : centers) value = static_cast<float>(StandardNormal(center_rng) * scale);

@@ -5,13 +5,8 @@
 
 #include "dltune/core/error.h"
 
-#define PINNED_LABELS 9, 9, 9
-#define PINNED_INPUT 0.0f
-#define PINNED_INPUT2 0.0f
-
 namespace dltune {
 namespace {
-
 
 TEST(SyntheticData, ShapesTypesAndLabelRange) {
   const Dataset data = MakeSyntheticClassification(500, 16, 4, 1);
@@ -37,11 +32,11 @@ TEST(SyntheticData, DeterministicGivenTheSeed) {
 TEST(SyntheticData, PinnedValues) {
   // The same numbers on every platform: a change here changes every synthetic study.
   const Dataset data = MakeSyntheticClassification(6, 2, 2, 7);
-  const std::vector<std::int64_t> labels(data.labels.data_ptr<std::int64_t>(), data.labels.data_ptr<std::int64_t>() + 6);
-  EXPECT_EQ(labels, (std::vector<std::int64_t>{PINNED_LABELS}));
-  std::printf("%a %a\n", data.inputs[0][0].item<float>(), data.inputs[5][1].item<float>());
-  EXPECT_EQ(data.inputs[0][0].item<float>(), PINNED_INPUT);
-  EXPECT_EQ(data.inputs[5][1].item<float>(), PINNED_INPUT2);
+  const std::vector<std::int64_t> labels(data.labels.data_ptr<std::int64_t>(),
+                                         data.labels.data_ptr<std::int64_t>() + 6);
+  EXPECT_EQ(labels, (std::vector<std::int64_t>{1, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(data.inputs[0][0].item<float>(), 0x1.a6fc86p+0f);
+  EXPECT_EQ(data.inputs[5][1].item<float>(), 0x1.63e484p+1f);
 }
 
 TEST(SyntheticData, FirstExamplesDoNotDependOnTheCount) {
@@ -92,26 +87,10 @@ TEST(SyntheticData, TinyMlpLearnsItInAFewHundredSteps) {
   torch::manual_seed(0);
   const double linear = TrainAndTest(torch::nn::Sequential(torch::nn::Linear(16, 4)), splits, 300);
   std::printf("[ measured ] test accuracy after 300 steps: MLP %.3f, linear %.3f\n", mlp, linear);
-  EXPECT_GT(mlp, 0.85);
-  EXPECT_LT(mlp, 0.995);  // not trivial: tuning has room to matter
+  EXPECT_GT(mlp, 0.92);
+  EXPECT_LT(mlp, 0.99);           // not trivial
+  EXPECT_LT(linear, mlp - 0.03);  // and not linear: the hidden layer matters
 }
 
 }  // namespace
 }  // namespace dltune
-
-namespace dltune {
-TEST(Tmp, Sweep) {
-  const SyntheticSplits splits = MakeSyntheticSplits(3000, 500, 2000, 16, 4, 0);
-  for (int steps : {100, 300, 1000, 3000}) {
-    torch::manual_seed(0);
-    const double mlp = TrainAndTest(
-        torch::nn::Sequential(torch::nn::Linear(16, 32), torch::nn::ReLU(), torch::nn::Linear(32, 4)), splits, steps);
-    torch::manual_seed(0);
-    const double big = TrainAndTest(
-        torch::nn::Sequential(torch::nn::Linear(16, 256), torch::nn::ReLU(), torch::nn::Linear(256, 256), torch::nn::ReLU(), torch::nn::Linear(256, 4)), splits, steps);
-    torch::manual_seed(0);
-    const double linear = TrainAndTest(torch::nn::Sequential(torch::nn::Linear(16, 4)), splits, steps);
-    std::printf("steps %d: mlp %.3f big %.3f linear %.3f\n", steps, mlp, big, linear);
-  }
-}
-}

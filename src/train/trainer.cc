@@ -379,20 +379,21 @@ class Loop {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer_->Load(optimizer_archive);
-    torch::Tensor value;
-    archive.read("step", value);
-    step_ = value.item<std::int64_t>();
-    archive.read("best_step", value);
-    if (value.item<std::int64_t>() >= 0) best_step_ = value.item<std::int64_t>();
-    archive.read("best_value", value);
-    if (!std::isnan(value.item<double>())) best_value_ = value.item<double>();
-    archive.read("initial_loss", value);
-    if (!std::isnan(value.item<double>())) initial_loss_ = value.item<double>();
-    archive.read("cpu_generator", value);
+    // Each read needs a fresh tensor: reading into a defined one copies into its storage.
+    auto read = [&](const char* key) {
+      torch::Tensor value;
+      archive.read(key, value);
+      return value.to(torch::kCPU);
+    };
+    step_ = read("step").item<std::int64_t>();
+    if (const auto best_step = read("best_step").item<std::int64_t>(); best_step >= 0) best_step_ = best_step;
+    if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
+    if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
+    const torch::Tensor generator_state = read("cpu_generator");
     {
       auto generator = at::detail::getDefaultCPUGenerator();
       const std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(value.to(torch::kCPU));
+      generator.set_state(generator_state);
     }
     result.resumed_from_step = step_;
   }

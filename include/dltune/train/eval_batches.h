@@ -41,11 +41,13 @@ class EvalBatches {
   // Input iterator over the batches, yielding EvalBatch values.
   class Iterator {
    public:
+    // NOLINTBEGIN(readability-identifier-naming): the names std::iterator_traits looks for.
     using iterator_category = std::input_iterator_tag;
     using value_type = EvalBatch;
     using difference_type = std::int64_t;
     using pointer = void;
     using reference = EvalBatch;
+    // NOLINTEND(readability-identifier-naming)
 
     Iterator(const EvalBatches* batches, std::int64_t index) : batches_(batches), index_(index) {}
     EvalBatch operator*() const { return batches_->Get(index_); }

@@ -20,7 +20,7 @@ class HyperParams {
  public:
   HyperParams() = default;
   // `args`: the spec's workload.args (any JSON object); `params`: the trial's params by name (they win on clashes).
-  HyperParams(nlohmann::json args, std::map<std::string, Value> params);
+  HyperParams(nlohmann::json args, const std::map<std::string, Value>& params);
 
   bool Has(const std::string& name) const;
   // Typed reads with defaults; each throws Error naming the param when the value has the wrong type.

@@ -1,10 +1,11 @@
 // A small generated classification problem: trains in seconds, for smoke tests, examples and CI.
 //
-// Each class is a mixture of two Gaussian clusters (unit noise) whose centers lie about 3 noise-widths from the
-// origin in random directions: a tiny MLP reaches ~95% accuracy within a few hundred steps, a linear model does
-// somewhat worse, and a badly tuned learning rate visibly worse. Examples are i.i.d. and generated in order from
-// the platform-independent dltune::Rng (no std:: distributions, no transcendental functions), so the data are
-// bit-identical on every machine, and the first n examples do not depend on how many are generated.
+// Each class is a mixture of two Gaussian clusters (unit noise) whose centers lie about 4 noise-widths from the
+// origin in random directions. With 16 features and 4 classes a tiny MLP (16-32-4) reaches ~95% test accuracy in
+// a hundred or so steps while a linear model stays near 88%, so there is something for tuning to find. Examples are
+// i.i.d. and generated in order from the platform-independent dltune::Rng (no std:: distributions, no transcendental
+// functions), so the data are bit-identical on every machine, and the first n examples do not depend on how many are
+// generated.
 #pragma once
 
 #include <cstdint>
