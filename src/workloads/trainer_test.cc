@@ -1,0 +1,114 @@
+// The trainer on the synthetic workload, through the library: evaluation splits and metrics, clipping, options.
+#include <map>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dltune/core/error.h"
+#include "dltune/workloads/registry.h"
+#include "dltune/workloads/train.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Keeps everything the trainer reports.
+struct Recorder : TrainerCallbacks {
+  std::vector<StepMetrics> steps;
+  std::map<std::int64_t, std::vector<EvalMetric>> evals;
+  std::map<std::int64_t, std::vector<Prediction>> predictions;
+  std::vector<CheckpointEvent> checkpoints;
+  void OnTrainMetrics(const std::vector<StepMetrics>& s) override { steps.insert(steps.end(), s.begin(), s.end()); }
+  void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& m, std::int64_t, double) override {
+    evals[step] = m;
+  }
+  void OnPredictions(std::int64_t step, const std::vector<Prediction>& p) override { predictions[step] = p; }
+  void OnCheckpoint(const CheckpointEvent& e) override { checkpoints.push_back(e); }
+};
+
+double Metric(const std::vector<EvalMetric>& metrics, const std::string& split, const std::string& metric) {
+  for (const auto& m : metrics) {
+    if (m.split == split && m.metric == metric) return m.value;
+  }
+  return -1;
+}
+
+HyperParams Params(std::map<std::string, Value> params) { return HyperParams(nlohmann::json::object(), params); }
+
+TEST(Trainer, ReportsEveryStepAndEvaluatesTheDocumentedSplits) {
+  TrainerOptions options;
+  options.max_train_steps = 90;
+  options.eval_every_steps = 30;
+  options.log_every_steps = 10;
+  options.valid_sample_examples = 100;
+  options.eval_test_at_end = true;
+  Recorder recorder;
+  const TrainResult result = Train("synthetic", {{"examples", 1003}}, Params({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}, {"grad_clip_norm", Value(0.5)}}),
+                                   options, recorder);
+  EXPECT_EQ(result.outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(recorder.steps.size(), 90u);
+  for (std::size_t i = 0; i < recorder.steps.size(); ++i) {
+    EXPECT_EQ(recorder.steps[i].step, static_cast<std::int64_t>(i) + 1);
+    ASSERT_TRUE(recorder.steps[i].grad_norm && recorder.steps[i].clipped);
+    EXPECT_EQ(*recorder.steps[i].clipped, *recorder.steps[i].grad_norm > 0.5);
+  }
+  EXPECT_EQ(recorder.evals.size(), 3u);
+  // Periodic evals use the fixed valid sample; the last one also the whole valid split and the test split.
+  const auto& first = recorder.evals.at(30);
+  EXPECT_GE(Metric(first, "valid_sample", "error_rate"), 0);
+  EXPECT_EQ(Metric(first, "valid", "error_rate"), -1);
+  const auto& last = recorder.evals.at(90);
+  EXPECT_GE(Metric(last, "valid", "error_rate"), 0);
+  EXPECT_GE(Metric(last, "test", "error_rate"), 0);
+  // Exact per-example averages over splits whose size is not a multiple of the eval batch (1003 examples: valid 200,
+  // test 100, train 703): accuracy equals the per-class correct counts over the examples.
+  for (const std::string split : {"train", "valid", "test"}) {
+    double correct = 0;
+    std::int64_t examples = 0;
+    for (const auto& m : last) {
+      if (m.split != split) continue;
+      if (m.metric.rfind("correct_class_", 0) == 0) correct += m.value;
+      examples = m.examples;
+    }
+    EXPECT_NEAR(correct / static_cast<double>(examples), Metric(last, split, "accuracy"), 1e-12) << split;
+    EXPECT_NEAR(Metric(last, split, "error_rate"), 1 - Metric(last, split, "accuracy"), 1e-12);
+  }
+  EXPECT_EQ(recorder.predictions.at(90).size(), 32u);
+  EXPECT_TRUE(result.best_step.has_value());
+}
+
+TEST(Trainer, RefusesBadOptionsAndParams) {
+  Recorder recorder;
+  TrainerOptions options;
+  options.max_train_steps = 10;
+  options.eval_batch_size = 16;
+  try {
+    Train("synthetic", {}, Params({{"batch_size", Value(std::int64_t{32})}}), options, recorder);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("eval_batch_size (16) must be at least the training batch size (32)"));
+  }
+  options.eval_batch_size = 0;
+  EXPECT_THROW(Train("synthetic", {}, Params({{"optimizer", Value("adamw")}}), options, recorder), Error);
+  EXPECT_THROW(Train("synthetic", {}, Params({{"schedule", Value("step")}}), options, recorder), Error);
+  EXPECT_THROW(Train("nope", {}, Params({}), options, recorder), Error);
+  options.max_train_steps = 0;
+  EXPECT_THROW(Train("synthetic", {}, Params({}), options, recorder), Error);
+}
+
+TEST(Registry, KnowsTheBuiltInsAndAcceptsAUsersOwn) {
+  const auto names = WorkloadNames();
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"fashion_mnist_mlp", "fashion_mnist_cnn", "synthetic"}));
+  RegisterWorkload("synthetic_alias", [](const nlohmann::json& args) { return MakeWorkload("synthetic", args); });
+  EXPECT_EQ(MakeWorkload("synthetic_alias")->name(), "synthetic");
+  try {
+    MakeWorkload("fashion_mnist_mpl");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("did you mean 'fashion_mnist_mlp'?"));
+  }
+}
+
+}  // namespace
+}  // namespace dltune
