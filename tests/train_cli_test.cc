@@ -13,11 +13,11 @@
 
 namespace {
 
-using ::testing::HasSubstr;
 using dltune::test::RunDltune;
+using ::testing::HasSubstr;
 
 struct RunRecord {
-  std::vector<nlohmann::json> train;        // step, loss, learning_rate, grad_norm (timings dropped)
+  std::vector<nlohmann::json> train;  // step, loss, learning_rate, grad_norm (timings dropped)
   std::vector<nlohmann::json> evals;
   std::vector<nlohmann::json> checkpoints;  // written (not deleted) checkpoints
 };
@@ -29,7 +29,9 @@ RunRecord ReadMetrics(const std::filesystem::path& dir) {
     auto record = nlohmann::json::parse(line);
     const std::string type = record["type"];
     if (type == "train") {
-      run.train.push_back({{"step", record["step"]}, {"loss", record["loss"]}, {"lr", record["learning_rate"]},
+      run.train.push_back({{"step", record["step"]},
+                           {"loss", record["loss"]},
+                           {"lr", record["learning_rate"]},
                            {"grad_norm", record["grad_norm"]}});
     } else if (type == "eval") {
       run.evals.push_back(record);
@@ -85,8 +87,10 @@ TEST_F(TrainCli, ResumingInANewProcessIsBitIdentical) {
 
 TEST_F(TrainCli, LearnsAndEvaluatesAtStepIntervals) {
   const auto out = dir_ / "learn";
-  const auto result = RunDltune("train synthetic --set optimizer=adam --set learning_rate=0.01 --steps 300 "
-                                "--eval-every 100 --test --out " + out.string());
+  const auto result = RunDltune(
+      "train synthetic --set optimizer=adam --set learning_rate=0.01 --steps 300 "
+      "--eval-every 100 --test --out " +
+      out.string());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("completed 300 steps"));
   const RunRecord run = ReadMetrics(out);

@@ -60,7 +60,8 @@ class Printer : public dltune::TrainerCallbacks {
  public:
   void OnEvaluation(std::int64_t step, const std::vector<dltune::EvalMetric>& metrics, std::int64_t, double) override {
     for (const auto& m : metrics) {
-      if (m.split == "valid" && m.metric == "error_rate") std::printf("step %lld: valid error %.3f\n", static_cast<long long>(step), m.value);
+      if (m.split == "valid" && m.metric == "error_rate")
+        std::printf("step %lld: valid error %.3f\n", static_cast<long long>(step), m.value);
     }
   }
 };

@@ -26,14 +26,21 @@ class JsonlCallbacks final : public TrainerCallbacks {
  public:
   JsonlCallbacks(const std::filesystem::path& file, std::int64_t max_steps, std::string objective,
                  std::int64_t stop_at_step)
-      : out_(file, std::ios::app), max_steps_(max_steps), objective_(std::move(objective)), stop_at_step_(stop_at_step) {
+      : out_(file, std::ios::app),
+        max_steps_(max_steps),
+        objective_(std::move(objective)),
+        stop_at_step_(stop_at_step) {
     if (!out_) throw Error(fmt::format("{}: cannot write metrics", file.string()));
   }
 
   void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
     for (const auto& s : steps) {
-      nlohmann::json line = {{"type", "train"},     {"step", s.step},           {"loss", s.loss},
-                             {"learning_rate", s.learning_rate}, {"step_time", s.step_time}, {"data_wait", s.data_wait},
+      nlohmann::json line = {{"type", "train"},
+                             {"step", s.step},
+                             {"loss", s.loss},
+                             {"learning_rate", s.learning_rate},
+                             {"step_time", s.step_time},
+                             {"data_wait", s.data_wait},
                              {"examples_per_second", s.examples_per_second}};
       if (s.grad_norm) line["grad_norm"] = *s.grad_norm;
       if (s.clipped) line["clipped"] = *s.clipped;
@@ -52,8 +59,12 @@ class JsonlCallbacks final : public TrainerCallbacks {
                     double best_value) override {
     std::string summary;
     for (const auto& m : metrics) {
-      out_ << nlohmann::json({{"type", "eval"}, {"step", step}, {"split", m.split}, {"metric", m.metric},
-                              {"value", m.value}, {"examples", m.examples}})
+      out_ << nlohmann::json({{"type", "eval"},
+                              {"step", step},
+                              {"split", m.split},
+                              {"metric", m.metric},
+                              {"value", m.value},
+                              {"examples", m.examples}})
                   .dump()
            << "\n";
       if (m.metric == "error_rate") summary += fmt::format("  {}/error_rate {:.4f}", m.split, m.value);
@@ -67,13 +78,14 @@ class JsonlCallbacks final : public TrainerCallbacks {
   void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) override {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& p : predictions) {
-      list.push_back({{"example", p.example}, {"label", p.label}, {"predicted", p.predicted}, {"confidence", p.confidence}});
+      list.push_back(
+          {{"example", p.example}, {"label", p.label}, {"predicted", p.predicted}, {"confidence", p.confidence}});
     }
     out_ << nlohmann::json({{"type", "predictions"}, {"step", step}, {"predictions", list}}).dump() << "\n";
   }
 
   void OnCheckpoint(const CheckpointEvent& event) override {
-    nlohmann::json line = {{"type", "checkpoint"}, {"step", event.step},   {"path", event.path},
+    nlohmann::json line = {{"type", "checkpoint"}, {"step", event.step},       {"path", event.path},
                            {"best", event.best},   {"deleted", event.deleted}, {"checksum", event.checksum}};
     if (event.objective) line["objective"] = *event.objective;
     out_ << line.dump() << "\n";
@@ -159,8 +171,10 @@ void RegisterTrainCommand(CLI::App& app) {
                              args->stop_at_step);
     std::signal(SIGINT, RequestStop);
     std::signal(SIGTERM, RequestStop);
-    const TrainResult result = Train(args->workload, workload_args, HyperParams(workload_args, params), options, callbacks);
-    if (result.resumed_from_step > 0) std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
+    const TrainResult result =
+        Train(args->workload, workload_args, HyperParams(workload_args, params), options, callbacks);
+    if (result.resumed_from_step > 0)
+      std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
     switch (result.outcome) {
       case TrainOutcome::kCompleted:
         std::printf("completed %lld steps: best %s %.4f at step %lld; metrics in %s/metrics.jsonl\n",
@@ -170,9 +184,7 @@ void RegisterTrainCommand(CLI::App& app) {
       case TrainOutcome::kInfeasible:
         std::printf("infeasible: %s\n", result.reason.c_str());
         throw CLI::RuntimeError(3);
-      case TrainOutcome::kStopped:
-        std::printf("%s\n", result.reason.c_str());
-        throw CLI::RuntimeError(75);
+      case TrainOutcome::kStopped: std::printf("%s\n", result.reason.c_str()); throw CLI::RuntimeError(75);
     }
   });
 }

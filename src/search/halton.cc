@@ -87,7 +87,7 @@ ScrambledHalton::ScrambledHalton(std::size_t dims, std::uint64_t seed, HaltonOpt
     Uint128 power = 1;  // base^position
     for (std::size_t position = 1; position <= digits; ++position) {
       std::iota(perm.begin(), perm.end(), 0u);
-      if (options.scramble) rng.Shuffle(std::span<std::uint32_t>(perm));
+      if (options.scramble) rng.Shuffle(perm);
       power *= base;
       for (std::uint32_t digit = 0; digit < base; ++digit) {
         weight[(position - 1) * base + digit] = Contribution(perm[digit], power);

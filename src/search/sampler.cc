@@ -119,7 +119,7 @@ Assignment JointScientificValues(const std::vector<Assignment>& combinations, st
   std::vector<std::size_t> order(count);
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   Rng rng(MixSeed(MixSeed(seed, 0x5C1E17F1CULL), index / count));
-  rng.Shuffle(std::span<std::size_t>(order));
+  rng.Shuffle(order);
   return combinations[order[index % count]];
 }
 

@@ -23,9 +23,7 @@ const nlohmann::json* HyperParams::Find(const std::string& name) const {
 
 bool HyperParams::Has(const std::string& name) const { return values_.contains(name); }
 
-double HyperParams::Real(const std::string& name, double fallback) const {
-  return MaybeReal(name).value_or(fallback);
-}
+double HyperParams::Real(const std::string& name, double fallback) const { return MaybeReal(name).value_or(fallback); }
 
 std::optional<double> HyperParams::MaybeReal(const std::string& name) const {
   const auto* value = Find(name);
@@ -38,7 +36,8 @@ std::int64_t HyperParams::Int(const std::string& name, std::int64_t fallback) co
   const auto* value = Find(name);
   if (value == nullptr) return fallback;
   if (value->is_number_integer()) return value->get<std::int64_t>();
-  if (value->is_number_float() && value->get<double>() == static_cast<double>(static_cast<std::int64_t>(value->get<double>()))) {
+  if (value->is_number_float() &&
+      value->get<double>() == static_cast<double>(static_cast<std::int64_t>(value->get<double>()))) {
     return static_cast<std::int64_t>(value->get<double>());
   }
   throw Error(fmt::format("hyperparameter {} must be a whole number, not {}", name, value->dump()));
@@ -47,7 +46,8 @@ std::int64_t HyperParams::Int(const std::string& name, std::int64_t fallback) co
 bool HyperParams::Bool(const std::string& name, bool fallback) const {
   const auto* value = Find(name);
   if (value == nullptr) return fallback;
-  if (!value->is_boolean()) throw Error(fmt::format("hyperparameter {} must be true or false, not {}", name, value->dump()));
+  if (!value->is_boolean())
+    throw Error(fmt::format("hyperparameter {} must be true or false, not {}", name, value->dump()));
   return value->get<bool>();
 }
 
@@ -58,7 +58,8 @@ std::string HyperParams::Text(const std::string& name, const std::string& fallba
   return value->get<std::string>();
 }
 
-std::vector<std::int64_t> HyperParams::IntList(const std::string& name, const std::vector<std::int64_t>& fallback) const {
+std::vector<std::int64_t> HyperParams::IntList(const std::string& name,
+                                               const std::vector<std::int64_t>& fallback) const {
   const auto* value = Find(name);
   if (value == nullptr) return fallback;
   if (value->is_number_integer()) return {value->get<std::int64_t>()};

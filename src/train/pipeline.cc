@@ -57,7 +57,7 @@ std::vector<std::int64_t> BatchPipeline::EpochOrder(std::int64_t size, std::uint
   std::vector<std::int64_t> order(static_cast<std::size_t>(size));
   std::iota(order.begin(), order.end(), std::int64_t{0});
   Rng rng(MixSeed(data_seed, static_cast<std::uint64_t>(epoch)));
-  rng.Shuffle(std::span(order));
+  rng.Shuffle(order);
   return order;
 }
 

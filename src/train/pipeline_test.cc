@@ -1,6 +1,8 @@
 #include "dltune/train/pipeline.h"
 
 #include <gmock/gmock.h>
+#include <span>
+
 #include <gtest/gtest.h>
 
 #include <atomic>

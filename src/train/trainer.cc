@@ -52,7 +52,8 @@ std::string Sha256File(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   Sha256 hash;
   char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) hash.Update(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
+    hash.Update(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
   return "sha256:" + hash.HexDigest();
 }
 
@@ -136,10 +137,11 @@ class Loop {
     // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
     torch::manual_seed(MixSeed(options.data_seed, 0xD209));
     if (!options.checkpoint_dir.empty()) {
-      checkpoints_ = std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
-                                                                           .keep_latest = options.keep_latest_checkpoints,
-                                                                           .keep_best = options.keep_best_checkpoints,
-                                                                           .minimize = options.minimize});
+      checkpoints_ =
+          std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
+                                                                .keep_latest = options.keep_latest_checkpoints,
+                                                                .keep_best = options.keep_best_checkpoints,
+                                                                .minimize = options.minimize});
     }
   }
 
@@ -333,8 +335,8 @@ class Loop {
     const torch::Tensor labels = prediction_set_.labels.to(torch::kCPU);
     std::vector<Prediction> predictions;
     for (std::int64_t i = 0; i < prediction_set_.size(); ++i) {
-      predictions.push_back({i, labels[i].item<std::int64_t>(), predicted_cpu[i].item<std::int64_t>(),
-                             confidence_cpu[i].item<double>()});
+      predictions.push_back(
+          {i, labels[i].item<std::int64_t>(), predicted_cpu[i].item<std::int64_t>(), confidence_cpu[i].item<double>()});
     }
     callbacks_.OnPredictions(step_, predictions);
   }

@@ -15,10 +15,11 @@ torch::nn::AnyModule MakeNorm(const CnnOptions& options, std::int64_t channels, 
     return torch::nn::AnyModule(torch::nn::BatchNorm1d(channels));
   }
   if (options.normalization == "ghost") {
-    return torch::nn::AnyModule(
-        GhostBatchNorm(GhostBatchNormOptions{.num_features = channels, .virtual_batch_size = options.virtual_batch_size}));
+    return torch::nn::AnyModule(GhostBatchNorm(
+        GhostBatchNormOptions{.num_features = channels, .virtual_batch_size = options.virtual_batch_size}));
   }
-  if (options.normalization == "layer") return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
+  if (options.normalization == "layer")
+    return torch::nn::AnyModule(torch::nn::LayerNorm(torch::nn::LayerNormOptions(shape)));
   return torch::nn::AnyModule(torch::nn::Identity());
 }
 
@@ -73,7 +74,8 @@ std::shared_ptr<Model> MakeCnn(const CnnOptions& options) {
   if (std::find(norms.begin(), norms.end(), options.normalization) == norms.end()) {
     throw Error(fmt::format("normalization '{}' is not one of none, batch, ghost, layer", options.normalization));
   }
-  if (options.normalization == "ghost" && options.virtual_batch_size < 1) throw Error("virtual_batch_size must be >= 1");
+  if (options.normalization == "ghost" && options.virtual_batch_size < 1)
+    throw Error("virtual_batch_size must be >= 1");
   if (!(options.dropout >= 0.0 && options.dropout < 1.0)) throw Error("dropout must be in [0, 1)");
   CheckActivation(options.activation);
   return std::make_shared<Cnn>(options);

@@ -29,8 +29,8 @@ class Mlp final : public Model {
       if (options.normalization == "batch") {
         norms_.emplace_back(register_module(fmt::format("norm{}", i), torch::nn::BatchNorm1d(width)));
       } else if (options.normalization == "layer") {
-        norms_.emplace_back(register_module(fmt::format("norm{}", i),
-                                            torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}))));
+        norms_.emplace_back(
+            register_module(fmt::format("norm{}", i), torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}))));
       }
     }
     output_ = register_module("output", torch::nn::Linear(width, options.outputs));

@@ -24,7 +24,7 @@ struct MlpOptions {
   std::string activation = "relu";
   double dropout = 0.0;
   std::string normalization = "none";  // none | batch | layer, after each hidden layer (before the activation)
-  bool standardize = false;  // subtract kFashionMnistMean and divide by kFashionMnistStd first
+  bool standardize = false;            // subtract kFashionMnistMean and divide by kFashionMnistStd first
 };
 
 // A multilayer perceptron on flattened inputs.
@@ -34,10 +34,10 @@ struct CnnOptions {
   std::vector<std::int64_t> conv_channels = {32, 64};  // two conv blocks: conv 3x3 -> norm -> activation -> max-pool 2
   std::int64_t dense_size = 128;
   std::int64_t outputs = 10;
-  std::string normalization = "none";  // none | batch | ghost | layer
+  std::string normalization = "none";    // none | batch | ghost | layer
   std::int64_t virtual_batch_size = 32;  // ghost batch norm
   std::string activation = "relu";
-  double dropout = 0.0;                 // before the last dense layer
+  double dropout = 0.0;  // before the last dense layer
 };
 
 // Two conv blocks and two dense layers on [N, 1, 28, 28] images.

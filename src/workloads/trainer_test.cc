@@ -44,8 +44,10 @@ TEST(Trainer, ReportsEveryStepAndEvaluatesTheDocumentedSplits) {
   options.valid_sample_examples = 100;
   options.eval_test_at_end = true;
   Recorder recorder;
-  const TrainResult result = Train("synthetic", {{"examples", 1003}}, Params({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}, {"grad_clip_norm", Value(0.5)}}),
-                                   options, recorder);
+  const TrainResult result =
+      Train("synthetic", {{"examples", 1003}},
+            Params({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}, {"grad_clip_norm", Value(0.5)}}),
+            options, recorder);
   EXPECT_EQ(result.outcome, TrainOutcome::kCompleted);
   ASSERT_EQ(recorder.steps.size(), 90u);
   for (std::size_t i = 0; i < recorder.steps.size(); ++i) {

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <utility>
 
 namespace dltune {
@@ -26,9 +25,9 @@ class Rng {
   // A uniform integer in [0, n); n must be > 0. Unbiased (rejection sampling).
   std::uint64_t Below(std::uint64_t n);
 
-  // Fisher-Yates shuffle of `items` in place.
-  template <typename T>
-  void Shuffle(std::span<T> items) {
+  // Fisher-Yates shuffle in place of a random-access container (vector, array) or view (span).
+  template <typename Container>
+  void Shuffle(Container&& items) {
     for (std::size_t i = items.size(); i > 1; --i) {
       const std::size_t j = static_cast<std::size_t>(Below(i));
       std::swap(items[i - 1], items[j]);

@@ -23,10 +23,10 @@ namespace dltune {
 // How to train, apart from the hyperparameters (which come in a HyperParams). Documented value struct;
 // Validate() throws Error naming a bad value.
 struct TrainerOptions {
-  std::int64_t max_train_steps = 0;        // required, > 0; the same for every trial of a study
-  std::int64_t eval_every_steps = 0;       // 0: every max_train_steps / 10 steps; always at the last step too
-  std::int64_t log_every_steps = 0;        // 0: every eval; training metrics are pulled from the device this often
-  std::int64_t eval_batch_size = 0;        // 0: twice the training batch size; smaller than it is an error
+  std::int64_t max_train_steps = 0;          // required, > 0; the same for every trial of a study
+  std::int64_t eval_every_steps = 0;         // 0: every max_train_steps / 10 steps; always at the last step too
+  std::int64_t log_every_steps = 0;          // 0: every eval; training metrics are pulled from the device this often
+  std::int64_t eval_batch_size = 0;          // 0: twice the training batch size; smaller than it is an error
   std::int64_t train_eval_examples = 10000;  // size of the fixed subset of training data evaluated for training error
   std::int64_t valid_sample_examples = 0;  // >0: periodic evals use a fixed sample of valid; the full split at the end
   bool eval_test_at_end = false;           // also evaluate the test split after the last step
@@ -34,13 +34,13 @@ struct TrainerOptions {
   double divergence_factor = 100.0;        // a loss above this multiple of the first logged loss is divergence
   std::string objective = "valid/error_rate";  // split/metric used for the best checkpoint
   bool minimize = true;
-  std::string checkpoint_dir;              // "" = no checkpoints (and no resume)
+  std::string checkpoint_dir;  // "" = no checkpoints (and no resume)
   int keep_best_checkpoints = 1;
   int keep_latest_checkpoints = 2;
-  std::uint64_t init_seed = 0;             // model initialization (shared across hosts)
-  std::uint64_t data_seed = 0;             // data order and dropout (differs across hosts)
-  int threads = 1;                         // LibTorch intra-op threads
-  std::string device = "cpu";              // a torch device string: "cpu", "cuda:0", ...
+  std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
+  std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
+  int threads = 1;              // LibTorch intra-op threads
+  std::string device = "cpu";   // a torch device string: "cpu", "cuda:0", ...
 
   void Validate() const;
 };
@@ -52,8 +52,8 @@ struct StepMetrics {
   double learning_rate = 0;
   std::optional<double> grad_norm;  // global norm before clipping
   std::optional<bool> clipped;
-  double step_time = 0;   // seconds (averaged over the log interval)
-  double data_wait = 0;   // seconds spent waiting for input (averaged over the log interval)
+  double step_time = 0;  // seconds (averaged over the log interval)
+  double data_wait = 0;  // seconds spent waiting for input (averaged over the log interval)
   double examples_per_second = 0;
 };
 
@@ -70,7 +70,7 @@ struct Prediction {
   std::int64_t example = 0;  // index in the validation split
   std::int64_t label = 0;
   std::int64_t predicted = 0;
-  double confidence = 0;     // softmax probability of the predicted class
+  double confidence = 0;  // softmax probability of the predicted class
 };
 
 // A checkpoint written (or deleted by retention).
@@ -110,12 +110,12 @@ enum class TrainOutcome { kCompleted, kInfeasible, kStopped };
 
 struct TrainResult {
   TrainOutcome outcome = TrainOutcome::kCompleted;
-  std::string reason;                      // why infeasible or stopped
-  std::int64_t steps = 0;                  // steps done in all (including before a resume)
-  std::int64_t resumed_from_step = 0;      // 0 when it started fresh
+  std::string reason;                  // why infeasible or stopped
+  std::int64_t steps = 0;              // steps done in all (including before a resume)
+  std::int64_t resumed_from_step = 0;  // 0 when it started fresh
   std::optional<std::int64_t> best_step;
   std::optional<double> best_value;
-  std::optional<double> final_value;       // objective at the last evaluation
+  std::optional<double> final_value;  // objective at the last evaluation
 };
 
 class Workload;
