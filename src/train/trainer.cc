@@ -172,9 +172,10 @@ class Loop {
           result.reason = *diverged;
           break;
         }
-        interval_start = Clock::now();
       }
       if (eval_now) Evaluate(last, result);
+      // The next interval's step times start after this evaluation and checkpoint, which are not steps.
+      if (eval_now || step_ % log_every_ == 0) interval_start = Clock::now();
       if (!last && callbacks_.ShouldStop(step_)) {
         FlushTrainMetrics(Seconds(Clock::now() - interval_start), pipeline.TakeWaitSeconds());
         SaveCheckpoint(std::nullopt);
