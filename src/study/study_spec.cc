@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/strings.h"
+#include "dltune/study/command_template.h"
 
 namespace dltune {
 
@@ -16,8 +17,9 @@ std::string DirectionName(Direction direction) { return direction == Direction::
 
 namespace {
 
-const std::vector<std::string> kTopLevelKeys = {"name",   "description",     "workload", "max_train_steps", "objective",
-                                                "trials", "scientific_mode", "seed",     "sampler",         "space"};
+const std::vector<std::string> kTopLevelKeys = {
+    "name", "description",     "workload", "command", "max_train_steps", "objective", "trials",
+    "seed", "scientific_mode", "sampler",  "space",   "run_dir",         "training"};
 constexpr std::uint64_t kMaxTrials = 1000000;
 
 // Where the playbook says why a study never searches its step budget.
@@ -77,6 +79,51 @@ Objective ParseObjective(const YamlNode& node) {
   return objective;
 }
 
+TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_steps) {
+  node.ExpectMap({"eval_every_steps", "threads", "keep_best_checkpoints", "keep_latest_checkpoints", "test_at_end",
+                  "valid_sample_examples", "divergence_factor"});
+  TrainingSettings training;
+  auto whole = [&](const char* key, std::int64_t min, std::int64_t max, auto& field) {
+    const auto value = node.Find(key);
+    if (!value) return;
+    const std::int64_t number = value->AsInt();
+    if (number < min || number > max) throw value->Fail(fmt::format("must be between {} and {}", min, max));
+    field = static_cast<std::remove_reference_t<decltype(field)>>(number);
+  };
+  whole("eval_every_steps", 1, max_train_steps, training.eval_every_steps);
+  whole("threads", 1, 1024, training.threads);
+  whole("keep_best_checkpoints", 0, 1000, training.keep_best_checkpoints);
+  whole("keep_latest_checkpoints", 1, 1000, training.keep_latest_checkpoints);
+  whole("valid_sample_examples", 0, INT64_MAX, training.valid_sample_examples);
+  if (const auto test = node.Find("test_at_end")) training.test_at_end = test->AsBool();
+  if (const auto factor = node.Find("divergence_factor")) {
+    training.divergence_factor = factor->AsDouble();
+    if (!(training.divergence_factor > 1)) throw factor->Fail("must be a number above 1");
+  }
+  return training;
+}
+
+// Every placeholder of `command:` must name a param of the space or a built-in placeholder.
+void CheckCommand(const YamlNode& node, const std::string& command, const SearchSpace& space) {
+  if (command.empty()) throw node.Fail("must not be empty");
+  std::vector<std::string> names = BuiltinPlaceholders();
+  for (const auto& param : space.params()) {
+    if (std::find(names.begin(), names.end(), param.name) == names.end()) names.push_back(param.name);
+  }
+  try {
+    for (const auto& placeholder : CommandPlaceholders(command)) {
+      if (std::find(names.begin(), names.end(), placeholder) == names.end()) {
+        throw node.Fail(fmt::format("{{{}}} names no param of the space and no built-in placeholder{}", placeholder,
+                                    DidYouMean(placeholder, names)));
+      }
+    }
+  } catch (const SpecError&) {
+    throw;
+  } catch (const Error& e) {
+    throw node.Fail(std::string(e.what()).substr(std::string("command: ").size()));
+  }
+}
+
 void RefuseSearchedStepBudget(const SearchSpace& space) {
   for (const auto& param : space.params()) {
     if (param.id == "max_train_steps" || param.name == "max_train_steps") {
@@ -119,12 +166,27 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
 
   spec.name = ParseName(required("name", "name the study, e.g. name: nesterov_vs_adam"));
   if (const auto description = root.Find("description")) spec.description = description->AsString();
-  spec.workload =
-      ParseWorkload(required("workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}"));
+  const auto workload = root.Find("workload");
+  const auto command = root.Find("command");
+  if (workload && command) {
+    throw command->Fail("and workload: are both given; a study trains either a built-in workload or its own program");
+  }
+  if (command) {
+    spec.command = command->AsString();
+  } else {
+    spec.workload = ParseWorkload(required(
+        "workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}, or command: your program"));
+  }
+  spec.run_dir = "runs/" + spec.name;
+  if (const auto run_dir = root.Find("run_dir")) {
+    spec.run_dir = run_dir->AsString();
+    if (spec.run_dir.empty()) throw run_dir->Fail("must not be empty");
+  }
   const YamlNode steps =
       required("max_train_steps", std::string("every trial trains for the same number of steps; ") + kStepsSection);
   spec.max_train_steps = steps.AsInt();
   if (spec.max_train_steps < 1) throw steps.Fail("must be at least 1");
+  if (const auto training = root.Find("training")) spec.training = ParseTraining(*training, spec.max_train_steps);
   if (const auto objective = root.Find("objective")) spec.objective = ParseObjective(*objective);
   if (const auto trials = root.Find("trials")) {
     const std::int64_t count = trials->AsInt();
@@ -157,6 +219,7 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
       required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
   spec.space = std::make_shared<const SearchSpace>(ParseSearchSpace(space_node));
   RefuseSearchedStepBudget(*spec.space);
+  if (command) CheckCommand(*command, spec.command, *spec.space);
   CheckScientificParams(spec, space_node);
 
   // Samplers with their own trial counts must agree with an explicit `trials:`.

@@ -30,11 +30,26 @@ struct WorkloadSpec {
   nlohmann::json args = nlohmann::json::object();
 };
 
+// How each trial trains: the spec's `training:` mapping. The built-in trainer follows every setting; a `command:`
+// program receives them in trial.json, and the runner itself applies the checkpoint counts (docs/trial-protocol.md).
+struct TrainingSettings {
+  std::int64_t eval_every_steps = 0;  // 0: max_train_steps / 10 (at least 1); always at the last step too
+  int threads = 1;                    // threads per trial; the runner runs cores / threads trials at once
+  int keep_best_checkpoints = 1;      // the best pool (retrospective optimal checkpoint selection)
+  int keep_latest_checkpoints = 2;    // the latest pool (resuming after preemption)
+  bool test_at_end = false;           // also evaluate the test split after the last step
+  std::int64_t valid_sample_examples = 0;  // >0: periodic evals on a fixed sample of valid, the full split at the end
+  double divergence_factor = 100.0;        // a training loss above this multiple of the first one is divergence
+};
+
 // A parsed, validated study spec. Plain value type; see docs/study-spec.md for every key and its default.
 struct StudySpec {
   std::string name;
   std::string description;
-  WorkloadSpec workload;
+  WorkloadSpec workload;  // what each trial trains; empty name when `command` is given
+  std::string command;    // the trial program of a study without a built-in workload (docs/trial-protocol.md)
+  std::string run_dir;    // where trial directories go: `run_dir:`, default "runs/<name>"
+  TrainingSettings training;
   std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
   Objective objective;
   std::uint64_t trials = 20;  // per sub-study (separate) or in all (joint)
