@@ -283,6 +283,26 @@ TEST_P(StoreContract, StaleTrialsAreReclaimedThenFail) {
   EXPECT_FALSE(store_->ClaimNext(study.id, "fourth-worker"));
 }
 
+TEST_P(StoreContract, AGoneWorkersTrialsAreReclaimedAtOnce) {
+  const StudyRecord study = NewStudyWithTrials(3);
+  const auto gone = store_->ClaimNext(study.id, "host:1");
+  const auto alive = store_->ClaimNext(study.id, "host:2");
+  const auto reclaimed = store_->ReclaimWorker(study.id, "host:1", 1);
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_EQ(reclaimed[0].number, gone->first.number);
+  EXPECT_EQ(reclaimed[0].new_state, TrialState::kPending);
+  EXPECT_EQ(store_->FindTrial(study.id, alive->first.number)->state, TrialState::kRunning);
+  EXPECT_THROW(store_->Heartbeat(gone->second), LeaseLostError);
+  const auto again = store_->ClaimNext(study.id, "host:1");
+  ASSERT_EQ(again->first.number, gone->first.number);
+  EXPECT_EQ(again->first.retries, 1);
+  // The second time the limit of one retry is reached and the trial fails.
+  const auto last = store_->ReclaimWorker(study.id, "host:1", 1);
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0].new_state, TrialState::kFailed);
+  EXPECT_NE(store_->FindTrial(study.id, gone->first.number)->reason.find("is gone"), std::string::npos);
+}
+
 TEST_P(StoreContract, StoppedTrialsResume) {
   const StudyRecord study = NewStudyWithTrials(2);
   const auto claim = store_->ClaimNext(study.id, "w");

@@ -355,19 +355,31 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
 }
 
 std::vector<ReclaimedTrial> SqlStore::ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) {
+  return Reclaim(study_id, "(heartbeat_at IS NULL OR heartbeat_at < {now} - ?)", grace_seconds,
+                 "stopped heartbeating", max_retries);
+}
+
+std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const std::string& worker,
+                                                    int max_retries) {
+  return Reclaim(study_id, "worker = ?", worker, "is gone", max_retries);
+}
+
+std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::string& condition,
+                                              const SqlValue& condition_arg, const std::string& why,
+                                              int max_retries) {
   return Transaction(true, [&] {
     const auto stale = connection_->Query(
-        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' "
-            "AND (heartbeat_at IS NULL OR heartbeat_at < {now} - ?) ORDER BY number {skip_locked}"),
-        {study_id, grace_seconds});
+        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' AND " +
+            condition + " ORDER BY number {skip_locked}"),
+        {study_id, condition_arg});
     std::vector<ReclaimedTrial> reclaimed;
     for (const auto& row : stale) {
       const int retries = static_cast<int>(AsInt(row[3])) + 1;
       const std::string worker = AsText(row[2]);
       const bool give_up = retries > max_retries;
       const std::string reason =
-          give_up ? fmt::format("worker '{}' stopped heartbeating; retried {} times, the limit", worker, max_retries)
-                  : fmt::format("worker '{}' stopped heartbeating; retry {} of {}", worker, retries, max_retries);
+          give_up ? fmt::format("worker '{}' {}; retried {} times, the limit", worker, why, max_retries)
+                  : fmt::format("worker '{}' {}; retry {} of {}", worker, why, retries, max_retries);
       connection_->Execute(Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, worker = ") +
                                (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
                            {give_up ? "failed" : "pending", std::int64_t{retries}, reason, AsInt(row[0])});

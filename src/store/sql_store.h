@@ -29,6 +29,8 @@ class SqlStore final : public Store {
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;
   void Finish(const TrialLease& lease, const TrialOutcome& outcome) override;
   std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) override;
+  std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker,
+                                            int max_retries) override;
   int ResumeStopped(std::int64_t study_id) override;
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
@@ -43,6 +45,10 @@ class SqlStore final : public Store {
   auto Transaction(bool write, F&& body) -> decltype(body());
   // Fills in the dialect's `{now}` and `{skip_locked}`.
   std::string Sql(const std::string& text) const;
+  // Puts back the running trials of the study that `condition` (SQL over trials, with one `?` bound to
+  // `condition_arg`) selects; see ReclaimStale. `why` says what happened to their worker.
+  std::vector<ReclaimedTrial> Reclaim(std::int64_t study_id, const std::string& condition,
+                                      const SqlValue& condition_arg, const std::string& why, int max_retries);
   std::int64_t CheckLease(const TrialLease& lease);
   void TouchStudy(std::int64_t study_id);
 

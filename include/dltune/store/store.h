@@ -202,6 +202,10 @@ class Store {
   // Running trials of the study whose heartbeat is older than `grace_seconds` go back to pending with one more
   // retry, keeping their measurements and checkpoints; those that reach `max_retries` become failed instead.
   virtual std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) = 0;
+  // The same for the running trials held by `worker`, whatever their heartbeat: for a worker known to be gone (a
+  // process of this machine that no longer exists), so its trials need not wait out the grace period.
+  virtual std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker,
+                                                    int max_retries) = 0;
   // Stopped trials of the study go back to pending; returns how many.
   virtual int ResumeStopped(std::int64_t study_id) = 0;
 
