@@ -1,7 +1,12 @@
 // The dltune subcommands. Each Register* adds one command group to the app.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <CLI/CLI.hpp>
+
+#include "dltune/store/store.h"
 
 namespace dltune::cli {
 
@@ -11,5 +16,16 @@ void RegisterSpaceCommands(CLI::App& app);
 void RegisterStoreCommands(CLI::App& app);
 // `dltune train`.
 void RegisterTrainCommand(CLI::App& app);
+// `dltune run`, `dltune worker` and `dltune run-trial`.
+void RegisterRunCommands(CLI::App& app);
+
+// Shared by the commands.
+// The command line as typed (set by main), recorded with new studies.
+void SetCommandLine(int argc, char** argv);
+const std::string& CommandLineText();
+// The --storage option.
+void AddStorageOption(CLI::App* command, std::string& storage);
+// The tracking record of `studies`, one row each (what `dltune studies` prints).
+std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 
 }  // namespace dltune::cli

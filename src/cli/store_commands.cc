@@ -49,11 +49,26 @@ std::string BestText(const std::optional<BestTrial>& best) {
                      best->step ? fmt::format(", step {}", *best->step) : std::string());
 }
 
+}  // namespace
+
+std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies) {
+  TextTable table({"study", "description", "spec", "trials", "best", "reproduce with"});
+  for (const auto& study : studies) {
+    const StudySummary summary = SummarizeStudy(study, store.ListTrials(study.id));
+    table.AddRow({study.name, study.description, study.spec_path, summary.StateText(),
+                  summary.best ? fmt::format("{} {}", summary.objective.metric, BestText(summary.best)) : "-",
+                  summary.reproduce});
+  }
+  return table.Render();
+}
+
 void AddStorageOption(CLI::App* command, std::string& storage) {
   command->add_option("--storage", storage,
                       "Store URL: sqlite:///path/file.db or postgresql://user@host:port/db "
                       "(default: $DLTUNE_STORAGE, else ./dltune.db)");
 }
+
+namespace {
 
 std::unique_ptr<Store> OpenForReading(const std::string& storage) {
   return OpenStore(storage.empty() ? DefaultStoreUrl() : storage, /*create_if_missing=*/false);
@@ -65,14 +80,7 @@ void PrintStudies(Store& store) {
     std::printf("%s has no studies yet\n", store.url().c_str());
     return;
   }
-  TextTable table({"study", "description", "spec", "trials", "best", "reproduce with"});
-  for (const auto& study : studies) {
-    const StudySummary summary = SummarizeStudy(study, store.ListTrials(study.id));
-    table.AddRow({study.name, study.description, study.spec_path, summary.StateText(),
-                  summary.best ? fmt::format("{} {}", summary.objective.metric, BestText(summary.best)) : "-",
-                  summary.reproduce});
-  }
-  std::fputs(table.Render().c_str(), stdout);
+  std::fputs(TrackingTable(store, studies).c_str(), stdout);
 }
 
 void PrintStudy(Store& store, const StudyRecord& study) {

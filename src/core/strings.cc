@@ -101,3 +101,70 @@ std::string JoinAlternatives(const std::vector<std::string>& items, bool quote) 
 }
 
 }  // namespace dltune
+
+namespace dltune {
+namespace {
+
+std::vector<std::string_view> SplitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const auto end = text.find('\n');
+    lines.push_back(text.substr(0, end));
+    if (end == std::string_view::npos) break;
+    text.remove_prefix(end + 1);
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string LineDiff(std::string_view old_text, std::string_view new_text, std::size_t context) {
+  const auto a = SplitLines(old_text);
+  const auto b = SplitLines(new_text);
+  // Longest common subsequence by dynamic programming: specs are short.
+  std::vector<std::vector<std::size_t>> common(a.size() + 1, std::vector<std::size_t>(b.size() + 1, 0));
+  for (std::size_t i = a.size(); i-- > 0;) {
+    for (std::size_t j = b.size(); j-- > 0;) {
+      common[i][j] = a[i] == b[j] ? common[i + 1][j + 1] + 1 : std::max(common[i + 1][j], common[i][j + 1]);
+    }
+  }
+  struct Line {
+    char mark;
+    std::string_view text;
+  };
+  std::vector<Line> lines;
+  std::size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    if (i < a.size() && j < b.size() && a[i] == b[j]) {
+      lines.push_back({' ', a[i++]});
+      ++j;
+    } else if (i < a.size() && (j == b.size() || common[i + 1][j] >= common[i][j + 1])) {
+      lines.push_back({'-', a[i++]});
+    } else {
+      lines.push_back({'+', b[j++]});
+    }
+  }
+  std::vector<bool> shown(lines.size(), false);
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (lines[k].mark == ' ') continue;
+    const std::size_t from = k >= context ? k - context : 0;
+    for (std::size_t m = from; m < lines.size() && m <= k + context; ++m) shown[m] = true;
+  }
+  std::string out;
+  bool skipped = false;
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (!shown[k]) {
+      skipped = true;
+      continue;
+    }
+    if (skipped && !out.empty()) out += "  ...\n";
+    skipped = false;
+    out += lines[k].mark;
+    out += ' ';
+    out.append(lines[k].text);
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace dltune

@@ -35,3 +35,16 @@ TEST(Strings, SanitizeUtf8KeepsValidTextAndReplacesTheRest) {
 
 }  // namespace
 }  // namespace dltune
+
+namespace dltune {
+namespace {
+
+TEST(Strings, LineDiffShowsChangesWithContext) {
+  EXPECT_EQ(LineDiff("a\nb\nc\nd\ne\nf\n", "a\nb\nC\nd\ne\nf\n"), "  b\n- c\n+ C\n  d\n");
+  EXPECT_EQ(LineDiff("a\nb\nc\nd\ne\nf\ng", "a\nB\nc\nd\ne\nf\nG"), "  a\n- b\n+ B\n  c\n  ...\n  f\n- g\n+ G\n");
+  EXPECT_EQ(LineDiff("x\n", "x\ny\n"), "  x\n+ y\n");
+  EXPECT_EQ(LineDiff("same\n", "same\n"), "");
+}
+
+}  // namespace
+}  // namespace dltune

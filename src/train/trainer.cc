@@ -148,6 +148,7 @@ class Loop {
   TrainResult Run() {
     TrainResult result;
     Resume(result);
+    callbacks_.OnStart(step_);
     const WorkloadData& data = workload_.Data();
     train_subset_ = FixedSample(data.train, std::min(options_.train_eval_examples, data.train.size()),
                                 MixSeed(options_.data_seed, 1));

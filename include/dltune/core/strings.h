@@ -23,4 +23,8 @@ std::string SanitizeUtf8(std::string_view text);
 // "a, b or c" (with quotes around each item when `quote` is set).
 std::string JoinAlternatives(const std::vector<std::string>& items, bool quote = true);
 
+// The lines that differ between two texts, as a person reads a diff: "- old line" and "+ new line", each change
+// with up to `context` unchanged lines around it ("  line") and "  ..." where unchanged lines are left out.
+std::string LineDiff(std::string_view old_text, std::string_view new_text, std::size_t context = 1);
+
 }  // namespace dltune

@@ -87,6 +87,8 @@ struct CheckpointEvent {
 class TrainerCallbacks {
  public:
   virtual ~TrainerCallbacks() = default;
+  // Before the first step: `step` is 0 for a fresh start, or the step of the checkpoint training resumed from.
+  virtual void OnStart(std::int64_t step) { (void)step; }
   // Training metrics of the steps since the last call (every log interval).
   virtual void OnTrainMetrics(const std::vector<StepMetrics>& steps) { (void)steps; }
   // An evaluation at `step`, with the best objective so far (retrospective checkpoint selection).

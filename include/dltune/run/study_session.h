@@ -1,0 +1,140 @@
+// The ask/tell API: how a training loop — dltune's own workers, or a user's LibTorch program — takes part in a
+// study. Open the study (creating it from its spec if needed), Ask for a trial (claimed atomically, with its params),
+// report what it measures, and tell how it ended:
+//
+//   auto store = dltune::OpenStore("sqlite:///tmp/dltune.db");
+//   auto session = dltune::StudySession::OpenOrCreate(*store, dltune::LoadStudySpec("study.yaml"), "my_trainer");
+//   while (auto trial = session.Ask("my-host:1")) {
+//     trial->Begin(0);
+//     for (...) trial->ReportTrain({.step = step, .loss = loss});
+//     trial->ReportEval(step, "valid", {{"error_rate", error}});
+//     trial->Complete();
+//   }
+//
+// Not thread-safe: a session and its trials use their Store from one thread (Store's contract). Several processes
+// may each open a session of the same study; no trial is ever handed to two of them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dltune/store/store.h"
+#include "dltune/study/study_spec.h"
+
+namespace dltune {
+
+// A study name already in the store with a different spec. The message shows the difference and how to start a
+// new study.
+class SpecChangedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class ActiveTrial;
+
+class StudySession {
+ public:
+  // Opens the study named by `spec` in `store`. A new study is created with every trial of its plan, pending;
+  // `command_line` is recorded as the command that reproduces the study. An existing study must have the same spec
+  // (comments and formatting aside), or SpecChangedError is thrown. Trials of the plan missing from the store (a
+  // creator interrupted between the two writes) are added.
+  static StudySession OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line);
+  // Opens an existing study by name, with the spec recorded in the store. Throws Error when there is none.
+  static StudySession Open(Store& store, const std::string& name);
+
+  const StudyRecord& study() const { return study_; }
+  const StudySpec& spec() const { return spec_; }
+  Store& store() const { return *store_; }
+
+  // Claims the lowest-numbered pending trial for `worker` (an id unique among the study's workers, e.g.
+  // "host:pid"); nullopt when none is pending.
+  std::optional<ActiveTrial> Ask(const std::string& worker);
+  // Every trial of the study, ordered by number.
+  std::vector<TrialRecord> Trials() const { return store_->ListTrials(study_.id); }
+
+ private:
+  StudySession(Store& store, StudyRecord study, StudySpec spec);
+
+  Store* store_;
+  StudyRecord study_;
+  StudySpec spec_;
+};
+
+// A claimed trial: report its measurements, then tell how it ended (exactly once). Measurements are buffered and
+// written in batches (at each evaluation, each checkpoint, Flush and the end), each batch in one transaction with
+// the best step so far. Every write throws LeaseLostError once the trial was reclaimed by another worker.
+class ActiveTrial {
+ public:
+  ActiveTrial(Store& store, StudySpec spec, TrialRecord record, TrialLease lease);
+
+  const TrialRecord& record() const { return record_; }
+  const TrialLease& lease() const { return lease_; }
+  std::uint64_t number() const { return record_.number; }
+  // The params by the names the training code reads (conditional params sharing a name resolve to the active one).
+  std::map<std::string, Value> ParamsByName() const;
+
+  // Where training starts: 0, or the step of the checkpoint it resumed from. Deletes the trial's recorded
+  // measurements after that step and recomputes the best so far, so a resumed series has no gap and no duplicate.
+  // Without a call, the first measurement implies Begin(0).
+  void Begin(std::int64_t from_step);
+  // Training measurements; steps must increase.
+  void ReportTrain(const TrainMeasurement& measurement);
+  // An evaluation of `split` at `step`: metric name -> value. Updates the best step when it holds the objective.
+  void ReportEval(std::int64_t step, const std::string& split, const std::map<std::string, double>& metrics,
+                  std::int64_t examples = 0);
+  // Records a checkpoint (after writing what is buffered); returns its id for MarkCheckpointDeleted.
+  std::int64_t ReportCheckpoint(const CheckpointRecord& checkpoint);
+  void MarkCheckpointDeleted(std::int64_t checkpoint_id);
+  // Writes what is buffered and stamps the heartbeat. Call at least every few seconds while training is silent.
+  void Flush();
+
+  // The last step reported, the best objective so far and its step, and the objective at the last evaluation.
+  std::int64_t last_step() const { return last_step_; }
+  std::optional<std::int64_t> best_step() const { return best_step_; }
+  std::optional<double> best_value() const { return best_value_; }
+  std::optional<double> final_value() const { return final_value_; }
+
+  // Ends the trial. Complete() records it failed instead when no evaluation of the objective was reported (there
+  // is nothing to judge it by); it returns the state recorded.
+  TrialState Complete();
+  void Infeasible(const std::string& reason);
+  void Fail(const std::string& reason, std::optional<int> exit_status = std::nullopt,
+            const std::string& stderr_tail = "");
+  // Stopped and resumable: it goes back to pending the next time the study is run.
+  void Stop(const std::string& reason);
+  bool finished() const { return finished_; }
+
+ private:
+  void EnsureBegun();
+  void Tell(const TrialOutcome& outcome);
+
+  Store* store_;
+  StudySpec spec_;
+  TrialRecord record_;
+  TrialLease lease_;
+  std::string objective_split_;
+  std::string objective_metric_;
+  MeasurementBatch pending_;
+  bool begun_ = false;
+  bool finished_ = false;
+  std::int64_t last_step_ = -1;
+  std::optional<std::int64_t> best_step_;
+  std::optional<double> best_value_;
+  std::optional<double> final_value_;
+  bool best_changed_ = false;
+};
+
+// The objective "valid/error_rate" as split and metric; a metric without a split ("loss") is on "valid".
+std::pair<std::string, std::string> SplitObjective(const std::string& objective);
+
+// A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one
+// present in the trial.
+std::map<std::string, Value> ParamsByName(const SearchSpace& space, const Assignment& params);
+
+// A trial's seed: a pure function of the study's seed and the trial number.
+std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number);
+
+}  // namespace dltune

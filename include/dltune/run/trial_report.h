@@ -1,0 +1,88 @@
+// The report lines of the trial protocol (docs/trial-protocol.md): parsing what a trial program writes, and writing
+// it from C++ (the built-in trainer's process speaks the same protocol as any external program).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dltune/core/error.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+inline constexpr int kTrialProtocolVersion = 1;
+// Exit status of a trial that stopped with a checkpoint and can be resumed (EX_TEMPFAIL).
+inline constexpr int kTrialStoppedExitStatus = 75;
+
+// A report line that breaks the protocol; the message names the line number.
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct ReportStart {
+  std::int64_t step = 0;
+  bool manages_checkpoints = false;
+};
+struct ReportEval {
+  std::int64_t step = 0;
+  std::string split;
+  std::map<std::string, double> metrics;
+  std::int64_t examples = 0;
+};
+struct ReportCheckpoint {
+  std::int64_t step = 0;
+  std::string path;
+  std::optional<double> objective;
+  std::string checksum;
+  bool best = false;
+  bool deleted = false;
+};
+struct ReportEnd {
+  bool infeasible = false;
+  std::string reason;
+};
+
+// One parsed line; exactly one member is set, none for a type this version does not know (ignored by design).
+struct ReportLine {
+  std::optional<ReportStart> start;
+  std::optional<TrainMeasurement> train;
+  std::optional<ReportEval> eval;
+  std::optional<ReportCheckpoint> checkpoint;
+  std::optional<ReportEnd> end;
+};
+
+// Parses one line (without its newline). Accepts NaN, Infinity and -Infinity for a training loss, as Python's
+// json.dumps writes them. Throws ProtocolError "report line N: ..." for anything that breaks the protocol.
+ReportLine ParseReportLine(std::string_view line, std::size_t line_number);
+
+// Splits a byte stream into lines and parses them, checking the rules that span lines (start comes first and once,
+// nothing after end).
+class ReportReader {
+ public:
+  // Appends bytes read from the report channel.
+  void Feed(std::string_view bytes) { buffer_.append(bytes); }
+  // The next complete line, parsed; nullopt when no complete line is buffered. With `at_eof`, a last line without
+  // its newline counts too.
+  std::optional<ReportLine> Next(bool at_eof = false);
+  std::size_t lines_read() const { return line_number_; }
+
+ private:
+  std::string buffer_;
+  std::size_t line_number_ = 0;
+  bool measured_ = false;
+  bool ended_ = false;
+};
+
+// Report lines as JSON text (no newline), for C++ trial programs.
+std::string StartLine(std::int64_t step, bool manages_checkpoints);
+std::string TrainLine(const TrainMeasurement& measurement);
+std::string EvalLine(const ReportEval& eval);
+std::string CheckpointLine(const ReportCheckpoint& checkpoint);
+std::string EndLine(const ReportEnd& end);
+
+}  // namespace dltune

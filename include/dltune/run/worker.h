@@ -1,0 +1,86 @@
+// The worker loop: claims trials of one study (or of every study in the store), runs each in its own process
+// (TrialProcess), turns their report lines into store writes through ActiveTrial, heartbeats, reclaims trials of
+// lost workers, and stops cleanly when asked. `dltune run` and `dltune worker` are this loop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+struct WorkerOptions {
+  std::string study;  // only this study; empty: every study of the store with trials to run
+  int parallel = 0;   // trials at once; 0: DefaultParallelism(threads per trial of the first study)
+  double stale_after = 60;  // seconds without a heartbeat before a running trial is reclaimed by another worker
+  int max_retries = 3;      // reclaims of one trial before it is failed
+  // Keep waiting while other workers run trials of the study (they may be lost and come back as pending); when
+  // false, the loop ends as soon as nothing is pending and its own trials are done.
+  bool wait_for_others = true;
+  std::filesystem::path dltune_executable;  // runs built-in workloads (`dltune run-trial`); default: this program
+  std::string worker_id;                    // default: "<hostname>:<pid>"
+};
+
+// A running trial as the progress view sees it.
+struct TrialProgress {
+  std::string study;
+  std::uint64_t number = 0;
+  std::string substudy;
+  std::int64_t step = 0;
+  std::int64_t max_steps = 0;
+  std::optional<double> objective;  // at the last evaluation
+  std::optional<double> best;
+  double started_at = 0;  // seconds since the epoch, this attempt
+  bool stopping = false;
+};
+
+// A trial that ended in this worker.
+struct TrialEnded {
+  TrialProgress trial;
+  TrialState state = TrialState::kCompleted;
+  std::string reason;
+  std::optional<std::int64_t> best_step;
+  std::optional<double> best_value;
+  double seconds = 0;
+  std::string trial_dir;
+};
+
+// What the loop tells its observer (the terminal view). Called on the loop's thread.
+class WorkerObserver {
+ public:
+  virtual ~WorkerObserver() = default;
+  virtual void TrialStarted(const TrialProgress& trial, bool resuming) { (void)trial, (void)resuming; }
+  virtual void TrialFinished(const TrialEnded& ended) { (void)ended; }
+  // A line worth printing: reclaimed trials, stop requests, waiting for other workers.
+  virtual void Notice(const std::string& message) { (void)message; }
+  // About twice a second: the running trials.
+  virtual void Tick(const std::vector<TrialProgress>& running) { (void)running; }
+};
+
+struct WorkerSummary {
+  int completed = 0;
+  int infeasible = 0;
+  int failed = 0;
+  int stopped = 0;
+  bool interrupted = false;  // ended by a stop request
+};
+
+// Runs the loop until no trial is left to run, or `stop_requests` (incremented by the caller's SIGINT/SIGTERM
+// handler) becomes 1 — running trials are asked to checkpoint and stop (SIGTERM) and are recorded as stopped — or 2
+// — they are killed and recorded as stopped, to resume from their latest checkpoint.
+WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
+                        const std::atomic<int>& stop_requests);
+
+// Trials at once on this machine when each uses `threads_per_trial` threads: the cores available to this process
+// divided by it, at least 1.
+int DefaultParallelism(int threads_per_trial);
+
+// "<hostname>:<pid>" of this process.
+std::string DefaultWorkerId();
+
+}  // namespace dltune

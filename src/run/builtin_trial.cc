@@ -1,0 +1,157 @@
+#include "dltune/run/builtin_trial.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/error.h"
+#include "dltune/run/trial_report.h"
+#include "dltune/workloads/train.h"
+
+namespace dltune {
+namespace {
+
+std::string RequireEnv(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) {
+    throw Error(fmt::format("${} is not set: dltune run-trial is started by a dltune worker (see "
+                            "docs/trial-protocol.md); to train by hand, use dltune train",
+                            name));
+  }
+  return value;
+}
+
+// Writes each report line whole and flushed, so the worker sees progress as it happens.
+class ReportingCallbacks final : public TrainerCallbacks {
+ public:
+  ReportingCallbacks(const std::string& report_path, const std::filesystem::path& trial_dir,
+                     const std::atomic<bool>& stop_requested)
+      : report_(std::fopen(report_path.c_str(), "a")), predictions_(trial_dir / "predictions.jsonl", std::ios::app),
+        stop_requested_(stop_requested) {
+    if (!report_) throw Error(fmt::format("{}: cannot open the report channel", report_path));
+  }
+  ~ReportingCallbacks() override { std::fclose(report_); }
+  ReportingCallbacks(const ReportingCallbacks&) = delete;
+  ReportingCallbacks& operator=(const ReportingCallbacks&) = delete;
+
+  void Write(const std::string& line) {
+    std::fputs(line.c_str(), report_);
+    std::fputc('\n', report_);
+    std::fflush(report_);
+  }
+
+  void OnStart(std::int64_t step) override { Write(StartLine(step, true)); }
+
+  void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
+    std::string lines;
+    for (const auto& s : steps) {
+      lines += TrainLine({.step = s.step,
+                          .loss = s.loss,
+                          .learning_rate = s.learning_rate,
+                          .grad_norm = s.grad_norm,
+                          .clipped = s.clipped,
+                          .step_time = s.step_time,
+                          .data_wait = s.data_wait,
+                          .examples_per_second = s.examples_per_second});
+      lines += '\n';
+    }
+    std::fputs(lines.c_str(), report_);
+    std::fflush(report_);
+  }
+
+  void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t, double) override {
+    std::map<std::string, ReportEval> by_split;
+    for (const auto& m : metrics) {
+      ReportEval& eval = by_split[m.split];
+      eval.step = step;
+      eval.split = m.split;
+      eval.metrics[m.metric] = m.value;
+      eval.examples = m.examples;
+    }
+    for (const auto& [split, eval] : by_split) Write(EvalLine(eval));
+  }
+
+  void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) override {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : predictions) {
+      list.push_back(
+          {{"example", p.example}, {"label", p.label}, {"predicted", p.predicted}, {"confidence", p.confidence}});
+    }
+    predictions_ << nlohmann::json({{"step", step}, {"predictions", list}}).dump() << "\n";
+    predictions_.flush();
+  }
+
+  void OnCheckpoint(const CheckpointEvent& event) override {
+    Write(CheckpointLine({.step = event.step,
+                          .path = event.path,
+                          .objective = event.objective,
+                          .checksum = event.checksum,
+                          .best = event.best,
+                          .deleted = event.deleted}));
+  }
+
+  bool ShouldStop(std::int64_t) override { return stop_requested_.load(); }
+
+ private:
+  std::FILE* report_;
+  std::ofstream predictions_;
+  const std::atomic<bool>& stop_requested_;
+};
+
+}  // namespace
+
+int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
+  const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
+  const std::string report_path = RequireEnv("DLTUNE_REPORT");
+  std::ifstream in(trial_path);
+  if (!in) throw Error(fmt::format("{}: cannot read the trial description", trial_path));
+  nlohmann::json trial;
+  try {
+    trial = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON: {}", trial_path, e.what()));
+  }
+  try {
+    const auto& workload = trial.at("workload");
+    const auto& training = trial.at("training");
+    std::map<std::string, Value> params;
+    for (const auto& [name, value] : trial.at("params").items()) {
+      if (auto scalar = ValueFromJson(value)) params[name] = *scalar;
+    }
+    const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
+    TrainerOptions options;
+    options.max_train_steps = trial.at("max_train_steps").get<std::int64_t>();
+    options.eval_every_steps = training.at("eval_every_steps").get<std::int64_t>();
+    options.threads = training.at("threads").get<int>();
+    options.keep_best_checkpoints = training.at("keep_best_checkpoints").get<int>();
+    options.keep_latest_checkpoints = training.at("keep_latest_checkpoints").get<int>();
+    options.eval_test_at_end = training.at("test_at_end").get<bool>();
+    options.valid_sample_examples = training.at("valid_sample_examples").get<std::int64_t>();
+    options.divergence_factor = training.at("divergence_factor").get<double>();
+    options.objective = trial.at("objective").at("metric").get<std::string>();
+    options.minimize = trial.at("objective").at("direction").get<std::string>() != "maximize";
+    // The same seeds as `dltune train --seed`, so the reproduction command reproduces the trial exactly.
+    options.init_seed = trial.at("seed").get<std::uint64_t>();
+    options.data_seed = options.init_seed;
+    options.checkpoint_dir = (trial_dir / "checkpoints").string();
+
+    ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
+    const nlohmann::json& args = workload.at("args");
+    const TrainResult result = Train(workload.at("name").get<std::string>(), args, HyperParams(args, params), options,
+                                     callbacks);
+    switch (result.outcome) {
+      case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
+      case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;
+      case TrainOutcome::kStopped: return kTrialStoppedExitStatus;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: missing or mistyped field: {}", trial_path, e.what()));
+  }
+  return 0;
+}
+
+}  // namespace dltune

@@ -1,0 +1,143 @@
+#include "dltune/run/trial_setup.h"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+#include "dltune/run/trial_report.h"
+#include "dltune/study/command_template.h"
+
+namespace dltune {
+namespace {
+
+void WriteJson(const std::filesystem::path& path, const nlohmann::json& json) {
+  const auto temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << json.dump(2) << "\n";
+    if (!out) throw Error(fmt::format("{}: cannot write", temporary));
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,
+                                                const std::map<std::string, Value>& params,
+                                                const std::filesystem::path& trial_dir) {
+  std::map<std::string, std::string> values;
+  for (const auto& [name, value] : params) values[name] = FormatValue(value);
+  values["trial_dir"] = trial_dir.string();
+  values["trial_number"] = std::to_string(trial.number);
+  values["seed"] = std::to_string(trial.seed);
+  values["max_train_steps"] = std::to_string(spec.max_train_steps);
+  values["params_file"] = (trial_dir / "params.json").string();
+  return values;
+}
+
+}  // namespace
+
+std::filesystem::path TrialDirectory(const StudySpec& spec, std::uint64_t number) {
+  return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / ("trial_" + std::to_string(number)))
+      .lexically_normal();
+}
+
+nlohmann::json TrialDescription(const StudySpec& spec, const TrialRecord& trial,
+                                const std::map<std::string, Value>& params, bool resuming) {
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
+  const TrainingSettings& t = spec.training;
+  return {{"protocol", kTrialProtocolVersion},
+          {"study", spec.name},
+          {"number", trial.number},
+          {"substudy", trial.substudy_label},
+          {"seed", trial.seed},
+          {"max_train_steps", spec.max_train_steps},
+          {"objective", {{"metric", spec.objective.metric}, {"direction", DirectionName(spec.objective.direction)}}},
+          {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
+          {"training",
+           {{"eval_every_steps", t.eval_every_steps > 0 ? t.eval_every_steps
+                                                         : std::max<std::int64_t>(1, spec.max_train_steps / 10)},
+            {"threads", t.threads},
+            {"keep_best_checkpoints", t.keep_best_checkpoints},
+            {"keep_latest_checkpoints", t.keep_latest_checkpoints},
+            {"test_at_end", t.test_at_end},
+            {"valid_sample_examples", t.valid_sample_examples},
+            {"divergence_factor", t.divergence_factor}}},
+          {"params", by_name},
+          {"resuming", resuming}};
+}
+
+PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
+                           const std::filesystem::path& dltune_executable) {
+  PreparedTrial prepared;
+  prepared.trial_dir = TrialDirectory(spec, trial.number());
+  std::error_code error;
+  std::filesystem::create_directories(prepared.trial_dir, error);
+  if (error) {
+    throw Error(fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(),
+                            error.message()));
+  }
+  prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
+  const auto params = trial.ParamsByName();
+  nlohmann::json params_json = nlohmann::json::object();
+  for (const auto& [name, value] : params) params_json[name] = ValueToJson(value);
+  WriteJson(prepared.trial_dir / "params.json", params_json);
+  WriteJson(prepared.trial_dir / "trial.json", TrialDescription(spec, trial.record(), params, prepared.resuming));
+
+  TrialCommand& command = prepared.command;
+  if (spec.command.empty()) {
+    command.argv = {dltune_executable.string(), "run-trial"};
+  } else {
+    command.shell_command = RenderCommand(spec.command, Placeholders(spec, trial.record(), params, prepared.trial_dir));
+  }
+  const std::string threads = std::to_string(spec.training.threads);
+  command.environment = {{"DLTUNE_PROTOCOL", std::to_string(kTrialProtocolVersion)},
+                         {"DLTUNE_PARAMS", (prepared.trial_dir / "params.json").string()},
+                         {"DLTUNE_TRIAL", (prepared.trial_dir / "trial.json").string()},
+                         {"DLTUNE_TRIAL_DIR", prepared.trial_dir.string()},
+                         {"DLTUNE_RESUMING", prepared.resuming ? "1" : "0"},
+                         {"DLTUNE_TRIAL_NUMBER", std::to_string(trial.number())},
+                         {"DLTUNE_SEED", std::to_string(trial.record().seed)},
+                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(spec.max_train_steps)},
+                         {"DLTUNE_THREADS", threads},
+                         {"OMP_NUM_THREADS", threads},
+                         {"MKL_NUM_THREADS", threads}};
+  command.stdout_path = prepared.trial_dir / "stdout.log";
+  command.stderr_path = prepared.trial_dir / "stderr.log";
+  return prepared;
+}
+
+std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial) {
+  const auto params = ParamsByName(*spec.space, trial.params);
+  const std::string out = TrialDirectory(spec, trial.number).string() + "-again";
+  if (!spec.command.empty()) {
+    const auto trial_dir = TrialDirectory(spec, trial.number);
+    return fmt::format("DLTUNE_PARAMS={} DLTUNE_TRIAL={} DLTUNE_TRIAL_DIR={} DLTUNE_SEED={} DLTUNE_MAX_TRAIN_STEPS={} {}",
+                       ShellQuote((trial_dir / "params.json").string()), ShellQuote((trial_dir / "trial.json").string()),
+                       ShellQuote(out), trial.seed, spec.max_train_steps,
+                       RenderCommand(spec.command, Placeholders(spec, trial, params, out)));
+  }
+  std::string command = fmt::format("dltune train {}", spec.workload.name);
+  for (const auto& [key, value] : spec.workload.args.items()) {
+    command += fmt::format(" --set {}", ShellQuote(key + "=" + value.dump()));
+  }
+  for (const auto& [name, value] : params) command += " --set " + ShellQuote(name + "=" + FormatValue(value));
+  const TrainingSettings& t = spec.training;
+  command += fmt::format(" --steps {} --seed {}", spec.max_train_steps, trial.seed);
+  if (t.eval_every_steps > 0) command += fmt::format(" --eval-every {}", t.eval_every_steps);
+  if (t.threads != 1) command += fmt::format(" --threads {}", t.threads);
+  if (t.test_at_end) command += " --test";
+  if (t.valid_sample_examples > 0) command += fmt::format(" --valid-sample {}", t.valid_sample_examples);
+  if (t.divergence_factor != TrainingSettings{}.divergence_factor) {
+    command += fmt::format(" --divergence-factor {}", t.divergence_factor);
+  }
+  if (spec.objective.metric != Objective{}.metric || spec.objective.direction != Direction::kMinimize) {
+    command += fmt::format(" --objective {} --{}", spec.objective.metric, DirectionName(spec.objective.direction));
+  }
+  if (t.keep_best_checkpoints != TrainingSettings{}.keep_best_checkpoints) {
+    command += fmt::format(" --keep-best {}", t.keep_best_checkpoints);
+  }
+  return command + " --out " + ShellQuote(out);
+}
+
+}  // namespace dltune

@@ -1,0 +1,506 @@
+#include "dltune/run/worker.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dltune/run/study_session.h"
+#include "dltune/run/trial_process.h"
+#include "dltune/run/trial_report.h"
+#include "dltune/run/trial_setup.h"
+#include "dltune/store/tracking.h"
+
+namespace dltune {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// A checkpoint of a trial whose retention dltune manages.
+struct KeptCheckpoint {
+  std::int64_t id = 0;
+  std::int64_t step = 0;
+  std::optional<double> objective;
+  std::filesystem::path path;
+};
+
+// One trial running in this worker.
+struct Slot {
+  StudySession* session = nullptr;
+  std::optional<ActiveTrial> trial;
+  std::unique_ptr<TrialProcess> process;
+  ReportReader reader;
+  std::filesystem::path trial_dir;
+  bool manages_checkpoints = false;
+  std::vector<KeptCheckpoint> checkpoints;  // recorded and not deleted, by step
+  std::optional<ReportEnd> end;
+  std::string protocol_error;
+  bool lease_lost = false;
+  bool term_sent = false;
+  bool kill_sent = false;
+  double last_flush = 0;
+  TrialProgress progress;
+};
+
+class Worker {
+ public:
+  Worker(Store& store, const WorkerOptions& options, WorkerObserver& observer, const std::atomic<int>& stops)
+      : store_(store), options_(options), observer_(observer), stops_(stops) {
+    worker_id_ = options.worker_id.empty() ? DefaultWorkerId() : options.worker_id;
+    dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
+    heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
+    if (!options.study.empty()) Session(options.study);  // fails early for an unknown study
+    parallel_ = options.parallel > 0 ? options.parallel
+                                     : DefaultParallelism(options.study.empty()
+                                                              ? 1
+                                                              : Session(options.study).spec().training.threads);
+  }
+
+  WorkerSummary Run() {
+    SweepLostTrials(true);
+    double next_claim = 0, next_sweep = Now() + options_.stale_after / 2, next_tick = 0;
+    bool announced_wait = false;
+    while (true) {
+      HandleStopRequests();
+      const double now = Now();
+      if (!stopping_ && static_cast<int>(slots_.size()) < parallel_ && now >= next_claim) {
+        while (static_cast<int>(slots_.size()) < parallel_ && ClaimAndStart()) {
+        }
+        if (static_cast<int>(slots_.size()) < parallel_) next_claim = now + 0.5;  // nothing pending: ask again soon
+      }
+      if (slots_.empty()) {
+        if (stopping_ || !TrialsLeft(announced_wait)) break;
+        announced_wait = true;
+      }
+      Poll();
+      ReapFinished();
+      HeartbeatAll();
+      if (!stopping_ && now >= next_sweep) {
+        SweepLostTrials(false);
+        next_sweep = now + std::max(0.5, options_.stale_after / 2);
+      }
+      if (now >= next_tick) {
+        std::vector<TrialProgress> running;
+        for (const auto& slot : slots_) running.push_back(slot->progress);
+        observer_.Tick(running);
+        next_tick = now + 0.5;
+      }
+    }
+    summary_.interrupted = stopping_;
+    return summary_;
+  }
+
+ private:
+  StudySession& Session(const std::string& name) {
+    auto it = sessions_.find(name);
+    if (it == sessions_.end()) it = sessions_.emplace(name, StudySession::Open(store_, name)).first;
+    return it->second;
+  }
+
+  std::vector<std::string> StudiesOfInterest() {
+    if (!options_.study.empty()) return {options_.study};
+    std::vector<std::string> names;
+    for (const auto& study : store_.ListStudies()) names.push_back(study.name);
+    return names;
+  }
+
+  // Puts back trials of lost workers: those of this machine whose process is gone at once, others once their
+  // heartbeat is older than stale_after; and, at start-up, stopped trials.
+  void SweepLostTrials(bool at_start) {
+    for (const auto& name : StudiesOfInterest()) {
+      StudySession* session = nullptr;
+      try {
+        session = &Session(name);
+      } catch (const Error& e) {
+        if (!options_.study.empty()) throw;
+        continue;  // a study whose spec this dltune cannot read is not ours to run
+      }
+      const std::int64_t study_id = session->study().id;
+      std::vector<ReclaimedTrial> reclaimed = store_.ReclaimStale(study_id, options_.stale_after, options_.max_retries);
+      for (const auto& trial : store_.ListTrials(study_id)) {
+        if (trial.state == TrialState::kRunning && IsGoneLocalWorker(trial.worker)) {
+          for (auto& r : store_.ReclaimWorker(study_id, trial.worker, options_.max_retries)) reclaimed.push_back(r);
+        }
+      }
+      for (const auto& r : reclaimed) {
+        observer_.Notice(fmt::format("{} trial {}: worker {} was lost; {}", name, r.number, r.worker,
+                                     r.new_state == TrialState::kPending ? "it will resume from its latest checkpoint"
+                                                                         : "retried too often, recorded as failed"));
+      }
+      if (at_start) {
+        if (const int resumed = store_.ResumeStopped(study_id); resumed > 0) {
+          observer_.Notice(fmt::format("{}: {} stopped trial{} will resume", name, resumed, resumed == 1 ? "" : "s"));
+        }
+      }
+    }
+  }
+
+  // A worker id "host:pid" of this machine whose process no longer exists (and is not this one).
+  bool IsGoneLocalWorker(const std::string& worker) const {
+    const auto colon = worker.rfind(':');
+    if (colon == std::string::npos) return false;
+    static const std::string host = DefaultWorkerId().substr(0, DefaultWorkerId().rfind(':'));
+    if (worker.substr(0, colon) != host) return false;
+    pid_t pid = 0;
+    try {
+      pid = static_cast<pid_t>(std::stol(worker.substr(colon + 1)));
+    } catch (const std::exception&) {
+      return false;
+    }
+    if (pid <= 0 || pid == ::getpid()) return false;
+    return ::kill(pid, 0) != 0 && errno == ESRCH;
+  }
+
+  // Whether the loop should keep waiting with no trial of its own: pending trials exist (another worker may be
+  // slow to release them) or, with wait_for_others, trials run elsewhere and may come back.
+  bool TrialsLeft(bool announced) {
+    int running_elsewhere = 0, pending = 0;
+    for (const auto& name : StudiesOfInterest()) {
+      if (!sessions_.count(name)) continue;
+      for (const auto& trial : store_.ListTrials(Session(name).study().id)) {
+        if (trial.state == TrialState::kRunning) ++running_elsewhere;
+        if (trial.state == TrialState::kPending) ++pending;
+      }
+    }
+    if (pending > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // claimed by others in the meantime, or soon ours
+      return true;
+    }
+    if (!options_.wait_for_others || running_elsewhere == 0) return false;
+    if (!announced) {
+      observer_.Notice(fmt::format("waiting for {} trial{} running on other workers (they come back here if their "
+                                   "worker is lost)",
+                                   running_elsewhere, running_elsewhere == 1 ? "" : "s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return true;
+  }
+
+  bool ClaimAndStart() {
+    for (const auto& name : StudiesOfInterest()) {
+      StudySession* session = nullptr;
+      try {
+        session = &Session(name);
+      } catch (const Error&) {
+        if (!options_.study.empty()) throw;
+        continue;
+      }
+      if (auto trial = session->Ask(worker_id_)) {
+        Start(*session, std::move(*trial));
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Start(StudySession& session, ActiveTrial trial) {
+    auto slot = std::make_unique<Slot>();
+    slot->session = &session;
+    const StudySpec& spec = session.spec();
+    slot->progress = {.study = spec.name,
+                      .number = trial.number(),
+                      .substudy = trial.record().substudy_label,
+                      .max_steps = spec.max_train_steps,
+                      .started_at = Now()};
+    slot->trial.emplace(std::move(trial));
+    ActiveTrial& active = *slot->trial;
+    bool resuming = false;
+    try {
+      const PreparedTrial prepared = PrepareTrial(spec, active, dltune_);
+      slot->trial_dir = prepared.trial_dir;
+      resuming = prepared.resuming;
+      for (const auto& checkpoint : store_.ListCheckpoints(active.lease().trial_id)) {
+        if (!checkpoint.deleted) {
+          slot->checkpoints.push_back({checkpoint.id, checkpoint.step, checkpoint.objective, checkpoint.path});
+        }
+      }
+      slot->process = std::make_unique<TrialProcess>(prepared.command);
+    } catch (const LeaseLostError&) {
+      return;
+    } catch (const Error& e) {
+      active.Fail(fmt::format("could not start the trial: {}", e.what()));
+      Finished(*slot, TrialState::kFailed, e.what());
+      return;
+    }
+    slot->last_flush = Now();
+    observer_.TrialStarted(slot->progress, resuming);
+    slots_.push_back(std::move(slot));
+  }
+
+  void HandleStopRequests() {
+    const int requests = stops_.load();
+    if (requests >= 1 && !stopping_) {
+      stopping_ = true;
+      if (!slots_.empty()) {
+        observer_.Notice(fmt::format("stopping: {} running trial{} will write a checkpoint and stop (resumable); "
+                                     "press Ctrl-C again to kill them",
+                                     slots_.size(), slots_.size() == 1 ? "" : "s"));
+      }
+    }
+    for (auto& slot : slots_) {
+      if (requests >= 1 && !slot->term_sent) {
+        slot->process->Signal(SIGTERM);
+        slot->term_sent = true;
+        slot->progress.stopping = true;
+      }
+      if (requests >= 2 && !slot->kill_sent) {
+        slot->process->Signal(SIGKILL);
+        slot->kill_sent = true;
+      }
+    }
+  }
+
+  void Poll() {
+    std::vector<pollfd> fds;
+    for (const auto& slot : slots_) {
+      if (slot->process->report_fd() >= 0) fds.push_back({slot->process->report_fd(), POLLIN, 0});
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } else {
+      ::poll(fds.data(), fds.size(), 100);
+    }
+    for (auto& slot : slots_) ReadLines(*slot, false);
+  }
+
+  void ReadLines(Slot& slot, bool at_eof) {
+    std::string bytes;
+    const bool open = slot.process->ReadReport(bytes);
+    slot.reader.Feed(bytes);
+    if (!slot.protocol_error.empty() || slot.lease_lost) return;
+    try {
+      while (auto line = slot.reader.Next(at_eof || !open)) Handle(slot, *line);
+    } catch (const LeaseLostError& e) {
+      slot.lease_lost = true;
+      slot.process->Signal(SIGKILL);
+      observer_.Notice(fmt::format("{} trial {}: {}; abandoning this attempt", slot.progress.study,
+                                   slot.progress.number, e.what()));
+    } catch (const Error& e) {
+      slot.protocol_error = e.what();  // ProtocolError, or a rule ActiveTrial enforces (steps must increase)
+      slot.process->Signal(SIGKILL);
+    }
+  }
+
+  void Handle(Slot& slot, const ReportLine& line) {
+    ActiveTrial& trial = *slot.trial;
+    if (line.start) {
+      trial.Begin(line.start->step);
+      slot.manages_checkpoints = line.start->manages_checkpoints;
+      slot.progress.step = line.start->step;
+      // Checkpoints after the resume point belong to a future that will be trained again.
+      std::erase_if(slot.checkpoints, [&](const KeptCheckpoint& c) { return c.step > line.start->step; });
+    } else if (line.train) {
+      trial.ReportTrain(*line.train);
+      slot.progress.step = line.train->step;
+    } else if (line.eval) {
+      trial.ReportEval(line.eval->step, line.eval->split, line.eval->metrics, line.eval->examples);
+      slot.progress.step = std::max(slot.progress.step, line.eval->step);
+      slot.progress.objective = trial.final_value();
+      slot.progress.best = trial.best_value();
+      slot.last_flush = Now();
+    } else if (line.checkpoint) {
+      HandleCheckpoint(slot, *line.checkpoint);
+    } else if (line.end) {
+      slot.end = line.end;
+    }
+  }
+
+  void HandleCheckpoint(Slot& slot, const ReportCheckpoint& reported) {
+    ActiveTrial& trial = *slot.trial;
+    std::filesystem::path path = reported.path;
+    if (path.is_relative()) path = slot.trial_dir / path;
+    path = path.lexically_normal();
+    if (reported.deleted) {
+      for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end(); ++it) {
+        if (it->path == path) {
+          trial.MarkCheckpointDeleted(it->id);
+          slot.checkpoints.erase(it);
+          return;
+        }
+      }
+      return;  // deleted before it was recorded (an earlier attempt): nothing to mark
+    }
+    const std::int64_t id =
+        trial.ReportCheckpoint({.step = reported.step,
+                                .path = path.string(),
+                                .objective = reported.objective,
+                                .checksum = reported.checksum,
+                                .pool = reported.best ? CheckpointPool::kBest : CheckpointPool::kLatest});
+    slot.checkpoints.push_back({id, reported.step, reported.objective, path});
+    if (!slot.manages_checkpoints) ApplyRetention(slot);
+  }
+
+  // Keeps the newest keep_latest checkpoints and the keep_best best ones; deletes the rest that lie inside the
+  // trial directory.
+  void ApplyRetention(Slot& slot) {
+    const TrainingSettings& training = slot.session->spec().training;
+    const Direction direction = slot.session->spec().objective.direction;
+    std::vector<KeptCheckpoint*> by_step, by_objective;
+    for (auto& c : slot.checkpoints) {
+      by_step.push_back(&c);
+      if (c.objective) by_objective.push_back(&c);
+    }
+    std::sort(by_step.begin(), by_step.end(), [](auto* a, auto* b) { return a->step > b->step; });
+    std::stable_sort(by_objective.begin(), by_objective.end(), [&](auto* a, auto* b) {
+      if (*a->objective == *b->objective) return a->step < b->step;
+      return IsBetter(*a->objective, *b->objective, direction);
+    });
+    std::set<std::int64_t> keep;
+    for (std::size_t i = 0; i < by_step.size() && i < static_cast<std::size_t>(training.keep_latest_checkpoints); ++i)
+      keep.insert(by_step[i]->id);
+    for (std::size_t i = 0; i < by_objective.size() && i < static_cast<std::size_t>(training.keep_best_checkpoints);
+         ++i)
+      keep.insert(by_objective[i]->id);
+    const std::string inside = slot.trial_dir.lexically_normal().string() + "/";
+    for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end();) {
+      if (keep.count(it->id) || it->path.string().rfind(inside, 0) != 0) {
+        ++it;
+        continue;
+      }
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path, ignored);
+      slot.trial->MarkCheckpointDeleted(it->id);
+      it = slot.checkpoints.erase(it);
+    }
+  }
+
+  void HeartbeatAll() {
+    const double now = Now();
+    for (auto& slot : slots_) {
+      if (slot->lease_lost || now - slot->last_flush < heartbeat_every_) continue;
+      slot->last_flush = now;
+      try {
+        slot->trial->Flush();
+      } catch (const LeaseLostError& e) {
+        slot->lease_lost = true;
+        slot->process->Signal(SIGKILL);
+        observer_.Notice(fmt::format("{} trial {}: {}; abandoning this attempt", slot->progress.study,
+                                     slot->progress.number, e.what()));
+      }
+    }
+  }
+
+  void ReapFinished() {
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      Slot& slot = **it;
+      const auto status = slot.process->TryWait();
+      if (!status) {
+        ++it;
+        continue;
+      }
+      while (slot.process->report_fd() >= 0) ReadLines(slot, false);
+      ReadLines(slot, true);
+      Conclude(slot, *status);
+      it = slots_.erase(it);
+    }
+  }
+
+  // Records how the trial ended, from its exit status and what it reported.
+  void Conclude(Slot& slot, const ExitStatus& status) {
+    if (slot.lease_lost) return;
+    ActiveTrial& trial = *slot.trial;
+    const auto tail = [&] { return TailOfFile(slot.trial_dir / "stderr.log"); };
+    const int exit_code = status.signal ? 128 + status.signal : status.code;
+    TrialState state = TrialState::kFailed;
+    std::string reason;
+    try {
+      if (!slot.protocol_error.empty()) {
+        reason = slot.protocol_error + " (see docs/trial-protocol.md)";
+        trial.Fail(reason, exit_code, tail());
+      } else if (status.code == kTrialStoppedExitStatus && !status.signal) {
+        state = TrialState::kStopped;
+        reason = slot.term_sent ? "stopped on request at step " + std::to_string(trial.last_step())
+                                : "the trial stopped itself (exit status 75) at step " +
+                                      std::to_string(trial.last_step());
+        trial.Stop(reason);
+      } else if (slot.kill_sent) {
+        state = TrialState::kStopped;
+        reason = "killed on request; it resumes from its latest checkpoint";
+        trial.Stop(reason);
+      } else if (status.ok()) {
+        if (slot.end && slot.end->infeasible) {
+          state = TrialState::kInfeasible;
+          reason = slot.end->reason;
+          trial.Infeasible(reason);
+        } else {
+          state = trial.Complete();
+          if (state == TrialState::kFailed) reason = "it reported no evaluation of the objective";
+        }
+      } else {
+        reason = "the trial program ended with " + status.Describe();
+        trial.Fail(reason, exit_code, tail());
+      }
+    } catch (const LeaseLostError& e) {
+      observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, e.what()));
+      return;
+    }
+    Finished(slot, state, reason);
+  }
+
+  void Finished(Slot& slot, TrialState state, const std::string& reason) {
+    switch (state) {
+      case TrialState::kCompleted: ++summary_.completed; break;
+      case TrialState::kInfeasible: ++summary_.infeasible; break;
+      case TrialState::kStopped: ++summary_.stopped; break;
+      default: ++summary_.failed; break;
+    }
+    observer_.TrialFinished({.trial = slot.progress,
+                             .state = state,
+                             .reason = reason,
+                             .best_step = slot.trial->best_step(),
+                             .best_value = slot.trial->best_value(),
+                             .seconds = Now() - slot.progress.started_at,
+                             .trial_dir = slot.trial_dir.string()});
+  }
+
+  Store& store_;
+  const WorkerOptions& options_;
+  WorkerObserver& observer_;
+  const std::atomic<int>& stops_;
+  std::string worker_id_;
+  std::filesystem::path dltune_;
+  double heartbeat_every_ = 5;
+  int parallel_ = 1;
+  bool stopping_ = false;
+  std::map<std::string, StudySession> sessions_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  WorkerSummary summary_;
+};
+
+}  // namespace
+
+WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
+                        const std::atomic<int>& stop_requests) {
+  return Worker(store, options, observer, stop_requests).Run();
+}
+
+int DefaultParallelism(int threads_per_trial) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = 0;
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, threads_per_trial));
+}
+
+std::string DefaultWorkerId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+  return fmt::format("{}:{}", host, ::getpid());
+}
+
+}  // namespace dltune
