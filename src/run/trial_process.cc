@@ -57,11 +57,19 @@ int OpenLog(const std::filesystem::path& path) {
 
 }  // namespace
 
+namespace {
+
+std::string SignalText(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return fmt::format("signal {}{}", signal, name ? fmt::format(" (SIG{})", name) : "");
+}
+
+}  // namespace
+
 std::string ExitStatus::Describe() const {
-  if (signal != 0) {
-    const char* name = sigabbrev_np(signal);
-    return fmt::format("killed by signal {}{}", signal, name ? fmt::format(" (SIG{})", name) : "");
-  }
+  if (signal != 0) return "killed by " + SignalText(signal);
+  // A shell reports a program it ran that was killed by signal N as exit status 128 + N.
+  if (code > 128 && code < 128 + 65) return fmt::format("exit status {} (killed by {})", code, SignalText(code - 128));
   return fmt::format("exit status {}", code);
 }
 

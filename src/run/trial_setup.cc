@@ -1,6 +1,7 @@
 #include "dltune/run/trial_setup.h"
 
 #include <fstream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -32,6 +33,18 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
   values["max_train_steps"] = std::to_string(spec.max_train_steps);
   values["params_file"] = (trial_dir / "params.json").string();
   return values;
+}
+
+// A command that is one simple command ("python3 train.py --lr 0.1") runs as `exec ...`, so the program replaces
+// the shell: it then receives dltune's signals itself and dies with its worker (parent-death signal).
+std::string ExecWhenSimple(const std::string& command) {
+  if (command.find_first_of(";&|()\n") != std::string::npos) return command;  // lists, pipes, subshells
+  const auto first_end = command.find(' ');
+  const std::string first = command.substr(0, first_end);
+  static const std::set<std::string> kNotPrograms = {"cd", "export", "set", "exec", "if", "for", "while", "until",
+                                                     "case", "eval", ".", "source", "ulimit", "umask", "unset"};
+  if (first.empty() || first.find('=') != std::string::npos || kNotPrograms.count(first)) return command;
+  return "exec " + command;
 }
 
 }  // namespace
@@ -88,7 +101,8 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
   if (spec.command.empty()) {
     command.argv = {dltune_executable.string(), "run-trial"};
   } else {
-    command.shell_command = RenderCommand(spec.command, Placeholders(spec, trial.record(), params, prepared.trial_dir));
+    command.shell_command =
+        ExecWhenSimple(RenderCommand(spec.command, Placeholders(spec, trial.record(), params, prepared.trial_dir)));
   }
   const std::string threads = std::to_string(spec.training.threads);
   command.environment = {{"DLTUNE_PROTOCOL", std::to_string(kTrialProtocolVersion)},

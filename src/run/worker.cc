@@ -427,9 +427,11 @@ class Worker {
                                 : "the trial stopped itself (exit status 75) at step " +
                                       std::to_string(trial.last_step());
         trial.Stop(reason);
-      } else if (slot.kill_sent) {
+      } else if (slot.kill_sent || (slot.term_sent && status.signal == SIGTERM)) {
         state = TrialState::kStopped;
-        reason = "killed on request; it resumes from its latest checkpoint";
+        reason = slot.kill_sent ? "killed on request; it resumes from its latest checkpoint"
+                                : "stopped on request (it ended on SIGTERM without exit status 75); it resumes from "
+                                  "its latest checkpoint";
         trial.Stop(reason);
       } else if (status.ok()) {
         if (slot.end && slot.end->infeasible) {

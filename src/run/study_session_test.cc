@@ -1,0 +1,128 @@
+#include "dltune/run/study_session.h"
+
+#include <gtest/gtest.h>
+
+#include "run_test_util.h"
+
+namespace dltune {
+namespace {
+
+using test::CommandSpec;
+using test::TempStore;
+
+TEST(StudySession, CreatesTheStudyWithItsPlannedTrialsOnce) {
+  TempStore temp;
+  const StudySpec spec = CommandSpec("s", "true", temp.dir(), 5);
+  const StudySession first = StudySession::OpenOrCreate(temp.store(), spec, "dltune run s.yaml");
+  EXPECT_EQ(first.Trials().size(), 5u);
+  EXPECT_EQ(first.study().command_line, "dltune run s.yaml");
+  const StudyPlan plan(spec);
+  for (const auto& trial : first.Trials()) {
+    EXPECT_EQ(trial.params, plan.Trial(trial.number).params);
+    EXPECT_EQ(trial.seed, TrialSeed(spec.seed, trial.number));
+    EXPECT_LT(trial.seed, std::uint64_t{1} << 63);
+  }
+  // The same spec, written differently, opens the same study without adding trials.
+  StudySpec reformatted = spec;
+  reformatted.text = "# a comment\n" + spec.text + "\n\n";
+  const StudySession again = StudySession::OpenOrCreate(temp.store(), reformatted, "other");
+  EXPECT_EQ(again.study().id, first.study().id);
+  EXPECT_EQ(again.Trials().size(), 5u);
+  EXPECT_EQ(StudySession::Open(temp.store(), "s").spec().command, "true");
+  EXPECT_THROW(StudySession::Open(temp.store(), "nope"), Error);
+}
+
+TEST(StudySession, AChangedSpecIsRefusedWithItsDifference) {
+  TempStore temp;
+  (void)StudySession::OpenOrCreate(temp.store(), CommandSpec("s", "true", temp.dir(), 5), "");
+  try {
+    (void)StudySession::OpenOrCreate(temp.store(), CommandSpec("s", "true", temp.dir(), 6), "");
+    FAIL() << "a changed spec must be refused";
+  } catch (const SpecChangedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("- trials: 5"), std::string::npos) << message;
+    EXPECT_NE(message.find("+ trials: 6"), std::string::npos) << message;
+    EXPECT_NE(message.find("change name:"), std::string::npos) << message;
+  }
+}
+
+TEST(StudySession, AskReportTell) {
+  TempStore temp;
+  StudySession session = StudySession::OpenOrCreate(temp.store(), CommandSpec("s", "true", temp.dir(), 2), "");
+  auto trial = session.Ask("me:1");
+  ASSERT_TRUE(trial);
+  EXPECT_EQ(trial->number(), 0u);
+  EXPECT_TRUE(trial->ParamsByName().count("learning_rate"));
+  trial->ReportTrain({.step = 1, .loss = 2.0});
+  trial->ReportTrain({.step = 2, .loss = 1.0});
+  EXPECT_THROW(trial->ReportTrain({.step = 2, .loss = 1.0}), Error);  // steps must increase
+  trial->ReportEval(2, "valid", {{"error_rate", 0.5}, {"loss", 1.0}});
+  trial->ReportTrain({.step = 3, .loss = 0.5});
+  trial->ReportEval(3, "valid", {{"error_rate", 0.25}});
+  trial->ReportTrain({.step = 4, .loss = 0.4});
+  trial->ReportEval(4, "valid", {{"error_rate", 0.3}});
+  EXPECT_THROW(trial->ReportEval(4, "valid", {{"loss", NAN}}), Error);
+  EXPECT_EQ(trial->best_step(), 3);
+  EXPECT_EQ(trial->Complete(), TrialState::kCompleted);
+  EXPECT_THROW(trial->Complete(), Error);
+
+  const auto record = temp.store().FindTrial(session.study().id, 0);
+  EXPECT_EQ(record->state, TrialState::kCompleted);
+  EXPECT_EQ(record->best_step, 3);
+  EXPECT_EQ(record->best_value, 0.25);
+  EXPECT_EQ(record->final_value, 0.3);
+  EXPECT_EQ(temp.store().TrainSeries(record->id).size(), 4u);
+
+  // A trial that never evaluated the objective has nothing to be judged by.
+  auto second = session.Ask("me:1");
+  second->ReportEval(1, "train", {{"error_rate", 0.1}});
+  EXPECT_EQ(second->Complete(), TrialState::kFailed);
+  EXPECT_NE(temp.store().FindTrial(session.study().id, 1)->reason.find("valid/error_rate"), std::string::npos);
+  EXPECT_FALSE(session.Ask("me:1"));
+}
+
+TEST(StudySession, BeginAtACheckpointDropsLaterMeasurementsAndTheirBest) {
+  TempStore temp;
+  StudySession session = StudySession::OpenOrCreate(temp.store(), CommandSpec("s", "true", temp.dir(), 1), "");
+  auto first = session.Ask("a:1");
+  for (int step = 1; step <= 4; ++step) first->ReportTrain({.step = step, .loss = 1.0 / step});
+  first->ReportEval(2, "valid", {{"error_rate", 0.4}});
+  first->ReportEval(4, "valid", {{"error_rate", 0.1}});
+  first->Stop("preempted");
+  ASSERT_EQ(temp.store().ResumeStopped(session.study().id), 1);
+
+  auto resumed = session.Ask("b:2");
+  resumed->Begin(2);  // its checkpoint is at step 2
+  EXPECT_EQ(resumed->best_step(), 2);
+  EXPECT_EQ(resumed->best_value(), 0.4);
+  EXPECT_THROW(resumed->ReportTrain({.step = 2}), Error);
+  resumed->ReportTrain({.step = 3, .loss = 0.3});
+  resumed->ReportTrain({.step = 4, .loss = 0.2});
+  resumed->ReportEval(4, "valid", {{"error_rate", 0.3}});
+  resumed->Complete();
+  const auto record = temp.store().FindTrial(session.study().id, 0);
+  std::vector<std::int64_t> steps;
+  for (const auto& m : temp.store().TrainSeries(record->id)) steps.push_back(m.step);
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(temp.store().TrainSeries(record->id)[3].loss, 0.2);
+  EXPECT_EQ(record->best_value, 0.3);
+  EXPECT_EQ(record->best_step, 4);
+}
+
+TEST(StudySession, ParamsByNameResolvesSharedNames) {
+  const StudySpec spec = ParseStudySpec(R"(name: s
+workload: synthetic
+max_train_steps: 10
+space:
+  optimizer: {values: [sgd, adam], role: scientific}
+  sgd_lr: {name: learning_rate, when: {optimizer: sgd}, min: 0.1, max: 1}
+  adam_lr: {name: learning_rate, when: {optimizer: adam}, min: 0.001, max: 0.01}
+)",
+                                        "s.yaml");
+  const auto params = ParamsByName(*spec.space, {{"optimizer", std::string("adam")}, {"adam_lr", 0.005}});
+  EXPECT_EQ(params.at("learning_rate"), Value(0.005));
+  EXPECT_EQ(params.size(), 2u);
+}
+
+}  // namespace
+}  // namespace dltune

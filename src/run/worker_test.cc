@@ -1,0 +1,247 @@
+// The worker loop with trial programs written as shell scripts: what each way of ending is recorded as, retention,
+// stopping, and resuming.
+#include "dltune/run/worker.h"
+
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "dltune/run/study_session.h"
+#include "run_test_util.h"
+
+namespace dltune {
+namespace {
+
+using test::CommandSpec;
+using test::TempStore;
+
+class Recorder : public WorkerObserver {
+ public:
+  void TrialStarted(const TrialProgress& trial, bool resuming) override {
+    started.push_back(trial.number);
+    resumed += resuming ? 1 : 0;
+  }
+  void TrialFinished(const TrialEnded& ended) override { finished.push_back(ended); }
+  void Notice(const std::string& message) override { notices.push_back(message); }
+  std::vector<std::uint64_t> started;
+  int resumed = 0;
+  std::vector<TrialEnded> finished;
+  std::vector<std::string> notices;
+};
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  // A study whose trials run `script` (sh), with `trials` trials; returns the session.
+  StudySession Study(const std::string& script, int trials = 1, const std::string& extra = "") {
+    const auto path = temp_.dir() / "trial.sh";
+    std::ofstream(path) << script;
+    spec_ = CommandSpec("s", "sh " + path.string() + " {learning_rate}", temp_.dir(), trials, extra);
+    return StudySession::OpenOrCreate(temp_.store(), spec_, "");
+  }
+
+  WorkerSummary Run(int parallel = 2, const std::atomic<int>* stops = nullptr) {
+    static const std::atomic<int> no_stop{0};
+    return RunWorker(temp_.store(), {.study = "s", .parallel = parallel, .stale_after = 5}, recorder_,
+                     stops ? *stops : no_stop);
+  }
+
+  TrialRecord Trial(std::uint64_t number) {
+    return *temp_.store().FindTrial(temp_.store().FindStudy("s")->id, number);
+  }
+
+  TempStore temp_;
+  StudySpec spec_;
+  Recorder recorder_;
+};
+
+// Report lines a script writes; `R` appends one line to the report channel.
+const std::string kPrelude = "R() { printf '%s\\n' \"$1\" >> \"$DLTUNE_REPORT\"; }\n";
+const std::string kTrains =
+    kPrelude +
+    "for s in 1 2 3 4; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":0.5}'; done\n"
+    "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.3}}'\n"
+    "R '{\"type\":\"eval\",\"step\":4,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.2}}'\n";
+
+TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
+  const StudySession session = Study(kTrains + "test \"$DLTUNE_MAX_TRAIN_STEPS\" = 4 || exit 9\n"
+                                               "test -f \"$DLTUNE_PARAMS\" || exit 8\n"
+                                               "echo lr=$1\n",
+                                     3);
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.completed, 3);
+  EXPECT_FALSE(summary.interrupted);
+  for (std::uint64_t n = 0; n < 3; ++n) {
+    const TrialRecord trial = Trial(n);
+    EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.reason << trial.stderr_tail;
+    EXPECT_EQ(trial.best_step, 4);
+    EXPECT_EQ(trial.best_value, 0.2);
+    EXPECT_EQ(temp_.store().TrainSeries(trial.id).size(), 4u);
+    // The placeholder was replaced by the trial's learning rate.
+    const auto out = temp_.dir() / "runs" / ("trial_" + std::to_string(n)) / "stdout.log";
+    std::ifstream in(out);
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "lr=" + FormatValue(trial.params.at("learning_rate")));
+  }
+}
+
+TEST_F(WorkerTest, FailuresKeepTheExitStatusAndTheTailOfStderr) {
+  (void)Study(kPrelude + "echo 'Traceback: something broke' >&2\nexit 3\n");
+  EXPECT_EQ(Run().failed, 1);
+  const TrialRecord trial = Trial(0);
+  EXPECT_EQ(trial.state, TrialState::kFailed);
+  EXPECT_EQ(trial.exit_status, 3);
+  EXPECT_NE(trial.reason.find("exit status 3"), std::string::npos) << trial.reason;
+  EXPECT_NE(trial.stderr_tail.find("Traceback: something broke"), std::string::npos) << trial.stderr_tail;
+}
+
+TEST_F(WorkerTest, ACrashKillsOnlyItsTrial) {
+  (void)Study(kTrains + "if [ \"$DLTUNE_TRIAL_NUMBER\" = 1 ]; then kill -SEGV $$; fi\n", 3);
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.completed, 2);
+  EXPECT_EQ(summary.failed, 1);
+  EXPECT_NE(Trial(1).reason.find("killed by signal 11 (SIGSEGV)"), std::string::npos) << Trial(1).reason;
+  EXPECT_EQ(Trial(1).exit_status, 128 + 11);
+}
+
+TEST_F(WorkerTest, ProtocolErrorsFailTheTrialNamingTheLine) {
+  (void)Study(kPrelude + "R '{\"type\":\"train\",\"step\":1}'\nR 'loss=0.5'\nsleep 30\n");
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(Run().failed, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(20));  // killed, not waited for
+  EXPECT_NE(Trial(0).reason.find("report line 2 is not JSON"), std::string::npos) << Trial(0).reason;
+}
+
+TEST_F(WorkerTest, InfeasibleAndStoppedEndings) {
+  (void)Study(kPrelude +
+                  "if [ \"$DLTUNE_TRIAL_NUMBER\" = 0 ]; then\n"
+                  "  R '{\"type\":\"train\",\"step\":1,\"loss\":NaN}'\n"
+                  "  R '{\"type\":\"end\",\"state\":\"infeasible\",\"reason\":\"loss is NaN at step 1\"}'\n"
+                  "  exit 0\n"
+                  "fi\n"
+                  "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\nexit 75\n",
+              2);
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.infeasible, 1);
+  EXPECT_EQ(summary.stopped, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kInfeasible);
+  EXPECT_EQ(Trial(0).reason, "loss is NaN at step 1");
+  EXPECT_EQ(Trial(1).state, TrialState::kStopped);
+  EXPECT_NE(Trial(1).reason.find("stopped itself"), std::string::npos);
+}
+
+TEST_F(WorkerTest, AMissingObjectiveFailsACompletedRun) {
+  (void)Study(kPrelude + "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n");
+  EXPECT_EQ(Run().failed, 1);
+  EXPECT_NE(Trial(0).reason.find("objective"), std::string::npos) << Trial(0).reason;
+}
+
+TEST_F(WorkerTest, RetentionKeepsTheLatestAndTheBestCheckpoints) {
+  // Five checkpoints with objectives 0.5 0.1 0.4 0.3 0.6: keep the best (step 2) and the latest two (4, 5).
+  (void)Study(kPrelude +
+                  "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/ck\"\n"
+                  "i=0\nfor v in 0.5 0.1 0.4 0.3 0.6; do\n"
+                  "  i=$((i+1))\n"
+                  "  R '{\"type\":\"train\",\"step\":'$i',\"loss\":1}'\n"
+                  "  R '{\"type\":\"eval\",\"step\":'$i',\"split\":\"valid\",\"metrics\":{\"error_rate\":'$v'}}'\n"
+                  "  echo x > \"$DLTUNE_TRIAL_DIR/ck/$i\"\n"
+                  "  R '{\"type\":\"checkpoint\",\"step\":'$i',\"path\":\"ck/'$i'\",\"objective\":'$v'}'\n"
+                  "done\n",
+              1, "training: {keep_best_checkpoints: 1, keep_latest_checkpoints: 2}\n");
+  EXPECT_EQ(Run().completed, 1);
+  const auto dir = temp_.dir() / "runs" / "trial_0" / "ck";
+  std::vector<std::string> kept;
+  for (int step = 1; step <= 5; ++step) {
+    if (std::filesystem::exists(dir / std::to_string(step))) kept.push_back(std::to_string(step));
+  }
+  EXPECT_EQ(kept, (std::vector<std::string>{"2", "4", "5"}));
+  int deleted = 0;
+  for (const auto& checkpoint : temp_.store().ListCheckpoints(Trial(0).id)) {
+    deleted += checkpoint.deleted ? 1 : 0;
+    EXPECT_EQ(checkpoint.path, (dir / std::to_string(checkpoint.step)).string());
+  }
+  EXPECT_EQ(deleted, 2);
+}
+
+TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
+  // The trial checkpoints when asked to stop (SIGTERM), like the built-in trainer.
+  (void)Study(kPrelude +
+                  "trap 'R \"{\\\"type\\\":\\\"train\\\",\\\"step\\\":2}\"; exit 75' TERM\n"
+                  "R '{\"type\":\"train\",\"step\":1}'\n"
+                  "while true; do sleep 0.05; done\n",
+              2);
+  std::atomic<int> stops{0};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    stops = 1;
+  });
+  const WorkerSummary summary = Run(1, &stops);
+  stopper.join();
+  EXPECT_TRUE(summary.interrupted);
+  EXPECT_EQ(summary.stopped, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kStopped);
+  EXPECT_EQ(Trial(1).state, TrialState::kPending);  // never started
+  EXPECT_EQ(temp_.store().TrainSeries(Trial(0).id).size(), 2u);
+}
+
+TEST_F(WorkerTest, ResumedTrialsKnowItAndContinueWithoutGaps) {
+  // The first attempt stops itself after step 2; the second resumes from step 2 and finishes.
+  (void)Study(kPrelude +
+              "if [ \"$DLTUNE_RESUMING\" = 1 ]; then\n"
+              "  grep -q '\"resuming\": true' \"$DLTUNE_TRIAL\" || exit 7\n"
+              "  R '{\"type\":\"start\",\"step\":2}'\n"
+              "  for s in 3 4; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":0.1}'; done\n"
+              "  R '{\"type\":\"eval\",\"step\":4,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.2}}'\n"
+              "  exit 0\n"
+              "fi\n"
+              "for s in 1 2 3; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":1}'; done\n"
+              "exit 75\n");
+  EXPECT_EQ(Run().stopped, 1);
+  // The next run puts stopped trials back (as `dltune run` does) and resumes them.
+  EXPECT_EQ(Run().completed, 1);
+  EXPECT_EQ(recorder_.resumed, 1);
+  std::vector<std::int64_t> steps;
+  std::vector<double> losses;
+  for (const auto& m : temp_.store().TrainSeries(Trial(0).id)) {
+    steps.push_back(m.step);
+    losses.push_back(m.loss.value_or(-1));
+  }
+  EXPECT_EQ(steps, (std::vector<std::int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(losses, (std::vector<double>{1, 1, 0.1, 0.1}));  // step 3 of the first attempt was replaced
+}
+
+TEST_F(WorkerTest, ATrialOfALostLocalWorkerIsReclaimedAtOnce) {
+  StudySession session = Study(kTrains);
+  // A worker of this machine whose process is gone (a pid that cannot exist) holds the trial.
+  const std::string host = DefaultWorkerId().substr(0, DefaultWorkerId().rfind(':'));
+  ASSERT_TRUE(session.Ask(host + ":999999999"));
+  EXPECT_EQ(Run().completed, 1);
+  EXPECT_EQ(Trial(0).retries, 1);
+  ASSERT_FALSE(recorder_.notices.empty());
+  EXPECT_NE(recorder_.notices[0].find("was lost"), std::string::npos) << recorder_.notices[0];
+}
+
+TEST_F(WorkerTest, APlaceholderMissingFromATrialFailsIt) {
+  const auto script = temp_.dir() / "t.sh";
+  std::ofstream(script) << kTrains;
+  const StudySpec spec = ParseStudySpec("name: s\ncommand: sh " + script.string() +
+                                            " {momentum}\nmax_train_steps: 4\ntrials: 1\nrun_dir: " +
+                                            (temp_.dir() / "runs").string() +
+                                            "\nspace:\n  optimizer: {values: [sgd, momentum]}\n"
+                                            "  momentum: {when: {optimizer: momentum}, min: 0.1, max: 0.9}\n",
+                                        "s.yaml");
+  (void)StudySession::OpenOrCreate(temp_.store(), spec, "");
+  Run();
+  // Trial 0 has optimizer=sgd or momentum; whichever lacks momentum fails with a clear reason.
+  const TrialRecord trial = Trial(0);
+  if (trial.params.count("momentum")) {
+    EXPECT_EQ(trial.state, TrialState::kCompleted);
+  } else {
+    EXPECT_EQ(trial.state, TrialState::kFailed);
+    EXPECT_NE(trial.reason.find("no param 'momentum'"), std::string::npos) << trial.reason;
+  }
+}
+
+}  // namespace
+}  // namespace dltune
