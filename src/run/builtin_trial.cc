@@ -44,7 +44,11 @@ class ReportingCallbacks final : public TrainerCallbacks {
     std::fflush(report_);
   }
 
-  void OnStart(std::int64_t step) override { Write(StartLine(step, true)); }
+  void OnStart(std::int64_t step) override {
+    if (step > 0) std::printf("resuming from the checkpoint of step %lld\n", static_cast<long long>(step));
+    std::fflush(stdout);
+    Write(StartLine(step, true));
+  }
 
   void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
     std::string lines;

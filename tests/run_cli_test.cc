@@ -1,0 +1,213 @@
+// `dltune run` as a user runs it, on the synthetic workload: a whole study, resuming, a changed spec, Ctrl-C, a
+// killed run, and a trial that fails.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "dltune/store/store.h"
+
+extern char** environ;
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+using test::Result;
+using test::Slurp;
+
+class RunCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("dltune_run_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string StoreUrl() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
+
+  // A synthetic study: `trials` per optimizer, `steps` steps, evaluated (and checkpointed) every `eval_every`.
+  std::filesystem::path WriteSpec(int trials, int steps, int eval_every, const std::string& extra_space = "") {
+    const auto path = dir_ / "study.yaml";
+    std::ofstream(path) << "name: smoke\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\n"
+                        << "max_train_steps: " << steps << "\ntrials: " << trials
+                        << "\ntraining: {eval_every_steps: " << eval_every << "}\n"
+                        << "space:\n  optimizer: {values: [sgd, adam], role: scientific}\n"
+                        << "  learning_rate: {min: 0.001, max: 0.05, scale: log}\n  batch_size: 32\n"
+                        << extra_space;
+    return path;
+  }
+
+  // Runs dltune in the test's directory.
+  Result Dltune(const std::string& arguments) { return test::RunDltune(arguments + " --storage " + StoreUrl(), dir_); }
+
+  // Starts `dltune run SPEC` in the background, its output in files; returns its pid.
+  pid_t StartRun(const std::filesystem::path& spec) {
+    const std::string command = "cd " + dir_.string() + " && exec " + DLTUNE_CLI + " run " + spec.string() +
+                                " --storage " + StoreUrl() + " > run.out 2> run.err";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    return pid;
+  }
+
+  static int Wait(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+  // Waits until every trial of the study that is running has recorded at least `step` training steps.
+  void WaitForRunningTrials(int count, std::int64_t step) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      if (!std::filesystem::exists(dir_ / "dltune.db")) continue;
+      const auto store = OpenStore(StoreUrl());
+      const auto study = store->FindStudy("smoke");
+      if (!study) continue;
+      int ready = 0;
+      for (const auto& trial : store->ListTrials(study->id)) {
+        if (trial.state != TrialState::kRunning) continue;
+        const auto series = store->TrainSeries(trial.id);
+        if (!series.empty() && series.back().step >= step) ++ready;
+      }
+      if (ready >= count) return;
+    }
+    FAIL() << "trials did not reach step " << step << "; output:\n" << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
+  }
+
+  // Every trial completed, with exactly the steps 1..steps recorded once each.
+  void ExpectCompleteSeries(int trials, std::int64_t steps) {
+    const auto store = OpenStore(StoreUrl());
+    const auto study = store->FindStudy("smoke");
+    ASSERT_TRUE(study);
+    const auto records = store->ListTrials(study->id);
+    ASSERT_EQ(records.size(), static_cast<std::size_t>(trials));
+    for (const auto& trial : records) {
+      EXPECT_EQ(trial.state, TrialState::kCompleted) << "trial " << trial.number << ": " << trial.reason;
+      const auto series = store->TrainSeries(trial.id);
+      ASSERT_EQ(series.size(), static_cast<std::size_t>(steps)) << "trial " << trial.number;
+      for (std::size_t i = 0; i < series.size(); ++i) {
+        ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1)) << "trial " << trial.number << ": a gap or a duplicate";
+      }
+      EXPECT_TRUE(trial.best_step.has_value());
+    }
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
+  const auto spec = WriteSpec(2, 60, 20);
+  const Result result = Dltune("run " + spec.string() + " --parallel 2");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("study smoke: 4 trials"));
+  EXPECT_THAT(result.out, HasSubstr("best of optimizer=sgd: trial"));
+  EXPECT_THAT(result.out, HasSubstr("best of optimizer=adam: trial"));
+  EXPECT_THAT(result.out, HasSubstr("checkpoint: " + (dir_ / "runs/smoke/trial_").string()));
+  EXPECT_THAT(result.out, HasSubstr("reproduce:  dltune train synthetic"));
+  ExpectCompleteSeries(4, 60);
+
+  // The reproduction command trains the same trial again to the same result.
+  const std::smatch match = [&] {
+    std::smatch m;
+    std::regex_search(result.out, m, std::regex("best of optimizer=adam: trial (\\d+), valid/error_rate ([0-9.e-]+) "
+                                                "at step (\\d+)[^\\n]*\\n[^\\n]*\\n[^\\n]*\\n  reproduce:  dltune (.*)"));
+    return m;
+  }();
+  ASSERT_EQ(match.size(), 5u) << result.out;
+  const Result again = test::RunDltune(match[4].str(), dir_);
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(again.out, HasSubstr("at step " + match[3].str()));
+
+  // Running it again resumes: nothing is left to do and nothing changes.
+  const Result rerun = Dltune("run " + spec.string());
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_THAT(rerun.out, HasSubstr("study smoke: resuming"));
+  EXPECT_THAT(rerun.out, Not(HasSubstr("starts")));
+  ExpectCompleteSeries(4, 60);
+}
+
+TEST_F(RunCli, AChangedSpecIsRefusedWithTheDifference) {
+  ASSERT_EQ(Dltune("run " + WriteSpec(1, 20, 10).string()).exit_code, 0);
+  const Result changed = Dltune("run " + WriteSpec(2, 20, 10).string());
+  EXPECT_EQ(changed.exit_code, 2);
+  EXPECT_THAT(changed.err, HasSubstr("study 'smoke' already exists"));
+  EXPECT_THAT(changed.err, HasSubstr("- trials: 1"));
+  EXPECT_THAT(changed.err, HasSubstr("+ trials: 2"));
+}
+
+TEST_F(RunCli, CtrlCStopsTrialsWithACheckpointAndTheNextRunResumesThem) {
+  const auto spec = WriteSpec(1, 6000, 500);
+  const pid_t run = StartRun(spec);
+  WaitForRunningTrials(2, 1000);
+  kill(run, SIGINT);
+  EXPECT_EQ(Wait(run), 75) << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
+  EXPECT_THAT(Slurp(dir_ / "run.out"), HasSubstr("run the same command again to resume"));
+  {
+    const auto store = OpenStore(StoreUrl());
+    for (const auto& trial : store->ListTrials(store->FindStudy("smoke")->id)) {
+      EXPECT_EQ(trial.state, TrialState::kStopped) << trial.reason;
+    }
+  }
+  const Result resumed = Dltune("run " + spec.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_THAT(resumed.out, HasSubstr("2 stopped trials will resume"));
+  EXPECT_THAT(resumed.out, HasSubstr("resumes"));
+  ExpectCompleteSeries(2, 6000);
+  for (int n = 0; n < 2; ++n) {
+    EXPECT_THAT(Slurp(dir_ / "runs/smoke" / ("trial_" + std::to_string(n)) / "stdout.log"),
+                HasSubstr("resuming from the checkpoint of step"));
+  }
+}
+
+TEST_F(RunCli, AKilledRunLosesNothing) {
+  const auto spec = WriteSpec(1, 6000, 500);
+  const pid_t run = StartRun(spec);
+  WaitForRunningTrials(2, 1000);
+  kill(run, SIGKILL);
+  Wait(run);
+  // Its trial processes die with it (parent-death signal), and the next run takes their trials over at once.
+  const Result resumed = Dltune("run " + spec.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_THAT(resumed.out, HasSubstr("was lost; it will resume from its latest checkpoint"));
+  ExpectCompleteSeries(2, 6000);
+  const auto store = OpenStore(StoreUrl());
+  for (const auto& trial : store->ListTrials(store->FindStudy("smoke")->id)) EXPECT_EQ(trial.retries, 1);
+  EXPECT_THAT(Slurp(dir_ / "runs/smoke/trial_0/stdout.log"), HasSubstr("resuming from the checkpoint of step"));
+}
+
+TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
+  // `dropuot` is read by no one: every trial process refuses it, and says so on stderr.
+  const Result result = Dltune("run " + WriteSpec(1, 20, 10, "  dropuot: 0.1\n").string());
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("failed"));
+  const auto store = OpenStore(StoreUrl());
+  const auto trials = store->ListTrials(store->FindStudy("smoke")->id);
+  ASSERT_EQ(trials.size(), 2u);
+  for (const auto& trial : trials) {
+    EXPECT_EQ(trial.state, TrialState::kFailed);
+    EXPECT_EQ(trial.exit_status, 2);
+    EXPECT_THAT(trial.stderr_tail, HasSubstr("dropuot")) << trial.stderr_tail;
+  }
+  const Result show = Dltune("show smoke 0");
+  EXPECT_THAT(show.out, HasSubstr("dropuot"));
+}
+
+}  // namespace
+}  // namespace dltune
