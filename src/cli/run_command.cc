@@ -42,6 +42,7 @@ struct WorkerArgs {
   int parallel = 0;
   double stale_after = 60;
   int max_retries = 3;
+  std::string worker_id;
 };
 
 void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
@@ -56,13 +57,17 @@ void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   command->add_option("--max-retries", args.max_retries,
                       "Times a trial whose worker was lost is resumed before it is recorded as failed (default 3)")
       ->check(CLI::NonNegativeNumber);
+  command->add_option("--worker-id", args.worker_id,
+                      "This worker's name in the store, unique among the workers of a study (default: host:pid; "
+                      "a worker of this machine whose process is gone is recognized at once)");
 }
 
 WorkerOptions ToWorkerOptions(const WorkerArgs& args) {
   return {.study = args.study,
           .parallel = args.parallel,
           .stale_after = args.stale_after,
-          .max_retries = args.max_retries};
+          .max_retries = args.max_retries,
+          .worker_id = args.worker_id};
 }
 
 // The study's tracking row, and for each sub-study its best trial: value, best step, checkpoint, reproduction.
@@ -178,7 +183,7 @@ void RegisterRunCommands(CLI::App& app) {
         threads = session.spec().training.threads;
       }
       const WorkerOptions options = ToWorkerOptions(*args);
-      std::printf("worker %s on %s: %s\n", DefaultWorkerId().c_str(), store->url().c_str(),
+      std::printf("worker %s on %s: %s\n", args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
                   args->study.empty() ? "every study" : ("study " + args->study).c_str());
       std::fflush(stdout);
       const int status =

@@ -1,0 +1,169 @@
+// The fault test of the runner: a throw-away PostgreSQL server, four `dltune worker` processes on one study, two of
+// them killed with SIGKILL at random moments mid-trial and restarted. Every trial must complete exactly once, and
+// each resumed trial's step series must continue from its checkpoint with no gap and no duplicated step.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "dltune/run/study_session.h"
+
+extern char** environ;
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+using test::Slurp;
+
+constexpr int kSteps = 3000;
+constexpr int kTrialsPerOptimizer = 4;
+
+std::string PostgresUrl() {
+  std::ifstream in(DLTUNE_PG_URL_FILE);
+  std::string url;
+  std::getline(in, url);
+  return url;
+}
+
+class Fault : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = PostgresUrl();
+    ASSERT_FALSE(url_.empty()) << DLTUNE_PG_URL_FILE << " is missing: the postgres_start fixture must run first";
+    name_ = "fault_" + std::to_string(::getpid());
+    dir_ = std::filesystem::temp_directory_path() / name_;
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    for (auto& worker : workers_) {
+      if (worker.pid > 0) {
+        kill(worker.pid, SIGKILL);
+        waitpid(worker.pid, nullptr, 0);
+      }
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  struct Worker {
+    std::string id;
+    pid_t pid = -1;
+    int incarnation = 0;
+  };
+
+  // Starts (or restarts) worker `index` as a machine of its own: its id is not this machine's host:pid, so its
+  // trials come back only through the heartbeat timeout, as they would from another machine.
+  void StartWorker(std::size_t index) {
+    Worker& worker = workers_[index];
+    worker.id = "machine-" + std::to_string(index) + ":" + std::to_string(worker.incarnation);
+    const std::string log = (dir_ / (worker.id + ".log")).string();
+    const std::string command = "cd " + dir_.string() + " && exec " + DLTUNE_CLI + " worker --storage '" + url_ +
+                                "' --study " + name_ + " --parallel 1 --stale-after 3 --worker-id " + worker.id +
+                                " > '" + log + "' 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    ASSERT_EQ(posix_spawn(&worker.pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    ++worker.incarnation;
+  }
+
+  // Waits until the trial worker `index` runs has recorded a step of at least `step`, then kills the worker.
+  void KillMidTrial(std::size_t index, std::int64_t step, Store& store, std::int64_t study_id) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (const auto& trial : store.ListTrials(study_id)) {
+        if (trial.state != TrialState::kRunning || trial.worker != workers_[index].id) continue;
+        const auto series = store.TrainSeries(trial.id);
+        if (!series.empty() && series.back().step >= step) {
+          ASSERT_EQ(kill(workers_[index].pid, SIGKILL), 0);
+          waitpid(workers_[index].pid, nullptr, 0);
+          workers_[index].pid = -1;
+          killed_trials_.push_back(trial.number);
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    FAIL() << "worker " << workers_[index].id << " never reached step " << step << " of a trial";
+  }
+
+  std::string url_, name_;
+  std::filesystem::path dir_;
+  std::vector<Worker> workers_ = std::vector<Worker>(4);
+  std::vector<std::uint64_t> killed_trials_;
+};
+
+TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
+  const auto store = OpenStore(url_);
+  const StudySpec spec = ParseStudySpec(
+      "name: " + name_ + "\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\nmax_train_steps: " +
+          std::to_string(kSteps) + "\ntrials: " + std::to_string(kTrialsPerOptimizer) +
+          "\nrun_dir: " + (dir_ / "runs").string() + "\ntraining: {eval_every_steps: 250}\n" +
+          "space:\n  optimizer: {values: [sgd, adam], role: scientific}\n"
+          "  learning_rate: {min: 0.001, max: 0.05, scale: log}\n  batch_size: 32\n",
+      "fault.yaml");
+  const StudySession session = StudySession::OpenOrCreate(*store, spec, "fault test");
+  const std::int64_t study_id = session.study().id;
+
+  for (std::size_t i = 0; i < workers_.size(); ++i) StartWorker(i);
+  std::mt19937 random(static_cast<unsigned>(::getpid()));
+  std::uniform_int_distribution<std::int64_t> moment(300, kSteps - 500);
+  // Two of the four workers die mid-trial, at random steps (after at least one checkpoint), and come back.
+  for (std::size_t victim : {std::size_t{1}, std::size_t{2}}) {
+    KillMidTrial(victim, moment(random), *store, study_id);
+    StartWorker(victim);
+  }
+  for (auto& worker : workers_) {
+    int status = 0;
+    waitpid(worker.pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << worker.id << " ended with status " << status << ":\n" << Slurp(dir_ / (worker.id + ".log"));
+    worker.pid = -1;
+  }
+
+  // Every trial completed, its steps recorded exactly once each, 1..kSteps.
+  const auto trials = store->ListTrials(study_id);
+  ASSERT_EQ(trials.size(), static_cast<std::size_t>(2 * kTrialsPerOptimizer));
+  for (const auto& trial : trials) {
+    EXPECT_EQ(trial.state, TrialState::kCompleted) << "trial " << trial.number << ": " << trial.reason;
+    const auto series = store->TrainSeries(trial.id);
+    ASSERT_EQ(series.size(), static_cast<std::size_t>(kSteps)) << "trial " << trial.number;
+    for (std::size_t i = 0; i < series.size(); ++i) {
+      ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1)) << "trial " << trial.number;
+    }
+  }
+  // The killed workers' trials were taken over and resumed from a checkpoint, not restarted.
+  ASSERT_EQ(killed_trials_.size(), 2u);
+  for (std::uint64_t number : killed_trials_) {
+    const auto trial = store->FindTrial(study_id, number);
+    EXPECT_EQ(trial->retries, 1) << "trial " << number;
+    const std::string out = Slurp(dir_ / "runs" / ("trial_" + std::to_string(number)) / "stdout.log");
+    std::smatch match;
+    ASSERT_TRUE(std::regex_search(out, match, std::regex("resuming from the checkpoint of step (\\d+)")))
+        << "trial " << number << " did not resume:\n" << out;
+    EXPECT_GT(std::stoll(match[1]), 0);
+  }
+  // Exactly one worker reported each trial completed.
+  std::map<std::uint64_t, int> completions;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    if (entry.path().extension() != ".log") continue;
+    const std::string log = Slurp(entry.path());
+    const std::regex completed("trial (\\d+) \\([^)]*\\) completed");
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), completed); it != std::sregex_iterator(); ++it) {
+      ++completions[std::stoull((*it)[1])];
+    }
+  }
+  for (const auto& trial : trials) EXPECT_EQ(completions[trial.number], 1) << "trial " << trial.number;
+}
+
+}  // namespace
+}  // namespace dltune
