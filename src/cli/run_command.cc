@@ -150,6 +150,12 @@ void RegisterRunCommands(CLI::App& app) {
     AddWorkerOptions(run, *args);
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
+      if (spec.workload.name.empty() && spec.command.empty()) {
+        throw Error(fmt::format("{}: names neither workload: nor command:, so dltune run has nothing to train; a "
+                                "study without either is trained by your own program through the ask/tell API "
+                                "(see examples/ask_tell)",
+                                spec.file));
+      }
       const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage);
       const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText());
       PrintStartLine(*store, session);

@@ -41,7 +41,9 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   if (!spec.description.empty()) out += ": " + spec.description;
   out += "\n\n";
   TextTable summary({"", ""});
-  summary.AddRow({"workload", spec.workload.name});
+  summary.AddRow({"trials run by", !spec.command.empty() ? "command: " + spec.command
+                                   : !spec.workload.name.empty() ? "workload " + spec.workload.name
+                                                                 : "a program using the ask/tell API"});
   summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.metric});
   summary.AddRow({"max_train_steps", fmt::format("{} (the same for every trial)", spec.max_train_steps)});
   summary.AddRow({"sampler", fmt::format("{}, seed {}", spec.sampler.name, spec.seed)});

@@ -63,7 +63,11 @@ class Worker {
     worker_id_ = options.worker_id.empty() ? DefaultWorkerId() : options.worker_id;
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
-    if (!options.study.empty()) Session(options.study);  // fails early for an unknown study
+    if (!options.study.empty() && !Runnable(Session(options.study).spec())) {
+      throw Error(fmt::format("study '{}' names neither workload: nor command:, so a worker cannot train it: its "
+                              "trials are trained by a program using the ask/tell API",
+                              options.study));
+    }
     parallel_ = options.parallel > 0 ? options.parallel
                                      : DefaultParallelism(options.study.empty()
                                                               ? 1
@@ -110,6 +114,8 @@ class Worker {
     if (it == sessions_.end()) it = sessions_.emplace(name, StudySession::Open(store_, name)).first;
     return it->second;
   }
+
+  static bool Runnable(const StudySpec& spec) { return !spec.workload.name.empty() || !spec.command.empty(); }
 
   std::vector<std::string> StudiesOfInterest() {
     if (!options_.study.empty()) return {options_.study};
@@ -199,6 +205,7 @@ class Worker {
         if (!options_.study.empty()) throw;
         continue;
       }
+      if (!Runnable(session->spec())) continue;  // an ask/tell study: its own program trains it
       if (auto trial = session->Ask(worker_id_)) {
         Start(*session, std::move(*trial));
         return true;

@@ -173,10 +173,9 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
   }
   if (command) {
     spec.command = command->AsString();
-  } else {
-    spec.workload = ParseWorkload(required(
-        "workload", "the workload to train, e.g. workload: {name: fashion_mnist_mlp}, or command: your program"));
-  }
+  } else if (workload) {
+    spec.workload = ParseWorkload(*workload);
+  }  // neither: the trials are trained by a program using the ask/tell API
   spec.run_dir = "runs/" + spec.name;
   if (const auto run_dir = root.Find("run_dir")) {
     spec.run_dir = run_dir->AsString();

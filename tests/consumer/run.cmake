@@ -33,3 +33,32 @@ if(NOT last_output MATCHES "two_spirals: best valid error 0\\.0")
   message(FATAL_ERROR "the custom workload did not learn: ${last_output}")
 endif()
 message(STATUS "custom workload: ${last_output}")
+
+# A user's own training loop in a study through the ask/tell API (examples/ask_tell); a second copy finds nothing
+# left to train.
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/ask_tell -B ${WORK_DIR}/ask_tell -DCMAKE_PREFIX_PATH=${prefix}
+    -DCMAKE_BUILD_TYPE=Release)
+run(${CMAKE_COMMAND} --build ${WORK_DIR}/ask_tell)
+file(MAKE_DIRECTORY ${WORK_DIR}/ask_tell_run)
+execute_process(COMMAND ${WORK_DIR}/ask_tell/sine_ask_tell ${SOURCE_DIR}/examples/ask_tell/study.yaml
+                        sqlite://${WORK_DIR}/ask_tell_run/store.db
+                WORKING_DIRECTORY ${WORK_DIR}/ask_tell_run RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT result EQUAL 0 OR NOT out MATCHES "trained 8 trials")
+  message(FATAL_ERROR "ask/tell example failed (${result}): ${out}\n${err}")
+endif()
+string(REGEX MATCHALL "best valid/loss 0\\.0[0-9]+" good "${out}")
+list(LENGTH good good_count)
+if(good_count LESS 4)
+  message(FATAL_ERROR "the ask/tell example did not learn sin(x): ${out}")
+endif()
+execute_process(COMMAND ${prefix}/bin/dltune show sine_ask_tell --storage sqlite://${WORK_DIR}/ask_tell_run/store.db
+                RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT result EQUAL 0 OR NOT out MATCHES "8 completed")
+  message(FATAL_ERROR "dltune show does not see the ask/tell study (${result}): ${out}\n${err}")
+endif()
+run(${WORK_DIR}/ask_tell/sine_ask_tell ${SOURCE_DIR}/examples/ask_tell/study.yaml
+    sqlite://${WORK_DIR}/ask_tell_run/store.db)
+if(NOT last_output MATCHES "trained 0 trials")
+  message(FATAL_ERROR "a second ask/tell run trained again: ${last_output}")
+endif()
+message(STATUS "ask/tell: ${out}")

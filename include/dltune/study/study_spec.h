@@ -42,11 +42,12 @@ struct TrainingSettings {
   double divergence_factor = 100.0;        // a training loss above this multiple of the first one is divergence
 };
 
-// A parsed, validated study spec. Plain value type; see docs/study-spec.md for every key and its default.
+// A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
+// names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see docs/study-spec.md for every key and its default.
 struct StudySpec {
   std::string name;
   std::string description;
-  WorkloadSpec workload;  // what each trial trains; empty name when `command` is given
+  WorkloadSpec workload;  // what each trial trains; empty name when `command` is given, or neither (ask/tell)
   std::string command;    // the trial program of a study without a built-in workload (docs/trial-protocol.md)
   std::string run_dir;    // where trial directories go: `run_dir:`, default "runs/<name>"
   TrainingSettings training;
