@@ -146,7 +146,8 @@ std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial) {
     command += fmt::format(" --divergence-factor {}", t.divergence_factor);
   }
   if (spec.objective.metric != Objective{}.metric || spec.objective.direction != Direction::kMinimize) {
-    command += fmt::format(" --objective {} --{}", spec.objective.metric, DirectionName(spec.objective.direction));
+    command += fmt::format(" --objective {} --{}", ShellQuote(spec.objective.metric),
+                           DirectionName(spec.objective.direction));
   }
   if (t.keep_best_checkpoints != TrainingSettings{}.keep_best_checkpoints) {
     command += fmt::format(" --keep-best {}", t.keep_best_checkpoints);

@@ -1,0 +1,77 @@
+#include "dltune/run/trial_setup.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_test_util.h"
+
+namespace dltune {
+namespace {
+
+using test::TempStore;
+
+TEST(TrialSetup, WritesTheTrialsFilesAndEnvironment) {
+  TempStore temp;
+  const StudySpec spec = test::CommandSpec("s", "python3 train.py --lr {learning_rate} --out {trial_dir}", temp.dir(),
+                                           1, "training: {threads: 3}\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  auto trial = session.Ask("w:1");
+  const PreparedTrial prepared = PrepareTrial(spec, *trial, "/usr/bin/dltune");
+  EXPECT_EQ(prepared.trial_dir, temp.dir() / "runs" / "trial_0");
+  EXPECT_FALSE(prepared.resuming);
+  const std::string lr = FormatValue(trial->record().params.at("learning_rate"));
+  // A simple command replaces the shell, so signals reach the program itself.
+  EXPECT_EQ(prepared.command.shell_command,
+            "exec python3 train.py --lr " + lr + " --out " + prepared.trial_dir.string());
+  EXPECT_EQ(prepared.command.environment.at("DLTUNE_THREADS"), "3");
+  EXPECT_EQ(prepared.command.environment.at("OMP_NUM_THREADS"), "3");
+  EXPECT_EQ(prepared.command.environment.at("DLTUNE_RESUMING"), "0");
+  EXPECT_EQ(prepared.command.environment.at("DLTUNE_MAX_TRAIN_STEPS"), "4");
+  std::ifstream params_file(prepared.trial_dir / "params.json");
+  const auto params = nlohmann::json::parse(params_file);
+  EXPECT_EQ(FormatValue(*ValueFromJson(params.at("learning_rate"))), lr);
+  std::ifstream trial_file(prepared.trial_dir / "trial.json");
+  const auto description = nlohmann::json::parse(trial_file);
+  EXPECT_EQ(description.at("protocol"), 1);
+  EXPECT_EQ(description.at("training").at("eval_every_steps"), 1);  // max_train_steps / 10, at least 1
+  EXPECT_EQ(description.at("training").at("threads"), 3);
+  EXPECT_EQ(description.at("seed").get<std::uint64_t>(), trial->record().seed);
+  // A second attempt knows it resumes.
+  EXPECT_TRUE(PrepareTrial(spec, *trial, "/usr/bin/dltune").resuming);
+}
+
+TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
+  TempStore temp;
+  const StudySpec spec = test::CommandSpec("s", "cd sub && python3 t.py {learning_rate}", temp.dir());
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  auto trial = session.Ask("w:1");
+  EXPECT_EQ(PrepareTrial(spec, *trial, "dltune").command.shell_command.rfind("cd sub && python3 t.py ", 0), 0u);
+}
+
+TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {
+  TempStore temp;
+  const StudySpec spec = ParseStudySpec(
+      "name: b\nworkload: {name: synthetic, args: {hidden_sizes: [8]}}\nmax_train_steps: 50\nrun_dir: " +
+          (temp.dir() / "runs").string() +
+          "\nobjective: {metric: valid/accuracy, direction: maximize}\n"
+          "training: {eval_every_steps: 10, test_at_end: true, keep_best_checkpoints: 3}\n"
+          "space:\n  learning_rate: {min: 0.01, max: 0.1}\n  optimizer: adam\n",
+      "b.yaml");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  auto trial = session.Ask("w:1");
+  const PreparedTrial prepared = PrepareTrial(spec, *trial, "/opt/bin/dltune");
+  EXPECT_EQ(prepared.command.argv, (std::vector<std::string>{"/opt/bin/dltune", "run-trial"}));
+  const std::string reproduce = ReproduceCommand(spec, trial->record());
+  EXPECT_EQ(reproduce.rfind("dltune train synthetic --set 'hidden_sizes=[8]' --set learning_rate=", 0), 0u)
+      << reproduce;
+  for (const std::string& flag : std::vector<std::string>{"--set optimizer=adam", "--steps 50", "--seed " + std::to_string(trial->record().seed),
+                                 "--eval-every 10", "--test", "--objective valid/accuracy --maximize", "--keep-best 3",
+                                 "--out " + (temp.dir() / "runs" / "trial_0-again").string()}) {
+    EXPECT_NE(reproduce.find(flag), std::string::npos) << flag << " missing from: " << reproduce;
+  }
+}
+
+}  // namespace
+}  // namespace dltune
