@@ -75,28 +75,30 @@ int Overhead(const fs::path& dir) {
   std::ofstream(script) << "printf '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":"
                            "0.5}}\\n' >> \"$DLTUNE_REPORT\"\n";
   constexpr int kTrials = 100;
-  const double per_trial = PerTrialSeconds(
-      dir, "overhead",
-      "name: overhead\ncommand: sh " + script.string() + "\nmax_train_steps: 1\ntrials: " + std::to_string(kTrials) +
-          "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
-      kTrials);
+  const double per_trial = PerTrialSeconds(dir, "overhead",
+                                           "name: overhead\ncommand: sh " + script.string() +
+                                               "\nmax_train_steps: 1\ntrials: " + std::to_string(kTrials) +
+                                               "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
+                                           kTrials);
   // The trivial program alone, run by the shell the same number of times.
   const double alone = Timed("for i in $(seq " + std::to_string(kTrials) + "); do DLTUNE_REPORT=/dev/null sh " +
                              script.string() + "; done");
   constexpr int kBuiltin = 20;
-  const double builtin = PerTrialSeconds(
-      dir, "builtin",
-      "name: builtin\nworkload: synthetic\nmax_train_steps: 1\ntrials: " + std::to_string(kBuiltin) +
-          "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
-      kBuiltin);
+  const double builtin =
+      PerTrialSeconds(dir, "builtin",
+                      "name: builtin\nworkload: synthetic\nmax_train_steps: 1\ntrials: " + std::to_string(kBuiltin) +
+                          "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
+                      kBuiltin);
   if (per_trial < 0 || alone < 0 || builtin < 0) return 1;
   std::printf("\nrunner overhead per trial (goal < 100 ms)\n");
-  std::printf("  trivial trial program, %d trials, --parallel 1:  %.1f ms per trial (of which the program itself, "
-              "run by sh alone: %.1f ms)\n",
-              kTrials, per_trial * 1000, alone / kTrials * 1000);
-  std::printf("  built-in trial (synthetic, 1 step), %d trials:   %.1f ms per trial (the trial process loads "
-              "LibTorch)\n",
-              kBuiltin, builtin * 1000);
+  std::printf(
+      "  trivial trial program, %d trials, --parallel 1:  %.1f ms per trial (of which the program itself, "
+      "run by sh alone: %.1f ms)\n",
+      kTrials, per_trial * 1000, alone / kTrials * 1000);
+  std::printf(
+      "  built-in trial (synthetic, 1 step), %d trials:   %.1f ms per trial (the trial process loads "
+      "LibTorch)\n",
+      kBuiltin, builtin * 1000);
   std::printf("  goal %s\n", per_trial < 0.1 ? "met" : "NOT met");
   return 0;
 }
@@ -107,7 +109,8 @@ std::map<std::string, double> BestPerSubstudy(const fs::path& db, const std::str
   std::map<std::string, double> best;
   if (!study) return best;
   const auto summary = dltune::SummarizeStudy(*study, store->ListTrials(study->id));
-  for (const auto& b : summary.best_per_substudy) best[b.substudy_label.substr(b.substudy_label.find('=') + 1)] = b.value;
+  for (const auto& b : summary.best_per_substudy)
+    best[b.substudy_label.substr(b.substudy_label.find('=') + 1)] = b.value;
   return best;
 }
 
@@ -116,9 +119,9 @@ int Quickstart(const fs::path& dir) {
   const fs::path spec = fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml";
   std::printf("\nquickstart: dltune run %s (%d trials at once) ...\n", spec.c_str(), parallel);
   std::fflush(stdout);
-  const double dltune_seconds = Timed("cd " + dir.string() + " && " + DLTUNE_CLI_PATH + " run " + spec.string() +
-                                      " --storage sqlite://" + (dir / "quickstart.db").string() + " > " +
-                                      (dir / "quickstart.out").string() + " 2>&1");
+  const double dltune_seconds =
+      Timed("cd " + dir.string() + " && " + DLTUNE_CLI_PATH + " run " + spec.string() + " --storage sqlite://" +
+            (dir / "quickstart.db").string() + " > " + (dir / "quickstart.out").string() + " 2>&1");
   if (dltune_seconds < 0) return 1;
   auto dltune_best = BestPerSubstudy(dir / "quickstart.db", "quickstart");
   std::printf("quickstart: Optuna + PyTorch (--jobs %d) ...\n", parallel);
@@ -138,11 +141,11 @@ int Quickstart(const fs::path& dir) {
               peer["best_valid_error"]["nesterov"].get<double>(), peer["best_valid_error"]["adam"].get<double>());
   const double dltune_overall = std::min(dltune_best["nesterov"], dltune_best["adam"]);
   const double peer_overall = peer["best_overall"].get<double>();
-  std::printf("ratio (Optuna wall / dltune wall): %.2fx (goal >= 2x: %s); best valid error %.4f vs %.4f (%+.2f "
-              "points; goal within 0.5: %s)\n",
-              peer_seconds / dltune_seconds, peer_seconds / dltune_seconds >= 2 ? "met" : "NOT met", dltune_overall,
-              peer_overall, 100 * (dltune_overall - peer_overall),
-              dltune_overall <= peer_overall + 0.005 ? "met" : "NOT met");
+  std::printf(
+      "ratio (Optuna wall / dltune wall): %.2fx (goal >= 2x: %s); best valid error %.4f vs %.4f (%+.2f "
+      "points; goal within 0.5: %s)\n",
+      peer_seconds / dltune_seconds, peer_seconds / dltune_seconds >= 2 ? "met" : "NOT met", dltune_overall,
+      peer_overall, 100 * (dltune_overall - peer_overall), dltune_overall <= peer_overall + 0.005 ? "met" : "NOT met");
   return 0;
 }
 
@@ -162,7 +165,9 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int status = Overhead(dir);
   if (status == 0 && !overhead_only) status = Quickstart(dir);
-  if (status == 0) fs::remove_all(dir);
-  else std::fprintf(stderr, "outputs kept in %s\n", dir.c_str());
+  if (status == 0)
+    fs::remove_all(dir);
+  else
+    std::fprintf(stderr, "outputs kept in %s\n", dir.c_str());
   return status;
 }

@@ -29,8 +29,9 @@ inline std::string Slurp(const std::filesystem::path& path) {
 inline Result RunDltune(const std::string& arguments, const std::filesystem::path& working_dir = {}) {
   const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string command =
-      (working_dir.empty() ? std::string() : "cd '" + working_dir.string() + "' && ") + std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  const std::string command = (working_dir.empty() ? std::string() : "cd '" + working_dir.string() + "' && ") +
+                              std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" +
+                              (dir / "err").string();
   const int status = std::system(command.c_str());
   Result result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -23,8 +23,8 @@ extern char** environ;
 namespace dltune {
 namespace {
 
-using ::testing::HasSubstr;
 using test::Slurp;
+using ::testing::HasSubstr;
 
 constexpr int kSteps = 3000;
 constexpr int kTrialsPerOptimizer = 4;
@@ -104,13 +104,13 @@ class Fault : public ::testing::Test {
 
 TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
   const auto store = OpenStore(url_);
-  const StudySpec spec = ParseStudySpec(
-      "name: " + name_ + "\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\nmax_train_steps: " +
-          std::to_string(kSteps) + "\ntrials: " + std::to_string(kTrialsPerOptimizer) +
-          "\nrun_dir: " + (dir_ / "runs").string() + "\ntraining: {eval_every_steps: 250}\n" +
-          "space:\n  optimizer: {values: [sgd, adam], role: scientific}\n"
-          "  learning_rate: {min: 0.001, max: 0.05, scale: log}\n  batch_size: 32\n",
-      "fault.yaml");
+  const StudySpec spec =
+      ParseStudySpec("name: " + name_ + "\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\nmax_train_steps: " +
+                         std::to_string(kSteps) + "\ntrials: " + std::to_string(kTrialsPerOptimizer) +
+                         "\nrun_dir: " + (dir_ / "runs").string() + "\ntraining: {eval_every_steps: 250}\n" +
+                         "space:\n  optimizer: {values: [sgd, adam], role: scientific}\n"
+                         "  learning_rate: {min: 0.001, max: 0.05, scale: log}\n  batch_size: 32\n",
+                     "fault.yaml");
   const StudySession session = StudySession::OpenOrCreate(*store, spec, "fault test");
   const std::int64_t study_id = session.study().id;
 
@@ -125,8 +125,8 @@ TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
   for (auto& worker : workers_) {
     int status = 0;
     waitpid(worker.pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << worker.id << " ended with status " << status << ":\n" << Slurp(dir_ / (worker.id + ".log"));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << worker.id << " ended with status " << status << ":\n"
+                                                               << Slurp(dir_ / (worker.id + ".log"));
     worker.pid = -1;
   }
 
@@ -149,7 +149,8 @@ TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
     const std::string out = Slurp(dir_ / "runs" / ("trial_" + std::to_string(number)) / "stdout.log");
     std::smatch match;
     ASSERT_TRUE(std::regex_search(out, match, std::regex("resuming from the checkpoint of step (\\d+)")))
-        << "trial " << number << " did not resume:\n" << out;
+        << "trial " << number << " did not resume:\n"
+        << out;
     EXPECT_GT(std::stoll(match[1]), 0);
   }
   // Exactly one worker reported each trial completed.

@@ -21,16 +21,15 @@ extern char** environ;
 namespace dltune {
 namespace {
 
-using ::testing::HasSubstr;
 using test::Result;
 using test::Slurp;
+using ::testing::HasSubstr;
 
 class RunCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("dltune_run_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("dltune_run_cli_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -88,7 +87,8 @@ class RunCli : public ::testing::Test {
       }
       if (ready >= count) return;
     }
-    FAIL() << "trials did not reach step " << step << "; output:\n" << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
+    FAIL() << "trials did not reach step " << step << "; output:\n"
+           << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
   }
 
   // Every trial completed, with exactly the steps 1..steps recorded once each.
@@ -103,7 +103,8 @@ class RunCli : public ::testing::Test {
       const auto series = store->TrainSeries(trial.id);
       ASSERT_EQ(series.size(), static_cast<std::size_t>(steps)) << "trial " << trial.number;
       for (std::size_t i = 0; i < series.size(); ++i) {
-        ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1)) << "trial " << trial.number << ": a gap or a duplicate";
+        ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1))
+            << "trial " << trial.number << ": a gap or a duplicate";
       }
       EXPECT_TRUE(trial.best_step.has_value());
     }
@@ -126,8 +127,9 @@ TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
   // The reproduction command trains the same trial again to the same result.
   const std::smatch match = [&] {
     std::smatch m;
-    std::regex_search(result.out, m, std::regex("best of optimizer=adam: trial (\\d+), valid/error_rate ([0-9.e-]+) "
-                                                "at step (\\d+)[^\\n]*\\n[^\\n]*\\n[^\\n]*\\n  reproduce:  dltune (.*)"));
+    std::regex_search(result.out, m,
+                      std::regex("best of optimizer=adam: trial (\\d+), valid/error_rate ([0-9.e-]+) "
+                                 "at step (\\d+)[^\\n]*\\n[^\\n]*\\n[^\\n]*\\n  reproduce:  dltune (.*)"));
     return m;
   }();
   ASSERT_EQ(match.size(), 5u) << result.out;

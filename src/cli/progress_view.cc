@@ -12,9 +12,7 @@
 namespace dltune::cli {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string Clock() {
   const std::time_t now = std::time(nullptr);
@@ -71,8 +69,8 @@ void ProgressView::TrialStarted(const TrialProgress& trial, bool resuming) {
 void ProgressView::TrialFinished(const TrialEnded& ended) {
   std::erase_if(running_, [&](const TrialProgress& t) { return t.number == ended.trial.number; });
   last_totals_ = 0;  // the totals changed
-  std::string line = fmt::format("{} {} in {}", TrialName(ended.trial), TrialStateName(ended.state),
-                                 FormatDuration(ended.seconds));
+  std::string line =
+      fmt::format("{} {} in {}", TrialName(ended.trial), TrialStateName(ended.state), FormatDuration(ended.seconds));
   if (ended.best_value) {
     line += fmt::format(": best {:.4f} at step {}", *ended.best_value, ended.best_step.value_or(0));
   }
@@ -126,8 +124,8 @@ std::string ProgressView::TotalsLine() {
   } else {
     for (const auto& t : running_) {
       if (t.step > 0 && t.max_steps > 0) {
-        per_trial = std::max(per_trial, (now - t.started_at) * static_cast<double>(t.max_steps) /
-                                            static_cast<double>(t.step));
+        per_trial =
+            std::max(per_trial, (now - t.started_at) * static_cast<double>(t.max_steps) / static_cast<double>(t.step));
       }
     }
   }

@@ -11,8 +11,8 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/run/builtin_trial.h"
-#include "dltune/run/trial_report.h"
 #include "dltune/run/study_session.h"
+#include "dltune/run/trial_report.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/run/worker.h"
 #include "dltune/store/tracking.h"
@@ -47,15 +47,18 @@ struct WorkerArgs {
 
 void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   AddStorageOption(command, args.storage);
-  command->add_option("--parallel", args.parallel,
-                      "Trials at once (default: the cores available divided by the spec's training.threads)")
+  command
+      ->add_option("--parallel", args.parallel,
+                   "Trials at once (default: the cores available divided by the spec's training.threads)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--stale-after", args.stale_after,
-                      "Seconds without a heartbeat after which another worker's running trial is taken over and "
-                      "resumed from its latest checkpoint (default 60)")
+  command
+      ->add_option("--stale-after", args.stale_after,
+                   "Seconds without a heartbeat after which another worker's running trial is taken over and "
+                   "resumed from its latest checkpoint (default 60)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--max-retries", args.max_retries,
-                      "Times a trial whose worker was lost is resumed before it is recorded as failed (default 3)")
+  command
+      ->add_option("--max-retries", args.max_retries,
+                   "Times a trial whose worker was lost is resumed before it is recorded as failed (default 3)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--worker-id", args.worker_id,
                       "This worker's name in the store, unique among the workers of a study (default: host:pid; "
@@ -83,8 +86,7 @@ void PrintOutcome(Store& store, const StudySession& session) {
     const TrialRecord& trial = trials.at(static_cast<std::size_t>(best.number));
     std::printf("\nbest of %s: trial %llu, %s %.6g at step %lld of %lld\n", best.substudy_label.c_str(),
                 static_cast<unsigned long long>(best.number), summary.objective.metric.c_str(), best.value,
-                static_cast<long long>(best.step.value_or(0)),
-                static_cast<long long>(session.spec().max_train_steps));
+                static_cast<long long>(best.step.value_or(0)), static_cast<long long>(session.spec().max_train_steps));
     std::string params;
     for (const auto& [name, value] : ParamsByName(*session.spec().space, trial.params)) {
       params += fmt::format("{}{}={}", params.empty() ? "" : ", ", name, FormatValue(value));
@@ -116,7 +118,6 @@ void PrintStartLine(Store& store, const StudySession& session) {
 }
 
 int ExitStatusOf(const WorkerSummary& summary) { return summary.interrupted ? kTrialStoppedExitStatus : 0; }
-
 
 int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, int parallel_for_view) {
   ProgressView view(store, study_id, parallel_for_view, ::isatty(STDOUT_FILENO) == 1);
@@ -151,10 +152,11 @@ void RegisterRunCommands(CLI::App& app) {
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
       if (spec.workload.name.empty() && spec.command.empty()) {
-        throw Error(fmt::format("{}: names neither workload: nor command:, so dltune run has nothing to train; a "
-                                "study without either is trained by your own program through the ask/tell API "
-                                "(see examples/ask_tell)",
-                                spec.file));
+        throw Error(
+            fmt::format("{}: names neither workload: nor command:, so dltune run has nothing to train; a "
+                        "study without either is trained by your own program through the ask/tell API "
+                        "(see examples/ask_tell)",
+                        spec.file));
       }
       const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage);
       const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText());
@@ -189,7 +191,8 @@ void RegisterRunCommands(CLI::App& app) {
         threads = session.spec().training.threads;
       }
       const WorkerOptions options = ToWorkerOptions(*args);
-      std::printf("worker %s on %s: %s\n", args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
+      std::printf("worker %s on %s: %s\n",
+                  args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
                   args->study.empty() ? "every study" : ("study " + args->study).c_str());
       std::fflush(stdout);
       const int status =

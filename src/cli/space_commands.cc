@@ -41,7 +41,7 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   if (!spec.description.empty()) out += ": " + spec.description;
   out += "\n\n";
   TextTable summary({"", ""});
-  summary.AddRow({"trials run by", !spec.command.empty() ? "command: " + spec.command
+  summary.AddRow({"trials run by", !spec.command.empty()         ? "command: " + spec.command
                                    : !spec.workload.name.empty() ? "workload " + spec.workload.name
                                                                  : "a program using the ask/tell API"});
   summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.metric});

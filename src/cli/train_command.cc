@@ -149,18 +149,19 @@ void RegisterTrainCommand(CLI::App& app) {
   train->add_option("--threads", args->threads, "LibTorch threads (default 1)")->check(CLI::PositiveNumber);
   train->add_option("--seed", args->seed, "Initialization and data seed (default 0)");
   train->add_flag("--test", args->test, "Also evaluate the test split at the end");
-  train->add_option("--valid-sample", args->valid_sample,
-                    "Evaluate periodically on a fixed sample of this many validation examples, the full split at the "
-                    "end (default 0: always the full split)")
+  train
+      ->add_option("--valid-sample", args->valid_sample,
+                   "Evaluate periodically on a fixed sample of this many validation examples, the full split at the "
+                   "end (default 0: always the full split)")
       ->check(CLI::NonNegativeNumber);
-  train->add_option("--divergence-factor", args->divergence_factor,
-                    "A training loss above this multiple of the first one is divergence (default 100)")
+  train
+      ->add_option("--divergence-factor", args->divergence_factor,
+                   "A training loss above this multiple of the first one is divergence (default 100)")
       ->check(CLI::Range(1.0, 1e300));
   train->add_option("--objective", args->objective,
                     "split/metric that picks the best checkpoint (default valid/error_rate)");
   train->add_flag("--maximize,!--minimize", args->maximize, "Higher objective is better (default: lower)");
-  train->add_option("--keep-best", args->keep_best, "Best checkpoints kept (default 1)")
-      ->check(CLI::NonNegativeNumber);
+  train->add_option("--keep-best", args->keep_best, "Best checkpoints kept (default 1)")->check(CLI::NonNegativeNumber);
   train->add_option("--stop-at-step", args->stop_at_step,
                     "Stop after this step with a checkpoint, as if interrupted (exit 75); run again to resume. For "
                     "splitting a long run into time-limited jobs, and for testing resumption");

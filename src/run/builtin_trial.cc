@@ -18,9 +18,10 @@ namespace {
 std::string RequireEnv(const char* name) {
   const char* value = std::getenv(name);
   if (!value || !*value) {
-    throw Error(fmt::format("${} is not set: dltune run-trial is started by a dltune worker (see "
-                            "docs/trial-protocol.md); to train by hand, use dltune train",
-                            name));
+    throw Error(
+        fmt::format("${} is not set: dltune run-trial is started by a dltune worker (see "
+                    "docs/trial-protocol.md); to train by hand, use dltune train",
+                    name));
   }
   return value;
 }
@@ -30,7 +31,8 @@ class ReportingCallbacks final : public TrainerCallbacks {
  public:
   ReportingCallbacks(const std::string& report_path, const std::filesystem::path& trial_dir,
                      const std::atomic<bool>& stop_requested)
-      : report_(std::fopen(report_path.c_str(), "a")), predictions_(trial_dir / "predictions.jsonl", std::ios::app),
+      : report_(std::fopen(report_path.c_str(), "a")),
+        predictions_(trial_dir / "predictions.jsonl", std::ios::app),
         stop_requested_(stop_requested) {
     if (!report_) throw Error(fmt::format("{}: cannot open the report channel", report_path));
   }
@@ -145,8 +147,8 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
 
     ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
     const nlohmann::json& args = workload.at("args");
-    const TrainResult result = Train(workload.at("name").get<std::string>(), args, HyperParams(args, params), options,
-                                     callbacks);
+    const TrainResult result =
+        Train(workload.at("name").get<std::string>(), args, HyperParams(args, params), options, callbacks);
     switch (result.outcome) {
       case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
       case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;

@@ -115,7 +115,9 @@ std::map<std::string, Value> ParamsByName(const SearchSpace& space, const Assign
   return by_name;
 }
 
-std::map<std::string, Value> ActiveTrial::ParamsByName() const { return dltune::ParamsByName(*spec_.space, record_.params); }
+std::map<std::string, Value> ActiveTrial::ParamsByName() const {
+  return dltune::ParamsByName(*spec_.space, record_.params);
+}
 
 void ActiveTrial::Begin(std::int64_t from_step) {
   if (begun_) throw Error(fmt::format("trial {}: Begin was called twice", record_.number));
@@ -142,8 +144,8 @@ void ActiveTrial::EnsureBegun() {
 void ActiveTrial::ReportTrain(const TrainMeasurement& measurement) {
   EnsureBegun();
   if (measurement.step <= last_step_) {
-    throw Error(fmt::format("trial {}: training step {} reported after step {}; steps must increase",
-                            record_.number, measurement.step, last_step_));
+    throw Error(fmt::format("trial {}: training step {} reported after step {}; steps must increase", record_.number,
+                            measurement.step, last_step_));
   }
   last_step_ = measurement.step;
   pending_.train.push_back(measurement);
@@ -155,8 +157,8 @@ void ActiveTrial::ReportEval(std::int64_t step, const std::string& split, const 
   EnsureBegun();
   for (const auto& [metric, value] : metrics) {
     if (!std::isfinite(value)) {
-      throw Error(fmt::format("trial {}: evaluation {}/{} at step {} is {}; evaluations must be finite",
-                              record_.number, split, metric, step, value));
+      throw Error(fmt::format("trial {}: evaluation {}/{} at step {} is {}; evaluations must be finite", record_.number,
+                              split, metric, step, value));
     }
     pending_.evals.push_back({.step = step, .split = split, .metric = metric, .value = value, .examples = examples});
     if (split != objective_split_ || metric != objective_metric_) continue;
@@ -176,7 +178,9 @@ std::int64_t ActiveTrial::ReportCheckpoint(const CheckpointRecord& checkpoint) {
   return store_->AddCheckpoint(lease_, checkpoint);
 }
 
-void ActiveTrial::MarkCheckpointDeleted(std::int64_t checkpoint_id) { store_->MarkCheckpointDeleted(lease_, checkpoint_id); }
+void ActiveTrial::MarkCheckpointDeleted(std::int64_t checkpoint_id) {
+  store_->MarkCheckpointDeleted(lease_, checkpoint_id);
+}
 
 void ActiveTrial::Flush() {
   if (finished_) return;

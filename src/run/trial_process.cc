@@ -78,6 +78,7 @@ TrialProcess::TrialProcess(const TrialCommand& command) {
   std::vector<std::string> args = command.argv;
   if (args.empty()) args = {"/bin/sh", "-c", command.shell_command};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
@@ -90,8 +91,10 @@ TrialProcess::TrialProcess(const TrialCommand& command) {
   for (const auto& [key, value] : command.environment) environment[key] = value;
   environment["DLTUNE_REPORT"] = fmt::format("/dev/fd/{}", kReportFd);
   std::vector<std::string> env_strings;
-  for (const auto& [key, value] : environment) env_strings.push_back(key + "=" + value);
+  env_strings.reserve(environment.size());
+  for (const auto& [key, value] : environment) env_strings.push_back(fmt::format("{}={}", key, value));
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
 

@@ -225,17 +225,17 @@ std::string TrainLine(const TrainMeasurement& m) {
 std::string EvalLine(const ReportEval& eval) {
   json metrics = json::object();
   for (const auto& [name, value] : eval.metrics) metrics[name] = value;
-  return json{{"type", "eval"},
-              {"step", eval.step},
-              {"split", eval.split},
-              {"metrics", metrics},
-              {"examples", eval.examples}}
+  return json{
+      {"type", "eval"}, {"step", eval.step}, {"split", eval.split}, {"metrics", metrics}, {"examples", eval.examples}}
       .dump();
 }
 
 std::string CheckpointLine(const ReportCheckpoint& checkpoint) {
-  json line = {{"type", "checkpoint"},     {"step", checkpoint.step}, {"path", checkpoint.path},
-               {"best", checkpoint.best},  {"deleted", checkpoint.deleted}};
+  json line = {{"type", "checkpoint"},
+               {"step", checkpoint.step},
+               {"path", checkpoint.path},
+               {"best", checkpoint.best},
+               {"deleted", checkpoint.deleted}};
   if (checkpoint.objective) line["objective"] = *checkpoint.objective;
   if (!checkpoint.checksum.empty()) line["checksum"] = checkpoint.checksum;
   return line.dump();

@@ -80,18 +80,26 @@ TEST(TrialReport, ErrorsNameTheLineAndTheProblem) {
 
 TEST(TrialReport, ReaderSplitsLinesAndEnforcesOrder) {
   ReportReader reader;
-  reader.Feed(R"({"type":"start","step":0})" "\n" R"({"type":"train","st)");
+  reader.Feed(R"({"type":"start","step":0})"
+              "\n"
+              R"({"type":"train","st)");
   ASSERT_TRUE(reader.Next()->start);
   EXPECT_FALSE(reader.Next());  // the second line is incomplete
-  reader.Feed("ep\":1}\n\n" R"({"type":"end","state":"completed"})");
+  reader.Feed(
+      "ep\":1}\n\n"
+      R"({"type":"end","state":"completed"})");
   EXPECT_EQ(reader.Next()->train->step, 1);
-  EXPECT_FALSE(reader.Next());           // no newline yet
+  EXPECT_FALSE(reader.Next());          // no newline yet
   EXPECT_TRUE(reader.Next(true)->end);  // at end of file it counts
-  reader.Feed(R"({"type":"train","step":2})" "\n");
+  reader.Feed(R"({"type":"train","step":2})"
+              "\n");
   EXPECT_THROW(reader.Next(), ProtocolError);  // nothing after end
 
   ReportReader late_start;
-  late_start.Feed(R"({"type":"train","step":1})" "\n" R"({"type":"start","step":0})" "\n");
+  late_start.Feed(R"({"type":"train","step":1})"
+                  "\n"
+                  R"({"type":"start","step":0})"
+                  "\n");
   late_start.Next();
   EXPECT_THROW(late_start.Next(), ProtocolError);
 }

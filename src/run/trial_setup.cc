@@ -41,8 +41,9 @@ std::string ExecWhenSimple(const std::string& command) {
   if (command.find_first_of(";&|()\n") != std::string::npos) return command;  // lists, pipes, subshells
   const auto first_end = command.find(' ');
   const std::string first = command.substr(0, first_end);
-  static const std::set<std::string> kNotPrograms = {"cd", "export", "set", "exec", "if", "for", "while", "until",
-                                                     "case", "eval", ".", "source", "ulimit", "umask", "unset"};
+  static const std::set<std::string> kNotPrograms = {"cd",  "export", "set",    "exec",  "if",
+                                                     "for", "while",  "until",  "case",  "eval",
+                                                     ".",   "source", "ulimit", "umask", "unset"};
   if (first.empty() || first.find('=') != std::string::npos || kNotPrograms.count(first)) return command;
   return "exec " + command;
 }
@@ -68,8 +69,8 @@ nlohmann::json TrialDescription(const StudySpec& spec, const TrialRecord& trial,
           {"objective", {{"metric", spec.objective.metric}, {"direction", DirectionName(spec.objective.direction)}}},
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           {"training",
-           {{"eval_every_steps", t.eval_every_steps > 0 ? t.eval_every_steps
-                                                         : std::max<std::int64_t>(1, spec.max_train_steps / 10)},
+           {{"eval_every_steps",
+             t.eval_every_steps > 0 ? t.eval_every_steps : std::max<std::int64_t>(1, spec.max_train_steps / 10)},
             {"threads", t.threads},
             {"keep_best_checkpoints", t.keep_best_checkpoints},
             {"keep_latest_checkpoints", t.keep_latest_checkpoints},
@@ -87,8 +88,7 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
   std::error_code error;
   std::filesystem::create_directories(prepared.trial_dir, error);
   if (error) {
-    throw Error(fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(),
-                            error.message()));
+    throw Error(fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(), error.message()));
   }
   prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
   const auto params = trial.ParamsByName();
@@ -126,10 +126,11 @@ std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial) {
   const std::string out = TrialDirectory(spec, trial.number).string() + "-again";
   if (!spec.command.empty()) {
     const auto trial_dir = TrialDirectory(spec, trial.number);
-    return fmt::format("DLTUNE_PARAMS={} DLTUNE_TRIAL={} DLTUNE_TRIAL_DIR={} DLTUNE_SEED={} DLTUNE_MAX_TRAIN_STEPS={} {}",
-                       ShellQuote((trial_dir / "params.json").string()), ShellQuote((trial_dir / "trial.json").string()),
-                       ShellQuote(out), trial.seed, spec.max_train_steps,
-                       RenderCommand(spec.command, Placeholders(spec, trial, params, out)));
+    return fmt::format(
+        "DLTUNE_PARAMS={} DLTUNE_TRIAL={} DLTUNE_TRIAL_DIR={} DLTUNE_SEED={} DLTUNE_MAX_TRAIN_STEPS={} {}",
+        ShellQuote((trial_dir / "params.json").string()), ShellQuote((trial_dir / "trial.json").string()),
+        ShellQuote(out), trial.seed, spec.max_train_steps,
+        RenderCommand(spec.command, Placeholders(spec, trial, params, out)));
   }
   std::string command = fmt::format("dltune train {}", spec.workload.name);
   for (const auto& [key, value] : spec.workload.args.items()) {
@@ -146,8 +147,8 @@ std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial) {
     command += fmt::format(" --divergence-factor {}", t.divergence_factor);
   }
   if (spec.objective.metric != Objective{}.metric || spec.objective.direction != Direction::kMinimize) {
-    command += fmt::format(" --objective {} --{}", ShellQuote(spec.objective.metric),
-                           DirectionName(spec.objective.direction));
+    command +=
+        fmt::format(" --objective {} --{}", ShellQuote(spec.objective.metric), DirectionName(spec.objective.direction));
   }
   if (t.keep_best_checkpoints != TrainingSettings{}.keep_best_checkpoints) {
     command += fmt::format(" --keep-best {}", t.keep_best_checkpoints);

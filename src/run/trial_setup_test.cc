@@ -52,13 +52,13 @@ TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
 
 TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {
   TempStore temp;
-  const StudySpec spec = ParseStudySpec(
-      "name: b\nworkload: {name: synthetic, args: {hidden_sizes: [8]}}\nmax_train_steps: 50\nrun_dir: " +
-          (temp.dir() / "runs").string() +
-          "\nobjective: {metric: valid/accuracy, direction: maximize}\n"
-          "training: {eval_every_steps: 10, test_at_end: true, keep_best_checkpoints: 3}\n"
-          "space:\n  learning_rate: {min: 0.01, max: 0.1}\n  optimizer: adam\n",
-      "b.yaml");
+  const StudySpec spec =
+      ParseStudySpec("name: b\nworkload: {name: synthetic, args: {hidden_sizes: [8]}}\nmax_train_steps: 50\nrun_dir: " +
+                         (temp.dir() / "runs").string() +
+                         "\nobjective: {metric: valid/accuracy, direction: maximize}\n"
+                         "training: {eval_every_steps: 10, test_at_end: true, keep_best_checkpoints: 3}\n"
+                         "space:\n  learning_rate: {min: 0.01, max: 0.1}\n  optimizer: adam\n",
+                     "b.yaml");
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   auto trial = session.Ask("w:1");
   const PreparedTrial prepared = PrepareTrial(spec, *trial, "/opt/bin/dltune");
@@ -66,9 +66,10 @@ TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {
   const std::string reproduce = ReproduceCommand(spec, trial->record());
   EXPECT_EQ(reproduce.rfind("dltune train synthetic --set 'hidden_sizes=[8]' --set learning_rate=", 0), 0u)
       << reproduce;
-  for (const std::string& flag : std::vector<std::string>{"--set optimizer=adam", "--steps 50", "--seed " + std::to_string(trial->record().seed),
-                                 "--eval-every 10", "--test", "--objective valid/accuracy --maximize", "--keep-best 3",
-                                 "--out " + (temp.dir() / "runs" / "trial_0-again").string()}) {
+  for (const std::string& flag :
+       std::vector<std::string>{"--set optimizer=adam", "--steps 50", "--seed " + std::to_string(trial->record().seed),
+                                "--eval-every 10", "--test", "--objective valid/accuracy --maximize", "--keep-best 3",
+                                "--out " + (temp.dir() / "runs" / "trial_0-again").string()}) {
     EXPECT_NE(reproduce.find(flag), std::string::npos) << flag << " missing from: " << reproduce;
   }
 }

@@ -10,8 +10,8 @@
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,9 +26,7 @@
 namespace dltune {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // A checkpoint of a trial whose retention dltune manages.
 struct KeptCheckpoint {
@@ -64,14 +62,14 @@ class Worker {
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
     if (!options.study.empty() && !Runnable(Session(options.study).spec())) {
-      throw Error(fmt::format("study '{}' names neither workload: nor command:, so a worker cannot train it: its "
-                              "trials are trained by a program using the ask/tell API",
-                              options.study));
+      throw Error(
+          fmt::format("study '{}' names neither workload: nor command:, so a worker cannot train it: its "
+                      "trials are trained by a program using the ask/tell API",
+                      options.study));
     }
-    parallel_ = options.parallel > 0 ? options.parallel
-                                     : DefaultParallelism(options.study.empty()
-                                                              ? 1
-                                                              : Session(options.study).spec().training.threads);
+    parallel_ = options.parallel > 0
+                    ? options.parallel
+                    : DefaultParallelism(options.study.empty() ? 1 : Session(options.study).spec().training.threads);
   }
 
   WorkerSummary Run() {
@@ -159,8 +157,8 @@ class Worker {
   bool IsGoneLocalWorker(const std::string& worker) const {
     const auto colon = worker.rfind(':');
     if (colon == std::string::npos) return false;
-    static const std::string host = DefaultWorkerId().substr(0, DefaultWorkerId().rfind(':'));
-    if (worker.substr(0, colon) != host) return false;
+    static const std::string kHost = DefaultWorkerId().substr(0, DefaultWorkerId().rfind(':'));
+    if (worker.substr(0, colon) != kHost) return false;
     pid_t pid = 0;
     try {
       pid = static_cast<pid_t>(std::stol(worker.substr(colon + 1)));
@@ -188,9 +186,10 @@ class Worker {
     }
     if (!options_.wait_for_others || running_elsewhere == 0) return false;
     if (!announced) {
-      observer_.Notice(fmt::format("waiting for {} trial{} running on other workers (they come back here if their "
-                                   "worker is lost)",
-                                   running_elsewhere, running_elsewhere == 1 ? "" : "s"));
+      observer_.Notice(
+          fmt::format("waiting for {} trial{} running on other workers (they come back here if their "
+                      "worker is lost)",
+                      running_elsewhere, running_elsewhere == 1 ? "" : "s"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     return true;
@@ -253,9 +252,10 @@ class Worker {
     if (requests >= 1 && !stopping_) {
       stopping_ = true;
       if (!slots_.empty()) {
-        observer_.Notice(fmt::format("stopping: {} running trial{} will write a checkpoint and stop (resumable); "
-                                     "press Ctrl-C again to kill them",
-                                     slots_.size(), slots_.size() == 1 ? "" : "s"));
+        observer_.Notice(
+            fmt::format("stopping: {} running trial{} will write a checkpoint and stop (resumable); "
+                        "press Ctrl-C again to kill them",
+                        slots_.size(), slots_.size() == 1 ? "" : "s"));
       }
     }
     for (auto& slot : slots_) {
@@ -294,8 +294,8 @@ class Worker {
     } catch (const LeaseLostError& e) {
       slot.lease_lost = true;
       slot.process->Signal(SIGKILL);
-      observer_.Notice(fmt::format("{} trial {}: {}; abandoning this attempt", slot.progress.study,
-                                   slot.progress.number, e.what()));
+      observer_.Notice(
+          fmt::format("{} trial {}: {}; abandoning this attempt", slot.progress.study, slot.progress.number, e.what()));
     } catch (const Error& e) {
       slot.protocol_error = e.what();  // ProtocolError, or a rule ActiveTrial enforces (steps must increase)
       slot.process->Signal(SIGKILL);
@@ -430,9 +430,9 @@ class Worker {
         trial.Fail(reason, exit_code, tail());
       } else if (status.code == kTrialStoppedExitStatus && !status.signal) {
         state = TrialState::kStopped;
-        reason = slot.term_sent ? "stopped on request at step " + std::to_string(trial.last_step())
-                                : "the trial stopped itself (exit status 75) at step " +
-                                      std::to_string(trial.last_step());
+        reason = slot.term_sent
+                     ? "stopped on request at step " + std::to_string(trial.last_step())
+                     : "the trial stopped itself (exit status 75) at step " + std::to_string(trial.last_step());
         trial.Stop(reason);
       } else if (slot.kill_sent || (slot.term_sent && status.signal == SIGTERM)) {
         state = TrialState::kStopped;

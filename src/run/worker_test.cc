@@ -46,9 +46,7 @@ class WorkerTest : public ::testing::Test {
                      stops ? *stops : no_stop);
   }
 
-  TrialRecord Trial(std::uint64_t number) {
-    return *temp_.store().FindTrial(temp_.store().FindStudy("s")->id, number);
-  }
+  TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(temp_.store().FindStudy("s")->id, number); }
 
   TempStore temp_;
   StudySpec spec_;
@@ -57,16 +55,16 @@ class WorkerTest : public ::testing::Test {
 
 // Report lines a script writes; `R` appends one line to the report channel.
 const std::string kPrelude = "R() { printf '%s\\n' \"$1\" >> \"$DLTUNE_REPORT\"; }\n";
-const std::string kTrains =
-    kPrelude +
-    "for s in 1 2 3 4; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":0.5}'; done\n"
-    "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.3}}'\n"
-    "R '{\"type\":\"eval\",\"step\":4,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.2}}'\n";
+const std::string kTrains = kPrelude +
+                            "for s in 1 2 3 4; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":0.5}'; done\n"
+                            "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.3}}'\n"
+                            "R '{\"type\":\"eval\",\"step\":4,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.2}}'\n";
 
 TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
-  const StudySession session = Study(kTrains + "test \"$DLTUNE_MAX_TRAIN_STEPS\" = 4 || exit 9\n"
-                                               "test -f \"$DLTUNE_PARAMS\" || exit 8\n"
-                                               "echo lr=$1\n",
+  const StudySession session = Study(kTrains +
+                                         "test \"$DLTUNE_MAX_TRAIN_STEPS\" = 4 || exit 9\n"
+                                         "test -f \"$DLTUNE_PARAMS\" || exit 8\n"
+                                         "echo lr=$1\n",
                                      3);
   const WorkerSummary summary = Run();
   EXPECT_EQ(summary.completed, 3);
@@ -225,12 +223,12 @@ TEST_F(WorkerTest, ATrialOfALostLocalWorkerIsReclaimedAtOnce) {
 TEST_F(WorkerTest, APlaceholderMissingFromATrialFailsIt) {
   const auto script = temp_.dir() / "t.sh";
   std::ofstream(script) << kTrains;
-  const StudySpec spec = ParseStudySpec("name: s\ncommand: sh " + script.string() +
-                                            " {momentum}\nmax_train_steps: 4\ntrials: 1\nrun_dir: " +
-                                            (temp_.dir() / "runs").string() +
-                                            "\nspace:\n  optimizer: {values: [sgd, momentum]}\n"
-                                            "  momentum: {when: {optimizer: momentum}, min: 0.1, max: 0.9}\n",
-                                        "s.yaml");
+  const StudySpec spec =
+      ParseStudySpec("name: s\ncommand: sh " + script.string() +
+                         " {momentum}\nmax_train_steps: 4\ntrials: 1\nrun_dir: " + (temp_.dir() / "runs").string() +
+                         "\nspace:\n  optimizer: {values: [sgd, momentum]}\n"
+                         "  momentum: {when: {optimizer: momentum}, min: 0.1, max: 0.9}\n",
+                     "s.yaml");
   (void)StudySession::OpenOrCreate(temp_.store(), spec, "");
   Run();
   // Trial 0 has optimizer=sgd or momentum; whichever lacks momentum fails with a clear reason.

@@ -355,22 +355,20 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
 }
 
 std::vector<ReclaimedTrial> SqlStore::ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) {
-  return Reclaim(study_id, "(heartbeat_at IS NULL OR heartbeat_at < {now} - ?)", grace_seconds,
-                 "stopped heartbeating", max_retries);
+  return Reclaim(study_id, "(heartbeat_at IS NULL OR heartbeat_at < {now} - ?)", grace_seconds, "stopped heartbeating",
+                 max_retries);
 }
 
-std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const std::string& worker,
-                                                    int max_retries) {
+std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) {
   return Reclaim(study_id, "worker = ?", worker, "is gone", max_retries);
 }
 
 std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::string& condition,
-                                              const SqlValue& condition_arg, const std::string& why,
-                                              int max_retries) {
+                                              const SqlValue& condition_arg, const std::string& why, int max_retries) {
   return Transaction(true, [&] {
     const auto stale = connection_->Query(
-        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' AND " +
-            condition + " ORDER BY number {skip_locked}"),
+        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' AND " + condition +
+            " ORDER BY number {skip_locked}"),
         {study_id, condition_arg});
     std::vector<ReclaimedTrial> reclaimed;
     for (const auto& row : stale) {

@@ -29,8 +29,7 @@ class SqlStore final : public Store {
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;
   void Finish(const TrialLease& lease, const TrialOutcome& outcome) override;
   std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) override;
-  std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker,
-                                            int max_retries) override;
+  std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) override;
   int ResumeStopped(std::int64_t study_id) override;
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;

@@ -46,9 +46,10 @@ void Scan(const std::string& command, OnText on_text, OnName on_name) {
     if (name.empty()) throw Error(fmt::format("command: empty placeholder {{}} at character {}", i + 1));
     for (char n : name) {
       if (!IsNameChar(n)) {
-        throw Error(fmt::format("command: '{{{}}}' at character {} is not a placeholder; names are letters, digits, "
-                                "'_' and '-' (write {{{{ for a literal brace)",
-                                name, i + 1));
+        throw Error(
+            fmt::format("command: '{{{}}}' at character {} is not a placeholder; names are letters, digits, "
+                        "'_' and '-' (write {{{{ for a literal brace)",
+                        name, i + 1));
       }
     }
     on_name(name);
@@ -66,7 +67,8 @@ const std::vector<std::string>& BuiltinPlaceholders() {
 
 std::vector<std::string> CommandPlaceholders(const std::string& command) {
   std::vector<std::string> names;
-  Scan(command, [](char) {}, [&](const std::string& name) { names.push_back(name); });
+  Scan(
+      command, [](char) {}, [&](const std::string& name) { names.push_back(name); });
   return names;
 }
 
@@ -77,9 +79,10 @@ std::string RenderCommand(const std::string& command, const std::map<std::string
       [&](const std::string& name) {
         const auto it = values.find(name);
         if (it == values.end()) {
-          throw Error(fmt::format("command: this trial has no param '{}' for the placeholder {{{}}} (a conditional "
-                                  "param absent from the trial?)",
-                                  name, name));
+          throw Error(
+              fmt::format("command: this trial has no param '{}' for the placeholder {{{}}} (a conditional "
+                          "param absent from the trial?)",
+                          name, name));
         }
         out += ShellQuote(it->second);
       });

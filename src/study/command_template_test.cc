@@ -51,8 +51,9 @@ TEST(CommandTemplate, TrainingSettingsParseWithDefaults) {
   EXPECT_EQ(defaults.training.eval_every_steps, 0);
   EXPECT_EQ(defaults.training.keep_latest_checkpoints, 2);
   const StudySpec spec = ParseStudySpec(
-      base + "run_dir: /shared/runs\ntraining: {eval_every_steps: 10, threads: 2, keep_best_checkpoints: 0, "
-             "test_at_end: true, divergence_factor: 10}\n",
+      base +
+          "run_dir: /shared/runs\ntraining: {eval_every_steps: 10, threads: 2, keep_best_checkpoints: 0, "
+          "test_at_end: true, divergence_factor: 10}\n",
       "s.yaml");
   EXPECT_EQ(spec.run_dir, "/shared/runs");
   EXPECT_EQ(spec.training.eval_every_steps, 10);

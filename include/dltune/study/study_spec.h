@@ -33,17 +33,18 @@ struct WorkloadSpec {
 // How each trial trains: the spec's `training:` mapping. The built-in trainer follows every setting; a `command:`
 // program receives them in trial.json, and the runner itself applies the checkpoint counts (docs/trial-protocol.md).
 struct TrainingSettings {
-  std::int64_t eval_every_steps = 0;  // 0: max_train_steps / 10 (at least 1); always at the last step too
-  int threads = 1;                    // threads per trial; the runner runs cores / threads trials at once
-  int keep_best_checkpoints = 1;      // the best pool (retrospective optimal checkpoint selection)
-  int keep_latest_checkpoints = 2;    // the latest pool (resuming after preemption)
-  bool test_at_end = false;           // also evaluate the test split after the last step
+  std::int64_t eval_every_steps = 0;       // 0: max_train_steps / 10 (at least 1); always at the last step too
+  int threads = 1;                         // threads per trial; the runner runs cores / threads trials at once
+  int keep_best_checkpoints = 1;           // the best pool (retrospective optimal checkpoint selection)
+  int keep_latest_checkpoints = 2;         // the latest pool (resuming after preemption)
+  bool test_at_end = false;                // also evaluate the test split after the last step
   std::int64_t valid_sample_examples = 0;  // >0: periodic evals on a fixed sample of valid, the full split at the end
   double divergence_factor = 100.0;        // a training loss above this multiple of the first one is divergence
 };
 
 // A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
-// names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see docs/study-spec.md for every key and its default.
+// names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see
+// docs/study-spec.md for every key and its default.
 struct StudySpec {
   std::string name;
   std::string description;
