@@ -211,5 +211,48 @@ TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   EXPECT_THAT(show.out, HasSubstr("dropuot"));
 }
 
+TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
+  // examples/external/study.yaml as shipped, with its trial directories moved to the test's directory.
+  std::string spec_text = Slurp(std::filesystem::path(DLTUNE_SOURCE_DIR) / "examples/external/study.yaml");
+  spec_text = std::regex_replace(spec_text, std::regex("\nrun_dir: [^\n]*"), "\nrun_dir: " + (dir_ / "runs").string());
+  const auto spec = dir_ / "external.yaml";
+  std::ofstream(spec) << spec_text;
+  const Result result =
+      test::RunDltune("run " + spec.string() + " --parallel 2 --storage " + StoreUrl(), DLTUNE_SOURCE_DIR);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("reproduce:  DLTUNE_PARAMS="));
+  const auto store = OpenStore(StoreUrl());
+  const auto study = store->FindStudy("external_mlp");
+  ASSERT_TRUE(study);
+  const auto trials = store->ListTrials(study->id);
+  ASSERT_EQ(trials.size(), 4u);
+  int completed = 0;
+  for (const auto& trial : trials) {
+    // A learning rate near the top of the range may diverge: such a trial is infeasible, with its reason.
+    if (trial.state == TrialState::kInfeasible) {
+      EXPECT_THAT(trial.reason, HasSubstr("divergence_factor"));
+      continue;
+    }
+    ++completed;
+    EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.reason << "\n" << trial.stderr_tail;
+    const auto series = store->TrainSeries(trial.id);
+    ASSERT_EQ(series.size(), 200u);
+    EXPECT_EQ(series.front().step, 1);
+    EXPECT_EQ(series.back().step, 200);
+    EXPECT_TRUE(series.back().grad_norm.has_value());
+    ASSERT_TRUE(trial.best_value.has_value());
+    EXPECT_LT(*trial.best_value, 0.9);  // better than chance on 10 classes, even in 200 steps
+    // dltune kept the latest two and the best checkpoint and deleted the others.
+    int kept = 0;
+    for (const auto& checkpoint : store->ListCheckpoints(trial.id)) {
+      EXPECT_EQ(std::filesystem::exists(checkpoint.path), !checkpoint.deleted) << checkpoint.path;
+      kept += checkpoint.deleted ? 0 : 1;
+    }
+    EXPECT_GE(kept, 2);
+    EXPECT_LE(kept, 3);
+  }
+  EXPECT_GE(completed, 2);
+}
+
 }  // namespace
 }  // namespace dltune
