@@ -10,6 +10,8 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
+#include "dltune/study/command_template.h"
+#include "dltune/train/blas_kernels.h"
 #include "dltune/version.h"
 
 namespace {
@@ -48,7 +50,25 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
+namespace dltune::cli {
+namespace {
+std::string command_line;
+}  // namespace
+
+void SetCommandLine(int argc, char** argv) {
+  command_line = "dltune";
+  for (int i = 1; i < argc; ++i) command_line += " " + dltune::ShellQuote(argv[i]);
+}
+
+const std::string& CommandLineText() { return command_line; }
+
+}  // namespace dltune::cli
+
 int main(int argc, char** argv) {
+  // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
+  if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial")) {
+    dltune::ReexecWithFasterBlasKernels(argv);
+  }
   CLI::App app{
       "dltune runs the Deep Learning Tuning Playbook end to end: studies with scientific, nuisance and fixed\n"
       "hyperparameters, quasi-random search, and the playbook's analyses.\n\n"
@@ -60,6 +80,8 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterSpaceCommands(app);
   dltune::cli::RegisterStoreCommands(app);
   dltune::cli::RegisterTrainCommand(app);
+  dltune::cli::RegisterRunCommands(app);
+  dltune::cli::SetCommandLine(argc, argv);
 
   try {
     CheckCommandWords(app, argc, argv);

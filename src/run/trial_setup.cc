@@ -8,6 +8,7 @@
 #include "dltune/core/error.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/study/command_template.h"
+#include "dltune/train/blas_kernels.h"
 
 namespace dltune {
 namespace {
@@ -116,6 +117,10 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
                          {"DLTUNE_THREADS", threads},
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
+  if (spec.command.empty()) {
+    // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
+    if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;
+  }
   command.stdout_path = prepared.trial_dir / "stdout.log";
   command.stderr_path = prepared.trial_dir / "stderr.log";
   return prepared;
