@@ -1,0 +1,15 @@
+// Reading a study's records from the store into the StudyData the analyses take.
+#pragma once
+
+#include <string>
+
+#include "dltune/analyze/analysis.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+// Every record of study `name`: its spec (parsed from the text the store keeps), trials, evaluations and training
+// measurements. Throws Error when there is no such study or its spec cannot be read by this dltune.
+StudyData LoadStudyData(Store& store, const std::string& name);
+
+}  // namespace dltune
