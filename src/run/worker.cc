@@ -20,6 +20,7 @@
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
+#include "dltune/report/tfevents.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/store/tracking.h"
 
@@ -47,6 +48,7 @@ struct Slot {
   std::vector<KeptCheckpoint> checkpoints;  // recorded and not deleted, by step
   std::optional<ReportEnd> end;
   std::string protocol_error;
+  std::optional<TfEventsWriter> tensorboard;  // the trial's scalars for `tensorboard --logdir`
   bool lease_lost = false;
   bool term_sent = false;
   bool kill_sent = false;
@@ -234,6 +236,7 @@ class Worker {
           slot->checkpoints.push_back({checkpoint.id, checkpoint.step, checkpoint.objective, checkpoint.path});
         }
       }
+      slot->tensorboard.emplace(slot->trial_dir);
       slot->process = std::make_unique<TrialProcess>(prepared.command);
     } catch (const LeaseLostError&) {
       return;
@@ -312,9 +315,15 @@ class Worker {
       std::erase_if(slot.checkpoints, [&](const KeptCheckpoint& c) { return c.step > line.start->step; });
     } else if (line.train) {
       trial.ReportTrain(*line.train);
+      slot.tensorboard->AddTrainMeasurement(*line.train, Now());
       slot.progress.step = line.train->step;
     } else if (line.eval) {
       trial.ReportEval(line.eval->step, line.eval->split, line.eval->metrics, line.eval->examples);
+      for (const auto& [metric, value] : line.eval->metrics) {
+        slot.tensorboard->AddEvalMeasurement(
+            {.step = line.eval->step, .split = line.eval->split, .metric = metric, .value = value}, Now());
+      }
+      slot.tensorboard->Flush();
       slot.progress.step = std::max(slot.progress.step, line.eval->step);
       slot.progress.objective = trial.final_value();
       slot.progress.best = trial.best_value();

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "dltune/report/tfevents.h"
 #include "dltune/run/study_session.h"
 #include "run_test_util.h"
 
@@ -81,6 +82,24 @@ TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
     std::string line;
     std::getline(in, line);
     EXPECT_EQ(line, "lr=" + FormatValue(trial.params.at("learning_rate")));
+    // Its scalars are in a TensorBoard event file in the trial directory.
+    std::vector<std::filesystem::path> event_files;
+    for (const auto& entry : std::filesystem::directory_iterator(out.parent_path())) {
+      if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) event_files.push_back(entry.path());
+    }
+    ASSERT_EQ(event_files.size(), 1u);
+    int losses = 0, errors = 0;
+    for (const auto& event : ReadTfEvents(event_files[0])) {
+      for (const auto& scalar : event.scalars) {
+        losses += scalar.tag == "train/loss" ? 1 : 0;
+        if (scalar.tag == "valid/error_rate") {
+          ++errors;
+          EXPECT_FLOAT_EQ(scalar.value, event.step == 2 ? 0.3f : 0.2f);
+        }
+      }
+    }
+    EXPECT_EQ(losses, 4);
+    EXPECT_EQ(errors, 2);
   }
 }
 
