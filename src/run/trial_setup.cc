@@ -38,14 +38,17 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
 
 // A command that is one simple command ("python3 train.py --lr 0.1") runs as `exec ...`, so the program replaces
 // the shell: it then receives dltune's signals itself and dies with its worker (parent-death signal).
+// Other commands keep their shell, which is told to survive SIGTERM (`trap : TERM`): the signal reaches the
+// program through the process group, and the shell then exits with the program's status (75 when it stopped).
 std::string ExecWhenSimple(const std::string& command) {
-  if (command.find_first_of(";&|()\n") != std::string::npos) return command;  // lists, pipes, subshells
+  const std::string keep_shell = "trap : TERM; " + command;
+  if (command.find_first_of(";&|()\n") != std::string::npos) return keep_shell;  // lists, pipes, subshells
   const auto first_end = command.find(' ');
   const std::string first = command.substr(0, first_end);
   static const std::set<std::string> kNotPrograms = {"cd",  "export", "set",    "exec",  "if",
                                                      "for", "while",  "until",  "case",  "eval",
                                                      ".",   "source", "ulimit", "umask", "unset"};
-  if (first.empty() || first.find('=') != std::string::npos || kNotPrograms.count(first)) return command;
+  if (first.empty() || first.find('=') != std::string::npos || kNotPrograms.count(first)) return keep_shell;
   return "exec " + command;
 }
 

@@ -47,7 +47,8 @@ TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
   const StudySpec spec = test::CommandSpec("s", "cd sub && python3 t.py {learning_rate}", temp.dir());
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   auto trial = session.Ask("w:1");
-  EXPECT_EQ(PrepareTrial(spec, *trial, "dltune").command.shell_command.rfind("cd sub && python3 t.py ", 0), 0u);
+  EXPECT_EQ(PrepareTrial(spec, *trial, "dltune").command.shell_command.rfind("trap : TERM; cd sub && python3 t.py ", 0),
+            0u);
 }
 
 TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {

@@ -202,6 +202,26 @@ TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
   EXPECT_EQ(temp_.store().TrainSeries(Trial(0).id).size(), 2u);
 }
 
+TEST_F(WorkerTest, ACompoundCommandStopsWithItsProgramsStatus) {
+  // The shell of `cd ... && sh trial.sh` stays; on SIGTERM the program checkpoints and exits 75, and so does the shell.
+  const auto script = temp_.dir() / "stoppable.sh";
+  std::ofstream(script) << kPrelude
+                        << "trap 'R \"{\\\"type\\\":\\\"train\\\",\\\"step\\\":2}\"; exit 75' TERM\n"
+                           "R '{\"type\":\"train\",\"step\":1}'\n"
+                           "while true; do sleep 0.05; done\n";
+  spec_ = CommandSpec("s", "cd " + temp_.dir().string() + " && sh " + script.string(), temp_.dir(), 1);
+  (void)StudySession::OpenOrCreate(temp_.store(), spec_, "");
+  std::atomic<int> stops{0};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    stops = 1;
+  });
+  EXPECT_EQ(Run(1, &stops).stopped, 1);
+  stopper.join();
+  EXPECT_EQ(Trial(0).state, TrialState::kStopped);
+  EXPECT_NE(Trial(0).reason.find("stopped on request at step 2"), std::string::npos) << Trial(0).reason;
+}
+
 TEST_F(WorkerTest, ResumedTrialsKnowItAndContinueWithoutGaps) {
   // The first attempt stops itself after step 2; the second resumes from step 2 and finishes.
   (void)Study(kPrelude +
