@@ -1,7 +1,9 @@
 // The playbook's checklist as diagnostics: each a finding about a study, with the playbook section it comes from and
-// a concrete suggestion. Pure functions over StudyData (analysis.h).
+// a concrete suggestion. Pure functions over StudyData (analysis.h): deterministic, no I/O, thread-safe.
+// docs/analyses.md explains each check for users.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,32 +15,60 @@ enum class Severity { kInfo, kWarning, kProblem };
 std::string SeverityName(Severity severity);  // "info", "warning", "problem"
 
 struct Diagnostic {
-  std::string id;           // stable: "boundary", "infeasible_share", "instability", "overfitting",
-                            // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
-                            // "input_bound", "aggressive_clipping"
+  std::string id;  // stable: "boundary", "infeasible_share", "instability", "overfitting",
+                   // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
+                   // "input_bound", "aggressive_clipping"
   Severity severity = Severity::kWarning;
-  std::string title;        // one line: what was found
-  std::string detail;       // the evidence: trials, values, fractions
-  std::string suggestion;   // what to do
-  std::string section;      // the playbook section, e.g. "Identifying bad search space boundaries"
-  std::string substudy;     // the sub-study it concerns ("" for the whole study)
-  std::string param_id;     // the param it concerns, if any
+  std::string title;       // one line: what was found
+  std::string detail;      // the evidence: trials, values, fractions
+  std::string suggestion;  // what to do
+  std::string section;     // the playbook section's title, e.g. "Identifying bad search space boundaries"
+  std::string substudy;    // the sub-study it concerns ("" for the whole study, or when it has one sub-study)
+  std::string param_id;    // the param it concerns, if any
+  std::vector<std::uint64_t> trials;  // the trials the evidence names, for linking to them
 };
 
-// Every diagnostic that applies, most serious first (then in the order of the list above). The checks:
-// - boundary: the best trials of a sub-study (its top 3, or top 10%) lie in the outer 10% of a range param's
-//   (log) range: "expand the space this way".
-// - infeasible_share: more than 20% (warning; 50%: problem) of finished trials are infeasible.
-// - instability: infeasible trials concentrate above a learning-rate threshold and the best trial sits within 20%
-//   (in log space) of it: "instability — see warmup and clipping".
-// - overfitting: among the best trials, the valid objective got worse by more than 5% of its range after its best
-//   step (problematic overfitting).
-// - late_variance: step-to-step variation of the objective in the last 25% of training above 5% of its level.
-// - compute_bound: the best steps of the best trials are in the last 25% of training: "train longer".
-// - steps_too_high: every completed trial's best step is in the first 10%: "max_train_steps is too high".
-// - training_loss_rising: a trial's training loss ends clearly above its minimum (smoothed): likely a pipeline bug.
-// - input_bound: data wait above 10% of step time.
-// - aggressive_clipping: more than 50% of steps clipped: "lower the learning rate instead".
+// The id of a playbook section's heading on GitHub, without '#' ("gradient-clipping"): lower case, spaces to '-',
+// punctuation except '-' and '_' dropped. For linking `section` to the playbook: <playbook URL> + "#" + anchor.
+std::string PlaybookAnchor(const std::string& section);
+
+// Every diagnostic that applies, most serious first (problem, warning, info), then in the order of the list below,
+// then by sub-study index and spec order of params. Terms as in analysis.h: "best objective", "the best trials of a
+// sub-study" (its top 3 completed trials: TopTrials(data, 3)), "unit position" (where a range param's value lies in
+// its range, 0 at min and 1 at max, on a log scale for Scale::kLog). The checks:
+// - boundary (warning; "Identifying bad search space boundaries"): in a sub-study with at least 5 completed trials
+//   that have a range param (nuisance, or scientific in joint mode), its 3 best such trials all lie in the outer 10%
+//   of the range at the same end (unit position >= 0.9, or <= 0.1): "expand the space this way" (log ranges by a
+//   decade, linear ones by half their width). The playbook asks whether "the best points cluster towards the edge";
+//   three best points, not one, because one point alone lands in the outer tenths a fifth of the time by chance.
+// - infeasible_share (warning above 20%, problem above 50%; "Extracting insight from experimental results"): of the
+//   finished trials (completed, infeasible, failed; at least 5) of a sub-study, the share that is infeasible. The
+//   detail names the range param along which infeasible trials differ most from completed ones, when they do.
+// - instability (problem; "When to apply learning rate warmup"): for a learning-rate range param (its id or name
+//   contains "learning_rate", or the name is "lr" or ends in "_lr"), the threshold t is the lowest value of an
+//   infeasible trial such that at least 80% of the finished trials at or above t are infeasible (at least 2 of
+//   them); the check fires when completed trials lie below t and the sub-study's best trial is below t within 20%
+//   of the range (in unit position) of it — the playbook's Figure 7a, "the best learning rate is right at the edge
+//   of what is feasible": "instability — see warmup and clipping".
+// - overfitting (warning; "Examining the training curves"): one of the best trials of a sub-study (at least 3
+//   evaluations of the objective) ends — its last evaluation — worse than its best value by more than 5% of the
+//   range (max - min) of its objective curve (problematic overfitting).
+// - late_variance (warning; "Examining the training curves"): one of the best trials has at least 3 evaluations of
+//   the objective in the last 25% of training (step > 0.75 max_train_steps) whose step-to-step noise — the standard
+//   deviation of consecutive differences / sqrt(2), which ignores a steady trend — is above 5% of their mean |level|.
+// - compute_bound (info; "Deciding how long to train when training is not compute-bound"): the best steps of all the
+//   best trials of every sub-study (at least 3 trials in all) are in the last 25% of training (best step > 0.75
+//   max_train_steps): "train longer".
+// - steps_too_high (warning; same section): every completed trial with a best step (at least 3) has it in the first
+//   10% of training (best step <= 0.1 max_train_steps): "max_train_steps is too high".
+// - training_loss_rising (warning; problem when at least half of the checked trials show it; "Examining the
+//   training curves"): a completed trial with at least 10 finite training losses whose moving average (window: a
+//   tenth of them) ends more than 10% of its range (max - min of the average) above its minimum: likely a pipeline
+//   bug, or instability.
+// - input_bound (warning; "Optimizing the input pipeline"): over every training step recording both, data wait is
+//   more than 10% of step time.
+// - aggressive_clipping (warning; "Gradient clipping"): one of the best trials clipped more than 50% of the steps
+//   that carry a `clipped` flag: "lower the learning rate instead" (the playbook's "extremely aggressive").
 std::vector<Diagnostic> Diagnose(const StudyData& data);
 
 }  // namespace dltune

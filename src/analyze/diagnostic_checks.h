@@ -1,0 +1,50 @@
+// The checks behind Diagnose (diagnostics.h), one function each, sharing what every check needs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "analysis_util.h"
+#include "dltune/analyze/diagnostics.h"
+
+namespace dltune::diagnostic_checks {
+
+// Playbook section titles, as the playbook writes them (markup dropped).
+inline constexpr const char* kBoundarySection = "Identifying bad search space boundaries";
+inline constexpr const char* kInsightSection = "Extracting insight from experimental results";
+inline constexpr const char* kWarmupSection = "When to apply learning rate warmup";
+inline constexpr const char* kCurvesSection = "Examining the training curves";
+inline constexpr const char* kStepsSection = "Deciding how long to train when training is not compute-bound";
+inline constexpr const char* kInputSection = "Optimizing the input pipeline";
+inline constexpr const char* kClippingSection = "Gradient clipping";
+
+// What the checks share.
+struct Context {
+  explicit Context(const StudyData& study_data);
+
+  const StudyData& data;
+  ObjectiveRef objective;
+  std::vector<std::vector<analysis_util::RankedTrial>> ranked;  // RankedBySubStudy(data)
+  bool single_substudy = true;
+
+  // The Diagnostic::substudy of a sub-study: "" when the study has one.
+  std::string SubStudyField(const std::string& label) const { return single_substudy ? "" : label; }
+  // " of optimizer=adam", or "" when the study has one sub-study.
+  std::string OfSubStudy(const std::string& label) const { return single_substudy ? "" : " of " + label; }
+  // The best `count` trials of a ranked group.
+  std::vector<analysis_util::RankedTrial> Top(const std::vector<analysis_util::RankedTrial>& group,
+                                              std::size_t count = 3) const;
+};
+
+void CheckBoundary(const Context& context, std::vector<Diagnostic>& out);
+void CheckInfeasibleShare(const Context& context, std::vector<Diagnostic>& out);
+void CheckInstability(const Context& context, std::vector<Diagnostic>& out);
+void CheckOverfitting(const Context& context, std::vector<Diagnostic>& out);
+void CheckLateVariance(const Context& context, std::vector<Diagnostic>& out);
+void CheckComputeBound(const Context& context, std::vector<Diagnostic>& out);
+void CheckStepsTooHigh(const Context& context, std::vector<Diagnostic>& out);
+void CheckTrainingLossRising(const Context& context, std::vector<Diagnostic>& out);
+void CheckInputBound(const Context& context, std::vector<Diagnostic>& out);
+void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& out);
+
+}  // namespace dltune::diagnostic_checks

@@ -1,0 +1,77 @@
+#include "dltune/analyze/diagnostics.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <string_view>
+
+#include "diagnostic_checks.h"
+
+namespace dltune {
+
+std::string SeverityName(Severity severity) {
+  switch (severity) {
+    case Severity::kInfo: return "info";
+    case Severity::kWarning: return "warning";
+    case Severity::kProblem: return "problem";
+  }
+  return "unknown";
+}
+
+std::string PlaybookAnchor(const std::string& section) {
+  std::string anchor;
+  for (const char c : section) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_') {
+      anchor += static_cast<char>(std::tolower(u));
+    } else if (c == ' ') {
+      anchor += '-';
+    }
+  }
+  return anchor;
+}
+
+namespace diagnostic_checks {
+
+Context::Context(const StudyData& study_data)
+    : data(study_data),
+      objective(ObjectiveOf(study_data.spec)),
+      ranked(analysis_util::RankedBySubStudy(study_data)),
+      single_substudy(analysis_util::SubStudyCount(study_data) <= 1) {}
+
+std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_util::RankedTrial>& group,
+                                                     std::size_t count) const {
+  return {group.begin(), group.begin() + static_cast<std::ptrdiff_t>(std::min(count, group.size()))};
+}
+
+}  // namespace diagnostic_checks
+
+std::vector<Diagnostic> Diagnose(const StudyData& data) {
+  using namespace diagnostic_checks;
+  // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
+  constexpr std::array<std::string_view, 10> kOrder = {
+      "boundary",      "infeasible_share", "instability",          "overfitting", "late_variance",
+      "compute_bound", "steps_too_high",   "training_loss_rising", "input_bound", "aggressive_clipping"};
+  const Context context(data);
+  std::vector<Diagnostic> found;
+  CheckBoundary(context, found);
+  CheckInfeasibleShare(context, found);
+  CheckInstability(context, found);
+  CheckOverfitting(context, found);
+  CheckLateVariance(context, found);
+  CheckComputeBound(context, found);
+  CheckStepsTooHigh(context, found);
+  CheckTrainingLossRising(context, found);
+  CheckInputBound(context, found);
+  CheckAggressiveClipping(context, found);
+  const auto rank = [&kOrder](const Diagnostic& d) {
+    return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();
+  };
+  std::stable_sort(found.begin(), found.end(), [&rank](const Diagnostic& a, const Diagnostic& b) {
+    if (a.severity != b.severity) return a.severity > b.severity;
+    return rank(a) < rank(b);
+  });
+  return found;
+}
+
+}  // namespace dltune
