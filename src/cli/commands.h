@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dltune/analyze/diagnostics.h"
 #include "dltune/store/store.h"
 
 namespace dltune::cli {
@@ -18,6 +19,10 @@ void RegisterStoreCommands(CLI::App& app);
 void RegisterTrainCommand(CLI::App& app);
 // `dltune run`, `dltune worker` and `dltune run-trial`.
 void RegisterRunCommands(CLI::App& app);
+// `dltune report`.
+void RegisterReportCommand(CLI::App& app);
+// `dltune doctor`.
+void RegisterDoctorCommand(CLI::App& app);
 
 // Shared by the commands.
 // The command line as typed (set by main), recorded with new studies.
@@ -25,6 +30,8 @@ void SetCommandLine(int argc, char** argv);
 const std::string& CommandLineText();
 // The --storage option.
 void AddStorageOption(CLI::App* command, std::string& storage);
+// The findings of `dltune doctor` as text, most serious first.
+std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics);
 // The tracking record of `studies`, one row each (what `dltune studies` prints).
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 

@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterStoreCommands(app);
   dltune::cli::RegisterTrainCommand(app);
   dltune::cli::RegisterRunCommands(app);
+  dltune::cli::RegisterDoctorCommand(app);
+  dltune::cli::RegisterReportCommand(app);
   dltune::cli::SetCommandLine(argc, argv);
 
   try {

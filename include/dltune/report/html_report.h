@@ -1,0 +1,72 @@
+// The study report: one self-contained HTML file with the study's tracking record, the playbook checklist's
+// diagnostics, the best trials and every plot of the analyses. It opens offline: the charting libraries (vega,
+// vega-lite, vega-embed) are inlined. docs/report.md describes what it shows and its escaping rules.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/analyze/analysis.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+// What the report shows of a trial beyond the analyses' input: the caller fills these for the trials of the table of
+// best trials (TopTrials(data, top_trials), analysis.h), from the store and from the run module, which this module
+// does not depend on.
+struct TrialExtras {
+  std::vector<CheckpointRecord> checkpoints;  // as Store::ListCheckpoints returns them
+  std::string reproduce;                      // a command that trains the trial again (run/trial_setup.h)
+};
+
+// Options of RenderReport. Plain value type.
+struct ReportOptions {
+  // Rows per sub-study in the table of best trials: TopTrials(data, top_trials) (at least 1).
+  std::size_t top_trials = 5;
+  // Checkpoints and reproduction commands by trial number; a trial without an entry shows "-".
+  std::map<std::uint64_t, TrialExtras> extras;
+  // Where the charting libraries are (see FindWebDir); empty: FindWebDir().
+  std::filesystem::path web_dir;
+  // Resamples of the "Have we sampled enough?" bootstrap, and its seed (the same report for the same records).
+  int bootstrap_resamples = 1000;
+  std::uint64_t bootstrap_seed = 0;
+  // Shown in the page's footer, e.g. "2026-11-22 10:31 UTC"; empty: left out (the page is then a pure function of
+  // its input).
+  std::string generated_at;
+};
+
+// The checkpoint that holds a trial's best step: a kept one at `best_step` (the best pool first), else the newest
+// kept best-pool checkpoint; nullopt when none is kept.
+std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
+                                               std::optional<std::int64_t> best_step);
+
+// The directory that holds vega/build/vega.min.js, vega-lite/build/vega-lite.min.js and
+// vega-embed/build/vega-embed.min.js (a node_modules directory), looking in the first of: $DLTUNE_WEB_DIR; the
+// installed tree's share/dltune/web (found from the running program: <prefix>/bin/dltune); the source tree's web/
+// (a build tree). Each may hold the libraries itself or in its node_modules/ (the layout of web/). Throws Error
+// naming where it looked and `scripts/setup` when none holds them, or when $DLTUNE_WEB_DIR is set and does not.
+std::filesystem::path FindWebDir();
+
+// The report of a study as one HTML document (UTF-8). Throws Error when the charting libraries cannot be read.
+std::string RenderReport(const StudyData& data, const ReportOptions& options = {});
+
+// `text` for HTML text and attribute values: & < > " ' escaped, invalid UTF-8 replaced by U+FFFD, NUL dropped.
+std::string HtmlEscape(std::string_view text);
+
+// `json` as text that is safe inside a <script> element and parses back to the same value: ASCII only, with <, >
+// and & written as \u003c, \u003e and \u0026, so no "</script>" or "<!--" can appear. Invalid UTF-8 in strings is
+// replaced by U+FFFD.
+std::string ScriptJson(const nlohmann::json& json);
+
+// A script's source as safe to inline in a <script> element: "</script" (any case) written "<\/script" and "<!--"
+// written "\x3C!--" (the same in JavaScript string, template and regular-expression literals, where they can occur).
+std::string InlineScript(std::string_view source);
+
+}  // namespace dltune

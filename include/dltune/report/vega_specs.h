@@ -1,0 +1,71 @@
+// Vega-Lite specs (https://vega.github.io/vega-lite/) of the playbook's plots, built from the analyses' structs
+// (dltune/analyze/analysis.h). The HTML report and the dashboard render them with vega-embed.
+//
+// Every function is pure and returns a complete spec with its data inline (`data.values`), so a spec can be saved,
+// diffed or opened in the Vega editor as it is. Text a user wrote (param names and values, sub-study labels, ...)
+// is put only into data values and literal titles, which Vega draws as text; never into a Vega expression, and
+// field names are fixed words, so no user text can change what a spec computes. Nothing here escapes HTML: embed
+// the spec with ScriptJson (dltune/report/html_report.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/analyze/analysis.h"
+
+namespace dltune {
+
+// How a chart is drawn. Width and height are the plotting area in CSS pixels (axes and legends come on top); 0 takes
+// the chart's own default.
+struct ChartOptions {
+  int width = 0;
+  int height = 0;
+  // Every sub-study's label in the study's order: the color domain, so a sub-study has the same color in every
+  // chart. Empty: the sub-studies found in the chart's data, in order of appearance.
+  std::vector<std::string> substudies;
+};
+
+// The objective's axis title: "valid/error_rate (lower is better)".
+std::string ObjectiveTitle(const ObjectiveRef& objective);
+
+// A hyperparameter axis plot ("Identifying bad search space boundaries"): the best objective of each trial against
+// the param's value, log x for log params, the search space's bounds as dashed rules, infeasible trials as red
+// crosses at their value (at their objective when they have one, else along the worse edge of the plot).
+nlohmann::json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const ChartOptions& options = {});
+
+// An isolation plot: the best objective reached for each value (or bucket) of a scientific param, the nuisance
+// params optimized away.
+nlohmann::json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective,
+                                 const ChartOptions& options = {});
+
+// One series of every trial against the step — `series` from `source` ("train/loss" of the training steps, or an
+// evaluation such as "valid/error_rate"): the highlighted (best few of each sub-study) strong, the others faint,
+// colored by sub-study, log y for a loss or norm spanning a decade or more. When the other trials stretch the y axis
+// to more than twice the highlighted trials' range, it is zoomed on the highlighted ones ("zoomed" in its title) and
+// the rest clipped. With `mark_best_steps`, each trial's best step is marked on its curve (the retrospective optimal
+// checkpoint). Other curves are ignored.
+nlohmann::json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::string& series,
+                                  CurveSource source, bool mark_best_steps, const ChartOptions& options = {});
+
+// Each completed trial's best step against its best objective, with the first 10% and the last 25% of
+// max_train_steps shaded (the playbook's "max_train_steps too high" and "compute-bound" regions).
+nlohmann::json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_train_steps,
+                            const ObjectiveRef& objective, const ChartOptions& options = {});
+
+// The gradient norm (before clipping) of every trial against the step, log y when every norm is positive, with the
+// 90th percentile as a dashed red rule (its value in the rule's tooltip).
+nlohmann::json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& options = {});
+
+// The histogram of every recorded gradient norm, with the 90th percentile (the suggested clipping threshold) as a
+// rule.
+nlohmann::json GradientNormHistogramSpec(const GradientNorms& norms, const ChartOptions& options = {});
+
+// "Have we sampled enough?": for each budget of trials, the distribution of the best objective of that many trials
+// drawn from the completed ones, as box plots (whiskers min..max, box q1..q3, median tick).
+nlohmann::json BootstrapSpec(const BootstrapPlot& plot, const ObjectiveRef& objective,
+                             const ChartOptions& options = {});
+
+}  // namespace dltune

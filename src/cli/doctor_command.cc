@@ -1,0 +1,79 @@
+// `dltune doctor STUDY`: the playbook's checklist run over a study, most serious finding first.
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dltune/analyze/diagnostics.h"
+#include "dltune/report/study_data.h"
+
+namespace dltune::cli {
+namespace {
+
+// Wraps `text` at `width` columns, every line after the first indented by `indent` spaces.
+std::string Wrap(const std::string& text, std::size_t indent, std::size_t width = 100) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && indent + line.size() + 1 + word.size() > width) {
+      out += line + "\n" + std::string(indent, ' ');
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + line;
+}
+
+}  // namespace
+
+std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics) {
+  int counts[3] = {};
+  for (const auto& d : diagnostics) ++counts[static_cast<int>(d.severity)];
+  std::string out;
+  if (diagnostics.empty()) {
+    return fmt::format("study {}: no finding — none of the playbook's checks applies to it\n", study);
+  }
+  out += fmt::format("study {}: {} finding{} ({} problem{}, {} warning{}, {} note{})\n", study, diagnostics.size(),
+                     diagnostics.size() == 1 ? "" : "s", counts[2], counts[2] == 1 ? "" : "s", counts[1],
+                     counts[1] == 1 ? "" : "s", counts[0], counts[0] == 1 ? "" : "s");
+  constexpr std::size_t kIndent = 10;
+  for (const auto& d : diagnostics) {
+    std::string label = SeverityName(d.severity);
+    for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const std::string& title = d.title;  // names the sub-study when there are several
+    out += fmt::format("\n{:<{}}{}\n", label, kIndent, Wrap(title, kIndent));
+    const std::string pad(kIndent, ' ');
+    if (!d.detail.empty()) out += pad + Wrap(d.detail, kIndent) + "\n";
+    if (!d.suggestion.empty()) out += pad + Wrap("Suggestion: " + d.suggestion, kIndent) + "\n";
+    if (!d.section.empty()) out += pad + Wrap("Playbook: \"" + d.section + "\"", kIndent) + "\n";
+  }
+  return out;
+}
+
+void RegisterDoctorCommand(CLI::App& app) {
+  struct Args {
+    std::string study;
+    std::string storage;
+  };
+  auto args = std::make_shared<Args>();
+  auto* doctor = app.add_subcommand(
+      "doctor",
+      "Check a study against the playbook's checklist: best trials at a search-space boundary, infeasible trials and "
+      "instability, overfitting, noisy objectives, best steps that say train longer or shorter, a rising training "
+      "loss, input-bound training, aggressive gradient clipping. Prints each finding, most serious first, with its "
+      "evidence, a suggestion and the playbook section it comes from (docs/analyses.md).\n\n"
+      "Example:\n  dltune doctor quickstart");
+  doctor->add_option("STUDY", args->study, "The study's name (see dltune studies)")->required();
+  AddStorageOption(doctor, args->storage);
+  doctor->callback([args] {
+    const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage, false);
+    const StudyData data = LoadStudyData(*store, args->study);
+    std::fputs(RenderDiagnostics(args->study, Diagnose(data)).c_str(), stdout);
+  });
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,231 @@
+#include "dltune/report/html_report.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kHostile = "<img src=x onerror=alert(1)> & \"quotes\" </script><!--";
+
+TEST(HtmlEscape, EscapesMarkupAndRepairsUtf8) {
+  EXPECT_EQ(HtmlEscape("<a href='x'>&\"</a>"), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;");
+  EXPECT_EQ(HtmlEscape(std::string("a\xff"
+                                   "b\0c",
+                                   5)),
+            "a\xEF\xBF\xBD"
+            "bc");
+  EXPECT_EQ(HtmlEscape("plain ü"), "plain ü");
+}
+
+TEST(ScriptJson, CannotCloseTheScriptElementAndParsesBack) {
+  const nlohmann::json value = {{"text", kHostile}, {"bad", std::string("\xff")}, {"ls", "\u2028"}};
+  const std::string text = ScriptJson(value);
+  EXPECT_THAT(text, Not(HasSubstr("<")));
+  EXPECT_THAT(text, Not(HasSubstr(">")));
+  EXPECT_THAT(text, Not(HasSubstr("&")));
+  for (const char c : text) EXPECT_LT(static_cast<unsigned char>(c), 0x80);
+  const auto back = nlohmann::json::parse(text);
+  EXPECT_EQ(back.at("text"), kHostile);
+  EXPECT_EQ(back.at("bad"), "\xEF\xBF\xBD");
+  EXPECT_EQ(back.at("ls"), "\u2028");
+}
+
+TEST(InlineScript, RewritesWhatWouldEndOrConfuseTheScriptElement) {
+  EXPECT_EQ(InlineScript("var a = '</script>'; var b = \"</SCRIPT \"; var c = /<!--/;"),
+            "var a = '<\\/script>'; var b = \"<\\/SCRIPT \"; var c = /\\x3C!--/;");
+  EXPECT_EQ(InlineScript("a </b> </scrip"), "a </b> </scrip");
+}
+
+TEST(BestCheckpoint, PrefersAKeptCheckpointAtTheBestStep) {
+  const std::vector<CheckpointRecord> checkpoints = {
+      {.step = 100, .path = "a", .pool = CheckpointPool::kBest, .deleted = true},
+      {.step = 200, .path = "b", .pool = CheckpointPool::kBest},
+      {.step = 300, .path = "c", .pool = CheckpointPool::kLatest},
+      {.step = 300, .path = "d", .pool = CheckpointPool::kBest},
+      {.step = 400, .path = "e", .pool = CheckpointPool::kLatest},
+  };
+  EXPECT_EQ(BestCheckpoint(checkpoints, 300)->path, "d");
+  EXPECT_EQ(BestCheckpoint(checkpoints, 400)->path, "e");
+  EXPECT_EQ(BestCheckpoint(checkpoints, 100)->path, "d");  // deleted: the newest kept best-pool one
+  EXPECT_FALSE(BestCheckpoint({checkpoints[0], checkpoints[2]}, 100));
+}
+
+// A web directory with stand-ins for the three libraries.
+fs::path FakeWebDir() {
+  const fs::path dir = fs::temp_directory_path() / ("dltune_report_test_web_" + std::to_string(::getpid()));
+  for (const char* library : {"vega", "vega-lite", "vega-embed"}) {
+    fs::create_directories(dir / library / "build");
+    std::ofstream(dir / library / "build" / (std::string(library) + ".min.js"))
+        << "/* " << library << " */ var x = '</script>';\n";
+  }
+  return dir;
+}
+
+class EnvGuard {
+ public:
+  explicit EnvGuard(const char* value) {
+    if (const char* old = std::getenv("DLTUNE_WEB_DIR")) old_ = old;
+    if (value) {
+      ::setenv("DLTUNE_WEB_DIR", value, 1);
+    } else {
+      ::unsetenv("DLTUNE_WEB_DIR");
+    }
+  }
+  ~EnvGuard() {
+    if (old_) {
+      ::setenv("DLTUNE_WEB_DIR", old_->c_str(), 1);
+    } else {
+      ::unsetenv("DLTUNE_WEB_DIR");
+    }
+  }
+  EnvGuard(const EnvGuard&) = delete;
+  EnvGuard& operator=(const EnvGuard&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(FindWebDir, HonorsTheEnvironmentAndNamesSetupWhenMissing) {
+  const fs::path dir = FakeWebDir();
+  {
+    EnvGuard env(dir.c_str());
+    EXPECT_EQ(FindWebDir(), dir);
+  }
+  {
+    // A directory whose node_modules/ holds them counts too (DLTUNE_WEB_DIR=web).
+    const fs::path parent = dir.string() + "_parent";
+    fs::create_directories(parent);
+    fs::rename(dir, parent / "node_modules");
+    EnvGuard env(parent.c_str());
+    EXPECT_EQ(FindWebDir(), parent / "node_modules");
+    fs::remove_all(parent);
+  }
+  {
+    EnvGuard env("/nonexistent/dltune-web");
+    try {
+      (void)FindWebDir();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("DLTUNE_WEB_DIR=/nonexistent/dltune-web"));
+      EXPECT_THAT(e.what(), HasSubstr("scripts/setup"));
+    }
+  }
+}
+
+TEST(RenderReport, MissingLibrariesAreAUserError) {
+  StudyData data;
+  ReportOptions options;
+  options.web_dir = "/nonexistent/dltune-web";
+  try {
+    (void)RenderReport(data, options);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("scripts/setup"));
+  }
+}
+
+// A small study with hostile text wherever a user writes it.
+StudyData HostileStudy() {
+  StudyData data;
+  const std::string spec_text = R"(name: hostile
+description: '<img src=x onerror=alert(1)> & "quotes" </script>'
+max_train_steps: 100
+objective: valid/error_rate
+trials: 2
+space:
+  optimizer:
+    role: scientific
+    values: ['<b>bold</b>', adam]
+  learning_rate: {min: 0.001, max: 1.0, scale: log}
+)";
+  data.spec = ParseStudySpec(spec_text, "hostile.yaml");
+  data.study.id = 1;
+  data.study.name = "hostile";
+  data.study.description = data.spec.description;
+  data.study.spec_text = spec_text;
+  data.study.spec_path = "specs/<hostile>.yaml";
+  data.study.spec_hash = "abc123";
+  data.study.dltune_version = "0.1.0";
+  data.study.command_line = "dltune run '<hostile>.yaml'";
+  const std::string labels[] = {"optimizer=<b>bold</b>", "optimizer=adam"};
+  for (std::uint64_t n = 0; n < 4; ++n) {
+    TrialRecord trial;
+    trial.id = static_cast<std::int64_t>(n + 1);
+    trial.study_id = 1;
+    trial.number = n;
+    trial.substudy = n % 2;
+    trial.substudy_label = labels[n % 2];
+    trial.params = {{"optimizer", n % 2 == 0 ? Value(std::string("<b>bold</b>")) : Value(std::string("adam"))},
+                    {"learning_rate", 0.01 * static_cast<double>(n + 1)}};
+    trial.state = n == 3 ? TrialState::kInfeasible : TrialState::kCompleted;
+    if (n == 3) trial.reason = "diverged <script>alert(2)</script>";
+    if (n != 3) {
+      trial.best_value = 0.5 - 0.1 * static_cast<double>(n);
+      trial.best_step = 50;
+      trial.final_value = trial.best_value;
+    }
+    for (std::int64_t step = 10; step <= 100; step += 10) {
+      const double error = 0.9 - 0.004 * static_cast<double>(step) * static_cast<double>(n + 1) / 4;
+      data.evals[n].push_back({.step = step, .split = "valid", .metric = "error_rate", .value = error, .examples = 10});
+      data.train[n].push_back({.step = step, .loss = error * 2, .grad_norm = 0.1 * static_cast<double>(step)});
+    }
+    data.trials.push_back(trial);
+  }
+  return data;
+}
+
+TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
+  const fs::path dir = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = dir;
+  options.extras[2] = {.checkpoints = {{.step = 50, .path = "runs/<x>/ckpt", .pool = CheckpointPool::kBest}},
+                       .reproduce = "dltune train x --set 'optimizer=<b>bold</b>'"};
+  const std::string html = RenderReport(HostileStudy(), options);
+  fs::remove_all(dir);
+
+  // No user markup anywhere: only its escaped form.
+  EXPECT_THAT(html, Not(HasSubstr("<img")));
+  EXPECT_THAT(html, Not(HasSubstr("<b>bold")));
+  EXPECT_THAT(html, Not(HasSubstr("<script>alert")));
+  EXPECT_THAT(html, HasSubstr("&lt;img src=x onerror=alert(1)&gt; &amp; &quot;quotes&quot; &lt;/script&gt;"));
+  EXPECT_THAT(html, HasSubstr("diverged &lt;script&gt;alert(2)&lt;/script&gt;"));
+  EXPECT_THAT(html, HasSubstr("<code>runs/&lt;x&gt;/ckpt</code> (step 50)"));
+  EXPECT_THAT(html, HasSubstr("--set &#39;optimizer=&lt;b&gt;bold&lt;/b&gt;&#39;"));
+  EXPECT_THAT(html, HasSubstr("specs/&lt;hostile&gt;.yaml"));
+
+  // Exactly our script elements, and each closes where we closed it.
+  const std::regex script_open("<script[ >]");
+  const auto opens = std::distance(std::sregex_iterator(html.begin(), html.end(), script_open), std::sregex_iterator());
+  std::size_t closes = 0;
+  for (auto at = html.find("</script>"); at != std::string::npos; at = html.find("</script>", at + 1)) ++closes;
+  EXPECT_EQ(opens, 5);  // vega, vega-lite, vega-embed, the specs, the drawing script
+  EXPECT_EQ(closes, 5u);
+  EXPECT_THAT(html, HasSubstr("var x = '<\\/script>'"));
+
+  // The specs parse back and hold the hostile text as data.
+  const std::string marker = "<script type=\"application/json\" id=\"dltune-chart-specs\">";
+  const auto begin = html.find(marker) + marker.size();
+  const auto charts = nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
+  ASSERT_GE(charts.size(), 5u);
+  EXPECT_THAT(charts.dump(), HasSubstr("optimizer=<b>bold</b>"));
+  for (const auto& chart : charts) {
+    EXPECT_THAT(html, HasSubstr("id=\"" + chart.at("id").get<std::string>() + "\""));
+  }
+}
+
+}  // namespace
+}  // namespace dltune

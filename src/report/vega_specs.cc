@@ -1,0 +1,576 @@
+#include "dltune/report/vega_specs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace dltune {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kSchema = "https://vega.github.io/schema/vega-lite/v6.json";
+// Tableau 10 without its red, which marks infeasible trials and thresholds.
+constexpr const char* kSubstudyPalette[] = {"#4c78a8", "#f58518", "#54a24b", "#b279a2", "#72b7b2",
+                                            "#eeca3b", "#9d755d", "#bab0ac", "#ff9da6", "#79706e"};
+constexpr const char* kInfeasibleColor = "#d62728";
+constexpr const char* kThresholdColor = "#d62728";
+
+// A number for a JSON document: null when it is not finite (JSON has no NaN or infinity).
+json Number(double value) { return std::isfinite(value) ? json(value) : json(); }
+json Number(const std::optional<double>& value) { return value ? Number(*value) : json(); }
+
+// The skeleton every spec shares: schema, size and a readable configuration.
+json Base(const ChartOptions& options, int default_width, int default_height) {
+  return {{"$schema", kSchema},
+          {"width", options.width > 0 ? options.width : default_width},
+          {"height", options.height > 0 ? options.height : default_height},
+          {"config",
+           {{"font", "DejaVu Sans, Helvetica, Arial, sans-serif"},
+            {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}, {"titleFontWeight", "normal"}, {"grid", true}}},
+            // Below the plot, one entry per line: sub-study labels can be long, and charts sit two abreast.
+            {"legend",
+             {{"orient", "bottom"},
+              {"direction", "vertical"},
+              {"labelFontSize", 11},
+              {"titleFontSize", 11},
+              {"labelLimit", 420},
+              {"symbolOpacity", 1},
+              {"symbolStrokeWidth", 2}}},
+            {"view", {{"stroke", "#ccc"}}}}}};
+}
+
+// The color encoding of the sub-study: the same color for a sub-study in every chart (when the caller passes the
+// study's sub-studies), no legend when there is only one.
+json SubstudyColor(const ChartOptions& options, const std::vector<std::string>& seen) {
+  const std::vector<std::string>& domain = options.substudies.empty() ? seen : options.substudies;
+  json range = json::array();
+  for (std::size_t i = 0; i < domain.size(); ++i) range.push_back(kSubstudyPalette[i % std::size(kSubstudyPalette)]);
+  json color = {{"field", "substudy"},
+                {"type", "nominal"},
+                {"title", "sub-study"},
+                {"scale", {{"domain", domain}, {"range", range}}}};
+  if (domain.size() <= 1) color["legend"] = nullptr;
+  return color;
+}
+
+// Sub-study labels in order of first appearance.
+class SeenOrder {
+ public:
+  void Add(const std::string& label) {
+    if (set_.insert(label).second) order_.push_back(label);
+  }
+  const std::vector<std::string>& order() const { return order_; }
+
+ private:
+  std::set<std::string> set_;
+  std::vector<std::string> order_;
+};
+
+json Layer(json data_values, json mark, json encoding) {
+  return {{"data", {{"values", std::move(data_values)}}}, {"mark", std::move(mark)}, {"encoding", std::move(encoding)}};
+}
+
+json Tooltip(const char* field, const char* title, const char* type = "nominal", const char* format = nullptr) {
+  json entry = {{"field", field}, {"type", type}, {"title", title}};
+  if (format != nullptr) entry["format"] = format;
+  return entry;
+}
+
+// Tick values for a log axis over [lo, hi]: 1-2-5 (or 1-2-3-5 over about a decade) steps per decade over a few
+// decades, powers of ten beyond; empty when the range is not positive. Vega's own log ticks label every minor tick,
+// which crowds a small chart.
+json LogAxisValues(double lo, double hi) {
+  json values = json::array();
+  if (!(lo > 0) || !(hi >= lo) || !std::isfinite(hi)) return values;
+  const double decades = std::log10(hi / lo);
+  const std::vector<double> multiples = decades <= 1.2   ? std::vector<double>{1, 2, 3, 5}
+                                        : decades <= 2.5 ? std::vector<double>{1, 2, 5}
+                                        : decades <= 3.5 ? std::vector<double>{1, 3}
+                                                         : std::vector<double>{1};
+  const int stride = decades > 8 ? 2 : 1;
+  for (int k = static_cast<int>(std::floor(std::log10(lo))); k <= static_cast<int>(std::ceil(std::log10(hi))); ++k) {
+    if (k % stride != 0) continue;
+    for (const double m : multiples) {
+      const double value = std::stod(fmt::format("{}e{}", m, k));  // 0.3, not 3 * 0.1 = 0.30000000000000004
+      if (value >= lo * (1 - 1e-9) && value <= hi * (1 + 1e-9)) values.push_back(value);
+    }
+  }
+  return values;
+}
+
+// The axis of a log scale over [lo, hi]: LogAxisValues as its ticks, labels without trailing zeros.
+json LogAxis(double lo, double hi) {
+  json axis = {{"format", "~g"}};
+  json values = LogAxisValues(lo, hi);
+  if (values.size() >= 2) axis["values"] = std::move(values);
+  return axis;
+}
+
+// A continuous scale: log, or linear not forced to include zero (Vega-Lite rejects `zero` on log scales).
+json ContinuousScale(bool log) {
+  // A log scale's "nice" domain runs to whole decades, leaving most of the plot empty.
+  return log ? json{{"type", "log"}, {"nice", false}, {"padding", 6}} : json{{"type", "linear"}, {"zero", false}};
+}
+
+bool AllPositive(const std::vector<double>& values) {
+  return std::all_of(values.begin(), values.end(), [](double v) { return v > 0; });
+}
+
+}  // namespace
+
+std::string ObjectiveTitle(const ObjectiveRef& objective) {
+  return objective.Name() +
+         (objective.direction == Direction::kMinimize ? " (lower is better)" : " (higher is better)");
+}
+
+json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  SeenOrder substudies;
+  json completed = json::array();
+  json infeasible_at_value = json::array();
+  json infeasible_no_value = json::array();
+  for (const AxisPoint& point : plot.points) {
+    if (!point.infeasible && !point.objective) continue;  // not finished, or failed: nothing to show
+    json row = {{"trial", point.trial},
+                {"substudy", point.substudy},
+                {"value", FormatValue(point.value)},
+                {"y", Number(point.objective)},
+                {"state", point.infeasible ? "infeasible" : "completed"}};
+    if (plot.categorical) {
+      const auto index = static_cast<std::size_t>(point.position);
+      row["x"] = index < plot.categories.size() ? plot.categories[index] : FormatValue(point.value);
+      // Spread the points of one category sideways, deterministically, so they do not hide each other.
+      row["jitter"] = std::fmod(static_cast<double>(point.trial) * 0.6180339887498949, 1.0) - 0.5;
+    } else {
+      row["x"] = Number(point.position);
+    }
+    if (!point.infeasible) {
+      substudies.Add(point.substudy);
+      completed.push_back(std::move(row));
+    } else if (point.objective) {
+      infeasible_at_value.push_back(std::move(row));
+    } else {
+      infeasible_no_value.push_back(std::move(row));
+    }
+  }
+
+  json x;
+  if (plot.categorical) {
+    x = {{"field", "x"},
+         {"type", "nominal"},
+         {"title", plot.param_name},
+         {"scale", {{"domain", plot.categories}, {"paddingInner", 0.3}}},
+         {"axis", {{"labelAngle", 0}, {"labelLimit", 140}}}};
+  } else {
+    json scale = ContinuousScale(plot.log_scale);
+    scale["nice"] = false;
+    scale["padding"] = 12;
+    if (plot.lower && plot.upper) scale["domain"] = {Number(*plot.lower), Number(*plot.upper)};
+    x = {{"field", "x"},
+         {"type", "quantitative"},
+         {"title", plot.param_name + (plot.log_scale ? " (log scale)" : "")},
+         {"scale", scale}};
+    if (plot.log_scale) {
+      double lo = plot.lower.value_or(std::numeric_limits<double>::infinity());
+      double hi = plot.upper.value_or(0);
+      for (const AxisPoint& point : plot.points) {
+        lo = std::min(lo, point.position);
+        hi = std::max(hi, point.position);
+      }
+      x["axis"] = LogAxis(lo, hi);
+    }
+  }
+  const json y = {{"field", "y"},
+                  {"type", "quantitative"},
+                  {"title", ObjectiveTitle(objective)},
+                  {"scale", {{"zero", false}, {"nice", true}, {"padding", 10}}}};
+  const json shape = {
+      {"field", "state"},
+      {"type", "nominal"},
+      {"title", nullptr},
+      {"scale", {{"domain", json::array({"completed", "infeasible"})}, {"range", json::array({"circle", "cross"})}}}};
+  json tooltip = json::array(
+      {Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"), Tooltip("value", plot.param_name.c_str()),
+       Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g"), Tooltip("state", "state")});
+  auto encoding = [&](bool with_y) {
+    json e = {{"x", x}, {"shape", shape}, {"tooltip", tooltip}};
+    if (with_y) e["y"] = y;
+    if (plot.categorical) {
+      e["xOffset"] = {{"field", "jitter"}, {"type", "quantitative"}, {"scale", {{"domain", {-0.5, 0.5}}}}};
+    }
+    return e;
+  };
+
+  json layers = json::array();
+  if (!plot.categorical && plot.lower && plot.upper) {
+    json bounds = {{{"x", Number(*plot.lower)}, {"bound", "lower bound of the search space"}},
+                   {{"x", Number(*plot.upper)}, {"bound", "upper bound of the search space"}}};
+    layers.push_back(
+        Layer(std::move(bounds), {{"type", "rule"}, {"color", "#888"}, {"strokeDash", {5, 4}}},
+              {{"x", {{"field", "x"}, {"type", "quantitative"}}},
+               {"tooltip", json::array({Tooltip("bound", "bound"), Tooltip("x", "value", "quantitative", "~g")})}}));
+  }
+  if (!completed.empty() || (infeasible_at_value.empty() && infeasible_no_value.empty())) {
+    json e = encoding(true);
+    e["color"] = SubstudyColor(options, substudies.order());
+    layers.push_back(
+        Layer(std::move(completed), {{"type", "point"}, {"filled", true}, {"size", 45}, {"opacity", 0.8}}, e));
+  }
+  const json infeasible_mark = {{"type", "point"},    {"filled", true}, {"size", 90},
+                                {"strokeWidth", 1.5}, {"opacity", 0.9}, {"color", kInfeasibleColor}};
+  if (!infeasible_at_value.empty())
+    layers.push_back(Layer(std::move(infeasible_at_value), infeasible_mark, encoding(true)));
+  if (!infeasible_no_value.empty()) {
+    // No objective to place them at: along the edge where the worse values are.
+    json e = encoding(false);
+    const int height = spec["height"].get<int>();
+    e["y"] = {{"value", objective.direction == Direction::kMinimize ? 6 : height - 6}};
+    layers.push_back(Layer(std::move(infeasible_no_value), infeasible_mark, e));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  json rows = json::array();
+  json labels = json::array();
+  for (const IsolationPoint& point : plot.points) {
+    labels.push_back(point.label);
+    rows.push_back({{"label", point.label},
+                    {"y", Number(point.best)},
+                    {"trial", point.best_trial ? json(*point.best_trial) : json()},
+                    {"trials", point.trials},
+                    {"completed", point.completed}});
+  }
+  const json x = {{"field", "label"},
+                  {"type", "nominal"},
+                  {"title", plot.param_name},
+                  {"sort", labels},
+                  {"scale", {{"domain", labels}}},
+                  {"axis", {{"labelAngle", 0}, {"labelLimit", 140}}}};
+  const json y = {{"field", "y"},
+                  {"type", "quantitative"},
+                  {"title", "best " + ObjectiveTitle(objective)},
+                  {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
+  const json tooltip = json::array({Tooltip("label", plot.param_name.c_str()),
+                                    Tooltip("y", ("best " + objective.Name()).c_str(), "quantitative", ".4~g"),
+                                    Tooltip("trial", "best trial"), Tooltip("completed", "completed trials"),
+                                    Tooltip("trials", "trials")});
+  spec["data"] = {{"values", rows}};
+  spec["encoding"] = {{"x", x}, {"y", y}, {"tooltip", tooltip}};
+  // Points, labelled with their value; joined by a line only for buckets of a continuous param, where neighbours mean
+  // something.
+  spec["layer"] =
+      json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 80}, {"color", "#4c78a8"}}}},
+                   {{"mark", {{"type", "text"}, {"dy", -12}, {"fontSize", 11}, {"color", "#333"}}},
+                    {"encoding", {{"text", {{"field", "y"}, {"type", "quantitative"}, {"format", ".4~g"}}}}}}});
+  if (!plot.categorical) {
+    const json line = {{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"strokeWidth", 1.5}}}};
+    spec["layer"].insert(spec["layer"].begin(), line);
+  }
+  return spec;
+}
+
+json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::string& series, CurveSource source,
+                        bool mark_best_steps, const ChartOptions& options) {
+  json spec = Base(options, 700, 280);
+  SeenOrder substudies;
+  json faint = json::array();
+  json strong = json::array();
+  json best = json::array();
+  std::vector<double> values;
+  std::vector<double> strong_values;
+  for (const TrainingCurve& curve : curves) {
+    if (curve.series != series || curve.source != source || curve.points.empty()) continue;
+    substudies.Add(curve.substudy);
+    json& rows = curve.highlighted ? strong : faint;
+    for (const CurvePoint& point : curve.points) {
+      if (!std::isfinite(point.value)) continue;
+      values.push_back(point.value);
+      if (curve.highlighted) strong_values.push_back(point.value);
+      rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
+    }
+    if (mark_best_steps && curve.best_step) {
+      // The curve's point nearest the best step (a long series is thinned, so the step itself may be gone).
+      const auto nearest =
+          std::min_element(curve.points.begin(), curve.points.end(), [&](const auto& a, const auto& b) {
+            return std::llabs(a.step - *curve.best_step) < std::llabs(b.step - *curve.best_step);
+          });
+      if (std::isfinite(nearest->value)) {
+        best.push_back({{"trial", curve.trial},
+                        {"substudy", curve.substudy},
+                        {"step", *curve.best_step},
+                        {"y", nearest->value},
+                        {"size", curve.highlighted ? 70 : 18},
+                        {"opacity", curve.highlighted ? 1.0 : 0.35}});
+      }
+    }
+  }
+  const std::string metric = series.substr(series.find('/') + 1);
+  const bool log_y =
+      !values.empty() && AllPositive(values) &&
+      (metric.find("loss") != std::string::npos || metric.find("norm") != std::string::npos) &&
+      *std::max_element(values.begin(), values.end()) >= 10 * *std::min_element(values.begin(), values.end());
+  const json x = {{"field", "step"},
+                  {"type", "quantitative"},
+                  {"title", "step"},
+                  {"scale", {{"zero", true}}},
+                  {"axis", {{"tickCount", 10}}}};
+  json y = {{"field", "y"},
+            {"type", "quantitative"},
+            {"title", series + (log_y ? " (log scale)" : "")},
+            {"scale", ContinuousScale(log_y)}};
+  // When the other trials (diverging, or far behind) stretch the axis to more than twice what the highlighted ones
+  // span, the axis covers the highlighted trials with a margin, and the rest is clipped at the plot's edge.
+  double lo = values.empty() ? 0 : *std::min_element(values.begin(), values.end());
+  double hi = values.empty() ? 1 : *std::max_element(values.begin(), values.end());
+  bool zoomed = false;
+  if (!strong_values.empty() && strong_values.size() < values.size()) {
+    auto to_axis = [&](double v) { return log_y ? std::log10(v) : v; };
+    auto from_axis = [&](double v) { return log_y ? std::pow(10.0, v) : v; };
+    const double full = to_axis(hi) - to_axis(lo);
+    const double part = to_axis(*std::max_element(strong_values.begin(), strong_values.end())) -
+                        to_axis(*std::min_element(strong_values.begin(), strong_values.end()));
+    const double margin = std::max(0.15 * part, 0.05 * full);
+    if (full > 0 && part + 2 * margin < 0.5 * full) {
+      const double zoom_lo =
+          std::max(to_axis(lo), to_axis(*std::min_element(strong_values.begin(), strong_values.end())) - margin);
+      const double zoom_hi =
+          std::min(to_axis(hi), to_axis(*std::max_element(strong_values.begin(), strong_values.end())) + margin);
+      lo = from_axis(zoom_lo);
+      hi = from_axis(zoom_hi);
+      y["scale"]["domain"] = {lo, hi};
+      y["scale"]["nice"] = false;
+      y["title"] = y["title"].get<std::string>() + ", zoomed";
+      zoomed = true;
+    }
+  }
+  if (log_y) y["axis"] = LogAxis(lo, hi);
+  const json color = SubstudyColor(options, substudies.order());
+  const json tooltip = json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
+                                    Tooltip("step", "step"), Tooltip("y", series.c_str(), "quantitative", ".4~g")});
+  auto line = [&](json rows, double opacity, double width) {
+    return Layer(std::move(rows), {{"type", "line"}, {"opacity", opacity}, {"strokeWidth", width}, {"clip", zoomed}},
+                 {{"x", x},
+                  {"y", y},
+                  {"color", color},
+                  {"detail", {{"field", "trial"}, {"type", "nominal"}}},
+                  {"tooltip", tooltip}});
+  };
+  json layers = json::array();
+  if (!faint.empty()) layers.push_back(line(std::move(faint), 0.22, 1));
+  // Drawn last, over the others.
+  // Per-step series are noisy: thinner lines keep the strong curves apart.
+  const double strong_width = source == CurveSource::kTrainingSteps ? 1.3 : 2.2;
+  if (!strong.empty() || layers.empty()) layers.push_back(line(std::move(strong), 1.0, strong_width));
+  if (!best.empty()) {
+    json tip = json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"), Tooltip("step", "best step"),
+                            Tooltip("y", series.c_str(), "quantitative", ".4~g")});
+    layers.push_back(Layer(std::move(best),
+                           {{"type", "point"}, {"filled", true}, {"shape", "diamond"}, {"clip", zoomed}},
+                           {{"x", x},
+                            {"y", y},
+                            {"color", color},
+                            {"size", {{"field", "size"}, {"type", "quantitative"}, {"scale", nullptr}}},
+                            {"opacity", {{"field", "opacity"}, {"type", "quantitative"}, {"scale", nullptr}}},
+                            {"tooltip", tip}}));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_train_steps, const ObjectiveRef& objective,
+                  const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  SeenOrder substudies;
+  json rows = json::array();
+  for (const BestStepPoint& point : points) {
+    substudies.Add(point.substudy);
+    rows.push_back({{"trial", point.trial},
+                    {"substudy", point.substudy},
+                    {"step", point.best_step},
+                    {"fraction", Number(point.fraction)},
+                    {"y", Number(point.objective)}});
+  }
+  const auto max_steps = static_cast<double>(std::max<std::int64_t>(max_train_steps, 1));
+  const json x = {{"field", "step"},
+                  {"type", "quantitative"},
+                  {"title", fmt::format("best step (max_train_steps = {})", max_train_steps)},
+                  {"scale", {{"domain", {0, max_steps}}, {"nice", false}, {"padding", 8}}}};
+  const json zones = json::array(
+      {{{"x", 0},
+        {"x2", 0.1 * max_steps},
+        {"zone", "first 10%: max_train_steps may be too high"},
+        {"tag", "first 10%"}},
+       {{"x", 0.75 * max_steps}, {"x2", max_steps}, {"zone", "last 25%: likely compute-bound"}, {"tag", "last 25%"}}});
+  json layers = json::array();
+  layers.push_back(Layer(zones, {{"type", "rect"}, {"color", "#f2c14e"}, {"opacity", 0.18}},
+                         {{"x", {{"field", "x"}, {"type", "quantitative"}, {"scale", {{"domain", {0, max_steps}}}}}},
+                          {"x2", {{"field", "x2"}}},
+                          {"tooltip", json::array({Tooltip("zone", "region")})}}));
+  layers.push_back(
+      Layer(zones,
+            {{"type", "text"},
+             {"align", "left"},
+             {"baseline", "top"},
+             {"dx", 3},
+             {"dy", 4},
+             {"fontSize", 10},
+             {"color", "#8a6d1c"}},
+            {{"x", {{"field", "x"}, {"type", "quantitative"}}}, {"y", {{"value", 0}}}, {"text", {{"field", "tag"}}}}));
+  layers.push_back(Layer(std::move(rows), {{"type", "point"}, {"filled", true}, {"size", 50}, {"opacity", 0.85}},
+                         {{"x", x},
+                          {"y",
+                           {{"field", "y"},
+                            {"type", "quantitative"},
+                            {"title", "best " + ObjectiveTitle(objective)},
+                            {"scale", {{"zero", false}, {"padding", 10}}}}},
+                          {"color", SubstudyColor(options, substudies.order())},
+                          {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
+                                                   Tooltip("step", "best step"),
+                                                   Tooltip("fraction", "of max_train_steps", "quantitative", ".0%"),
+                                                   Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g")})}}));
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  SeenOrder substudies;
+  json rows = json::array();
+  std::vector<double> values;
+  for (const TrainingCurve& curve : norms.curves) {
+    substudies.Add(curve.substudy);
+    for (const CurvePoint& point : curve.points) {
+      if (!std::isfinite(point.value)) continue;
+      values.push_back(point.value);
+      rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
+    }
+  }
+  const bool log_y = !values.empty() && AllPositive(values);
+  json y = {{"field", "y"},
+            {"type", "quantitative"},
+            {"title", log_y ? "gradient norm (log scale)" : "gradient norm"},
+            {"scale", ContinuousScale(log_y)}};
+  if (log_y) {
+    y["axis"] =
+        LogAxis(*std::min_element(values.begin(), values.end()), *std::max_element(values.begin(), values.end()));
+  }
+  json layers = json::array();
+  layers.push_back(Layer(std::move(rows), {{"type", "line"}, {"opacity", 0.45}, {"strokeWidth", 1}},
+                         {{"x", {{"field", "step"}, {"type", "quantitative"}, {"title", "step"}}},
+                          {"y", y},
+                          {"color", SubstudyColor(options, substudies.order())},
+                          {"detail", {{"field", "trial"}, {"type", "nominal"}}},
+                          {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study")})}}));
+  if (norms.p90 && std::isfinite(*norms.p90) && (!log_y || *norms.p90 > 0)) {
+    const json p90 = json::array({{{"y", *norms.p90}, {"label", fmt::format("90th percentile {:.3g}", *norms.p90)}}});
+    layers.push_back(Layer(
+        p90, {{"type", "rule"}, {"color", kThresholdColor}, {"strokeDash", {6, 4}}, {"strokeWidth", 1.5}},
+        {{"y", {{"field", "y"}, {"type", "quantitative"}}}, {"tooltip", json::array({Tooltip("label", "rule")})}}));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json GradientNormHistogramSpec(const GradientNorms& norms, const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  json rows = json::array();
+  bool positive = true;
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = 0;
+  for (const HistogramBin& bin : norms.histogram) {
+    if (!std::isfinite(bin.lower) || !std::isfinite(bin.upper)) continue;
+    positive = positive && bin.lower > 0;
+    lo = std::min(lo, bin.lower);
+    hi = std::max(hi, bin.upper);
+    rows.push_back({{"lower", bin.lower}, {"upper", bin.upper}, {"count", bin.count}});
+  }
+  const bool log_x = positive && !rows.empty();
+  json x_scale = ContinuousScale(log_x);
+  x_scale["nice"] = false;
+  json x = {{"field", "lower"},
+            {"type", "quantitative"},
+            {"title", log_x ? "gradient norm before clipping (log scale)" : "gradient norm before clipping"},
+            {"scale", x_scale},
+            {"axis", {{"format", "~g"}}}};
+  if (log_x) x["axis"] = LogAxis(lo, hi);
+  json layers = json::array();
+  layers.push_back(Layer(
+      std::move(rows), {{"type", "rect"}, {"color", "#4c78a8"}, {"stroke", "white"}, {"strokeWidth", 0.5}},
+      {{"x", x},
+       {"x2", {{"field", "upper"}}},
+       {"y", {{"field", "count"}, {"type", "quantitative"}, {"title", "steps"}}},
+       {"tooltip",
+        json::array({Tooltip("lower", "from", "quantitative", ".3~g"), Tooltip("upper", "to", "quantitative", ".3~g"),
+                     Tooltip("count", "steps", "quantitative")})}}));
+  if (norms.p90 && std::isfinite(*norms.p90) && (!log_x || *norms.p90 > 0)) {
+    const json p90 =
+        json::array({{{"x", *norms.p90},
+                      {"label", fmt::format("90th percentile {:.3g}: suggested clipping threshold", *norms.p90)}}});
+    layers.push_back(Layer(
+        p90, {{"type", "rule"}, {"color", kThresholdColor}, {"strokeDash", {6, 4}}, {"strokeWidth", 1.5}},
+        {{"x", {{"field", "x"}, {"type", "quantitative"}}}, {"tooltip", json::array({Tooltip("label", "rule")})}}));
+    layers.push_back(Layer(p90,
+                           {{"type", "text"},
+                            {"align", "left"},
+                            {"baseline", "top"},
+                            {"dx", 4},
+                            {"dy", 4},
+                            {"fontSize", 11},
+                            {"color", kThresholdColor}},
+                           {{"x", {{"field", "x"}, {"type", "quantitative"}}},
+                            {"y", {{"value", 0}}},
+                            {"text", {{"value", fmt::format("p90 = {:.3g}", *norms.p90)}}}}));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json BootstrapSpec(const BootstrapPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+  json spec = Base(options, 330, 210);
+  json rows = json::array();
+  int max_budget = 1;
+  for (const BootstrapBox& box : plot.boxes) {
+    max_budget = std::max(max_budget, box.budget);
+    rows.push_back({{"budget", box.budget},
+                    {"min", Number(box.min)},
+                    {"q1", Number(box.q1)},
+                    {"median", Number(box.median)},
+                    {"q3", Number(box.q3)},
+                    {"max", Number(box.max)}});
+  }
+  const int width = spec["width"].get<int>();
+  const double box_width = std::clamp(0.6 * width / max_budget, 1.0, 16.0);
+  spec["data"] = {{"values", std::move(rows)}};
+  spec["encoding"] = {
+      {"x",
+       {{"field", "budget"},
+        {"type", "quantitative"},
+        {"title", "trials in the study (resampled)"},
+        {"scale", {{"domain", {0.5, max_budget + 0.5}}, {"nice", false}, {"zero", false}}},
+        {"axis", {{"format", "d"}, {"tickMinStep", 1}}}}},
+      {"tooltip",
+       json::array({Tooltip("budget", "trials", "quantitative"), Tooltip("min", "min", "quantitative", ".4~g"),
+                    Tooltip("q1", "25%", "quantitative", ".4~g"), Tooltip("median", "median", "quantitative", ".4~g"),
+                    Tooltip("q3", "75%", "quantitative", ".4~g"), Tooltip("max", "max", "quantitative", ".4~g")})}};
+  const json y_title = "best " + ObjectiveTitle(objective);
+  spec["layer"] = json::array(
+      {{{"mark", {{"type", "rule"}, {"color", "#4c78a8"}}},
+        {"encoding",
+         {{"y", {{"field", "min"}, {"type", "quantitative"}, {"title", y_title}, {"scale", {{"zero", false}}}}},
+          {"y2", {{"field", "max"}}}}}},
+       {{"mark", {{"type", "bar"}, {"color", "#9ecae9"}, {"stroke", "#4c78a8"}, {"size", box_width}}},
+        {"encoding", {{"y", {{"field", "q1"}, {"type", "quantitative"}}}, {"y2", {{"field", "q3"}}}}}},
+       {{"mark",
+         {{"type", "tick"}, {"orient", "horizontal"}, {"color", "#1f3b5a"}, {"thickness", 2}, {"size", box_width}}},
+        {"encoding", {{"y", {{"field", "median"}, {"type", "quantitative"}}}}}}});
+  return spec;
+}
+
+}  // namespace dltune

@@ -1,0 +1,247 @@
+#include "dltune/report/vega_specs.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace dltune {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ObjectiveRef ErrorRate() { return {.split = "valid", .metric = "error_rate", .direction = Direction::kMinimize}; }
+
+// Every field an encoding reads, anywhere in the spec: they must be the specs' own words, never user text.
+void CollectFields(const json& node, std::vector<std::string>& fields) {
+  if (node.is_object()) {
+    for (const auto& [key, value] : node.items()) {
+      if (key == "field" && value.is_string()) fields.push_back(value.get<std::string>());
+      if (key != "values") CollectFields(value, fields);  // data values may hold anything
+    }
+  } else if (node.is_array()) {
+    for (const auto& item : node) CollectFields(item, fields);
+  }
+}
+
+// The layer whose mark has `type` and, when given, `color`.
+const json* FindLayer(const json& spec, const std::string& type, const std::string& color = "") {
+  for (const auto& layer : spec.at("layer")) {
+    const json& mark = layer.at("mark");
+    if (mark.at("type") == type && (color.empty() || mark.value("color", "") == color)) return &layer;
+  }
+  return nullptr;
+}
+
+AxisPlot LearningRatePlot() {
+  AxisPlot plot{.param_id = "lr", .param_name = "learning_rate", .log_scale = true, .lower = 1e-4, .upper = 1.0};
+  plot.points = {
+      {.trial = 0, .substudy = "optimizer=adam", .value = 0.01, .position = 0.01, .objective = 0.2},
+      {.trial = 1, .substudy = "optimizer=<b>", .value = 0.1, .position = 0.1, .objective = 0.1},
+      {.trial = 2, .substudy = "optimizer=adam", .value = 0.5, .position = 0.5, .objective = 0.7, .infeasible = true},
+      {.trial = 3, .substudy = "optimizer=adam", .value = 0.9, .position = 0.9, .infeasible = true},
+      {.trial = 4, .substudy = "optimizer=adam", .value = 0.05, .position = 0.05},  // running: not drawn
+  };
+  return plot;
+}
+
+TEST(AxisPlotSpec, LogAxisBoundsAndInfeasibleTrials) {
+  const json spec = AxisPlotSpec(LearningRatePlot(), ErrorRate(), {.substudies = {"optimizer=adam", "optimizer=<b>"}});
+  EXPECT_EQ(spec.at("$schema"), "https://vega.github.io/schema/vega-lite/v6.json");
+  const json* bounds = FindLayer(spec, "rule");
+  ASSERT_NE(bounds, nullptr);
+  EXPECT_EQ(bounds->at("data").at("values").size(), 2u);
+  EXPECT_DOUBLE_EQ(bounds->at("data").at("values")[0].at("x").get<double>(), 1e-4);
+
+  const json* completed = FindLayer(spec, "point");
+  ASSERT_NE(completed, nullptr);
+  EXPECT_EQ(completed->at("encoding").at("x").at("scale").at("type"), "log");
+  EXPECT_EQ(completed->at("data").at("values").size(), 2u);
+  EXPECT_EQ(completed->at("encoding").at("color").at("scale").at("domain"),
+            json::array({"optimizer=adam", "optimizer=<b>"}));
+
+  // Infeasible: one at its objective, one without any along the top (worse) edge; both red crosses.
+  std::vector<const json*> infeasible;
+  for (const auto& layer : spec.at("layer")) {
+    if (layer.at("mark").value("color", "") == "#d62728") infeasible.push_back(&layer);
+  }
+  ASSERT_EQ(infeasible.size(), 2u);
+  EXPECT_EQ(infeasible[0]->at("data").at("values")[0].at("trial"), 2);
+  EXPECT_EQ(infeasible[0]->at("data").at("values")[0].at("state"), "infeasible");
+  EXPECT_EQ(infeasible[1]->at("data").at("values")[0].at("trial"), 3);
+  EXPECT_EQ(infeasible[1]->at("encoding").at("y").at("value"), 6);
+}
+
+TEST(AxisPlotSpec, CategoricalParamsUseTheirChoicesAsDomain) {
+  AxisPlot plot{.param_id = "opt", .param_name = "optimizer", .categorical = true, .categories = {"sgd", "adam"}};
+  plot.points = {{.trial = 0, .substudy = "all", .value = std::string("adam"), .position = 1, .objective = 0.3}};
+  const json spec = AxisPlotSpec(plot, ErrorRate());
+  const json* points = FindLayer(spec, "point");
+  ASSERT_NE(points, nullptr);
+  EXPECT_EQ(points->at("encoding").at("x").at("type"), "nominal");
+  EXPECT_EQ(points->at("encoding").at("x").at("scale").at("domain"), json::array({"sgd", "adam"}));
+  EXPECT_EQ(points->at("data").at("values")[0].at("x"), "adam");
+  EXPECT_FALSE(points->at("encoding").at("color").contains("field") &&
+               points->at("encoding").at("color").at("legend") != nullptr);  // one sub-study: no legend
+}
+
+TEST(VegaSpecs, UserTextStaysInDataAndTitles) {
+  const std::string hostile = "'] + alert(1) + datum['";
+  AxisPlot plot = LearningRatePlot();
+  plot.param_name = hostile;
+  for (auto& point : plot.points) point.substudy = hostile;
+  std::vector<TrainingCurve> curves = {{.trial = 0,
+                                        .substudy = hostile,
+                                        .series = "valid/error_rate",
+                                        .points = {{1, 0.5}, {2, 0.4}},
+                                        .highlighted = true,
+                                        .best_step = 2}};
+  std::vector<json> specs = {AxisPlotSpec(plot, ErrorRate()),
+                             TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, true)};
+  for (const json& spec : specs) {
+    std::vector<std::string> fields;
+    CollectFields(spec, fields);
+    for (const auto& field : fields) EXPECT_THAT(field, Not(HasSubstr("alert"))) << spec.dump();
+    // No expression anywhere: no filter, calculate or labelExpr strings built from data.
+    EXPECT_THAT(spec.dump(), Not(HasSubstr("\"expr\"")));
+    EXPECT_THAT(spec.dump(), Not(HasSubstr("labelExpr")));
+  }
+}
+
+TEST(TrainingCurvesSpec, HighlightedDrawnStrongOverFaintWithBestStepsMarked) {
+  std::vector<TrainingCurve> curves = {
+      {.trial = 0,
+       .substudy = "a",
+       .series = "valid/error_rate",
+       .points = {{0, 0.9}, {100, 0.3}, {200, 0.35}},
+       .highlighted = true,
+       .best_step = 100},
+      {.trial = 1,
+       .substudy = "a",
+       .series = "valid/error_rate",
+       .points = {{0, 0.9}, {100, 0.6}},
+       .highlighted = false,
+       .best_step = 90},
+      {.trial = 0,
+       .substudy = "a",
+       .series = "train/loss",
+       .source = CurveSource::kTrainingSteps,
+       .points = {{0, 2.0}}},
+  };
+  const json spec = TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, true);
+  const json& layers = spec.at("layer");
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_LT(layers[0].at("mark").at("opacity").get<double>(), 0.5);  // faint first
+  EXPECT_EQ(layers[0].at("data").at("values").size(), 2u);
+  EXPECT_EQ(layers[1].at("mark").at("opacity").get<double>(), 1.0);  // strong on top
+  EXPECT_EQ(layers[1].at("data").at("values").size(), 3u);
+  const json& best = layers[2].at("data").at("values");
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].at("step"), 100);
+  EXPECT_DOUBLE_EQ(best[0].at("y").get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(best[1].at("y").get<double>(), 0.6);  // the nearest point to step 90
+  EXPECT_GT(best[0].at("size").get<int>(), best[1].at("size").get<int>());
+}
+
+TEST(TrainingCurvesSpec, LossSpanningDecadesUsesLogScale) {
+  std::vector<TrainingCurve> curves = {
+      {.trial = 0,
+       .substudy = "a",
+       .series = "train/loss",
+       .source = CurveSource::kTrainingSteps,
+       .points = {{0, 2.3}, {100, 0.01}}},
+      {.trial = 0, .substudy = "a", .series = "train/loss", .points = {{0, 9.0}}}};  // an evaluation: not drawn
+  const json spec = TrainingCurvesSpec(curves, "train/loss", CurveSource::kTrainingSteps, false);
+  EXPECT_EQ(spec.at("layer")[0].at("encoding").at("y").at("scale").at("type"), "log");
+  EXPECT_EQ(spec.at("layer").size(), 1u);
+}
+
+TEST(TrainingCurvesSpec, ZoomsOnTheHighlightedTrialsWhenOthersStretchTheAxis) {
+  std::vector<TrainingCurve> curves = {
+      {.trial = 0,
+       .substudy = "a",
+       .series = "valid/error_rate",
+       .points = {{0, 0.10}, {100, 0.12}},
+       .highlighted = true},
+      {.trial = 1, .substudy = "a", .series = "valid/error_rate", .points = {{0, 0.9}, {100, 0.8}}},
+  };
+  json spec = TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, false);
+  const json& y = spec.at("layer")[0].at("encoding").at("y");
+  ASSERT_TRUE(y.at("scale").contains("domain"));
+  EXPECT_LE(y.at("scale").at("domain")[0].get<double>(), 0.10);
+  EXPECT_GT(y.at("scale").at("domain")[1].get<double>(), 0.12);
+  EXPECT_LT(y.at("scale").at("domain")[1].get<double>(), 0.2);
+  EXPECT_THAT(y.at("title").get<std::string>(), HasSubstr("zoomed"));
+  EXPECT_TRUE(spec.at("layer")[0].at("mark").at("clip").get<bool>());
+
+  curves[1].points = {{0, 0.13}, {100, 0.125}};  // close to the highlighted one: no zoom
+  spec = TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, false);
+  EXPECT_FALSE(spec.at("layer")[0].at("encoding").at("y").at("scale").contains("domain"));
+}
+
+TEST(VegaSpecs, LogAxesGetReadableTicks) {
+  AxisPlot plot = LearningRatePlot();  // [1e-4, 1]: four decades, powers of ten
+  const json* points = nullptr;
+  const json spec = AxisPlotSpec(plot, ErrorRate());
+  for (const auto& layer : spec.at("layer")) {
+    if (layer.at("mark").at("type") == "point") points = &layer;
+  }
+  ASSERT_NE(points, nullptr);
+  EXPECT_EQ(points->at("encoding").at("x").at("axis").at("values"), json::array({1e-4, 1e-3, 1e-2, 1e-1, 1.0}));
+}
+
+TEST(BestStepSpec, ShadesTheStepBudgetRegions) {
+  const json spec = BestStepSpec({{.trial = 3, .substudy = "a", .best_step = 900, .fraction = 0.9, .objective = 0.1}},
+                                 1000, ErrorRate());
+  const json* zones = FindLayer(spec, "rect");
+  ASSERT_NE(zones, nullptr);
+  EXPECT_DOUBLE_EQ(zones->at("data").at("values")[0].at("x2").get<double>(), 100);
+  EXPECT_DOUBLE_EQ(zones->at("data").at("values")[1].at("x").get<double>(), 750);
+  const json* points = FindLayer(spec, "point");
+  ASSERT_NE(points, nullptr);
+  EXPECT_EQ(points->at("encoding").at("x").at("scale").at("domain"), json::array({0, 1000.0}));
+}
+
+TEST(GradientNormSpecs, P90RuleOnCurvesAndHistogram) {
+  GradientNorms norms;
+  norms.curves = {{.trial = 0, .substudy = "a", .series = "grad_norm", .points = {{1, 0.5}, {2, 2.0}}}};
+  norms.histogram = {{.lower = 0.4, .upper = 1.0, .count = 1}, {.lower = 1.0, .upper = 2.5, .count = 1}};
+  norms.p90 = 1.85;
+  norms.steps = 2;
+  const json curves = GradientNormCurvesSpec(norms);
+  const json* rule = FindLayer(curves, "rule");
+  ASSERT_NE(rule, nullptr);
+  EXPECT_DOUBLE_EQ(rule->at("data").at("values")[0].at("y").get<double>(), 1.85);
+  EXPECT_EQ(curves.at("layer")[0].at("encoding").at("y").at("scale").at("type"), "log");
+
+  const json histogram = GradientNormHistogramSpec(norms);
+  rule = FindLayer(histogram, "rule");
+  ASSERT_NE(rule, nullptr);
+  EXPECT_DOUBLE_EQ(rule->at("data").at("values")[0].at("x").get<double>(), 1.85);
+  EXPECT_EQ(FindLayer(histogram, "rect")->at("data").at("values").size(), 2u);
+
+  norms.p90.reset();
+  EXPECT_EQ(FindLayer(GradientNormHistogramSpec(norms), "rule"), nullptr);
+}
+
+TEST(BootstrapSpec, OneBoxPerBudget) {
+  BootstrapPlot plot{.substudy = "a",
+                     .boxes = {{.budget = 1, .min = 0.1, .q1 = 0.2, .median = 0.3, .q3 = 0.4, .max = 0.9},
+                               {.budget = 2, .min = 0.1, .q1 = 0.15, .median = 0.2, .q3 = 0.3, .max = 0.5}}};
+  const json spec = BootstrapSpec(plot, ErrorRate());
+  EXPECT_EQ(spec.at("data").at("values").size(), 2u);
+  EXPECT_EQ(spec.at("layer").size(), 3u);
+  EXPECT_EQ(spec.at("encoding").at("x").at("scale").at("domain"), json::array({0.5, 2.5}));
+}
+
+TEST(VegaSpecs, NonFiniteNumbersBecomeNull) {
+  IsolationPlot plot{.param_id = "opt", .param_name = "optimizer"};
+  plot.points = {{.label = "adam", .best = std::numeric_limits<double>::quiet_NaN()}, {.label = "sgd"}};
+  const json spec = IsolationPlotSpec(plot, ErrorRate());
+  EXPECT_TRUE(spec.at("data").at("values")[0].at("y").is_null());
+  EXPECT_TRUE(spec.at("data").at("values")[1].at("y").is_null());
+  EXPECT_NO_THROW((void)spec.dump());
+}
+
+}  // namespace
+}  // namespace dltune

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The HTML report as a person sees it: `dltune run` on a small study whose description, params and trial reasons
+# hold hostile strings (its trials are tests/browser/fake_trial.py, a few milliseconds each), `dltune report`, then
+# check_page.mjs in headless Chromium: every chart draws, no console error or warning, no dialog, no network, the
+# hostile strings shown as text and no element they would have injected. Leaves report.html and report.png in
+# WORK_DIR. Fails (never skips) when Chromium or web/node_modules is missing: scripts/setup installs them.
+# Usage: report_browser_test.sh DLTUNE WORK_DIR SOURCE_DIR
+set -euo pipefail
+dltune=$1
+work=$2
+source_dir=$3
+
+fail() { echo "report_browser_test: FAIL: $*" >&2; exit 1; }
+[ -x /usr/bin/chromium ] || fail "/usr/bin/chromium is missing: run scripts/setup"
+[ -f "$source_dir/web/node_modules/playwright-core/package.json" ] || fail "web/node_modules is missing: run scripts/setup"
+[ -f "$source_dir/web/node_modules/vega/build/vega.min.js" ] || fail "web/node_modules/vega is missing: run scripts/setup"
+command -v node >/dev/null || fail "node is missing: run scripts/setup"
+
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+# Hostile text in every place a user writes it: the description, scientific values (so sub-study labels), a fixed
+# string param; fake_trial.py adds an infeasible reason with a script tag.
+cat >hostile.yaml <<EOF
+name: hostile_report
+description: '<img src=x onerror=alert(1)> & "quotes" </script><script>alert(2)</script>'
+command: python3 $source_dir/tests/browser/fake_trial.py
+max_train_steps: 200
+training:
+  eval_every_steps: 20
+objective: valid/error_rate
+trials: 6
+scientific_mode: separate
+space:
+  optimizer:
+    role: scientific
+    values: ['<b>bold</b> & co', "it's </script><i>x</i>"]
+  learning_rate: {min: 0.001, max: 1.0, scale: log}
+  weight_decay: {min: 0.0, max: 0.01}
+  note: '<img src=y onerror=alert(3)>'
+EOF
+
+storage="sqlite://$work/dltune.db"
+"$dltune" run hostile.yaml --storage "$storage" --parallel 2 >run.log 2>&1 || { cat run.log; fail "dltune run failed"; }
+"$dltune" report hostile_report --storage "$storage" -o report.html || fail "dltune report failed"
+[ -s report.html ] || fail "report.html is empty"
+
+# The page must carry no markup from the spec: each hostile string only escaped.
+if grep -q '<img src=x' report.html || grep -q '<b>bold' report.html || grep -q '<script>alert' report.html; then
+  fail "report.html holds unescaped markup from the study"
+fi
+
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/report.html" "$work/report.png" \
+  --min-charts 8 \
+  --expect-text '<img src=x onerror=alert(1)> & "quotes" </script><script>alert(2)</script>' \
+  --expect-text 'optimizer=<b>bold</b> & co' \
+  --expect-text "loss is NaN at step 45 <script>alert('reason')</script> & more" \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+echo "report_browser_test: ok ($work/report.html, screenshot $work/report.png)"
