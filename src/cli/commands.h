@@ -21,6 +21,8 @@ void RegisterTrainCommand(CLI::App& app);
 void RegisterRunCommands(CLI::App& app);
 // `dltune report`.
 void RegisterReportCommand(CLI::App& app);
+// `dltune serve`.
+void RegisterServeCommand(CLI::App& app);
 // `dltune doctor`.
 void RegisterDoctorCommand(CLI::App& app);
 

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterTrainCommand(app);
   dltune::cli::RegisterRunCommands(app);
   dltune::cli::RegisterDoctorCommand(app);
+  dltune::cli::RegisterServeCommand(app);
   dltune::cli::RegisterReportCommand(app);
   dltune::cli::SetCommandLine(argc, argv);
 

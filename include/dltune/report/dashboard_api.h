@@ -1,0 +1,45 @@
+// What the live dashboard (`dltune serve`) shows, as JSON documents built from the store: the studies table, one
+// study (tracking record, diagnostics, charts, trials), one trial. The HTTP server only routes requests to these;
+// the page (web/dashboard.js) renders them. Every user-written string is a JSON string value, never markup: the page
+// inserts them as text. Each function reads the store once per call; not thread-safe (one Store per thread).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+// {"store": URL, "studies": [{"name", "description", "spec_path", "trials", "states": {state: count}, "best":
+//  {"value", "trial", "step"} | null, "objective", "updated_at"}]}
+nlohmann::json StudiesJson(Store& store);
+
+// {"name", "description", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at", "updated_at",
+//  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
+//  "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
+//  "charts": [{"id", "title", "spec"}] (Vega-Lite), "trials": [{"number", "substudy", "state", "best", "best_step",
+//  "final", "reason", "params": {name: value}}]}. Throws Error for an unknown study.
+nlohmann::json StudyJson(Store& store, const std::string& name);
+
+// {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",
+//  "best_step", "final", "exit_status", "stderr_tail", "params", "checkpoints": [{"step", "path", "objective",
+//  "pool", "deleted"}], "charts": [...]}. Throws Error for an unknown study or trial.
+nlohmann::json TrialJson(Store& store, const std::string& name, std::uint64_t number);
+
+// A file the dashboard serves.
+struct WebAsset {
+  std::string url_name;  // "/assets/<url_name>"; the page itself is "index.html"
+  std::filesystem::path path;
+  std::string content_type;
+};
+
+// Every file the dashboard serves — its page, script and style (web/dashboard.*) and the vega builds — found where
+// the report finds its libraries (FindWebDir, html_report.h). Throws Error naming what is missing.
+std::vector<WebAsset> DashboardAssets();
+
+}  // namespace dltune

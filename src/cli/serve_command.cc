@@ -1,0 +1,149 @@
+// `dltune serve`: the live, read-only dashboard. An HTTP server (cpp-httplib) that answers the page's JSON requests
+// from the store (dltune/report/dashboard_api.h) and serves the page and its scripts — a fixed list of files, nothing
+// else from the filesystem.
+#include <httplib.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dltune/core/error.h"
+#include "dltune/report/dashboard_api.h"
+
+namespace dltune::cli {
+namespace {
+
+std::atomic<bool> serve_stop{false};
+extern "C" void StopServing(int) { serve_stop.store(true); }
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(fmt::format("{}: cannot read", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The files the page may load, by URL name: read once at start-up, so no request can reach another file.
+std::map<std::string, std::pair<std::string, std::string>> LoadAssets() {
+  std::map<std::string, std::pair<std::string, std::string>> assets;
+  for (const auto& asset : dltune::DashboardAssets()) {
+    assets[asset.url_name] = {ReadFile(asset.path), asset.content_type};
+  }
+  return assets;
+}
+
+void SendJson(httplib::Response& response, const nlohmann::json& json) {
+  response.set_header("Cache-Control", "no-store");
+  response.set_content(json.dump(), "application/json; charset=utf-8");
+}
+
+void SendError(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  SendJson(response, {{"error", message}});
+}
+
+}  // namespace
+
+void RegisterServeCommand(CLI::App& app) {
+  struct Args {
+    std::string storage;
+    std::string host = "127.0.0.1";
+    int port = 8737;
+  };
+  auto args = std::make_shared<Args>();
+  auto* serve = app.add_subcommand(
+      "serve",
+      "Serve a live, read-only dashboard of every study in the store: the studies table, each study's tracking "
+      "record, diagnostics and charts, each trial's curves, params and checkpoints, updated every few seconds while "
+      "trials run. Binds 127.0.0.1 unless --host says otherwise. Ctrl-C stops it.\n\n"
+      "Example:\n  dltune serve --port 8737    # then open http://127.0.0.1:8737/");
+  AddStorageOption(serve, args->storage);
+  serve->add_option("--host", args->host,
+                    "Address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves every network the "
+                    "machine is on, to anyone who can reach it — the dashboard has no login)");
+  serve->add_option("--port", args->port, "Port (default 8737; 0 picks a free one)")->check(CLI::Range(0, 65535));
+  serve->callback([args] {
+    const std::string url = args->storage.empty() ? DefaultStoreUrl() : args->storage;
+    auto store = OpenStore(url, false);
+    std::mutex store_mutex;  // a Store is used by one thread at a time; the server answers on several
+    const auto assets = LoadAssets();
+
+    httplib::Server server;
+    server.set_payload_max_length(1 << 16);
+    server.Get("/", [&](const httplib::Request&, httplib::Response& response) {
+      const auto& [body, type] = assets.at("index.html");
+      response.set_content(body, type);
+    });
+    server.Get(R"(/assets/([A-Za-z0-9_.\-]+))", [&](const httplib::Request& request, httplib::Response& response) {
+      const auto it = assets.find(request.matches[1].str());
+      if (it == assets.end() || it->first == "index.html") return SendError(response, 404, "no such file");
+      response.set_header("Cache-Control", "max-age=3600");
+      response.set_content(it->second.first, it->second.second);
+    });
+    server.Get("/api/studies", [&](const httplib::Request&, httplib::Response& response) {
+      const std::lock_guard<std::mutex> lock(store_mutex);
+      SendJson(response, StudiesJson(*store));
+    });
+    server.Get(R"(/api/studies/([^/]+))", [&](const httplib::Request& request, httplib::Response& response) {
+      const std::lock_guard<std::mutex> lock(store_mutex);
+      try {
+        SendJson(response, StudyJson(*store, request.matches[1].str()));
+      } catch (const Error& e) {
+        SendError(response, 404, e.what());
+      }
+    });
+    server.Get(
+        R"(/api/studies/([^/]+)/trials/(\d{1,18}))", [&](const httplib::Request& request, httplib::Response& response) {
+          const std::lock_guard<std::mutex> lock(store_mutex);
+          try {
+            SendJson(response, TrialJson(*store, request.matches[1].str(), std::stoull(request.matches[2].str())));
+          } catch (const Error& e) {
+            SendError(response, 404, e.what());
+          }
+        });
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
+      std::string message = "internal error";
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        message = e.what();
+      }
+      SendError(response, 500, message);
+    });
+
+    int port = args->port;
+    if (port == 0) {
+      port = server.bind_to_any_port(args->host);
+    } else if (!server.bind_to_port(args->host, port)) {
+      port = -1;
+    }
+    if (port < 0) {
+      throw Error(
+          fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", args->host, args->port));
+    }
+    std::printf("dltune dashboard of %s at http://%s:%d/ (Ctrl-C stops it)\n", store->url().c_str(), args->host.c_str(),
+                port);
+    std::fflush(stdout);
+    std::signal(SIGINT, StopServing);
+    std::signal(SIGTERM, StopServing);
+    std::thread watcher([&] {
+      while (!serve_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      server.stop();
+    });
+    server.listen_after_bind();
+    serve_stop.store(true);
+    watcher.join();
+  });
+}
+
+}  // namespace dltune::cli

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The live dashboard as a person sees it: `dltune run` on a small study with hostile strings in its description,
+# params and trial reasons (tests/browser/fake_trial.py trials), then `dltune serve --port 0` and check_page.mjs in
+# headless Chromium on the studies page, the study page and a trial page: every chart draws, no console error, no
+# dialog, no request to another origin, hostile strings shown as text. Also checks that the server answers only its
+# own files. Leaves the screenshots in WORK_DIR. Fails (never skips) when Chromium or web/node_modules is missing.
+# Usage: dashboard_browser_test.sh DLTUNE WORK_DIR SOURCE_DIR
+set -euo pipefail
+dltune=$1
+work=$2
+source_dir=$3
+
+fail() { echo "dashboard_browser_test: FAIL: $*" >&2; exit 1; }
+[ -x /usr/bin/chromium ] || fail "/usr/bin/chromium is missing: run scripts/setup"
+[ -f "$source_dir/web/node_modules/playwright-core/package.json" ] || fail "web/node_modules is missing: run scripts/setup"
+command -v node >/dev/null || fail "node is missing: run scripts/setup"
+
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+cat >hostile.yaml <<EOF2
+name: hostile_dashboard
+description: '<img src=x onerror=alert(1)> & "quotes" </script><script>alert(2)</script>'
+command: python3 $source_dir/tests/browser/fake_trial.py
+max_train_steps: 200
+training:
+  eval_every_steps: 20
+trials: 6
+space:
+  optimizer:
+    role: scientific
+    values: ['<b>bold</b> & co', "it's </script><i>x</i>"]
+  learning_rate: {min: 0.001, max: 1.0, scale: log}
+  note: '<img src=y onerror=alert(3)>'
+EOF2
+storage="sqlite://$work/dltune.db"
+"$dltune" run hostile.yaml --storage "$storage" --parallel 2 >run.log 2>&1 || { cat run.log; fail "dltune run failed"; }
+
+"$dltune" serve --storage "$storage" --port 0 >serve.log 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+url=""
+for _ in $(seq 100); do
+  url=$(grep -o 'http://127.0.0.1:[0-9]*/' serve.log || true)
+  [ -n "$url" ] && break
+  sleep 0.1
+done
+[ -n "$url" ] || { cat serve.log; fail "dltune serve did not start"; }
+
+# Only the dashboard's own files are served: no path leads elsewhere.
+node --input-type=module -e "
+const base = process.argv[1];
+const expect = async (path, status) => {
+  const response = await fetch(base + path);
+  if (response.status !== status) { console.error(path + ': ' + response.status + ', expected ' + status); process.exit(1); }
+};
+await expect('assets/vega.min.js', 200);
+await expect('api/studies/hostile_dashboard', 200);
+await expect('assets/..%2f..%2fetc%2fpasswd', 404);
+await expect('assets/../../etc/passwd', 404);
+await expect('assets/package.json', 404);
+await expect('api/studies/no_such_study', 404);
+const studies = await (await fetch(base + 'api/studies')).json();
+if (studies.studies[0].description !== '<img src=x onerror=alert(1)> & \"quotes\" </script><script>alert(2)</script>')
+  { console.error('the description changed on its way'); process.exit(1); }
+" "$url" || fail "the server's answers"
+
+check() {
+  node "$source_dir/tests/browser/check_page.mjs" "$@" --forbid-selector 'main img' --forbid-selector 'main b' \
+    --forbid-selector 'main i' --forbid-selector 'main script'
+}
+check "$url" studies.png --min-charts 0 --expect-text '<img src=x onerror=alert(1)> & "quotes"'
+check "${url}#/study/hostile_dashboard" study.png --min-charts 8 \
+  --expect-text 'optimizer=<b>bold</b> & co' --expect-text '<img src=y onerror=alert(3)>'
+check "${url}#/study/hostile_dashboard/trial/1" trial.png --min-charts 2
+echo "dashboard_browser_test: ok (screenshots in $work)"

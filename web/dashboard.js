@@ -1,0 +1,157 @@
+// The dltune dashboard: renders the JSON of /api/... (src/report/dashboard_api.cc) and polls it while trials run.
+// Every value from the store is inserted as text (textContent), never as markup.
+'use strict';
+
+const main = document.getElementById('main');
+const crumbs = document.getElementById('crumbs');
+const statusLine = document.getElementById('status');
+const POLL_MS = 3000;
+let lastShown = '';  // the JSON last rendered, to redraw only on change
+let pollTimer = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === 'class') node.className = value;
+    else if (key === 'onclick') node.addEventListener('click', value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function fmt(value) {
+  if (value === null || value === undefined) return '-';
+  if (typeof value === 'number') return Number.isInteger(value) ? String(value) : value.toPrecision(4);
+  return String(value);
+}
+
+function time(seconds) {
+  return seconds ? new Date(seconds * 1000).toLocaleString() : '-';
+}
+
+function statesText(states) {
+  const parts = Object.entries(states || {}).filter(([, n]) => n > 0).map(([s, n]) => `${n} ${s}`);
+  return parts.length ? parts.join(', ') : 'no trials';
+}
+
+function table(headers, rows, onRowClick) {
+  const head = el('tr', {}, ...headers.map((h) => el('th', {}, h)));
+  const body = rows.map((row, i) => {
+    const tr = el('tr', onRowClick ? { class: 'clickable', onclick: () => onRowClick(i) } : {},
+      ...row.map((cell) => (cell instanceof Node ? el('td', {}, cell) :
+        el('td', typeof cell === 'number' ? { class: 'num' } : {}, fmt(cell)))));
+    return tr;
+  });
+  return el('table', {}, el('thead', {}, head), el('tbody', {}, ...body));
+}
+
+function setCrumbs(...parts) {
+  crumbs.replaceChildren(...parts.flatMap((p, i) => [i ? el('span', { class: 'muted' }, '›') : null,
+    p.href ? el('a', { href: p.href }, p.text) : el('span', {}, p.text)]).filter(Boolean));
+}
+
+async function fetchJson(path) {
+  const response = await fetch(path, { cache: 'no-store' });
+  const json = await response.json();
+  if (!response.ok) throw new Error(json.error || response.statusText);
+  return json;
+}
+
+async function renderCharts(container, charts) {
+  container.replaceChildren();
+  for (const chart of charts || []) {
+    const target = el('div', { class: 'chart-body' });
+    container.append(el('div', { class: 'chart', 'data-chart': chart.id }, el('h3', {}, chart.title), target));
+    // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
+    await vegaEmbed(target, chart.spec, { renderer: 'canvas', actions: false });
+  }
+}
+
+function showStudies(data) {
+  setCrumbs({ text: 'studies' });
+  const rows = data.studies.map((s) => [s.name, s.description, statesText(s.states),
+    s.best ? `${fmt(s.best.value)} (trial ${s.best.trial})` : '-', time(s.updated_at)]);
+  main.replaceChildren(el('h1', {}, 'Studies'), el('p', { class: 'muted' }, data.store),
+    data.studies.length ? table(['study', 'description', 'trials', 'best', 'updated'], rows,
+      (i) => { location.hash = `#/study/${encodeURIComponent(data.studies[i].name)}`; })
+      : el('p', {}, 'This store has no studies yet. Run one with: dltune run study.yaml'));
+}
+
+async function showStudy(data) {
+  setCrumbs({ text: 'studies', href: '#/' }, { text: data.name });
+  const facts = [['description', data.description], ['spec', `${data.spec_path} (sha256 ${data.spec_hash.slice(0, 12)})`],
+    ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}` : ''}`],
+    ['objective', `${data.direction} ${data.objective}`], ['max_train_steps', data.max_train_steps],
+    ['trials', statesText(data.states)],
+    ['best', data.best ? `${fmt(data.best.value)} (trial ${data.best.trial}, step ${fmt(data.best.step)})` : '-']];
+  for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, `${fmt(b.value)} (trial ${b.trial}, step ${fmt(b.step)})`]);
+  const diagnostics = (data.diagnostics || []).map((d) => el('div', { class: `diagnostic ${d.severity}` },
+    el('div', {}, el('span', { class: 'severity' }, d.severity), el('span', { class: 'title' }, d.title),
+      d.substudy ? el('span', { class: 'muted' }, ` [${d.substudy}]`) : null),
+    el('div', {}, d.detail), el('div', {}, `Suggestion: ${d.suggestion}`),
+    el('div', { class: 'muted' }, `Playbook: “${d.section}”`)));
+  const chartBox = el('div', { class: 'charts' });
+  const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];
+  const rows = data.trials.map((t) => [t.number, t.substudy, el('span', { class: `state-${t.state}` }, t.state),
+    t.best, t.best_step, t.final, ...paramNames.map((p) => t.params[p])]);
+  main.replaceChildren(el('h1', {}, data.name),
+    el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
+    el('h2', {}, 'Diagnostics'), diagnostics.length ? el('div', {}, ...diagnostics) : el('p', { class: 'muted' }, 'No finding.'),
+    el('h2', {}, 'Charts'), chartBox,
+    el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
+      (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${data.trials[i].number}`; }));
+  await renderCharts(chartBox, data.charts);
+}
+
+async function showTrial(data) {
+  setCrumbs({ text: 'studies', href: '#/' }, { text: data.study, href: `#/study/${encodeURIComponent(data.study)}` },
+    { text: `trial ${data.number}` });
+  const facts = [['sub-study', data.substudy], ['state', data.state], ['reason', data.reason], ['worker', data.worker],
+    ['retries', data.retries], ['started', time(data.started_at)], ['ended', time(data.ended_at)],
+    ['best', data.best], ['best step', data.best_step], ['final', data.final], ['exit status', data.exit_status]];
+  const params = Object.entries(data.params).map(([k, v]) => [k, v]);
+  const checkpoints = data.checkpoints.map((c) => [c.step, c.pool, c.objective, c.deleted ? 'deleted' : c.path]);
+  const chartBox = el('div', { class: 'charts' });
+  main.replaceChildren(...[el('h1', {}, `Trial ${data.number}`),
+    el('table', { class: 'facts' }, el('tbody', {}, ...facts.filter(([, v]) => v !== '' && v !== null && v !== undefined)
+      .map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
+    el('h2', {}, 'Params'), table(['param', 'value'], params),
+    el('h2', {}, 'Curves'), chartBox,
+    el('h2', {}, 'Checkpoints'), checkpoints.length ? table(['step', 'pool', 'objective', 'path'], checkpoints) : el('p', { class: 'muted' }, 'None.'),
+    data.stderr_tail ? el('h2', {}, 'Last lines of stderr') : null,
+    data.stderr_tail ? el('pre', {}, data.stderr_tail) : null].filter(Boolean));
+  await renderCharts(chartBox, data.charts);
+}
+
+async function route() {
+  clearTimeout(pollTimer);
+  const parts = location.hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
+  let path; let render;
+  if (parts[0] === 'study' && parts.length >= 4 && parts[2] === 'trial') {
+    path = `/api/studies/${encodeURIComponent(parts[1])}/trials/${encodeURIComponent(parts[3])}`; render = showTrial;
+  } else if (parts[0] === 'study' && parts[1]) {
+    path = `/api/studies/${encodeURIComponent(parts[1])}`; render = showStudy;
+  } else {
+    path = '/api/studies'; render = showStudies;
+  }
+  try {
+    const data = await fetchJson(path);
+    const text = JSON.stringify(data);
+    if (text !== lastShown) {
+      lastShown = text;
+      await render(data);
+    }
+    statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
+  } catch (error) {
+    main.replaceChildren(el('p', {}, `Could not load ${path}: ${error.message}`));
+    statusLine.textContent = 'not connected';
+  }
+  pollTimer = setTimeout(route, POLL_MS);
+}
+
+window.addEventListener('hashchange', () => { lastShown = ''; route(); });
+route();
