@@ -122,6 +122,9 @@ TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
   EXPECT_THAT(result.out, HasSubstr("best of optimizer=adam: trial"));
   EXPECT_THAT(result.out, HasSubstr("checkpoint: " + (dir_ / "runs/smoke/trial_").string()));
   EXPECT_THAT(result.out, HasSubstr("reproduce:  dltune train synthetic"));
+  // It ends with the study's report.
+  EXPECT_THAT(result.out, HasSubstr("wrote " + (dir_ / "smoke-report.html").string()));
+  EXPECT_THAT(Slurp(dir_ / "smoke-report.html"), HasSubstr("vega"));
   ExpectCompleteSeries(4, 60);
 
   // The reproduction command trains the same trial again to the same result.

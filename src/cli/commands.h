@@ -34,6 +34,8 @@ const std::string& CommandLineText();
 void AddStorageOption(CLI::App* command, std::string& storage);
 // The findings of `dltune doctor` as text, most serious first.
 std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics);
+// Writes the HTML report of `study` to `output` (default ./STUDY-report.html) and prints its path.
+void WriteStudyReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
 // The tracking record of `studies`, one row each (what `dltune studies` prints).
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 

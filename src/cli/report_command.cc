@@ -33,23 +33,24 @@ std::string NowUtc() {
   return buffer;
 }
 
-void WriteReport(const ReportArgs& args) {
-  auto store = OpenStore(args.storage.empty() ? DefaultStoreUrl() : args.storage, /*create_if_missing=*/false);
-  const StudyData data = LoadStudyData(*store, args.study);
+}  // namespace
+
+void WriteStudyReport(Store& store, const std::string& study, const std::string& output_path, std::size_t top) {
+  const StudyData data = LoadStudyData(store, study);
 
   ReportOptions options;
-  options.top_trials = args.top;
+  options.top_trials = top;
   options.generated_at = NowUtc();
-  for (const std::uint64_t number : TopTrials(data, static_cast<int>(args.top))) {
+  for (const std::uint64_t number : TopTrials(data, static_cast<int>(top))) {
     for (const TrialRecord& trial : data.trials) {
       if (trial.number != number) continue;
-      options.extras[number] = {.checkpoints = store->ListCheckpoints(trial.id),
+      options.extras[number] = {.checkpoints = store.ListCheckpoints(trial.id),
                                 .reproduce = ReproduceCommand(data.spec, trial)};
     }
   }
   const std::string html = RenderReport(data, options);
 
-  const std::filesystem::path output = args.output.empty() ? data.study.name + "-report.html" : args.output;
+  const std::filesystem::path output = output_path.empty() ? data.study.name + "-report.html" : output_path;
   const std::filesystem::path temporary = output.string() + ".tmp";
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
@@ -66,6 +67,13 @@ void WriteReport(const ReportArgs& args) {
   std::printf("wrote %s: study %s, %zu trials, %zu finding%s of the checklist\n",
               std::filesystem::absolute(output).lexically_normal().c_str(), data.study.name.c_str(), data.trials.size(),
               diagnostics.size(), diagnostics.size() == 1 ? "" : "s");
+}
+
+namespace {
+
+void WriteReport(const ReportArgs& args) {
+  auto store = OpenStore(args.storage.empty() ? DefaultStoreUrl() : args.storage, /*create_if_missing=*/false);
+  WriteStudyReport(*store, args.study, args.output, args.top);
 }
 
 }  // namespace

@@ -137,18 +137,22 @@ void RegisterRunCommands(CLI::App& app) {
   {
     struct Args : WorkerArgs {
       std::string spec;
+      bool no_report = false;
     };
     auto args = std::make_shared<Args>();
     auto* run = app.add_subcommand(
         "run",
         "Run a study on this machine: create it in the store (or resume it), train its trials in parallel, each in "
         "its own process, and print the best trial of each sub-study with its best step, checkpoint and the command "
-        "that reproduces it. Running it again resumes: finished trials stay, stopped and lost ones resume from their "
+        "that reproduces it, and writes its HTML report (./STUDY-report.html). Running it again resumes: finished "
+        "trials stay, stopped and lost ones resume from their "
         "latest checkpoint. Ctrl-C once: trials checkpoint and stop (exit status 75, resumable); twice: they are "
         "killed and resume from their latest checkpoint.\n\n"
         "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2");
     run->add_option("SPEC", args->spec, "The study spec (YAML; see docs/study-spec.md)")->required();
     AddWorkerOptions(run, *args);
+    run->add_flag("--no-report", args->no_report,
+                  "Do not write the study's HTML report (./STUDY-report.html, as dltune report does) at the end");
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
       if (spec.workload.name.empty() && spec.command.empty()) {
@@ -166,6 +170,14 @@ void RegisterRunCommands(CLI::App& app) {
       const int parallel = options.parallel > 0 ? options.parallel : DefaultParallelism(spec.training.threads);
       const int status = RunLoop(*store, options, session.study().id, parallel);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
+      if (!args->no_report) {
+        std::printf("\n");
+        try {
+          WriteStudyReport(*store, spec.name, "");
+        } catch (const Error& e) {
+          std::printf("no report: %s\n", e.what());  // the study's records are complete either way
+        }
+      }
       if (status != 0) throw CLI::RuntimeError(status);
     });
   }
