@@ -17,10 +17,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dltune/report/tfevents.h"
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
-#include "dltune/report/tfevents.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/store/tracking.h"
 
