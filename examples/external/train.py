@@ -435,8 +435,12 @@ def list_checkpoints(config):
 
 
 def load_newest_checkpoint(config, reporter):
-    """The newest checkpoint that loads and belongs to this trial, or None."""
+    """The newest checkpoint that loads and belongs to this trial, or None; under dltune only one at or before
+    DLTUNE_RESUME_MAX_STEP (a newer one was written after the last measurements dltune recorded)."""
+    limit = os.environ.get("DLTUNE_RESUME_MAX_STEP")
     for step, path in list_checkpoints(config):
+        if limit is not None and step > int(limit):
+            continue
         try:
             state = torch.load(path, map_location="cpu")
         except Exception as error:  # a damaged file: fall back to the next older one

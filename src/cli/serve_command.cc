@@ -12,6 +12,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -114,7 +115,7 @@ void RegisterServeCommand(CLI::App& app) {
     server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
       std::string message = "internal error";
       try {
-        std::rethrow_exception(error);
+        std::rethrow_exception(std::move(error));
       } catch (const std::exception& e) {
         message = e.what();
       }

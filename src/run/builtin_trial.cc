@@ -144,6 +144,9 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     options.init_seed = trial.at("seed").get<std::uint64_t>();
     options.data_seed = options.init_seed;
     options.checkpoint_dir = (trial_dir / "checkpoints").string();
+    if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
+      options.max_resume_step = std::stoll(limit);
+    }
 
     ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
     const nlohmann::json& args = workload.at("args");

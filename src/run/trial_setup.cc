@@ -41,7 +41,7 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
 // Other commands keep their shell, which is told to survive SIGTERM (`trap : TERM`): the signal reaches the
 // program through the process group, and the shell then exits with the program's status (75 when it stopped).
 std::string ExecWhenSimple(const std::string& command) {
-  const std::string keep_shell = "trap : TERM; " + command;
+  std::string keep_shell = "trap : TERM; " + command;
   if (command.find_first_of(";&|()\n") != std::string::npos) return keep_shell;  // lists, pipes, subshells
   const auto first_end = command.find(' ');
   const std::string first = command.substr(0, first_end);

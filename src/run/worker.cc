@@ -236,8 +236,14 @@ class Worker {
           slot->checkpoints.push_back({checkpoint.id, checkpoint.step, checkpoint.objective, checkpoint.path});
         }
       }
+      // A checkpoint is recorded only after the measurements before it, so resuming from the newest recorded one
+      // leaves no gap in the series, even when the last worker died with a newer checkpoint on disk unrecorded.
+      std::int64_t resume_limit = 0;
+      for (const auto& checkpoint : slot->checkpoints) resume_limit = std::max(resume_limit, checkpoint.step);
+      TrialCommand command = prepared.command;
+      command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(resume_limit);
       slot->tensorboard.emplace(slot->trial_dir);
-      slot->process = std::make_unique<TrialProcess>(prepared.command);
+      slot->process = std::make_unique<TrialProcess>(command);
     } catch (const LeaseLostError&) {
       return;
     } catch (const Error& e) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -373,7 +374,22 @@ class Loop {
 
   void Resume(TrainResult& result) {
     if (!checkpoints_) return;
-    const auto loaded = checkpoints_->LoadLatest();
+    std::optional<LoadedCheckpoint> loaded;
+    if (options_.max_resume_step < 0) {
+      loaded = checkpoints_->LoadLatest();
+    } else {
+      // The newest verified checkpoint at or before the limit; a newer one is ignored (and replaced when reached).
+      const auto all = checkpoints_->List();
+      for (auto it = all.rbegin(); it != all.rend() && !loaded; ++it) {
+        if (it->step > options_.max_resume_step) continue;
+        try {
+          loaded = checkpoints_->Load(it->step);
+        } catch (const Error& e) {
+          std::fprintf(stderr, "dltune: skipping checkpoint of step %lld: %s\n", static_cast<long long>(it->step),
+                       e.what());
+        }
+      }
+    }
     if (!loaded) return;
     torch::serialize::InputArchive archive;
     archive.load_from((loaded->info.path / "state.pt").string(), device_);

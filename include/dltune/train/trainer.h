@@ -37,6 +37,9 @@ struct TrainerOptions {
   std::string checkpoint_dir;  // "" = no checkpoints (and no resume)
   int keep_best_checkpoints = 1;
   int keep_latest_checkpoints = 2;
+  // Resume only from a checkpoint at or before this step (the newest whose measurements the caller has recorded; a
+  // newer one on disk is ignored and later replaced); -1: from the newest checkpoint.
+  std::int64_t max_resume_step = -1;
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
   int threads = 1;              // LibTorch intra-op threads
