@@ -16,6 +16,7 @@
 
 #include "cli_runner.h"
 #include "dltune/train/blas_kernels.h"
+#include "src/train/scoped_variable_test_util.h"
 
 namespace {
 
@@ -24,31 +25,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Sets (or with nullopt unsets) an environment variable for the scope, then restores it.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedVariable() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using dltune::test::ScopedVariable;
 
 // The NAMEs of OpenBLAS's "Core: NAME" lines, in order.
 std::vector<std::string> CoreLines(const std::string& err) {

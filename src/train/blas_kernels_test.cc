@@ -1,4 +1,5 @@
 #include "dltune/train/blas_kernels.h"
+#include "scoped_variable_test_util.h"
 
 #include <dlfcn.h>
 
@@ -16,31 +17,7 @@ namespace {
 
 using Environment = std::optional<std::pair<std::string, std::string>>;
 
-// Sets (or with nullopt unsets) an environment variable for the scope, then restores it.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name); old != nullptr) old_ = old;
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedVariable() {
-    if (old_) {
-      setenv(name_.c_str(), old_->c_str(), 1);
-    } else {
-      unsetenv(name_.c_str());
-    }
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedVariable;
 
 // Whether this process's BLAS is an OpenBLAS that can switch kernels (DYNAMIC_ARCH, as Debian builds it).
 bool SwitchableOpenBlas() {
