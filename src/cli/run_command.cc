@@ -102,17 +102,14 @@ void PrintOutcome(Store& store, const StudySession& session) {
 }
 
 void PrintStartLine(Store& store, const StudySession& session) {
-  int counts[6] = {};
   const auto trials = session.Trials();
-  for (const auto& t : trials) ++counts[static_cast<int>(t.state)];
-  const int done = static_cast<int>(trials.size()) - counts[static_cast<int>(TrialState::kPending)] -
-                   counts[static_cast<int>(TrialState::kRunning)] - counts[static_cast<int>(TrialState::kStopped)];
-  if (done == 0 && counts[static_cast<int>(TrialState::kRunning)] == 0) {
+  const StudySummary summary = SummarizeStudy(session.study(), trials);
+  if (summary.Count(TrialState::kPending) == summary.trial_count) {
     std::printf("study %s: %zu trials in %s; trial directories in %s\n", session.study().name.c_str(), trials.size(),
                 store.url().c_str(), session.spec().run_dir.c_str());
   } else {
     std::printf("study %s: resuming in %s (%s)\n", session.study().name.c_str(), store.url().c_str(),
-                SummarizeStudy(session.study(), trials).StateText().c_str());
+                summary.StateText().c_str());
   }
   std::fflush(stdout);
 }
