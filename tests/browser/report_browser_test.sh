@@ -10,11 +10,10 @@ dltune=$1
 work=$2
 source_dir=$3
 
-fail() { echo "report_browser_test: FAIL: $*" >&2; exit 1; }
-[ -x /usr/bin/chromium ] || fail "/usr/bin/chromium is missing: run scripts/setup"
-[ -f "$source_dir/web/node_modules/playwright-core/package.json" ] || fail "web/node_modules is missing: run scripts/setup"
-[ -f "$source_dir/web/node_modules/vega/build/vega.min.js" ] || fail "web/node_modules/vega is missing: run scripts/setup"
-command -v node >/dev/null || fail "node is missing: run scripts/setup"
+test_name=report_browser_test
+# shellcheck source=common.sh
+source "$source_dir/tests/browser/common.sh"
+require_browser_tools "$source_dir"
 
 rm -rf "$work"
 mkdir -p "$work"
