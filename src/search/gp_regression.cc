@@ -86,7 +86,17 @@ double GpFitObjective::LogMarginalLikelihood(const Eigen::VectorXd& theta, Eigen
 
   Eigen::MatrixXd r2 = Eigen::MatrixXd::Zero(n, n);
   for (int g = 0; g < groups_; ++g) r2 += inverse_squares(g) * distances_[static_cast<std::size_t>(g)];
-  const Eigen::MatrixXd base = r2.unaryExpr([](double v) { return Matern52(v); });
+  // The kernel and its slope in one pass over the lower triangle: they share the square root and the exponential.
+  Eigen::MatrixXd base(n, n);
+  Eigen::MatrixXd slope(gradient != nullptr ? n : 0, gradient != nullptr ? n : 0);
+  for (Eigen::Index j = 0; j < n; ++j) {
+    for (Eigen::Index i = j; i < n; ++i) {
+      const double r = std::sqrt(5.0 * r2(i, j));
+      const double e = std::exp(-r);
+      base(i, j) = base(j, i) = (1.0 + r + r * r / 3.0) * e;
+      if (gradient != nullptr) slope(i, j) = slope(j, i) = -5.0 / 6.0 * (1.0 + r) * e;
+    }
+  }
   Eigen::MatrixXd k = signal * base;
   k.diagonal().array() += noise;
   const Eigen::LLT<Eigen::MatrixXd> cholesky = RobustCholesky(std::move(k));
@@ -101,7 +111,7 @@ double GpFitObjective::LogMarginalLikelihood(const Eigen::VectorXd& theta, Eigen
   w.noalias() += alpha * alpha.transpose();
   gradient->resize(size());
   (*gradient)(0) = 0.5 * signal * w.cwiseProduct(base).sum();
-  const Eigen::MatrixXd w_slope = w.cwiseProduct(r2.unaryExpr([](double v) { return Matern52Derivative(v); }));
+  const Eigen::MatrixXd w_slope = w.cwiseProduct(slope);
   for (int g = 0; g < groups_; ++g) {
     // dK/dlog l_g = s2 k'(r2) (-2 D_g / l_g^2).
     (*gradient)(1 + g) =
@@ -224,6 +234,7 @@ GpHyperparameters FitGpHyperparameters(const Eigen::MatrixXd& points, const Eige
   };
 
   for (int restart = 0; restart < std::max(options.restarts, 1); ++restart) {
+    const int evaluations = restart == 0 ? options.max_evaluations : options.restart_evaluations;
     Eigen::VectorXd start = restart == 0   ? objective.DataDrivenStart()
                             : restart == 1 ? objective.PriorMode()
                                            : objective.PriorDraw(MixSeed(options.seed, restart));
@@ -231,7 +242,7 @@ GpHyperparameters FitGpHyperparameters(const Eigen::MatrixXd& points, const Eige
     optimizer.set_lower_bounds(std::vector<double>(lower.begin(), lower.end()));
     optimizer.set_upper_bounds(std::vector<double>(upper.begin(), upper.end()));
     optimizer.set_min_objective(callback, &run);
-    optimizer.set_maxeval(options.max_evaluations);
+    optimizer.set_maxeval(evaluations);
     optimizer.set_ftol_rel(1e-7);
     optimizer.set_xtol_rel(1e-5);
     std::vector<double> x(start.begin(), start.end());

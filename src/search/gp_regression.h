@@ -46,9 +46,10 @@ class GpFitObjective {
 };
 
 struct GpFitOptions {
-  int restarts = 3;          // L-BFGS runs: the data-driven start, the prior's mode, then draws from the prior
-  int max_evaluations = 60;  // per run
-  std::uint64_t seed = 0;    // of the prior draws
+  int restarts = 3;              // L-BFGS runs: the data-driven start, the prior's mode, then draws from the prior
+  int max_evaluations = 60;      // of the first run (from the data-driven start, usually the best)
+  int restart_evaluations = 40;  // of each later run
+  std::uint64_t seed = 0;        // of the prior draws
 };
 
 // The MAP hyperparameters of a GP on (points, y).

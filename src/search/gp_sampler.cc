@@ -2,9 +2,9 @@
 // feasibility (docs/study-spec.md, "The gp sampler", describes it for users).
 //
 // A suggestion: encode the history (gp_encoding.h), fit the objective model on the completed trials, add the
-// pending trials at their posterior mean (kriging believer), fit the classifier on completed vs infeasible trials,
-// score a candidate set (quasi-random points plus perturbations of the best trials) by the acquisition, refine the
-// best few with L-BFGS over their float params, and return the best.
+// pending and infeasible trials as believed points, fit the classifier on completed vs infeasible trials, score a
+// candidate set (quasi-random points plus perturbations of the best trials) by the acquisition, refine the best few
+// with L-BFGS over their float params, and return the best point that does not repeat a trial.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -34,9 +34,11 @@ constexpr std::size_t kMinInfeasibleAlone = 2;
 // The incumbent is the best posterior mean among completed trials at least this likely to be feasible.
 constexpr double kIncumbentFeasibility = 0.99;
 // Candidate signal variances of the feasibility classifier's latent function.
-const std::vector<double> kClassifierSignalVariances = {0.25, 1.0, 4.0, 16.0, 64.0};
+const std::vector<double> kClassifierSignalVariances = {0.25, 1.0, 4.0, 16.0};
 // Candidate length scales of the classifier, as multiples of the objective model's.
-constexpr double kClassifierLengthFactors[] = {1.0, 0.5, 0.25, 0.125};
+constexpr double kClassifierLengthFactors[] = {1.0, 0.5, 0.25};
+// Above this many completed trials the hyperparameter fit gets fewer restarts and evaluations.
+constexpr Eigen::Index kLargeHistory = 100;
 // Perturbations: around this many of the best completed trials, this many each, with these step sizes (unit
 // interval) cycling.
 constexpr std::size_t kPerturbedTrials = 5;
@@ -205,8 +207,13 @@ class GpSampler final : public Sampler {
     const double sd = std::sqrt((y.array() - mean).square().mean());
     y = (y.array() - mean) / (sd > 1e-12 * (1.0 + std::abs(mean)) ? sd : 1.0);
 
+    // The data-driven start nearly always wins; the restarts guard against a poor local optimum, and are cut
+    // short when the O(n^3) evaluations get expensive.
     GpFitOptions fit;
-    fit.restarts = points.cols() <= 100 ? 3 : 2;
+    const bool large = points.cols() > kLargeHistory;
+    fit.restarts = large ? 2 : 3;
+    fit.max_evaluations = large ? 40 : 60;
+    fit.restart_evaluations = large ? 20 : 40;
     fit.seed = MixSeed(seed, kFitStream);
     const GpHyperparameters hyper =
         FitGpHyperparameters(points, y, encoding_.feature_groups(), encoding_.groups(), fit);
@@ -308,18 +315,11 @@ class GpSampler final : public Sampler {
     const std::size_t dims = search_dims_.size();
     std::vector<std::vector<double>> candidates;
     const std::size_t quasi_random = std::min<std::size_t>(2048, 256 + 128 * dims);
-    if (dims <= ScrambledHalton::kMaxDims) {
-      const ScrambledHalton halton(dims, MixSeed(seed, kCandidateStream));
-      for (std::size_t i = 0; i < quasi_random; ++i) {
-        std::vector<double>& point = candidates.emplace_back(dims);
-        halton.Point(i, point);
-      }
-    } else {
-      Rng rng(MixSeed(seed, kCandidateStream));
-      for (std::size_t i = 0; i < quasi_random; ++i) {
-        std::vector<double>& point = candidates.emplace_back(dims);
-        for (double& u : point) u = rng.Uniform();
-      }
+    // MakeGpSampler keeps dims within ScrambledHalton's limit.
+    const ScrambledHalton halton(dims, MixSeed(seed, kCandidateStream));
+    for (std::size_t i = 0; i < quasi_random; ++i) {
+      std::vector<double>& point = candidates.emplace_back(dims);
+      halton.Point(i, point);
     }
 
     // Perturbations of the best completed trials: steps of several sizes in a few params at a time.
@@ -448,8 +448,8 @@ class GpSampler final : public Sampler {
     optimizer.set_maxeval(kRefineEvaluations);
     optimizer.set_ftol_rel(1e-9);
     optimizer.set_xtol_rel(1e-7);
-    std::vector<double> v;
-    for (const int column : columns) v.push_back(std::clamp(start.x(column), 0.0, kUnitMax));
+    std::vector<double> v(columns.size());
+    for (std::size_t i = 0; i < columns.size(); ++i) v[i] = std::clamp(start.x(columns[i]), 0.0, kUnitMax);
     double minimum = 0;
     try {
       optimizer.optimize(v, minimum);
