@@ -57,6 +57,27 @@ constexpr std::uint64_t kCandidateStream = 1;
 constexpr std::uint64_t kPerturbationStream = 2;
 constexpr std::uint64_t kFitStream = 3;
 
+// The objective values with their bad (upper) tail compressed: values above the median m become
+// m + s log(1 + (y - m) / s), s the median absolute deviation from m. Trials that trained badly (a loss of 1e3 next to
+// losses of 0.1) would otherwise dominate the standardized targets and flatten the good region, where the model must
+// be accurate; the order of the values, and all of them below the median, are kept.
+Eigen::VectorXd CompressBadTail(const std::vector<double>& values) {
+  Eigen::VectorXd y = Eigen::Map<const Eigen::VectorXd>(values.data(), static_cast<Eigen::Index>(values.size()));
+  const auto median_of = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const double median = median_of(values);
+  std::vector<double> deviations(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) deviations[i] = std::abs(values[i] - median);
+  const double scale = median_of(deviations);
+  if (!(scale > 0)) return y;
+  for (double& v : y) {
+    if (v > median) v = median + scale * std::log1p((v - median) / scale);
+  }
+  return y;
+}
+
 struct EncodedHistory {
   std::vector<Eigen::VectorXd> completed;
   std::vector<double> values;
@@ -202,7 +223,7 @@ class GpSampler final : public Sampler {
   void FitObjective(const EncodedHistory& encoded, std::uint64_t seed, Models& models) const {
     const int features = encoding_.features();
     const Eigen::MatrixXd points = Columns(encoded.completed, features);
-    Eigen::VectorXd y = Eigen::Map<const Eigen::VectorXd>(encoded.values.data(), points.cols());
+    Eigen::VectorXd y = CompressBadTail(encoded.values);
     const double mean = y.mean();
     const double sd = std::sqrt((y.array() - mean).square().mean());
     y = (y.array() - mean) / (sd > 1e-12 * (1.0 + std::abs(mean)) ? sd : 1.0);
@@ -247,9 +268,10 @@ class GpSampler final : public Sampler {
 
     // Kriging believer: pending trials enter at their posterior mean, so the variance collapses there and
     // concurrent suggestions go elsewhere. Infeasible trials enter too, at their posterior mean but no better than
-    // the median completed trial: a diverged trial is no improvement, so a region whose mean extrapolates below
-    // the incumbent stops attracting trials once trials there diverge (the classifier alone is too cautious for
-    // that: the Laplace approximation keeps some probability of feasibility even where every trial diverged).
+    // the worst completed trial (on the compressed scale): a diverged trial is no improvement, so a region whose
+    // mean extrapolates below the incumbent stops attracting trials once trials there diverge. The classifier alone
+    // is too cautious for that: its Laplace approximation keeps a probability of feasibility of a few percent even
+    // where every trial diverged, which a large expected improvement outweighs.
     std::vector<Eigen::VectorXd> believed = encoded.pending;
     believed.insert(believed.end(), encoded.infeasible.begin(), encoded.infeasible.end());
     if (believed.empty()) {
@@ -260,11 +282,9 @@ class GpSampler final : public Sampler {
       augmented << points, fantasy_points;
       Eigen::VectorXd fantasies;
       base.PredictMany(fantasy_points, fantasies, variances);
-      std::vector<double> sorted(y.begin(), y.end());
-      std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-      const double median = sorted[sorted.size() / 2];
+      const double worst = y.maxCoeff();
       const auto pending = static_cast<Eigen::Index>(encoded.pending.size());
-      for (Eigen::Index i = pending; i < fantasies.size(); ++i) fantasies(i) = std::max(fantasies(i), median);
+      for (Eigen::Index i = pending; i < fantasies.size(); ++i) fantasies(i) = std::max(fantasies(i), worst);
       Eigen::VectorXd augmented_y(augmented.cols());
       augmented_y << y, fantasies;
       models.objective.emplace(std::move(augmented), augmented_y, kernel, hyper.noise_variance);

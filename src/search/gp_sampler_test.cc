@@ -175,22 +175,27 @@ space:
 }
 
 TEST(GpSampler, AvoidsAnInfeasibleRegion) {
-  // Every trial with x1 > 0.7 diverges; the optimum is at (0.6, 0.5).
+  // Every trial with x1 > 0.7 diverges (30% of the square); the optimum is at (0.6, 0.5).
   const SearchSpace space = Parse(R"(
 space:
   x1: {min: 0, max: 1}
   x2: {min: 0, max: 1}
 )");
-  const auto gp = MakeSampler(Gp(), {&space, {}, false, 9, 40});
-  const auto history = Loop(*gp, 40, [](const Assignment& p) -> std::optional<double> {
-    if (Number(p, "x1") > 0.7) return std::nullopt;
-    return std::pow(Number(p, "x1") - 0.6, 2) + std::pow(Number(p, "x2") - 0.5, 2);
-  });
   int infeasible_late = 0;
-  for (std::size_t i = 20; i < history.size(); ++i) infeasible_late += history[i].kind == ObservationKind::kInfeasible;
-  // The region is 30% of the square; once the model knows it, few trials go there.
-  EXPECT_LE(infeasible_late, 4);
-  EXPECT_LT(Best(history), 0.001);
+  for (const std::uint64_t seed : {1, 2, 3}) {
+    const auto gp = MakeSampler(Gp(), {&space, {}, false, seed, 40});
+    const auto history = Loop(*gp, 40, [](const Assignment& p) -> std::optional<double> {
+      if (Number(p, "x1") > 0.7) return std::nullopt;
+      return std::pow(Number(p, "x1") - 0.6, 2) + std::pow(Number(p, "x2") - 0.5, 2);
+    });
+    for (std::size_t i = 20; i < history.size(); ++i) {
+      infeasible_late += history[i].kind == ObservationKind::kInfeasible ? 1 : 0;
+    }
+    EXPECT_LT(Best(history), 0.001) << seed;
+  }
+  // Once the model knows the region, few trials go there: of the last 20 trials of each study, a uniform sampler
+  // would send 18 of 60 there.
+  EXPECT_LE(infeasible_late, 12);
 }
 
 TEST(GpSampler, WithNoFeasibleTrialItSeeksFeasibilityAndSpreadsOut) {
