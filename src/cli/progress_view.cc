@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "dltune/store/tracking.h"
+#include "dltune/study/study_spec.h"
 
 namespace dltune::cli {
 namespace {
@@ -85,6 +86,21 @@ void ProgressView::TrialFinished(const TrialEnded& ended) {
 
 void ProgressView::Notice(const std::string& message) { PrintEvent(message); }
 
+int ProgressView::StudyTrialCount(const StudyRecord& study) {
+  auto it = trial_counts_.find(study.id);
+  if (it == trial_counts_.end()) {
+    int count = 0;
+    try {
+      const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+      count = static_cast<int>(StudyPlan(spec).TrialCount());
+    } catch (const Error&) {
+      // A spec this dltune cannot read: count the trials in the store only.
+    }
+    it = trial_counts_.emplace(study.id, count).first;
+  }
+  return it->second;
+}
+
 std::string ProgressView::TotalsLine() {
   const double now = Now();
   if (now - last_totals_ >= 2) {
@@ -100,10 +116,15 @@ std::string ProgressView::TotalsLine() {
       studies = store_.ListStudies();
     }
     for (const auto& study : studies) {
+      int listed = 0;
       for (const auto& trial : store_.ListTrials(study.id)) {
         ++counts[static_cast<std::size_t>(trial.state)];
-        ++total;
+        ++listed;
       }
+      // An adaptive sampler makes its later trials when asked: count them as pending until then.
+      const int unmade = std::max(0, StudyTrialCount(study) - listed);
+      counts[static_cast<std::size_t>(TrialState::kPending)] += unmade;
+      total += listed + unmade;
     }
     const int done = total - counts[static_cast<std::size_t>(TrialState::kPending)] -
                      counts[static_cast<std::size_t>(TrialState::kRunning)];

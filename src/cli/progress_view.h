@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,9 +30,12 @@ class ProgressView final : public WorkerObserver {
   void PrintEvent(const std::string& line);
   void Redraw();
   std::string TotalsLine();
+  // The trials the study will have in all (its spec's plan), read once per study.
+  int StudyTrialCount(const StudyRecord& study);
 
   Store& store_;
   std::int64_t study_id_;
+  std::map<std::int64_t, int> trial_counts_;
   int parallel_;
   bool live_;
   std::FILE* out_;

@@ -85,10 +85,12 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   std::fputs(out.c_str(), stdout);
 }
 
-// The trials to show: the first `limit` of each sub-study (all when limit is 0), grouped by sub-study.
+// The trials to show: the first `limit` of each sub-study (all when limit is 0), grouped by sub-study. An adaptive
+// sampler's later trials are not known before the study runs and are left out.
 std::vector<std::vector<PlannedTrial>> SelectTrials(const StudyPlan& plan, std::uint64_t limit) {
   std::vector<std::vector<PlannedTrial>> groups(plan.substudies().size());
   for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
+    if (!plan.IsPlanned(number)) continue;
     PlannedTrial trial = plan.Trial(number);
     if (limit != 0 && trial.index >= limit) continue;
     groups[trial.substudy].push_back(std::move(trial));
@@ -131,6 +133,10 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
     if (!param.Varies()) fixed += (fixed.empty() ? "" : ", ") + param.name + "=" + FormatValue(param.values.front());
   }
   if (!fixed.empty()) out += "\nfixed: " + fixed + "\n";
+  if (plan.IsAdaptive()) {
+    out += fmt::format("\nThe {} sampler chooses the other trials from the results so far, as the study runs.\n",
+                       spec.sampler.name);
+  }
   std::fputs(out.c_str(), stdout);
 }
 

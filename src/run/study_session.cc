@@ -1,5 +1,6 @@
 #include "dltune/run/study_session.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -22,23 +23,72 @@ bool SameSpec(const std::string& a, const std::string& b) {
   }
 }
 
-std::vector<NewTrial> PlannedTrials(const StudySpec& spec, const std::vector<TrialRecord>& existing) {
-  const StudyPlan plan(spec);
+NewTrial ToNewTrial(const StudySpec& spec, const StudyPlan& plan, const PlannedTrial& planned) {
+  return {.number = planned.number,
+          .substudy = planned.substudy,
+          .substudy_label = plan.substudies()[planned.substudy].label,
+          .params = planned.params,
+          .seed = TrialSeed(spec.seed, planned.number)};
+}
+
+std::vector<bool> NumbersPresent(const StudyPlan& plan, const std::vector<TrialRecord>& existing) {
   std::vector<bool> present(plan.TrialCount(), false);
   for (const auto& trial : existing) {
     if (trial.number < present.size()) present[trial.number] = true;
   }
+  return present;
+}
+
+std::vector<NewTrial> PlannedTrials(const StudySpec& spec, const std::vector<TrialRecord>& existing) {
+  const StudyPlan plan(spec);
+  const std::vector<bool> present = NumbersPresent(plan, existing);
   std::vector<NewTrial> trials;
   for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
-    if (present[number]) continue;
-    const PlannedTrial planned = plan.Trial(number);
-    trials.push_back({.number = number,
-                      .substudy = planned.substudy,
-                      .substudy_label = plan.substudies()[planned.substudy].label,
-                      .params = planned.params,
-                      .seed = TrialSeed(spec.seed, number)});
+    if (!present[number] && plan.IsPlanned(number)) trials.push_back(ToNewTrial(spec, plan, plan.Trial(number)));
   }
   return trials;
+}
+
+// How a trial counts for an adaptive sampler; nullopt for one that tells nothing (failed: the program broke, not
+// the params; completed without an objective).
+std::optional<Observation> Observe(const TrialRecord& trial, Direction direction) {
+  switch (trial.state) {
+    case TrialState::kCompleted:
+      if (!trial.best_value || !std::isfinite(*trial.best_value)) return std::nullopt;
+      return Observation{trial.params, ObservationKind::kCompleted,
+                         direction == Direction::kMaximize ? -*trial.best_value : *trial.best_value};
+    case TrialState::kInfeasible:
+      return Observation{trial.params, ObservationKind::kInfeasible, 0};
+    case TrialState::kPending:
+    case TrialState::kRunning:
+    case TrialState::kStopped:
+      return Observation{trial.params, ObservationKind::kPending, 0};
+    case TrialState::kFailed:
+      break;
+  }
+  return std::nullopt;
+}
+
+// The warm_start study's trials, checked to measure what this study measures.
+std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
+  const std::string& name = spec.sampler.warm_start;
+  if (name.empty()) return {};
+  const std::optional<StudyRecord> earlier = store.FindStudy(name);
+  if (!earlier) {
+    throw Error(fmt::format("{}: sampler.warm_start names study '{}', which is not in {} (dltune studies lists them)",
+                            spec.sampler.where.ToString(), name, store.url()));
+  }
+  const StudySpec earlier_spec = ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
+  if (earlier_spec.objective.metric != spec.objective.metric ||
+      earlier_spec.objective.direction != spec.objective.direction) {
+    throw Error(fmt::format(
+        "{}: sampler.warm_start study '{}' has objective {} ({}), this study {} ({}): its results cannot start this "
+        "study's model",
+        spec.sampler.where.ToString(), name, earlier_spec.objective.metric,
+        DirectionName(earlier_spec.objective.direction), spec.objective.metric,
+        DirectionName(spec.objective.direction)));
+  }
+  return store.ListTrials(earlier->id);
 }
 
 }  // namespace
@@ -55,7 +105,11 @@ std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number) {
 }
 
 StudySession::StudySession(Store& store, StudyRecord study, StudySpec spec)
-    : store_(&store), study_(std::move(study)), spec_(std::move(spec)) {}
+    : store_(&store),
+      study_(std::move(study)),
+      spec_(std::move(spec)),
+      plan_(std::make_shared<const StudyPlan>(spec_)),
+      warm_start_(WarmStartTrials(store, spec_)) {}
 
 StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line) {
   std::optional<StudyRecord> study = store.FindStudy(spec.name);
@@ -96,9 +150,49 @@ StudySession StudySession::Open(Store& store, const std::string& name) {
 }
 
 std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
-  auto claim = store_->ClaimNext(study_.id, worker);
-  if (!claim) return std::nullopt;
-  return ActiveTrial(*store_, spec_, std::move(claim->first), std::move(claim->second));
+  while (true) {
+    if (auto claim = store_->ClaimNext(study_.id, worker)) {
+      return ActiveTrial(*store_, spec_, std::move(claim->first), std::move(claim->second));
+    }
+    if (!plan_->IsAdaptive() || !MakeNextTrial()) return std::nullopt;
+  }
+}
+
+bool StudySession::MakeNextTrial() {
+  const std::vector<TrialRecord> trials = store_->ListTrials(study_.id);
+  const std::vector<bool> present = NumbersPresent(*plan_, trials);
+  const auto missing = std::find(present.begin(), present.end(), false);
+  if (missing == present.end()) return false;
+  const auto number = static_cast<std::uint64_t>(missing - present.begin());
+  const PlannedTrial planned = plan_->IsPlanned(number) ? plan_->Trial(number)
+                                                        : plan_->TrialFromHistory(number, History(number, trials));
+  try {
+    store_->AddTrials(study_.id, {ToNewTrial(spec_, *plan_, planned)});
+  } catch (const Error&) {
+    if (!store_->FindTrial(study_.id, number)) throw;  // not another worker making the same trial first
+  }
+  return true;
+}
+
+std::vector<Observation> StudySession::History(std::uint64_t number, const std::vector<TrialRecord>& trials) const {
+  const std::size_t substudy = plan_->SubStudyOf(number).first;
+  const Assignment& scientific = plan_->substudies()[substudy].scientific;
+  const Direction direction = spec_.objective.direction;
+  std::vector<Observation> history;
+  for (const TrialRecord& trial : warm_start_) {
+    // An earlier trial of another scientific value says nothing about this sub-study's nuisance optimum.
+    const bool other_value = std::any_of(scientific.begin(), scientific.end(), [&](const auto& entry) {
+      const auto it = trial.params.find(entry.first);
+      return it != trial.params.end() && !SameValue(it->second, entry.second);
+    });
+    if (other_value) continue;
+    if (auto observation = Observe(trial, direction)) history.push_back(std::move(*observation));
+  }
+  for (const TrialRecord& trial : trials) {
+    if (trial.substudy != substudy || trial.number == number) continue;
+    if (auto observation = Observe(trial, direction)) history.push_back(std::move(*observation));
+  }
+  return history;
 }
 
 ActiveTrial::ActiveTrial(Store& store, StudySpec spec, TrialRecord record, TrialLease lease)

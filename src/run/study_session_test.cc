@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "run_test_util.h"
 
 namespace dltune {
@@ -122,6 +124,119 @@ space:
   const auto params = ParamsByName(*spec.space, {{"optimizer", std::string("adam")}, {"adam_lr", 0.005}});
   EXPECT_EQ(params.at("learning_rate"), Value(0.005));
   EXPECT_EQ(params.size(), 2u);
+}
+
+// A made-up objective with its minimum at learning_rate = 0.1.
+double Bowl(const ActiveTrial& trial) {
+  const double lr = std::get<double>(trial.record().params.at("learning_rate"));
+  return 0.1 + std::pow(std::log10(lr) + 1, 2);
+}
+
+TEST(StudySession, AGpStudyMakesItsLaterTrialsFromTheResultsSoFar) {
+  TempStore temp;
+  const StudySpec spec = CommandSpec("gp", "true", temp.dir(), 8, "sampler: {name: gp, initial_trials: 3}\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  EXPECT_EQ(session.Trials().size(), 3u);  // the Halton start; the model makes the rest
+  const StudyPlan plan(spec);
+  EXPECT_TRUE(plan.IsAdaptive());
+  EXPECT_TRUE(plan.IsPlanned(2));
+  EXPECT_FALSE(plan.IsPlanned(3));
+  EXPECT_THROW(plan.Trial(3), Error);
+
+  double best = 1e9;
+  std::uint64_t expected = 0;
+  while (auto trial = session.Ask("me:1")) {
+    EXPECT_EQ(trial->number(), expected++);
+    const double value = Bowl(*trial);
+    best = std::min(best, value);
+    trial->ReportEval(1, "valid", {{"error_rate", value}});
+    EXPECT_EQ(trial->Complete(), TrialState::kCompleted);
+  }
+  EXPECT_EQ(expected, 8u);
+  EXPECT_EQ(session.Trials().size(), 8u);
+  // Five model-chosen trials of a smooth 1-D bowl find its bottom: within 0.3 decades of 0.1.
+  EXPECT_LT(best, 0.1 + 0.09);
+}
+
+TEST(StudySession, AGpTrialAskedWhileAnotherRunsIsNotTheSamePoint) {
+  TempStore temp;
+  const StudySpec spec = CommandSpec("gp", "true", temp.dir(), 6, "sampler: {name: gp, initial_trials: 2}\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  for (int i = 0; i < 2; ++i) {
+    auto trial = session.Ask("me:1");
+    ASSERT_TRUE(trial);
+    trial->ReportEval(1, "valid", {{"error_rate", Bowl(*trial)}});
+    trial->Complete();
+  }
+  auto third = session.Ask("me:1");   // made from the two results
+  auto fourth = session.Ask("me:2");  // made with the third still running
+  ASSERT_TRUE(third && fourth);
+  EXPECT_EQ(third->number(), 2u);
+  EXPECT_EQ(fourth->number(), 3u);
+  const auto history = session.History(3, session.Trials());
+  ASSERT_EQ(history.size(), 3u);
+  EXPECT_EQ(history[2].kind, ObservationKind::kPending);
+  const double a = std::get<double>(third->record().params.at("learning_rate"));
+  const double b = std::get<double>(fourth->record().params.at("learning_rate"));
+  EXPECT_GT(std::abs(std::log10(a) - std::log10(b)), 0.01) << a << " vs " << b;
+}
+
+TEST(StudySession, AGpStudyWarmStartsFromAnEarlierStudysResults) {
+  TempStore temp;
+  StudySession earlier =
+      StudySession::OpenOrCreate(temp.store(), CommandSpec("explore", "true", temp.dir(), 6), "");
+  int n = 0;
+  while (auto trial = earlier.Ask("me:1")) {
+    if (n++ == 0) {
+      trial->Infeasible("diverged");
+      continue;
+    }
+    trial->ReportEval(1, "valid", {{"error_rate", Bowl(*trial)}});
+    trial->Complete();
+  }
+  const StudySpec spec =
+      CommandSpec("exploit", "true", temp.dir(), 3, "sampler: {name: gp, warm_start: explore}\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  EXPECT_TRUE(session.Trials().empty());  // no Halton start: the earlier results are the start
+  const auto history = session.History(0, {});
+  ASSERT_EQ(history.size(), 6u);
+  EXPECT_EQ(history[0].kind, ObservationKind::kInfeasible);
+  EXPECT_EQ(history[1].kind, ObservationKind::kCompleted);
+  auto trial = session.Ask("me:1");
+  ASSERT_TRUE(trial);
+  EXPECT_EQ(trial->number(), 0u);
+
+  // The earlier study must exist and measure the same objective.
+  try {
+    (void)StudySession::OpenOrCreate(
+        temp.store(), CommandSpec("other", "true", temp.dir(), 3, "sampler: {name: gp, warm_start: nope}\n"), "");
+    FAIL() << "a missing warm_start study must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)StudySession::OpenOrCreate(
+                   temp.store(),
+                   CommandSpec("third", "true", temp.dir(), 3,
+                               "objective: valid/loss\nsampler: {name: gp, warm_start: explore}\n"),
+                   ""),
+               Error);
+}
+
+TEST(StudySession, HistoryOrientsMaximizedObjectivesSoLowerIsBetter) {
+  TempStore temp;
+  const StudySpec spec = CommandSpec("max", "true", temp.dir(), 4,
+                                     "objective: {metric: valid/accuracy, direction: maximize}\n"
+                                     "sampler: {name: gp, initial_trials: 2}\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  auto trial = session.Ask("me:1");
+  ASSERT_TRUE(trial);
+  trial->ReportEval(1, "valid", {{"accuracy", 0.75}});
+  trial->Complete();
+  const auto history = session.History(3, session.Trials());
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history[0].kind, ObservationKind::kCompleted);
+  EXPECT_EQ(history[0].value, -0.75);
+  EXPECT_EQ(history[1].kind, ObservationKind::kPending);
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace dltune {
 
 const std::vector<std::string>& SamplerOptions::Names() {
-  static const std::vector<std::string> kNames = {"halton", "halton_algoperf", "random", "grid", "list"};
+  static const std::vector<std::string> kNames = {"halton", "halton_algoperf", "random", "grid", "list", "gp"};
   return kNames;
 }
 
@@ -22,7 +22,7 @@ SamplerOptions ParseSamplerOptions(const YamlNode& node) {
   const YamlNode* name_node = &node;
   std::optional<YamlNode> name_entry;
   if (node.IsMap()) {
-    node.ExpectMap({"name", "points", "shift", "configs"});
+    node.ExpectMap({"name", "points", "shift", "configs", "initial_trials", "warm_start"});
     name_entry = node.Find("name");
     if (!name_entry) throw node.Fail("needs name: one of " + JoinAlternatives(SamplerOptions::Names(), false));
     name_node = &*name_entry;
@@ -46,6 +46,17 @@ SamplerOptions ParseSamplerOptions(const YamlNode& node) {
   if (const auto shift = node.Find("shift")) {
     if (options.name != "halton") throw shift->Fail("applies only to the halton sampler");
     options.halton_shift = shift->AsBool();
+  }
+  if (const auto initial = node.Find("initial_trials")) {
+    if (options.name != "gp") throw initial->Fail("applies only to the gp sampler");
+    const std::int64_t value = initial->AsInt();
+    if (value < 0) throw initial->Fail("must be 0 or more");
+    options.initial_trials = value;
+  }
+  if (const auto warm_start = node.Find("warm_start")) {
+    if (options.name != "gp") throw warm_start->Fail("applies only to the gp sampler");
+    options.warm_start = warm_start->AsString();
+    if (options.warm_start.empty()) throw warm_start->Fail("must name an earlier study");
   }
   const auto configs = node.Find("configs");
   if (configs && options.name != "list") throw configs->Fail("applies only to the list sampler");
@@ -129,6 +140,7 @@ std::unique_ptr<Sampler> MakeSampler(const SamplerOptions& options, const Sampli
   if (target.space == nullptr) throw Error("MakeSampler needs a search space");
   if (options.name == "grid") return internal::MakeGridSampler(options, target);
   if (options.name == "list") return internal::MakeListSampler(options, target);
+  if (options.name == "gp") return internal::MakeGpSampler(options, target);
   return internal::MakeUnitCubeSampler(options, target);
 }
 

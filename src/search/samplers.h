@@ -21,5 +21,7 @@ Assignment JointScientificValues(const std::vector<Assignment>& combinations, st
 std::unique_ptr<Sampler> MakeUnitCubeSampler(const SamplerOptions& options, const SamplingTarget& target);
 std::unique_ptr<Sampler> MakeGridSampler(const SamplerOptions& options, const SamplingTarget& target);
 std::unique_ptr<Sampler> MakeListSampler(const SamplerOptions& options, const SamplingTarget& target);
+// gp: Bayesian optimization (gp_sampler.cc).
+std::unique_ptr<Sampler> MakeGpSampler(const SamplerOptions& options, const SamplingTarget& target);
 
 }  // namespace dltune::internal

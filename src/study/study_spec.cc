@@ -272,7 +272,7 @@ StudyPlan::StudyPlan(const StudySpec& spec) : space_(spec.space) {
   }
 }
 
-PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
+std::pair<std::size_t, std::uint64_t> StudyPlan::SubStudyOf(std::uint64_t number) const {
   // Round-robin over the sub-studies that still have trials: between two distinct trial counts the set of such
   // sub-studies is constant, so walk those stretches instead of single rounds.
   std::vector<std::uint64_t> counts;
@@ -288,15 +288,31 @@ PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
       if (counts[s] > round) active.push_back(s);
     }
     const std::uint64_t stretch = (level - round) * active.size();
-    if (remaining < stretch) {
-      const std::size_t substudy = active[remaining % active.size()];
-      const std::uint64_t index = round + remaining / active.size();
-      return {number, substudy, index, samplers_[substudy]->Suggest(index)};
-    }
+    if (remaining < stretch) return {active[remaining % active.size()], round + remaining / active.size()};
     remaining -= stretch;
     round = level;
   }
   throw Error(fmt::format("trial {} is beyond the study's {} trials", number, total_));
+}
+
+bool StudyPlan::IsPlanned(std::uint64_t number) const {
+  const auto [substudy, index] = SubStudyOf(number);
+  return index < samplers_[substudy]->PlannedTrialCount();
+}
+
+bool StudyPlan::IsAdaptive() const {
+  return std::any_of(samplers_.begin(), samplers_.end(),
+                     [](const auto& sampler) { return sampler->PlannedTrialCount() < sampler->TrialCount(); });
+}
+
+PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
+  const auto [substudy, index] = SubStudyOf(number);
+  return {number, substudy, index, samplers_[substudy]->Suggest(index)};
+}
+
+PlannedTrial StudyPlan::TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const {
+  const auto [substudy, index] = SubStudyOf(number);
+  return {number, substudy, index, samplers_[substudy]->SuggestFromHistory(index, history)};
 }
 
 }  // namespace dltune

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,15 @@ struct ListedConfig {
 
 // The `sampler:` section of a spec. Documented value struct; ParseSamplerOptions validates it.
 struct SamplerOptions {
-  std::string name = "halton";        // halton | halton_algoperf | random | grid | list
+  std::string name = "halton";        // halton | halton_algoperf | random | grid | list | gp
   int grid_points = 5;                // grid: values per range param (choices use all their values)
   bool halton_shift = false;          // halton: add a random shift mod 1 (Cranley-Patterson) to the scrambling
   std::vector<ListedConfig> configs;  // list: the trials, in order
-  SourceLocation where;               // the section's position in the spec
+  // gp: Halton trials made before the model takes over; -1: automatic (0 with a warm start, else
+  // min(trials, max(5, 2 x dimensions))).
+  std::int64_t initial_trials = -1;
+  std::string warm_start;  // gp: an earlier study (same store) whose finished trials the model starts from
+  SourceLocation where;    // the section's position in the spec
 
   static const std::vector<std::string>& Names();
 };
@@ -44,6 +49,20 @@ struct SamplingTarget {
   std::uint64_t trials = 0;  // the budget; grid and list make as many trials as they have points
 };
 
+// How an earlier trial of a sub-study stands, as an adaptive sampler sees it.
+enum class ObservationKind {
+  kCompleted,   // finished with an objective value
+  kInfeasible,  // diverged or otherwise could not be trained: tells where not to go
+  kPending,     // made but not finished (pending, running, stopped): a point others are already trying
+};
+
+// One earlier trial (of this study's sub-study, or of a warm-start study).
+struct Observation {
+  Assignment params;  // every param that existed in the trial, as recorded
+  ObservationKind kind = ObservationKind::kPending;
+  double value = 0;  // kCompleted: the objective, oriented so that lower is better (maximized ones negated)
+};
+
 // Makes the params of a sub-study's trials. Implementations are immutable after construction and thread-safe.
 class Sampler {
  public:
@@ -51,9 +70,18 @@ class Sampler {
 
   // How many trials the sub-study has.
   virtual std::uint64_t TrialCount() const = 0;
-  // The params of trial `index` (< TrialCount()): every param that exists in that trial, fixed and scientific
-  // ones included. Pure function of the target and the index.
+  // How many of them are planned up front: Suggest(index) works for index < PlannedTrialCount(). Adaptive
+  // samplers (gp) make the later ones from the history, when they are asked for.
+  virtual std::uint64_t PlannedTrialCount() const { return TrialCount(); }
+  // The params of trial `index` (< PlannedTrialCount()): every param that exists in that trial, fixed and
+  // scientific ones included. Pure function of the target and the index.
   virtual Assignment Suggest(std::uint64_t index) const = 0;
+  // The params of trial `index` (< TrialCount()) given the sub-study's other trials. Pure function of the target,
+  // the index and the history (its order included). Non-adaptive samplers ignore the history.
+  virtual Assignment SuggestFromHistory(std::uint64_t index, std::span<const Observation> history) const {
+    (void)history;
+    return Suggest(index);
+  }
 };
 
 // Throws SpecError when the options do not fit the space (a grid over too many dimensions, a listed config with

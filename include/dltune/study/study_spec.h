@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -98,8 +100,18 @@ class StudyPlan {
   const std::vector<SubStudy>& substudies() const { return substudies_; }
   std::uint64_t TrialCount() const { return total_; }
   std::uint64_t SubStudyTrialCount(std::size_t substudy) const { return samplers_.at(substudy)->TrialCount(); }
-  // Trial `number` (< TrialCount()).
+  // Whether trial `number`'s params are known up front. An adaptive sampler (gp) chooses the others from the
+  // results so far, when a worker asks for them (TrialFromHistory).
+  bool IsPlanned(std::uint64_t number) const;
+  // Whether some trial is not planned.
+  bool IsAdaptive() const;
+  // Trial `number` (< TrialCount(); IsPlanned(number), else Error).
   PlannedTrial Trial(std::uint64_t number) const;
+  // Trial `number` (< TrialCount()) given its sub-study's history (see Sampler::SuggestFromHistory); the sub-study
+  // is SubStudyOf(number). Planned trials ignore the history.
+  PlannedTrial TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const;
+  // The sub-study trial `number` belongs to, and its index there.
+  std::pair<std::size_t, std::uint64_t> SubStudyOf(std::uint64_t number) const;
 
  private:
   std::shared_ptr<const SearchSpace> space_;
