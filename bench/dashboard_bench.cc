@@ -3,8 +3,9 @@
 //   1. StudyJson — what `dltune serve` answers for the study page (records read, every analysis and diagnostic,
 //      every chart spec) — median of 3;
 //   2. the study page in headless Chromium through `dltune serve`: tests/browser/check_page.mjs opening
-//      http://127.0.0.1:PORT/#/study/NAME until every chart has drawn, wall time including Chromium's start (an
-//      upper bound of the page's load time). Skipped with --api-only.
+//      http://127.0.0.1:PORT/#/study/NAME, the time from the start of navigation until every chart has drawn (as
+//      the page measures it: performance.now()), for the first view (the server builds the JSON) and a second one
+//      (the server's cached JSON). Skipped with --api-only.
 // Goal: the study page loads in under 2 s. Plain main(); exits 1 when something could not run.
 #include <signal.h>
 #include <sys/wait.h>
@@ -59,7 +60,18 @@ void FillStudy(dltune::Store& store) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool api_only = argc > 1 && std::string(argv[1]) == "--api-only";
+  bool api_only = false, keep = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--api-only") {
+      api_only = true;
+    } else if (arg == "--keep") {
+      keep = true;  // leave the store and the screenshot for a look
+    } else {
+      std::fprintf(stderr, "usage: dltune_bench_dashboard [--api-only] [--keep]\n");
+      return 2;
+    }
+  }
   const fs::path dir = fs::temp_directory_path() / ("dltune_bench_dashboard_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string url = "sqlite://" + (dir / "big.db").string();
@@ -98,21 +110,38 @@ int main(int argc, char** argv) {
       const auto at = line.find("http://");
       if (at != std::string::npos) base = line.substr(at, line.find('/', at + 7) - at + 1);
     }
-    const double start = Seconds();
-    const std::string command = std::string("node ") + DLTUNE_SOURCE_DIR + "/tests/browser/check_page.mjs '" + base +
-                                "#/study/big' " + (dir / "big.png").string() + " --min-charts 8 > " +
-                                (dir / "page.log").string() + " 2>&1";
-    const int page = base.empty() ? -1 : std::system(command.c_str());
-    const double elapsed = Seconds() - start;
+    // The first view computes the study's JSON; later ones (the page's polls, another reader) get it from the
+    // server's cache while the study does not change.
+    double cold_ms = -1, warm_ms = -1;
+    for (double* drawn_ms : {&cold_ms, &warm_ms}) {
+      const std::string log = (dir / "page.log").string();
+      const std::string command = std::string("node ") + DLTUNE_SOURCE_DIR + "/tests/browser/check_page.mjs '" +
+                                  base + "#/study/big' " + (dir / "big.png").string() + " --min-charts 8 > " + log +
+                                  " 2>&1";
+      if (base.empty() || std::system(command.c_str()) != 0) {
+        std::fprintf(stderr, "the page check failed; see %s\n", log.c_str());
+        status = 1;
+        break;
+      }
+      std::ifstream in(log);
+      const std::string marker = "every chart drawn ";
+      for (std::string line; std::getline(in, line);) {
+        if (const auto at = line.find(marker); at != std::string::npos) {
+          *drawn_ms = std::stod(line.substr(at + marker.size()));
+        }
+      }
+    }
     kill(server, SIGTERM);
     waitpid(server, nullptr, 0);
-    if (page != 0) {
-      std::fprintf(stderr, "the page check failed; see %s\n", (dir / "page.log").c_str());
-      return 1;
-    }
-    std::printf("study page in Chromium until every chart drew, Chromium's start included: %.2f s (goal < 2 s: %s)\n",
-                elapsed, elapsed < 2 ? "met" : "NOT met");
+    if (status != 0) return status;
+    std::printf("study page in Chromium, from navigation until every chart drew: first view %.2f s, then %.2f s "
+                "(goal < 2 s: %s)\n",
+                cold_ms / 1000, warm_ms / 1000, cold_ms >= 0 && cold_ms < 2000 ? "met" : "NOT met");
   }
-  fs::remove_all(dir);
+  if (keep) {
+    std::printf("kept %s\n", dir.c_str());
+  } else {
+    fs::remove_all(dir);
+  }
   return status;
 }

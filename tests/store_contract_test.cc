@@ -231,6 +231,14 @@ TEST_P(StoreContract, MeasurementsRoundTripInOrder) {
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[2].trial_number, 0u);
   EXPECT_EQ(rows[2].eval.value, 0.2);
+  const auto steps = store_->StudyTraining(study.id);
+  ASSERT_EQ(steps.size(), train.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i].trial_number, 0u);
+    EXPECT_EQ(steps[i].train.step, train[i].step);
+    EXPECT_EQ(steps[i].train.loss, train[i].loss);
+    EXPECT_EQ(steps[i].train.clipped, train[i].clipped);
+  }
 
   // A resumed trial drops what came after its checkpoint.
   store_->TruncateAfter(lease, 2);

@@ -8,6 +8,8 @@ const statusLine = document.getElementById('status');
 const POLL_MS = 3000;
 let lastShown = '';  // the JSON last rendered, to redraw only on change
 let pollTimer = null;
+const TRIAL_ROWS = 500;  // rows of a study's trial table drawn until the reader asks for all of them
+let allTrialRows = false;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -54,10 +56,14 @@ function setCrumbs(...parts) {
     p.href ? el('a', { href: p.href }, p.text) : el('span', {}, p.text)]).filter(Boolean));
 }
 
-async function fetchJson(path) {
+// The document at `path`, or null when its text is the one last shown (nothing to parse or redraw).
+async function fetchChanged(path) {
   const response = await fetch(path, { cache: 'no-store' });
-  const json = await response.json();
+  const text = await response.text();
+  if (response.ok && text === lastShown) return null;
+  const json = JSON.parse(text);
   if (!response.ok) throw new Error(json.error || response.statusText);
+  lastShown = text;
   return json;
 }
 
@@ -96,14 +102,19 @@ async function showStudy(data) {
     el('div', { class: 'muted' }, `Playbook: “${d.section}”`)));
   const chartBox = el('div', { class: 'charts' });
   const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];
-  const rows = data.trials.map((t) => [t.number, t.substudy, el('span', { class: `state-${t.state}` }, t.state),
+  const listed = allTrialRows ? data.trials : data.trials.slice(0, TRIAL_ROWS);
+  const rows = listed.map((t) => [t.number, t.substudy, el('span', { class: `state-${t.state}` }, t.state),
     t.best, t.best_step, t.final, ...paramNames.map((p) => t.params[p])]);
+  const more = listed.length < data.trials.length
+    ? el('p', {}, `First ${listed.length} of ${data.trials.length} trials. `,
+      el('button', { id: 'all-trials', onclick: () => { allTrialRows = true; showStudy(data); } }, 'Show all'))
+    : '';
   main.replaceChildren(el('h1', {}, data.name),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
     el('h2', {}, 'Diagnostics'), diagnostics.length ? el('div', {}, ...diagnostics) : el('p', { class: 'muted' }, 'No finding.'),
     el('h2', {}, 'Charts'), chartBox,
     el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
-      (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${data.trials[i].number}`; }));
+      (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${listed[i].number}`; }), more);
   await renderCharts(chartBox, data.charts);
 }
 
@@ -139,19 +150,16 @@ async function route() {
     path = '/api/studies'; render = showStudies;
   }
   try {
-    const data = await fetchJson(path);
-    const text = JSON.stringify(data);
-    if (text !== lastShown) {
-      lastShown = text;
-      await render(data);
-    }
+    const data = await fetchChanged(path);
+    if (data !== null) await render(data);
     statusLine.textContent = `updated ${new Date().toLocaleTimeString()}`;
   } catch (error) {
+    lastShown = '';  // draw again at the next poll that answers
     main.replaceChildren(el('p', {}, `Could not load ${path}: ${error.message}`));
     statusLine.textContent = 'not connected';
   }
   pollTimer = setTimeout(route, POLL_MS);
 }
 
-window.addEventListener('hashchange', () => { lastShown = ''; route(); });
+window.addEventListener('hashchange', () => { lastShown = ''; allTrialRows = false; route(); });
 route();

@@ -1,5 +1,6 @@
 // "Have we sampled enough?": the playbook's Figure 3, the best objective of smaller budgets by bootstrapping.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "analysis_util.h"
@@ -7,6 +8,20 @@
 #include "dltune/core/rng.h"
 
 namespace dltune {
+
+std::vector<std::uint64_t> BootstrapBudgets(std::uint64_t n) {
+  constexpr std::uint64_t kEveryBudgetUpTo = 50;
+  constexpr double kGrowth = 1.05;  // about 47 boxes per tenfold more trials beyond that
+  std::vector<std::uint64_t> budgets;
+  if (n == 0) return budgets;
+  for (std::uint64_t budget = 1; budget <= std::min(n, kEveryBudgetUpTo); ++budget) budgets.push_back(budget);
+  for (double next = static_cast<double>(kEveryBudgetUpTo) * kGrowth; next < static_cast<double>(n); next *= kGrowth) {
+    const auto budget = static_cast<std::uint64_t>(std::llround(next));
+    if (budget > budgets.back() && budget < n) budgets.push_back(budget);
+  }
+  if (budgets.back() != n) budgets.push_back(n);
+  return budgets;
+}
 
 std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int resamples, std::uint64_t seed) {
   resamples = std::max(resamples, 1);
@@ -30,11 +45,15 @@ std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int res
     // running[r]: the best of resample r's draw so far; budget k extends every draw by one trial.
     std::vector<double> running(static_cast<std::size_t>(resamples));
     std::vector<double> best(running.size());
+    const std::vector<std::uint64_t> budgets = BootstrapBudgets(n);
+    auto next_box = budgets.begin();
     for (std::uint64_t budget = 1; budget <= n; ++budget) {
       for (double& draw_best : running) {
         const double value = values[rng.Below(n)];
         if (budget == 1 || analysis_util::Better(value, draw_best, direction)) draw_best = value;
       }
+      if (next_box == budgets.end() || *next_box != budget) continue;
+      ++next_box;
       best = running;
       std::sort(best.begin(), best.end());
       plot.boxes.push_back({.budget = static_cast<int>(budget),

@@ -143,5 +143,28 @@ TEST(BootstrapTest, OnlyCompletedTrialsWithAnObjective) {
   EXPECT_EQ(plots[0].boxes[1].max, 0.3);
 }
 
+TEST(BootstrapTest, LargeStudiesGetEveryBudgetUpToFiftyThenFivePercentSteps) {
+  std::vector<std::uint64_t> first_fifty;
+  for (std::uint64_t budget = 1; budget <= 50; ++budget) first_fifty.push_back(budget);
+  EXPECT_EQ(BootstrapBudgets(50), first_fifty);
+  EXPECT_EQ(BootstrapBudgets(3), (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_TRUE(BootstrapBudgets(0).empty());
+  const auto budgets = BootstrapBudgets(10000);
+  EXPECT_EQ(budgets.back(), 10000u);
+  EXPECT_LT(budgets.size(), 160u);
+  for (std::size_t i = 51; i + 1 < budgets.size(); ++i) {
+    EXPECT_GT(budgets[i], budgets[i - 1]);
+    EXPECT_LE(static_cast<double>(budgets[i]), 1.06 * static_cast<double>(budgets[i - 1]) + 1);
+  }
+
+  std::vector<double> values;
+  for (int i = 0; i < 300; ++i) values.push_back(static_cast<double>((i * 37) % 300) / 300.0);
+  const auto plots = BootstrapBestObjective(Study("minimize", {values}), 20, 1);
+  ASSERT_EQ(plots.size(), 1u);
+  const auto expected = BootstrapBudgets(300);
+  ASSERT_EQ(plots[0].boxes.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(plots[0].boxes[i].budget, static_cast<int>(expected[i]));
+}
+
 }  // namespace
 }  // namespace dltune

@@ -125,5 +125,38 @@ TEST(CurvesTest, BestStepsOfCompletedTrials) {
   EXPECT_EQ(steps[1].objective, 0.3);
 }
 
+TEST(CurvesTest, CurveTrialsAreEveryTrialUpToTheLimit) {
+  StudyData data = MakeData(kSpec);
+  for (std::uint64_t n = 0; n < 4; ++n) {
+    AddTrial(data, n, TrialState::kCompleted, {{"learning_rate", 0.01}}, 0.5 - 0.1 * static_cast<double>(n), 10);
+    AddLosses(data, n, {1.0, 0.5});
+  }
+  EXPECT_EQ(CurveTrials(data, 4), (std::vector<std::uint64_t>{0, 1, 2, 3}));
+}
+
+TEST(CurvesTest, CurveTrialsBeyondTheLimitAreRunningTrialsThenEachSubStudysBestInRounds) {
+  StudyData data = MakeData(kSpec);
+  // Sub-study a: trials 0..5, best value falls with the number; sub-study b: trials 6..9, best value rises.
+  for (std::uint64_t n = 0; n < 10; ++n) {
+    const bool a = n < 6;
+    const double best = a ? 1.0 - 0.1 * static_cast<double>(n) : 0.1 * static_cast<double>(n);
+    AddTrial(data, n, TrialState::kCompleted, {{"learning_rate", 0.01}}, best, 10, a ? 0 : 1, a ? "a" : "b");
+    AddLosses(data, n, {1.0});
+  }
+  AddTrial(data, 10, TrialState::kRunning, {{"learning_rate", 0.01}}, 9.0, 10, 0, "a");
+  AddLosses(data, 10, {1.0});
+  // The running trial, then a's best (5) and b's best (6), then a's second (4) and b's second (7).
+  EXPECT_EQ(CurveTrials(data, 5), (std::vector<std::uint64_t>{4, 5, 6, 7, 10}));
+
+  const StudyData subset = SubsetOfTrials(data, CurveTrials(data, 5));
+  ASSERT_EQ(subset.trials.size(), 5u);
+  EXPECT_EQ(subset.trials[0].number, 4u);
+  EXPECT_EQ(subset.train.size(), 5u);
+  EXPECT_TRUE(subset.train.contains(10));
+  EXPECT_FALSE(subset.train.contains(0));
+  // The highlighted (best) curves are the same as in the whole study.
+  for (const auto& curve : TrainingCurves(subset, 1)) EXPECT_EQ(curve.highlighted, curve.trial == 5 || curve.trial == 6);
+}
+
 }  // namespace
 }  // namespace dltune

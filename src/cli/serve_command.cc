@@ -2,6 +2,7 @@
 // from the store (dltune/report/dashboard_api.h) and serves the page and its scripts — a fixed list of files, nothing
 // else from the filesystem.
 #include <httplib.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <csignal>
@@ -34,19 +35,62 @@ std::string ReadFile(const std::filesystem::path& path) {
   return text.str();
 }
 
-// The files the page may load, by URL name: read once at start-up, so no request can reach another file.
-std::map<std::string, std::pair<std::string, std::string>> LoadAssets() {
-  std::map<std::string, std::pair<std::string, std::string>> assets;
+// `data` in gzip format (RFC 1952).
+std::string Gzip(const std::string& data) {
+  z_stream stream{};
+  constexpr int kGzipWindowBits = 15 + 16;  // 16: a gzip header and trailer instead of zlib's
+  if (deflateInit2(&stream, Z_BEST_COMPRESSION, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    throw Error("zlib: cannot start compressing");
+  }
+  std::string out(deflateBound(&stream, data.size()), '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  stream.avail_in = static_cast<uInt>(data.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  const int result = deflate(&stream, Z_FINISH);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  if (result != Z_STREAM_END) throw Error("zlib: cannot compress");
+  return out;
+}
+
+// A file the page may load, and its gzip form.
+struct Asset {
+  std::string body;
+  std::string gzipped;
+  std::string content_type;
+};
+
+// The files the page may load, by URL name: read and compressed once at start-up, so no request can reach another
+// file, and none waits for its compression (cpp-httplib would otherwise compress each response, with brotli when the
+// browser accepts it: about a second for vega.min.js).
+std::map<std::string, Asset> LoadAssets() {
+  std::map<std::string, Asset> assets;
   for (const auto& asset : dltune::DashboardAssets()) {
-    assets[asset.url_name] = {ReadFile(asset.path), asset.content_type};
+    std::string body = ReadFile(asset.path);
+    std::string gzipped = Gzip(body);
+    assets[asset.url_name] = {std::move(body), std::move(gzipped), asset.content_type};
   }
   return assets;
 }
 
-void SendJson(httplib::Response& response, const nlohmann::json& json) {
-  response.set_header("Cache-Control", "no-store");
-  response.set_content(json.dump(), "application/json; charset=utf-8");
+void SendAsset(const httplib::Request& request, httplib::Response& response, const Asset& asset) {
+  const bool gzip = request.get_header_value("Accept-Encoding").find("gzip") != std::string::npos;
+  if (gzip) response.set_header("Content-Encoding", "gzip");
+  const std::string& bytes = gzip ? asset.gzipped : asset.body;
+  // A content provider of known length is sent as it is; set_content would be compressed (again) by cpp-httplib.
+  response.set_content_provider(bytes.size(), asset.content_type,
+                                [&bytes](std::size_t offset, std::size_t length, httplib::DataSink& sink) {
+                                  return sink.write(bytes.data() + offset, length);
+                                });
 }
+
+void SendJsonText(httplib::Response& response, const std::string& text) {
+  response.set_header("Cache-Control", "no-store");
+  response.set_content(text, "application/json; charset=utf-8");
+}
+
+void SendJson(httplib::Response& response, const nlohmann::json& json) { SendJsonText(response, json.dump()); }
 
 void SendError(httplib::Response& response, int status, const std::string& message) {
   response.status = status;
@@ -77,19 +121,19 @@ void RegisterServeCommand(CLI::App& app) {
     const std::string url = args->storage.empty() ? DefaultStoreUrl() : args->storage;
     auto store = OpenStore(url, false);
     std::mutex store_mutex;  // a Store is used by one thread at a time; the server answers on several
+    StudyJsonCache study_pages;  // guarded by store_mutex too
     const auto assets = LoadAssets();
 
     httplib::Server server;
     server.set_payload_max_length(1 << 16);
-    server.Get("/", [&](const httplib::Request&, httplib::Response& response) {
-      const auto& [body, type] = assets.at("index.html");
-      response.set_content(body, type);
+    server.Get("/", [&](const httplib::Request& request, httplib::Response& response) {
+      SendAsset(request, response, assets.at("index.html"));
     });
     server.Get(R"(/assets/([A-Za-z0-9_.\-]+))", [&](const httplib::Request& request, httplib::Response& response) {
       const auto it = assets.find(request.matches[1].str());
       if (it == assets.end() || it->first == "index.html") return SendError(response, 404, "no such file");
       response.set_header("Cache-Control", "max-age=3600");
-      response.set_content(it->second.first, it->second.second);
+      SendAsset(request, response, it->second);
     });
     server.Get("/api/studies", [&](const httplib::Request&, httplib::Response& response) {
       const std::lock_guard<std::mutex> lock(store_mutex);
@@ -98,7 +142,7 @@ void RegisterServeCommand(CLI::App& app) {
     server.Get(R"(/api/studies/([^/]+))", [&](const httplib::Request& request, httplib::Response& response) {
       const std::lock_guard<std::mutex> lock(store_mutex);
       try {
-        SendJson(response, StudyJson(*store, request.matches[1].str()));
+        SendJsonText(response, study_pages.Get(*store, request.matches[1].str()));
       } catch (const Error& e) {
         SendError(response, 404, e.what());
       }

@@ -1,6 +1,7 @@
 #include "dltune/report/dashboard_api.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 
@@ -53,13 +54,18 @@ ChartOptions Colors(const StudyData& data) {
 }
 
 // The objective and training-loss curves of `data`'s trials (every trial of a study, or one).
+// Beyond ReportOptions::max_curve_trials, only the running trials and each sub-study's best are drawn.
 void AddCurveCharts(const StudyData& data, const ChartOptions& options, std::vector<Chart>& charts) {
   const ObjectiveRef objective = ObjectiveOf(data.spec);
-  const auto curves = TrainingCurves(data);
+  const StudyData shown = SubsetOfTrials(data, CurveTrials(data, ReportOptions{}.max_curve_trials));
+  const auto curves = TrainingCurves(shown);
   if (curves.empty()) return;
-  charts.push_back({"curves_objective", objective.Name() + " vs step",
+  const std::string note = shown.trials.size() < data.trials.size()
+                               ? fmt::format(" ({} of {} trials: running and best)", shown.trials.size(), data.trials.size())
+                               : "";
+  charts.push_back({"curves_objective", objective.Name() + " vs step" + note,
                     TrainingCurvesSpec(curves, objective.Name(), CurveSource::kEvaluation, true, options)});
-  charts.push_back({"curves_train_loss", "training loss vs step",
+  charts.push_back({"curves_train_loss", "training loss vs step" + note,
                     TrainingCurvesSpec(curves, "train/loss", CurveSource::kTrainingSteps, false, options)});
 }
 
@@ -177,6 +183,23 @@ json StudyJson(Store& store, const std::string& name) {
           {"diagnostics", diagnostics},
           {"charts", charts},
           {"trials", trials}};
+}
+
+std::string StudyJsonCache::Get(Store& store, const std::string& name) {
+  // Longer than the store's clock resolution (SQLite: 1 ms) plus any skew between this machine and a database server.
+  constexpr double kSettledSeconds = 2.0;
+  const StudyRecord study = RequireStudy(store, name);
+  if (const auto it = entries_.find(name); it != entries_.end() && it->second.updated_at == study.updated_at) {
+    return it->second.body;
+  }
+  std::string body = StudyJson(store, name).dump();
+  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (now - study.updated_at > kSettledSeconds) {
+    entries_[name] = {study.updated_at, body};
+  } else {
+    entries_.erase(name);
+  }
+  return body;
 }
 
 json TrialJson(Store& store, const std::string& name, std::uint64_t number) {

@@ -478,6 +478,12 @@ fs::path FindWebDir() {
                   where.empty() ? "no directory" : where));
 }
 
+std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
+  if (shown.trials.size() >= all.trials.size()) return "";
+  return fmt::format(" Drawn: {} of the {} trials, the running ones and each sub-study's best.", shown.trials.size(),
+                     all.trials.size());
+}
+
 std::string HtmlEscape(std::string_view text) {
   const std::string clean = SanitizeUtf8(text);
   std::string escaped;
@@ -625,14 +631,16 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   }
   page.Raw("</section>\n");
 
-  // Training curves.
+  // Training curves: of the best trials only when there are too many to draw one line each.
+  const StudyData shown = SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials));
   Section(page, "curves", "Training curves",
           "Every trial's curves against the step: the 3 best trials of each sub-study drawn strong, the others faint, "
           "colored by sub-study; diamonds mark each trial's best step (the checkpoint retrospective selection keeps). "
           "A \"zoomed\" axis covers the strong curves and clips the others. "
           "Look for overfitting (the validation objective getting worse after its best step), high step-to-step "
-          "variance late in training, and a training loss that rises (often a pipeline bug).");
-  const auto curves = TrainingCurves(data);
+          "variance late in training, and a training loss that rises (often a pipeline bug)." +
+              CurveTrialsNote(shown, data));
+  const auto curves = TrainingCurves(shown);
   if (curves.empty()) {
     page.Element("p", "No trial has reported measurements yet.", "class=\"empty\"");
   } else {
@@ -696,9 +704,13 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
     page.Element("p", "No trial reported gradient norms.", "class=\"empty\"");
   } else {
     page.Raw("<div class=\"charts\">\n");
-    if (!norms.curves.empty())
-      page.Chart(GradientNormCurvesSpec(norms, chart),
-                 "gradient norm by step, every trial; dashed red: the 90th percentile");
+    if (!norms.curves.empty()) {
+      GradientNorms drawn = norms;
+      if (shown.trials.size() < data.trials.size()) drawn.curves = GradientNormAnalysis(shown).curves;
+      page.Chart(GradientNormCurvesSpec(drawn, chart),
+                 fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
+                             shown.trials.size() < data.trials.size() ? "the trials of the training curves" : "every trial"));
+    }
     if (!norms.histogram.empty()) page.Chart(GradientNormHistogramSpec(norms, chart), "every recorded gradient norm");
     page.Raw("</div>\n");
   }
@@ -717,8 +729,8 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
     if (plot.boxes.empty()) continue;
     any_box = true;
     page.Chart(BootstrapSpec(plot, objective, chart),
-               fmt::format("sub-study {}: {} completed trial{}", plot.substudy, plot.boxes.size(),
-                           plot.boxes.size() == 1 ? "" : "s"));
+               fmt::format("sub-study {}: {} completed trial{}", plot.substudy, plot.boxes.back().budget,
+                           plot.boxes.back().budget == 1 ? "" : "s"));
   }
   page.Raw("</div>\n");
   if (!any_box) page.Element("p", "No trial has completed yet.", "class=\"empty\"");

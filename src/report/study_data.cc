@@ -10,10 +10,7 @@ StudyData LoadStudyData(Store& store, const std::string& name) {
   data.spec = ParseStudySpec(data.study.spec_text, data.study.spec_path.empty() ? name : data.study.spec_path);
   data.trials = store.ListTrials(data.study.id);
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
-  for (const auto& trial : data.trials) {
-    auto series = store.TrainSeries(trial.id);
-    if (!series.empty()) data.train[trial.number] = std::move(series);
-  }
+  for (auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(std::move(row.train));
   return data;
 }
 

@@ -399,6 +399,25 @@ int SqlStore::ResumeStopped(std::int64_t study_id) {
   });
 }
 
+namespace {
+
+// A train_measurements row whose columns `first`.. are step, loss, learning_rate, grad_norm, clipped, step_time,
+// data_wait, examples_per_second.
+TrainMeasurement TrainMeasurementOf(const SqlRow& row, std::size_t first) {
+  TrainMeasurement m;
+  m.step = AsInt(row[first]);
+  m.loss = AsOptionalDouble(row[first + 1]);
+  m.learning_rate = AsOptionalDouble(row[first + 2]);
+  m.grad_norm = AsOptionalDouble(row[first + 3]);
+  if (const auto clipped = AsOptionalInt(row[first + 4])) m.clipped = *clipped != 0;
+  m.step_time = AsOptionalDouble(row[first + 5]);
+  m.data_wait = AsOptionalDouble(row[first + 6]);
+  m.examples_per_second = AsOptionalDouble(row[first + 7]);
+  return m;
+}
+
+}  // namespace
+
 std::vector<TrainMeasurement> SqlStore::TrainSeries(std::int64_t trial_id) {
   return Transaction(false, [&] {
     std::vector<TrainMeasurement> series;
@@ -406,18 +425,23 @@ std::vector<TrainMeasurement> SqlStore::TrainSeries(std::int64_t trial_id) {
              "SELECT step, loss, learning_rate, grad_norm, clipped, step_time, data_wait, examples_per_second "
              "FROM train_measurements WHERE trial_id = ? ORDER BY step",
              {trial_id})) {
-      TrainMeasurement m;
-      m.step = AsInt(row[0]);
-      m.loss = AsOptionalDouble(row[1]);
-      m.learning_rate = AsOptionalDouble(row[2]);
-      m.grad_norm = AsOptionalDouble(row[3]);
-      if (const auto clipped = AsOptionalInt(row[4])) m.clipped = *clipped != 0;
-      m.step_time = AsOptionalDouble(row[5]);
-      m.data_wait = AsOptionalDouble(row[6]);
-      m.examples_per_second = AsOptionalDouble(row[7]);
-      series.push_back(m);
+      series.push_back(TrainMeasurementOf(row, 0));
     }
     return series;
+  });
+}
+
+std::vector<StudyTrainRow> SqlStore::StudyTraining(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<StudyTrainRow> rows;
+    for (const auto& row : connection_->Query(
+             "SELECT t.number, m.step, m.loss, m.learning_rate, m.grad_norm, m.clipped, m.step_time, m.data_wait, "
+             "m.examples_per_second FROM train_measurements m JOIN trials t ON t.id = m.trial_id "
+             "WHERE t.study_id = ? ORDER BY t.number, m.step",
+             {study_id})) {
+      rows.push_back({static_cast<std::uint64_t>(AsInt(row[0])), TrainMeasurementOf(row, 1)});
+    }
+    return rows;
   });
 }
 

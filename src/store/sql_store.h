@@ -34,6 +34,7 @@ class SqlStore final : public Store {
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
   std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) override;
+  std::vector<StudyTrainRow> StudyTraining(std::int64_t study_id) override;
   std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) override;
   void MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) override;
   std::vector<CheckpointRecord> ListCheckpoints(std::int64_t trial_id) override;

@@ -14,11 +14,14 @@
 //                          mistakes as warnings)
 //   --allow-origin ORIGIN  requests to ORIGIN are allowed besides the page's own (repeatable)
 //   --timeout MS           how long charts may take to draw (default 30000)
+//   --then-wait-for TEXT   a live page: TEXT must NOT be shown once the charts first draw, then must appear without
+//                          a reload within the timeout (the page updating itself), its charts drawn again
 //
 // Fails (exit status 1, a line per problem) on: a console error or warning, an uncaught page error, a JavaScript
 // dialog (alert, confirm, prompt: an injected script ran), a request to another origin (a file:// page may load
 // only file:, data: and blob: URLs: it must work offline), a chart container that does not draw, a missing text, a
 // forbidden element. Saves a full-page screenshot to SCREENSHOT (PNG) either way, once the page has loaded.
+// Prints how long after the start of navigation every chart had drawn (the page's load time as a person sees it).
 // Exit status 2: bad arguments, or Chromium or playwright-core missing (run scripts/setup).
 import { existsSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -32,13 +35,14 @@ const chromiumArgs = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-
 
 function usage(message) {
   console.error(`check_page: ${message}\nusage: node check_page.mjs URL SCREENSHOT [--selector CSS] [--min-charts N] ` +
-    '[--expect-text TEXT]... [--forbid-selector CSS]... [--allow-warnings] [--allow-origin ORIGIN]... [--timeout MS]');
+    '[--expect-text TEXT]... [--forbid-selector CSS]... [--allow-warnings] [--allow-origin ORIGIN]... [--timeout MS] ' +
+    '[--then-wait-for TEXT]');
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const options = { selector: '.chart', minCharts: 1, expectTexts: [], forbidSelectors: [], allowWarnings: false,
-    allowOrigins: [], timeout: 30000, positional: [] };
+    allowOrigins: [], timeout: 30000, thenWaitFor: null, positional: [] };
   for (let i = 0; i < argv.length; ++i) {
     const arg = argv[i];
     const value = () => {
@@ -52,6 +56,7 @@ function parseArgs(argv) {
     else if (arg === '--allow-warnings') options.allowWarnings = true;
     else if (arg === '--allow-origin') options.allowOrigins.push(value());
     else if (arg === '--timeout') options.timeout = Number(value());
+    else if (arg === '--then-wait-for') options.thenWaitFor = value();
     else if (arg.startsWith('--')) usage(`unknown option ${arg}`);
     else options.positional.push(arg);
   }
@@ -126,9 +131,11 @@ async function main() {
       });
     })`;
     let chartCount = 0;
+    let drawnAt = null;  // ms from the start of navigation until every chart had drawn
     try {
-      await page.waitForFunction(`${drawn}(${JSON.stringify([options.selector, options.minCharts])})`, null,
-        { timeout: options.timeout, polling: 100 });
+      drawnAt = await (await page.waitForFunction(
+        `${drawn}(${JSON.stringify([options.selector, options.minCharts])}) && performance.now()`, null,
+        { timeout: options.timeout, polling: 50 })).jsonValue();
     } catch (error) {
       const report = await page.evaluate(([selector]) => Array.from(document.querySelectorAll(selector)).map((e) => {
         const svg = e.querySelector('svg');
@@ -137,6 +144,22 @@ async function main() {
       }), [options.selector]);
       problems.push(`charts not drawn within ${options.timeout} ms (${report.length} containers, at least ` +
         `${options.minCharts} expected): ${report.join('; ') || 'none found'}`);
+    }
+    if (options.thenWaitFor !== null) {
+      const shown = () => page.evaluate((text) => document.body.innerText.includes(text), options.thenWaitFor);
+      if (await shown()) {
+        problems.push(`text already shown at the first draw, so the page's update cannot be checked: ${JSON.stringify(options.thenWaitFor)}`);
+      } else {
+        try {
+          await page.waitForFunction((text) => document.body.innerText.includes(text), options.thenWaitFor,
+            { timeout: options.timeout, polling: 200 });
+          await page.waitForFunction(`${drawn}(${JSON.stringify([options.selector, options.minCharts])})`, null,
+            { timeout: options.timeout, polling: 100 });
+        } catch (error) {
+          problems.push(`the page did not update itself to show ${JSON.stringify(options.thenWaitFor)} with its charts ` +
+            `drawn within ${options.timeout} ms`);
+        }
+      }
     }
     chartCount = await page.evaluate((selector) => document.querySelectorAll(selector).length, options.selector);
     // Late errors (a chart's second render, tooltips' setup) surface within a moment.
@@ -155,6 +178,7 @@ async function main() {
     await page.screenshot({ path: options.screenshot, fullPage: true });
     console.log(`check_page: ${options.url}: ${chartCount} chart${chartCount === 1 ? '' : 's'}, ` +
       `${options.expectTexts.length} texts checked; screenshot ${resolve(options.screenshot)}`);
+    if (drawnAt !== null) console.log(`check_page: every chart drawn ${Math.round(drawnAt)} ms after navigation started`);
   } finally {
     await browser.close();
   }

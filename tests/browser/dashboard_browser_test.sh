@@ -3,7 +3,9 @@
 # params and trial reasons (tests/browser/fake_trial.py trials), then `dltune serve --port 0` and check_page.mjs in
 # headless Chromium on the studies page, the study page and a trial page: every chart draws, no console error, no
 # dialog, no request to another origin, hostile strings shown as text. Also checks that the server answers only its
-# own files. Leaves the screenshots in WORK_DIR. Fails (never skips) when Chromium or web/node_modules is missing.
+# own files. Then the page while trials run: a second study starts with slow trials, and the open study page must
+# update itself (no reload) until every trial shows completed, its charts drawn again. Leaves the screenshots in
+# WORK_DIR. Fails (never skips) when Chromium or web/node_modules is missing.
 # Usage: dashboard_browser_test.sh DLTUNE WORK_DIR SOURCE_DIR
 set -euo pipefail
 dltune=$1
@@ -73,4 +75,34 @@ check "$url" studies.png --min-charts 0 --expect-text '<img src=x onerror=alert(
 check "${url}#/study/hostile_dashboard" study.png --min-charts 8 \
   --expect-text 'optimizer=<b>bold</b> & co' --expect-text '<img src=y onerror=alert(3)>'
 check "${url}#/study/hostile_dashboard/trial/1" trial.png --min-charts 2
+
+# Live: the study page, opened while the first trials train, follows the study to its end by itself.
+cat >live.yaml <<EOF2
+name: live_dashboard
+command: python3 $source_dir/tests/browser/fake_trial.py
+max_train_steps: 100
+training:
+  eval_every_steps: 20
+trials: 4
+space:
+  learning_rate: {min: 0.001, max: 0.1, scale: log}
+EOF2
+FAKE_TRIAL_STEP_SECONDS=0.04 "$dltune" run live.yaml --storage "$storage" --parallel 2 --no-report >live.log 2>&1 &
+runner=$!
+trap 'kill $server $runner 2>/dev/null || true' EXIT
+# Open the page once the study has a chart (a trial has evaluated), so it has something to draw from the start.
+python3 - "${url}api/studies/live_dashboard" <<'EOF2' || { cat live.log; fail "the live study never showed a chart"; }
+import json, sys, time, urllib.request, urllib.error
+for _ in range(300):
+    try:
+        if json.load(urllib.request.urlopen(sys.argv[1]))["charts"]:
+            sys.exit(0)
+    except urllib.error.HTTPError:
+        pass
+    time.sleep(0.05)
+sys.exit(1)
+EOF2
+check "${url}#/study/live_dashboard" live.png --min-charts 1 --then-wait-for '4 completed' --timeout 60000 \
+  --expect-text 'have we sampled enough? all'
+wait $runner || { cat live.log; fail "the live study's run failed"; }
 echo "dashboard_browser_test: ok (screenshots in $work)"

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import time
 
 report = open(os.environ["DLTUNE_REPORT"], "a", buffering=1)
 params = json.load(open(os.environ["DLTUNE_PARAMS"]))
@@ -18,6 +19,7 @@ trial_dir = os.environ["DLTUNE_TRIAL_DIR"]
 rng = random.Random(int(os.environ["DLTUNE_SEED"]))
 lr = float(params["learning_rate"])
 decay = float(params.get("weight_decay", 0.0))
+step_seconds = float(os.environ.get("FAKE_TRIAL_STEP_SECONDS", "0"))  # slow trials for the live dashboard test
 bonus = 0.03 if "bold" in str(params.get("optimizer", "")) else 0.0
 
 
@@ -29,6 +31,7 @@ send({"type": "start", "step": 0})
 speed = 0.004 + 0.08 * lr
 floor = 0.08 + 0.05 * abs(math.log10(lr) + 1.3) - bonus + 3 * decay
 for step in range(1, steps + 1):
+    time.sleep(step_seconds)
     if lr > 0.3 and step == 45:
         send({"type": "train", "step": step, "loss": float("nan")})
         send({"type": "end", "state": "infeasible",

@@ -55,6 +55,12 @@ std::optional<double> BestObjectiveOf(const StudyData& data, const TrialRecord& 
 std::optional<std::int64_t> BestStepOf(const StudyData& data, const TrialRecord& trial);
 // The numbers of the best `count` completed trials of each sub-study (sub-studies in index order, each best first).
 std::vector<std::uint64_t> TopTrials(const StudyData& data, int count);
+// The trials a chart of per-trial curves draws when one line per trial would be too many to read or to send: every
+// trial when at most `limit` have measurements; else, up to `limit` in all, every running trial, then the sub-studies'
+// best trials taken in rounds (each sub-study's best, then each one's second best, ...). By trial number.
+std::vector<std::uint64_t> CurveTrials(const StudyData& data, std::size_t limit);
+// `data` with only the trials `numbers` (their records and measurements), in the same order.
+StudyData SubsetOfTrials(const StudyData& data, const std::vector<std::uint64_t>& numbers);
 
 // ---- Basic hyperparameter axis plots ("Identifying bad search space boundaries") ----
 
@@ -187,11 +193,15 @@ struct BootstrapBox {
 };
 struct BootstrapPlot {
   std::string substudy;             // one plot per sub-study
-  std::vector<BootstrapBox> boxes;  // budgets 1..n (n = the sub-study's completed trials)
+  std::vector<BootstrapBox> boxes;  // at BootstrapBudgets(n) (n = the sub-study's completed trials)
 };
-// For each sub-study (index order) with n >= 1 completed trials with a best objective: for every budget 1..n,
-// `resamples` (at least 1) draws of `budget` of those trials (in trial-number order) with replacement, each draw
-// summarized by its best value (by the objective's direction); the box gives that distribution's min, quartiles
+// The budgets a plot of n trials shows: every budget 1..min(n, 50), then budgets growing by 5% each up to n, and n
+// (none when n is 0).
+// A box per budget of a 10,000-trial study would be 10,000 boxes no one can read (and 10,000 sorts).
+std::vector<std::uint64_t> BootstrapBudgets(std::uint64_t n);
+// For each sub-study (index order) with n >= 1 completed trials with a best objective: for every budget 1..n (boxes
+// kept at BootstrapBudgets(n)), `resamples` (at least 1) draws of `budget` of those trials (in trial-number order)
+// with replacement, each draw summarized by its best value (by the objective's direction); the box gives that distribution's min, quartiles
 // (linear interpolation, numpy's default) and max. Each resample is one growing sequence of draws: budget k + 1
 // adds one trial to budget k's draw, so every budget's draws are still `budget` independent trials, the boxes move
 // monotonically toward the best, and the cost is resamples * n draws. The draws come from

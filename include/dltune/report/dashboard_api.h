@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,23 @@ nlohmann::json StudiesJson(Store& store);
 //  "charts": [{"id", "title", "spec"}] (Vega-Lite), "trials": [{"number", "substudy", "state", "best", "best_step",
 //  "final", "reason", "params": {name: value}}]}. Throws Error for an unknown study.
 nlohmann::json StudyJson(Store& store, const std::string& name);
+
+// StudyJson documents, serialized, kept while their study does not change: a finished study of 10,000 trials is
+// built once, not on every poll of the page. A study is cached only once its last write (StudyRecord::updated_at,
+// which every write of the store moves) is a few seconds old, so a write in the same clock tick as a read can never
+// leave a stale page behind; running studies are rebuilt on each request. Not thread-safe.
+class StudyJsonCache {
+ public:
+  // The study's document; throws Error for an unknown study.
+  std::string Get(Store& store, const std::string& name);
+
+ private:
+  struct Entry {
+    double updated_at = 0;
+    std::string body;
+  };
+  std::map<std::string, Entry> entries_;
+};
 
 // {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",
 //  "best_step", "final", "exit_status", "stderr_tail", "params", "checkpoints": [{"step", "path", "objective",

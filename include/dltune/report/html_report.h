@@ -37,10 +37,16 @@ struct ReportOptions {
   // Resamples of the "Have we sampled enough?" bootstrap, and its seed (the same report for the same records).
   int bootstrap_resamples = 1000;
   std::uint64_t bootstrap_seed = 0;
+  // Trials drawn in the training-curve charts: beyond this many, the running ones and each sub-study's best
+  // (CurveTrials in analysis.h); one line per trial of a 10,000-trial study helps no one.
+  std::size_t max_curve_trials = 200;
   // Shown in the page's footer, e.g. "2026-11-22 10:31 UTC"; empty: left out (the page is then a pure function of
   // its input).
   std::string generated_at;
 };
+
+// " Drawn: N of the M trials, ..." when `shown` (a SubsetOfTrials) leaves trials of `all` out; "" otherwise.
+std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
 
 // The checkpoint that holds a trial's best step: a kept one at `best_step` (the best pool first), else the newest
 // kept best-pool checkpoint; nullopt when none is kept.

@@ -128,6 +128,12 @@ struct StudyEvalRow {
   EvalMeasurement eval;
 };
 
+// A training-step row of a whole study, for analyses.
+struct StudyTrainRow {
+  std::uint64_t trial_number = 0;
+  TrainMeasurement train;
+};
+
 // Measurements written together in one transaction (a trial's eval interval), with the best so far.
 struct MeasurementBatch {
   std::vector<TrainMeasurement> train;
@@ -214,6 +220,8 @@ class Store {
   virtual std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) = 0;
   // Every evaluation of every trial of the study, ordered by trial number, step, split, metric.
   virtual std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) = 0;
+  // Every training step of every trial of the study, ordered by trial number, step (one query, not one per trial).
+  virtual std::vector<StudyTrainRow> StudyTraining(std::int64_t study_id) = 0;
 
   // Checkpoints. AddCheckpoint returns the new id; MarkCheckpointDeleted records that its files are gone.
   virtual std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) = 0;
