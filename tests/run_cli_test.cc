@@ -214,6 +214,37 @@ TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   EXPECT_THAT(show.out, HasSubstr("dropuot"));
 }
 
+TEST_F(RunCli, TheExplorationThenExploitationExamplesRunEndToEnd) {
+  // examples/synthetic.yaml (halton), then examples/synthetic_exploit.yaml (gp, warm-started from the first), as
+  // shipped, with fewer steps and their trial directories in the test's directory.
+  const std::filesystem::path examples = std::filesystem::path(DLTUNE_SOURCE_DIR) / "examples";
+  for (const char* name : {"synthetic", "synthetic_exploit"}) {
+    std::string text = Slurp(examples / (std::string(name) + ".yaml"));
+    text = std::regex_replace(text, std::regex("max_train_steps: 300"), "max_train_steps: 100");
+    text += "run_dir: " + (dir_ / "runs" / name).string() + "\n";
+    std::ofstream(dir_ / (std::string(name) + ".yaml")) << text;
+    const Result result = Dltune("run " + (dir_ / (std::string(name) + ".yaml")).string() + " --parallel 2 --no-report");
+    ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+    if (std::string(name) == "synthetic_exploit") {
+      EXPECT_THAT(result.out, HasSubstr("/12 trials done"));  // counting the trials not made yet
+    }
+  }
+  const auto store = OpenStore(StoreUrl());
+  const auto explore = store->ListTrials(store->FindStudy("synthetic")->id);
+  const auto exploit = store->ListTrials(store->FindStudy("synthetic_exploit")->id);
+  ASSERT_EQ(explore.size(), 8u);
+  ASSERT_EQ(exploit.size(), 12u);
+  for (const auto& trial : exploit) {
+    EXPECT_TRUE(trial.state == TrialState::kCompleted || trial.state == TrialState::kInfeasible)
+        << trial.number << ": " << TrialStateName(trial.state) << " " << trial.reason;
+    // Each trial is its sub-study's: the model of one optimizer never proposes the other's params.
+    const bool adam = std::get<std::string>(trial.params.at("optimizer")) == "adam";
+    EXPECT_EQ(trial.params.count("adam_learning_rate"), adam ? 1u : 0u);
+    EXPECT_EQ(trial.params.count("one_minus_momentum"), adam ? 0u : 1u);
+    for (const auto& earlier : explore) EXPECT_NE(trial.params, earlier.params);  // nothing retrained
+  }
+}
+
 TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   // examples/external/study.yaml as shipped, with its trial directories moved to the test's directory.
   std::string spec_text = Slurp(std::filesystem::path(DLTUNE_SOURCE_DIR) / "examples/external/study.yaml");
