@@ -3,9 +3,10 @@
 //   1. StudyJson — what `dltune serve` answers for the study page (records read, every analysis and diagnostic,
 //      every chart spec) — median of 3;
 //   2. the study page in headless Chromium through `dltune serve`: tests/browser/check_page.mjs opening
-//      http://127.0.0.1:PORT/#/study/NAME, the time from the start of navigation until every chart has drawn (as
-//      the page measures it: performance.now()), for the first view (the server builds the JSON) and a second one
-//      (the server's cached JSON). Skipped with --api-only.
+//      http://127.0.0.1:PORT/#/study/NAME, the time from the start of navigation until the charts of the first
+//      screen have drawn, and until every chart has (the page draws charts as they come near the screen; the check
+//      scrolls down to each), as the page measures it (performance.now()), for the first view (the server builds
+//      the JSON) and a second one (the server's cached JSON). Skipped with --api-only.
 // Goal: the study page loads in under 2 s. Plain main(); exits 1 when something could not run.
 #include <signal.h>
 #include <sys/wait.h>
@@ -112,31 +113,40 @@ int main(int argc, char** argv) {
     }
     // The first view computes the study's JSON; later ones (the page's polls, another reader) get it from the
     // server's cache while the study does not change.
-    double cold_ms = -1, warm_ms = -1;
-    for (double* drawn_ms : {&cold_ms, &warm_ms}) {
+    struct View {
+      double first_screen_ms = -1;  // the charts of the first screen drawn
+      double all_ms = -1;           // every chart drawn, scrolling down to each
+    };
+    View cold, warm;
+    for (View* view : {&cold, &warm}) {
       const std::string log = (dir / "page.log").string();
-      const std::string command = std::string("node ") + DLTUNE_SOURCE_DIR + "/tests/browser/check_page.mjs '" +
-                                  base + "#/study/big' " + (dir / "big.png").string() + " --min-charts 8 > " + log +
-                                  " 2>&1";
+      const std::string command = std::string("node ") + DLTUNE_SOURCE_DIR + "/tests/browser/check_page.mjs '" + base +
+                                  "#/study/big' " + (dir / "big.png").string() + " --min-charts 8 > " + log + " 2>&1";
       if (base.empty() || std::system(command.c_str()) != 0) {
         std::fprintf(stderr, "the page check failed; see %s\n", log.c_str());
         status = 1;
         break;
       }
       std::ifstream in(log);
-      const std::string marker = "every chart drawn ";
       for (std::string line; std::getline(in, line);) {
-        if (const auto at = line.find(marker); at != std::string::npos) {
-          *drawn_ms = std::stod(line.substr(at + marker.size()));
+        for (const auto& [marker, ms] :
+             {std::pair<std::string, double*>{"first screen's charts drawn ", &view->first_screen_ms},
+              {"every chart drawn ", &view->all_ms}}) {
+          if (const auto at = line.find(marker); at != std::string::npos)
+            *ms = std::stod(line.substr(at + marker.size()));
         }
       }
     }
     kill(server, SIGTERM);
     waitpid(server, nullptr, 0);
     if (status != 0) return status;
-    std::printf("study page in Chromium, from navigation until every chart drew: first view %.2f s, then %.2f s "
-                "(goal < 2 s: %s)\n",
-                cold_ms / 1000, warm_ms / 1000, cold_ms >= 0 && cold_ms < 2000 ? "met" : "NOT met");
+    std::printf(
+        "study page in Chromium, from navigation until the first screen's charts drew: first view %.2f s, "
+        "then %.2f s (goal < 2 s: %s)\n",
+        cold.first_screen_ms / 1000, warm.first_screen_ms / 1000,
+        cold.first_screen_ms >= 0 && cold.first_screen_ms < 2000 ? "met" : "NOT met");
+    std::printf("  until every chart drew, scrolling down to each: first view %.2f s, then %.2f s\n",
+                cold.all_ms / 1000, warm.all_ms / 1000);
   }
   if (keep) {
     std::printf("kept %s\n", dir.c_str());

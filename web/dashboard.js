@@ -67,13 +67,31 @@ async function fetchChanged(path) {
   return json;
 }
 
-async function renderCharts(container, charts) {
+let chartObserver = null;  // draws each chart of the page shown when it comes near the screen
+
+// Lays out a box per chart and draws each one when it comes near (200 px) the visible part of the page: a
+// study of 10,000 trials shows its first charts at once instead of freezing the tab until the last one has drawn.
+function renderCharts(container, charts) {
+  if (chartObserver) chartObserver.disconnect();
+  const pending = new Map();
+  chartObserver = new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (!entry.isIntersecting || !pending.has(entry.target)) continue;
+      const chart = pending.get(entry.target);
+      pending.delete(entry.target);
+      chartObserver.unobserve(entry.target);
+      // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
+      vegaEmbed(entry.target.querySelector('.chart-body'), chart.spec, { renderer: 'canvas', actions: false })
+        .catch((error) => { entry.target.append(el('p', {}, `Could not draw this chart: ${error.message}`)); });
+    }
+  }, { rootMargin: '200px 0px' });
   container.replaceChildren();
   for (const chart of charts || []) {
-    const target = el('div', { class: 'chart-body' });
-    container.append(el('div', { class: 'chart', 'data-chart': chart.id }, el('h3', {}, chart.title), target));
-    // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
-    await vegaEmbed(target, chart.spec, { renderer: 'canvas', actions: false });
+    const box = el('div', { class: 'chart', 'data-chart': chart.id }, el('h3', {}, chart.title),
+      el('div', { class: 'chart-body' }));
+    container.append(box);
+    pending.set(box, chart);
+    chartObserver.observe(box);
   }
 }
 
@@ -115,7 +133,7 @@ async function showStudy(data) {
     el('h2', {}, 'Charts'), chartBox,
     el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
       (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${listed[i].number}`; }), more);
-  await renderCharts(chartBox, data.charts);
+  renderCharts(chartBox, data.charts);
 }
 
 async function showTrial(data) {
@@ -135,7 +153,7 @@ async function showTrial(data) {
     el('h2', {}, 'Checkpoints'), checkpoints.length ? table(['step', 'pool', 'objective', 'path'], checkpoints) : el('p', { class: 'muted' }, 'None.'),
     data.stderr_tail ? el('h2', {}, 'Last lines of stderr') : null,
     data.stderr_tail ? el('pre', {}, data.stderr_tail) : null].filter(Boolean));
-  await renderCharts(chartBox, data.charts);
+  renderCharts(chartBox, data.charts);
 }
 
 async function route() {
