@@ -68,31 +68,44 @@ async function fetchChanged(path) {
 }
 
 let chartObserver = null;  // draws each chart of the page shown when it comes near the screen
+const chartsToDraw = new Map();  // chart box → its chart, until drawn
 
-// Lays out a box per chart and draws each one when it comes near (200 px) the visible part of the page: a
-// study of 10,000 trials shows its first charts at once instead of freezing the tab until the last one has drawn.
-function renderCharts(container, charts) {
+// Starts a page's charts afresh (none drawn, none waiting).
+function resetCharts() {
   if (chartObserver) chartObserver.disconnect();
-  const pending = new Map();
+  chartsToDraw.clear();
   chartObserver = new IntersectionObserver((entries) => {
     for (const entry of entries) {
-      if (!entry.isIntersecting || !pending.has(entry.target)) continue;
-      const chart = pending.get(entry.target);
-      pending.delete(entry.target);
+      const chart = chartsToDraw.get(entry.target);
+      if (!entry.isIntersecting || !chart) continue;
+      chartsToDraw.delete(entry.target);
       chartObserver.unobserve(entry.target);
       // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
       vegaEmbed(entry.target.querySelector('.chart-body'), chart.spec, { renderer: 'canvas', actions: false })
         .catch((error) => { entry.target.append(el('p', {}, `Could not draw this chart: ${error.message}`)); });
     }
   }, { rootMargin: '200px 0px' });
-  container.replaceChildren();
+}
+
+// Adds a box per chart to `container` and draws each one when it comes near (200 px) the visible part of the page:
+// a study of 10,000 trials shows its first charts at once instead of freezing the tab until the last one has drawn.
+function addCharts(container, charts) {
   for (const chart of charts || []) {
     const box = el('div', { class: 'chart', 'data-chart': chart.id }, el('h3', {}, chart.title),
       el('div', { class: 'chart-body' }));
     container.append(box);
-    pending.set(box, chart);
+    chartsToDraw.set(box, chart);
     chartObserver.observe(box);
   }
+}
+
+function diagnosticsList(diagnostics) {
+  if (!diagnostics.length) return el('p', { class: 'muted' }, 'No finding.');
+  return el('div', {}, ...diagnostics.map((d) => el('div', { class: `diagnostic ${d.severity}` },
+    el('div', {}, el('span', { class: 'severity' }, d.severity), el('span', { class: 'title' }, d.title),
+      d.substudy ? el('span', { class: 'muted' }, ` [${d.substudy}]`) : null),
+    el('div', {}, d.detail), el('div', {}, `Suggestion: ${d.suggestion}`),
+    el('div', { class: 'muted' }, `Playbook: “${d.section}”`))));
 }
 
 function showStudies(data) {
@@ -113,11 +126,7 @@ async function showStudy(data) {
     ['trials', statesText(data.states)],
     ['best', data.best ? `${fmt(data.best.value)} (trial ${data.best.trial}, step ${fmt(data.best.step)})` : '-']];
   for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, `${fmt(b.value)} (trial ${b.trial}, step ${fmt(b.step)})`]);
-  const diagnostics = (data.diagnostics || []).map((d) => el('div', { class: `diagnostic ${d.severity}` },
-    el('div', {}, el('span', { class: 'severity' }, d.severity), el('span', { class: 'title' }, d.title),
-      d.substudy ? el('span', { class: 'muted' }, ` [${d.substudy}]`) : null),
-    el('div', {}, d.detail), el('div', {}, `Suggestion: ${d.suggestion}`),
-    el('div', { class: 'muted' }, `Playbook: “${d.section}”`)));
+  const diagnosticsBox = el('div', {}, el('p', { class: 'muted' }, 'Reading the measurements…'));
   const chartBox = el('div', { class: 'charts' });
   const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];
   const listed = allTrialRows ? data.trials : data.trials.slice(0, TRIAL_ROWS);
@@ -129,11 +138,26 @@ async function showStudy(data) {
     : '';
   main.replaceChildren(el('h1', {}, data.name),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
-    el('h2', {}, 'Diagnostics'), diagnostics.length ? el('div', {}, ...diagnostics) : el('p', { class: 'muted' }, 'No finding.'),
+    el('h2', {}, 'Diagnostics'), diagnosticsBox,
     el('h2', {}, 'Charts'), chartBox,
     el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
       (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${listed[i].number}`; }), more);
-  renderCharts(chartBox, data.charts);
+  resetCharts();
+  addCharts(chartBox, data.charts);
+  // Then what needs the measurements: the diagnostics, the training curves and gradient norms. The page says it is
+  // busy until they are in.
+  main.setAttribute('aria-busy', 'true');
+  try {
+    const response = await fetch(`/api/studies/${encodeURIComponent(data.name)}/measurements`, { cache: 'no-store' });
+    const measurements = await response.json();
+    if (!response.ok) throw new Error(measurements.error || response.statusText);
+    diagnosticsBox.replaceChildren(diagnosticsList(measurements.diagnostics));
+    addCharts(chartBox, measurements.charts);
+  } catch (error) {
+    diagnosticsBox.replaceChildren(el('p', {}, `Could not read the measurements: ${error.message}`));
+  } finally {
+    main.removeAttribute('aria-busy');
+  }
 }
 
 async function showTrial(data) {
@@ -153,7 +177,8 @@ async function showTrial(data) {
     el('h2', {}, 'Checkpoints'), checkpoints.length ? table(['step', 'pool', 'objective', 'path'], checkpoints) : el('p', { class: 'muted' }, 'None.'),
     data.stderr_tail ? el('h2', {}, 'Last lines of stderr') : null,
     data.stderr_tail ? el('pre', {}, data.stderr_tail) : null].filter(Boolean));
-  renderCharts(chartBox, data.charts);
+  resetCharts();
+  addCharts(chartBox, data.charts);
 }
 
 async function route() {

@@ -142,11 +142,20 @@ void RegisterServeCommand(CLI::App& app) {
     server.Get(R"(/api/studies/([^/]+))", [&](const httplib::Request& request, httplib::Response& response) {
       const std::lock_guard<std::mutex> lock(store_mutex);
       try {
-        SendJsonText(response, study_pages.Get(*store, request.matches[1].str()));
+        SendJsonText(response, study_pages.Get(*store, request.matches[1].str(), StudyPart::kRecords));
       } catch (const Error& e) {
         SendError(response, 404, e.what());
       }
     });
+    server.Get(R"(/api/studies/([^/]+)/measurements)",
+               [&](const httplib::Request& request, httplib::Response& response) {
+                 const std::lock_guard<std::mutex> lock(store_mutex);
+                 try {
+                   SendJsonText(response, study_pages.Get(*store, request.matches[1].str(), StudyPart::kMeasurements));
+                 } catch (const Error& e) {
+                   SendError(response, 404, e.what());
+                 }
+               });
     server.Get(
         R"(/api/studies/([^/]+)/trials/(\d{1,18}))", [&](const httplib::Request& request, httplib::Response& response) {
           const std::lock_guard<std::mutex> lock(store_mutex);

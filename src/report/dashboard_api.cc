@@ -69,8 +69,8 @@ void AddCurveCharts(const StudyData& data, const ChartOptions& options, std::vec
                     TrainingCurvesSpec(curves, "train/loss", CurveSource::kTrainingSteps, false, options)});
 }
 
-// The study page's charts: the same analyses as the report (html_report.cc), one chart each.
-std::vector<Chart> StudyCharts(const StudyData& data) {
+// The study page's charts from the trial records alone: the same analyses as the report (html_report.cc).
+std::vector<Chart> RecordCharts(const StudyData& data) {
   const ObjectiveRef objective = ObjectiveOf(data.spec);
   const ChartOptions options = Colors(data);
   std::vector<Chart> charts;
@@ -82,20 +82,33 @@ std::vector<Chart> StudyCharts(const StudyData& data) {
     charts.push_back(
         {"axis_" + plot.param_id, "axis plot: " + plot.param_name, AxisPlotSpec(plot, objective, options)});
   }
-  AddCurveCharts(data, options, charts);
   if (const auto best_steps = BestSteps(data); !best_steps.empty()) {
     charts.push_back({"best_steps", "best step vs max_train_steps",
                       BestStepSpec(best_steps, data.spec.max_train_steps, objective, options)});
-  }
-  if (const GradientNorms norms = GradientNormAnalysis(data); !norms.histogram.empty()) {
-    charts.push_back(
-        {"grad_norm_histogram", "gradient norms (before clipping)", GradientNormHistogramSpec(norms, options)});
   }
   for (const auto& plot : BootstrapBestObjective(data)) {
     charts.push_back({"bootstrap_" + plot.substudy, "have we sampled enough? " + plot.substudy,
                       BootstrapSpec(plot, objective, options)});
   }
   return charts;
+}
+
+// The study page's charts of measurements: training curves and gradient norms.
+std::vector<Chart> MeasurementCharts(const StudyData& data) {
+  const ChartOptions options = Colors(data);
+  std::vector<Chart> charts;
+  AddCurveCharts(data, options, charts);
+  if (const GradientNorms norms = GradientNormAnalysis(data); !norms.histogram.empty()) {
+    charts.push_back(
+        {"grad_norm_histogram", "gradient norms (before clipping)", GradientNormHistogramSpec(norms, options)});
+  }
+  return charts;
+}
+
+json ChartsJson(const std::vector<Chart>& charts) {
+  json out = json::array();
+  for (const auto& chart : charts) out.push_back({{"id", chart.id}, {"title", chart.title}, {"spec", chart.spec}});
+  return out;
 }
 
 // A trial page's charts: its curves and gradient norms.
@@ -136,21 +149,26 @@ json StudiesJson(Store& store) {
   return {{"store", store.url()}, {"studies", studies}};
 }
 
-json StudyJson(Store& store, const std::string& name) {
-  const StudyData data = LoadStudyData(store, name);
+json StudyJson(Store& store, const std::string& name, StudyPart part) {
+  const StudyData data = LoadStudyData(store, name, part == StudyPart::kMeasurements);
+  if (part == StudyPart::kMeasurements) {
+    json diagnostics = json::array();
+    for (const auto& d : Diagnose(data)) {
+      diagnostics.push_back({{"id", d.id},
+                             {"severity", SeverityName(d.severity)},
+                             {"title", d.title},
+                             {"detail", d.detail},
+                             {"suggestion", d.suggestion},
+                             {"section", d.section},
+                             {"substudy", d.substudy}});
+    }
+    return {{"updated_at", data.study.updated_at},
+            {"diagnostics", diagnostics},
+            {"charts", ChartsJson(MeasurementCharts(data))}};
+  }
   const StudySummary summary = SummarizeStudy(data.study, data.trials);
   json per_substudy = json::array();
   for (const auto& best : summary.best_per_substudy) per_substudy.push_back(BestJson(best));
-  json diagnostics = json::array();
-  for (const auto& d : Diagnose(data)) {
-    diagnostics.push_back({{"id", d.id},
-                           {"severity", SeverityName(d.severity)},
-                           {"title", d.title},
-                           {"detail", d.detail},
-                           {"suggestion", d.suggestion},
-                           {"section", d.section},
-                           {"substudy", d.substudy}});
-  }
   json trials = json::array();
   for (const auto& trial : data.trials) {
     trials.push_back({{"number", trial.number},
@@ -161,10 +179,6 @@ json StudyJson(Store& store, const std::string& name) {
                       {"final", Optional(trial.final_value)},
                       {"reason", trial.reason},
                       {"params", ParamsJson(data.spec, trial.params)}});
-  }
-  json charts = json::array();
-  for (const auto& chart : StudyCharts(data)) {
-    charts.push_back({{"id", chart.id}, {"title", chart.title}, {"spec", chart.spec}});
   }
   return {{"name", data.study.name},
           {"description", data.study.description},
@@ -180,24 +194,24 @@ json StudyJson(Store& store, const std::string& name) {
           {"states", StatesJson(summary)},
           {"best", BestJson(summary.best)},
           {"best_per_substudy", per_substudy},
-          {"diagnostics", diagnostics},
-          {"charts", charts},
+          {"charts", ChartsJson(RecordCharts(data))},
           {"trials", trials}};
 }
 
-std::string StudyJsonCache::Get(Store& store, const std::string& name) {
+std::string StudyJsonCache::Get(Store& store, const std::string& name, StudyPart part) {
   // Longer than the store's clock resolution (SQLite: 1 ms) plus any skew between this machine and a database server.
   constexpr double kSettledSeconds = 2.0;
   const StudyRecord study = RequireStudy(store, name);
-  if (const auto it = entries_.find(name); it != entries_.end() && it->second.updated_at == study.updated_at) {
+  const auto key = std::make_pair(name, part);
+  if (const auto it = entries_.find(key); it != entries_.end() && it->second.updated_at == study.updated_at) {
     return it->second.body;
   }
-  std::string body = StudyJson(store, name).dump();
+  std::string body = StudyJson(store, name, part).dump();
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (now - study.updated_at > kSettledSeconds) {
-    entries_[name] = {study.updated_at, body};
+    entries_[key] = {study.updated_at, body};
   } else {
-    entries_.erase(name);
+    entries_.erase(key);
   }
   return body;
 }
@@ -222,10 +236,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
   data.trials = {*trial};
   data.evals[number] = store.EvalSeries(trial->id);
   data.train[number] = store.TrainSeries(trial->id);
-  json charts = json::array();
-  for (const auto& chart : TrialCharts(data)) {
-    charts.push_back({{"id", chart.id}, {"title", chart.title}, {"spec", chart.spec}});
-  }
+  const json charts = ChartsJson(TrialCharts(data));
   return {{"study", study.name},
           {"number", trial->number},
           {"substudy", trial->substudy_label},

@@ -4,11 +4,12 @@
 
 namespace dltune {
 
-StudyData LoadStudyData(Store& store, const std::string& name) {
+StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements) {
   StudyData data;
   data.study = RequireStudy(store, name);
   data.spec = ParseStudySpec(data.study.spec_text, data.study.spec_path.empty() ? name : data.study.spec_path);
   data.trials = store.ListTrials(data.study.id);
+  if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
   for (auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(std::move(row.train));
   return data;

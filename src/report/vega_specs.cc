@@ -184,10 +184,12 @@ json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const Cha
       x["axis"] = LogAxis(lo, hi);
     }
   }
-  const json y = {{"field", "y"},
-                  {"type", "quantitative"},
-                  {"title", ObjectiveTitle(objective)},
-                  {"scale", {{"zero", false}, {"nice", true}, {"padding", 10}}}};
+  json y = {{"field", "y"},
+            {"type", "quantitative"},
+            {"title", ObjectiveTitle(objective)},
+            {"scale", {{"zero", false}, {"nice", true}, {"padding", 10}}}};
+  // No objective yet (a study that just started): an empty axis rather than a scale over nothing.
+  if (completed.empty() && infeasible_at_value.empty()) y["scale"]["domain"] = {0, 1};
   const json shape = {
       {"field", "state"},
       {"type", "nominal"},
@@ -253,10 +255,13 @@ json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective,
                   {"sort", labels},
                   {"scale", {{"domain", labels}}},
                   {"axis", {{"labelAngle", 0}, {"labelLimit", 140}}}};
-  const json y = {{"field", "y"},
-                  {"type", "quantitative"},
-                  {"title", "best " + ObjectiveTitle(objective)},
-                  {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
+  json y = {{"field", "y"},
+            {"type", "quantitative"},
+            {"title", "best " + ObjectiveTitle(objective)},
+            {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
+  if (std::none_of(plot.points.begin(), plot.points.end(), [](const IsolationPoint& p) { return p.best.has_value(); })) {
+    y["scale"]["domain"] = {0, 1};  // no value completed yet: an empty axis rather than a scale over nothing
+  }
   const json tooltip = json::array({Tooltip("label", plot.param_name.c_str()),
                                     Tooltip("y", ("best " + objective.Name()).c_str(), "quantitative", ".4~g"),
                                     Tooltip("trial", "best trial"), Tooltip("completed", "completed trials"),

@@ -85,6 +85,26 @@ TEST(AxisPlotSpec, CategoricalParamsUseTheirChoicesAsDomain) {
                points->at("encoding").at("color").at("legend") != nullptr);  // one sub-study: no legend
 }
 
+TEST(AxisPlotSpec, NoObjectiveYetGivesAnEmptyAxisNotAScaleOverNothing) {
+  // A study that just started: its running trial has no best yet. Vega would warn "Infinite extent" (and the
+  // browser tests fail on warnings) for a y scale over no values.
+  AxisPlot plot = LearningRatePlot();
+  plot.points = {plot.points.back()};
+  const json spec = AxisPlotSpec(plot, ErrorRate());
+  const json* points = FindLayer(spec, "point");
+  ASSERT_NE(points, nullptr);
+  EXPECT_TRUE(points->at("data").at("values").empty());
+  EXPECT_EQ(points->at("encoding").at("y").at("scale").at("domain"), json::array({0, 1}));
+  // With values, the scale is left to the data.
+  const json drawn = AxisPlotSpec(LearningRatePlot(), ErrorRate());
+  EXPECT_FALSE(FindLayer(drawn, "point")->at("encoding").at("y").at("scale").contains("domain"));
+
+  IsolationPlot isolation{.param_id = "opt", .param_name = "optimizer", .categorical = true};
+  isolation.points = {{.label = "adam", .position = 0, .trials = 1}};
+  EXPECT_EQ(IsolationPlotSpec(isolation, ErrorRate(), {}).at("encoding").at("y").at("scale").at("domain"),
+            json::array({0, 1}));
+}
+
 TEST(VegaSpecs, UserTextStaysInDataAndTitles) {
   const std::string hostile = "'] + alert(1) + datum['";
   AxisPlot plot = LearningRatePlot();

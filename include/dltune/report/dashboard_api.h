@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -20,12 +21,20 @@ namespace dltune {
 //  {"value", "trial", "step"} | null, "objective", "updated_at"}]}
 nlohmann::json StudiesJson(Store& store);
 
-// {"name", "description", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at", "updated_at",
-//  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
-//  "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
-//  "charts": [{"id", "title", "spec"}] (Vega-Lite), "trials": [{"number", "substudy", "state", "best", "best_step",
-//  "final", "reason", "params": {name: value}}]}. Throws Error for an unknown study.
-nlohmann::json StudyJson(Store& store, const std::string& name);
+// The study page comes in two parts, so that the page shows what the trial records alone tell while the
+// measurements (of a 10,000-trial study: half a million rows) are read and analysed.
+enum class StudyPart {
+  // {"name", "description", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at", "updated_at",
+  //  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
+  //  "charts": [{"id", "title", "spec"}] (Vega-Lite: isolation, axis, best-step and bootstrap plots),
+  //  "trials": [{"number", "substudy", "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.
+  kRecords,
+  // {"updated_at", "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
+  //  "charts": [...] (training curves, gradient norms)}.
+  kMeasurements,
+};
+// Throws Error for an unknown study.
+nlohmann::json StudyJson(Store& store, const std::string& name, StudyPart part);
 
 // StudyJson documents, serialized, kept while their study does not change: a finished study of 10,000 trials is
 // built once, not on every poll of the page. A study is cached only once its last write (StudyRecord::updated_at,
@@ -33,15 +42,15 @@ nlohmann::json StudyJson(Store& store, const std::string& name);
 // leave a stale page behind; running studies are rebuilt on each request. Not thread-safe.
 class StudyJsonCache {
  public:
-  // The study's document; throws Error for an unknown study.
-  std::string Get(Store& store, const std::string& name);
+  // A part of the study's page; throws Error for an unknown study.
+  std::string Get(Store& store, const std::string& name, StudyPart part);
 
  private:
   struct Entry {
     double updated_at = 0;
     std::string body;
   };
-  std::map<std::string, Entry> entries_;
+  std::map<std::pair<std::string, StudyPart>, Entry> entries_;
 };
 
 // {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",
