@@ -223,7 +223,8 @@ TEST_F(RunCli, TheExplorationThenExploitationExamplesRunEndToEnd) {
     text = std::regex_replace(text, std::regex("max_train_steps: 300"), "max_train_steps: 100");
     text += "run_dir: " + (dir_ / "runs" / name).string() + "\n";
     std::ofstream(dir_ / (std::string(name) + ".yaml")) << text;
-    const Result result = Dltune("run " + (dir_ / (std::string(name) + ".yaml")).string() + " --parallel 2 --no-report");
+    const Result result =
+        Dltune("run " + (dir_ / (std::string(name) + ".yaml")).string() + " --parallel 2 --no-report");
     ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
     if (std::string(name) == "synthetic_exploit") {
       EXPECT_THAT(result.out, HasSubstr("/12 trials done"));  // counting the trials not made yet

@@ -155,7 +155,8 @@ TEST(CurvesTest, CurveTrialsBeyondTheLimitAreRunningTrialsThenEachSubStudysBestI
   EXPECT_TRUE(subset.train.contains(10));
   EXPECT_FALSE(subset.train.contains(0));
   // The highlighted (best) curves are the same as in the whole study.
-  for (const auto& curve : TrainingCurves(subset, 1)) EXPECT_EQ(curve.highlighted, curve.trial == 5 || curve.trial == 6);
+  for (const auto& curve : TrainingCurves(subset, 1))
+    EXPECT_EQ(curve.highlighted, curve.trial == 5 || curve.trial == 6);
 }
 
 }  // namespace

@@ -120,7 +120,7 @@ void RegisterServeCommand(CLI::App& app) {
   serve->callback([args] {
     const std::string url = args->storage.empty() ? DefaultStoreUrl() : args->storage;
     auto store = OpenStore(url, false);
-    std::mutex store_mutex;  // a Store is used by one thread at a time; the server answers on several
+    std::mutex store_mutex;      // a Store is used by one thread at a time; the server answers on several
     StudyJsonCache study_pages;  // guarded by store_mutex too
     const auto assets = LoadAssets();
 

@@ -707,9 +707,10 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
     if (!norms.curves.empty()) {
       GradientNorms drawn = norms;
       if (shown.trials.size() < data.trials.size()) drawn.curves = GradientNormAnalysis(shown).curves;
-      page.Chart(GradientNormCurvesSpec(drawn, chart),
-                 fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
-                             shown.trials.size() < data.trials.size() ? "the trials of the training curves" : "every trial"));
+      page.Chart(
+          GradientNormCurvesSpec(drawn, chart),
+          fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
+                      shown.trials.size() < data.trials.size() ? "the trials of the training curves" : "every trial"));
     }
     if (!norms.histogram.empty()) page.Chart(GradientNormHistogramSpec(norms, chart), "every recorded gradient norm");
     page.Raw("</div>\n");

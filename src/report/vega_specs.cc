@@ -259,7 +259,8 @@ json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective,
             {"type", "quantitative"},
             {"title", "best " + ObjectiveTitle(objective)},
             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
-  if (std::none_of(plot.points.begin(), plot.points.end(), [](const IsolationPoint& p) { return p.best.has_value(); })) {
+  if (std::none_of(plot.points.begin(), plot.points.end(),
+                   [](const IsolationPoint& p) { return p.best.has_value(); })) {
     y["scale"]["domain"] = {0, 1};  // no value completed yet: an empty axis rather than a scale over nothing
   }
   const json tooltip = json::array({Tooltip("label", plot.param_name.c_str()),

@@ -57,14 +57,11 @@ std::optional<Observation> Observe(const TrialRecord& trial, Direction direction
       if (!trial.best_value || !std::isfinite(*trial.best_value)) return std::nullopt;
       return Observation{trial.params, ObservationKind::kCompleted,
                          direction == Direction::kMaximize ? -*trial.best_value : *trial.best_value};
-    case TrialState::kInfeasible:
-      return Observation{trial.params, ObservationKind::kInfeasible, 0};
+    case TrialState::kInfeasible: return Observation{trial.params, ObservationKind::kInfeasible, 0};
     case TrialState::kPending:
     case TrialState::kRunning:
-    case TrialState::kStopped:
-      return Observation{trial.params, ObservationKind::kPending, 0};
-    case TrialState::kFailed:
-      break;
+    case TrialState::kStopped: return Observation{trial.params, ObservationKind::kPending, 0};
+    case TrialState::kFailed: break;
   }
   return std::nullopt;
 }
@@ -78,7 +75,8 @@ std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
     throw Error(fmt::format("{}: sampler.warm_start names study '{}', which is not in {} (dltune studies lists them)",
                             spec.sampler.where.ToString(), name, store.url()));
   }
-  const StudySpec earlier_spec = ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
+  const StudySpec earlier_spec =
+      ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
   if (earlier_spec.objective.metric != spec.objective.metric ||
       earlier_spec.objective.direction != spec.objective.direction) {
     throw Error(fmt::format(
@@ -164,8 +162,8 @@ bool StudySession::MakeNextTrial() {
   const auto missing = std::find(present.begin(), present.end(), false);
   if (missing == present.end()) return false;
   const auto number = static_cast<std::uint64_t>(missing - present.begin());
-  const PlannedTrial planned = plan_->IsPlanned(number) ? plan_->Trial(number)
-                                                        : plan_->TrialFromHistory(number, History(number, trials));
+  const PlannedTrial planned =
+      plan_->IsPlanned(number) ? plan_->Trial(number) : plan_->TrialFromHistory(number, History(number, trials));
   try {
     store_->AddTrials(study_.id, {ToNewTrial(spec_, *plan_, planned)});
   } catch (const Error&) {

@@ -183,8 +183,7 @@ TEST(StudySession, AGpTrialAskedWhileAnotherRunsIsNotTheSamePoint) {
 
 TEST(StudySession, AGpStudyWarmStartsFromAnEarlierStudysResults) {
   TempStore temp;
-  StudySession earlier =
-      StudySession::OpenOrCreate(temp.store(), CommandSpec("explore", "true", temp.dir(), 6), "");
+  StudySession earlier = StudySession::OpenOrCreate(temp.store(), CommandSpec("explore", "true", temp.dir(), 6), "");
   int n = 0;
   while (auto trial = earlier.Ask("me:1")) {
     if (n++ == 0) {
@@ -194,8 +193,7 @@ TEST(StudySession, AGpStudyWarmStartsFromAnEarlierStudysResults) {
     trial->ReportEval(1, "valid", {{"error_rate", Bowl(*trial)}});
     trial->Complete();
   }
-  const StudySpec spec =
-      CommandSpec("exploit", "true", temp.dir(), 3, "sampler: {name: gp, warm_start: explore}\n");
+  const StudySpec spec = CommandSpec("exploit", "true", temp.dir(), 3, "sampler: {name: gp, warm_start: explore}\n");
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   EXPECT_TRUE(session.Trials().empty());  // no Halton start: the earlier results are the start
   const auto history = session.History(0, {});
@@ -214,12 +212,12 @@ TEST(StudySession, AGpStudyWarmStartsFromAnEarlierStudysResults) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'nope'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((void)StudySession::OpenOrCreate(
-                   temp.store(),
-                   CommandSpec("third", "true", temp.dir(), 3,
-                               "objective: valid/loss\nsampler: {name: gp, warm_start: explore}\n"),
-                   ""),
-               Error);
+  EXPECT_THROW(
+      (void)StudySession::OpenOrCreate(temp.store(),
+                                       CommandSpec("third", "true", temp.dir(), 3,
+                                                   "objective: valid/loss\nsampler: {name: gp, warm_start: explore}\n"),
+                                       ""),
+      Error);
 }
 
 TEST(StudySession, HistoryOrientsMaximizedObjectivesSoLowerIsBetter) {

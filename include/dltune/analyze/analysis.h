@@ -201,10 +201,10 @@ struct BootstrapPlot {
 std::vector<std::uint64_t> BootstrapBudgets(std::uint64_t n);
 // For each sub-study (index order) with n >= 1 completed trials with a best objective: for every budget 1..n (boxes
 // kept at BootstrapBudgets(n)), `resamples` (at least 1) draws of `budget` of those trials (in trial-number order)
-// with replacement, each draw summarized by its best value (by the objective's direction); the box gives that distribution's min, quartiles
-// (linear interpolation, numpy's default) and max. Each resample is one growing sequence of draws: budget k + 1
-// adds one trial to budget k's draw, so every budget's draws are still `budget` independent trials, the boxes move
-// monotonically toward the best, and the cost is resamples * n draws. The draws come from
+// with replacement, each draw summarized by its best value (by the objective's direction); the box gives that
+// distribution's min, quartiles (linear interpolation, numpy's default) and max. Each resample is one growing sequence
+// of draws: budget k + 1 adds one trial to budget k's draw, so every budget's draws are still `budget` independent
+// trials, the boxes move monotonically toward the best, and the cost is resamples * n draws. The draws come from
 // Rng(MixSeed(seed, sub-study index)): for each budget in turn, one Rng::Below(n) per resample, in resample order
 // (tools/bootstrap_reference.py reimplements it).
 std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int resamples = 1000, std::uint64_t seed = 0);
