@@ -11,7 +11,7 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
   data.trials = store.ListTrials(data.study.id);
   if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
-  for (auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(row.train);
+  for (const auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(row.train);
   return data;
 }
 
