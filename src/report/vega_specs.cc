@@ -552,15 +552,21 @@ json BootstrapSpec(const BootstrapPlot& plot, const ObjectiveRef& objective, con
                     {"max", Number(box.max)}});
   }
   const int width = spec["width"].get<int>();
-  const double box_width = std::clamp(0.6 * width / max_budget, 1.0, 16.0);
+  // Beyond 50 trials the budgets grow by 5% (BootstrapBudgets): a log axis spaces their boxes evenly.
+  const bool log_budgets = max_budget > 50;
+  const double box_width =
+      std::clamp(0.6 * width / static_cast<double>(log_budgets ? plot.boxes.size() : max_budget), 1.0, 16.0);
+  json x = {{"field", "budget"}, {"type", "quantitative"}, {"title", "trials in the study (resampled)"}};
+  if (log_budgets) {
+    x["scale"] = {{"type", "log"}, {"domain", {0.8, max_budget * 1.25}}, {"nice", false}};
+    x["axis"] = LogAxis(1, max_budget);
+  } else {
+    x["scale"] = {{"domain", {0.5, max_budget + 0.5}}, {"nice", false}, {"zero", false}};
+    x["axis"] = {{"format", "d"}, {"tickMinStep", 1}};
+  }
   spec["data"] = {{"values", std::move(rows)}};
   spec["encoding"] = {
-      {"x",
-       {{"field", "budget"},
-        {"type", "quantitative"},
-        {"title", "trials in the study (resampled)"},
-        {"scale", {{"domain", {0.5, max_budget + 0.5}}, {"nice", false}, {"zero", false}}},
-        {"axis", {{"format", "d"}, {"tickMinStep", 1}}}}},
+      {"x", x},
       {"tooltip",
        json::array({Tooltip("budget", "trials", "quantitative"), Tooltip("min", "min", "quantitative", ".4~g"),
                     Tooltip("q1", "25%", "quantitative", ".4~g"), Tooltip("median", "median", "quantitative", ".4~g"),

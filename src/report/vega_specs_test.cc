@@ -254,6 +254,19 @@ TEST(BootstrapSpec, OneBoxPerBudget) {
   EXPECT_EQ(spec.at("encoding").at("x").at("scale").at("domain"), json::array({0.5, 2.5}));
 }
 
+TEST(BootstrapSpec, ManyTrialsGetALogAxis) {
+  BootstrapPlot plot{.substudy = "all", .boxes = {}};
+  for (const std::uint64_t budget : BootstrapBudgets(5000)) {
+    plot.boxes.push_back(
+        {.budget = static_cast<int>(budget), .min = 0.1, .q1 = 0.2, .median = 0.3, .q3 = 0.4, .max = 0.5});
+  }
+  const json x = BootstrapSpec(plot, ErrorRate(), {}).at("encoding").at("x");
+  EXPECT_EQ(x.at("scale").at("type"), "log");
+  EXPECT_EQ(x.at("axis").at("values"), json::array({1.0, 10.0, 100.0, 1000.0}));  // decades, not every budget
+  plot.boxes.resize(50);
+  EXPECT_FALSE(BootstrapSpec(plot, ErrorRate(), {}).at("encoding").at("x").at("scale").contains("type"));
+}
+
 TEST(VegaSpecs, NonFiniteNumbersBecomeNull) {
   IsolationPlot plot{.param_id = "opt", .param_name = "optimizer"};
   plot.points = {{.label = "adam", .best = std::numeric_limits<double>::quiet_NaN()}, {.label = "sgd"}};
