@@ -105,6 +105,7 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
     const SubStudy& substudy = plan.substudies()[s];
     out += fmt::format("{}sub-study {} ({} of {} trials)\n", s ? "\n" : "", substudy.label, groups[s].size(),
                        plan.SubStudyTrialCount(s));
+    if (groups[s].empty()) continue;  // an adaptive sampler's: none is known before the study runs
     // Columns: params that vary in some shown trial; named as the workload sees them unless two share a name.
     std::vector<const Param*> columns;
     for (const auto& param : spec.space->params()) {
