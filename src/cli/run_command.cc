@@ -105,8 +105,14 @@ void PrintStartLine(Store& store, const StudySession& session) {
   const auto trials = session.Trials();
   const StudySummary summary = SummarizeStudy(session.study(), trials);
   if (summary.Count(TrialState::kPending) == summary.trial_count) {
-    std::printf("study %s: %zu trials in %s; trial directories in %s\n", session.study().name.c_str(), trials.size(),
-                store.url().c_str(), session.spec().run_dir.c_str());
+    const StudyPlan plan(session.spec());
+    const std::string adaptive =
+        plan.IsAdaptive()
+            ? fmt::format(" ({} planned, the others chosen from the results as they come in)", trials.size())
+            : "";
+    std::printf("study %s: %llu trials%s in %s; trial directories in %s\n", session.study().name.c_str(),
+                static_cast<unsigned long long>(plan.TrialCount()), adaptive.c_str(), store.url().c_str(),
+                session.spec().run_dir.c_str());
   } else {
     std::printf("study %s: resuming in %s (%s)\n", session.study().name.c_str(), store.url().c_str(),
                 summary.StateText().c_str());
