@@ -1,8 +1,8 @@
 // The `gp` sampler's search quality and suggestion latency on standard test functions, against dltune's `halton`
-// and `random` samplers and Optuna 3.1's TPESampler and RandomSampler, in one invocation (issue #7).
+// and `random` samplers and Optuna 3.1's TPESampler and RandomSampler, in one invocation.
 //
-//   build-bench/bench/dltune_bench_gp                       # everything: 20 seeds x 8 functions x 100 evaluations
-//   build-bench/bench/dltune_bench_gp --seeds 3 --evals 50 --functions branin,branin_infeasible
+//   build/release/bench/dltune_bench_gp                     # everything: 20 seeds x 8 functions x 100 evaluations
+//   build/release/bench/dltune_bench_gp --seeds 3 --evals 50 --functions branin,branin_infeasible
 //
 // Functions (bench/test_functions.cc; the same in bench/peers/optuna_functions.py, compared at fixed points before
 // every run, or alone with --check-functions): branin (2-D), hartmann6 (6-D), rosenbrock4 (4-D), ackley5 (5-D), and
