@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/core/strings.h"
 #include "dltune/store/tracking.h"
 #include "dltune/study/study_spec.h"
 
@@ -15,14 +16,7 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-std::string Clock() {
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  char buffer[16];
-  std::strftime(buffer, sizeof buffer, "%H:%M:%S", &local);
-  return buffer;
-}
+std::string Clock() { return FormatClockTime(Now(), "%H:%M:%S", TimeZone::kLocal); }
 
 std::string TrialName(const TrialProgress& t) {
   return t.substudy.empty() || t.substudy == "all" ? fmt::format("trial {}", t.number)

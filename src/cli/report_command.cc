@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/core/strings.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/trial_setup.h"
@@ -25,12 +26,7 @@ struct ReportArgs {
 };
 
 std::string NowUtc() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buffer[40];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M UTC", &utc);
-  return buffer;
+  return FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%d %H:%M UTC", TimeZone::kUtc);
 }
 
 }  // namespace

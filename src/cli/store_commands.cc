@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dltune/core/strings.h"
 #include "dltune/store/tracking.h"
 #include "text_table.h"
 
@@ -20,13 +21,7 @@ namespace dltune::cli {
 namespace {
 
 std::string FormatTime(std::optional<double> seconds) {
-  if (!seconds) return "-";
-  const std::time_t time = static_cast<std::time_t>(*seconds);
-  std::tm local{};
-  localtime_r(&time, &local);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%S", &local);
-  return buffer;
+  return seconds ? FormatClockTime(*seconds, "%Y-%m-%d %H:%M:%S", TimeZone::kLocal) : "-";
 }
 
 // ISO 8601 in UTC with milliseconds, for exports: "2026-11-22T07:01:47.046Z".
@@ -34,11 +29,8 @@ nlohmann::json IsoTime(std::optional<double> seconds) {
   if (!seconds) return nullptr;
   const auto whole = static_cast<std::time_t>(std::floor(*seconds));
   const int millis = static_cast<int>(std::lround((*seconds - std::floor(*seconds)) * 1000)) % 1000;
-  std::tm utc{};
-  gmtime_r(&whole, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &utc);
-  return fmt::format("{}.{:03d}Z", buffer, millis);
+  return fmt::format("{}.{:03d}Z", FormatClockTime(static_cast<double>(whole), "%Y-%m-%dT%H:%M:%S", TimeZone::kUtc),
+                     millis);
 }
 
 std::string FormatNumber(std::optional<double> value) { return value ? fmt::format("{:.6g}", *value) : "-"; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <ctime>
 
 namespace dltune {
 
@@ -165,6 +166,19 @@ std::string LineDiff(std::string_view old_text, std::string_view new_text, std::
     out += '\n';
   }
   return out;
+}
+
+std::string FormatClockTime(double seconds, const char* format, TimeZone zone) {
+  const auto time = static_cast<std::time_t>(seconds);
+  std::tm parts{};
+  if (zone == TimeZone::kUtc) {
+    gmtime_r(&time, &parts);
+  } else {
+    localtime_r(&time, &parts);
+  }
+  char buffer[64];
+  const std::size_t length = std::strftime(buffer, sizeof buffer, format, &parts);
+  return std::string(buffer, length);
 }
 
 }  // namespace dltune

@@ -46,5 +46,12 @@ TEST(Strings, LineDiffShowsChangesWithContext) {
   EXPECT_EQ(LineDiff("same\n", "same\n"), "");
 }
 
+TEST(FormatClockTime, UtcWithFractionsDropped) {
+  // 2026-11-22 07:01:47.9 UTC.
+  EXPECT_EQ(FormatClockTime(1795330907.9, "%Y-%m-%dT%H:%M:%S", TimeZone::kUtc), "2026-11-22T07:01:47");
+  EXPECT_EQ(FormatClockTime(0, "%Y-%m-%d %H:%M UTC", TimeZone::kUtc), "1970-01-01 00:00 UTC");
+  EXPECT_EQ(FormatClockTime(1795330907.9, "%H:%M:%S", TimeZone::kLocal).size(), 8u);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -27,4 +27,8 @@ std::string JoinAlternatives(const std::vector<std::string>& items, bool quote =
 // with up to `context` unchanged lines around it ("  line") and "  ..." where unchanged lines are left out.
 std::string LineDiff(std::string_view old_text, std::string_view new_text, std::size_t context = 1);
 
+// A Unix time (seconds, fractions dropped) as strftime `format` writes it, in UTC or in the local time zone.
+enum class TimeZone { kUtc, kLocal };
+std::string FormatClockTime(double seconds, const char* format, TimeZone zone);
+
 }  // namespace dltune
