@@ -135,36 +135,27 @@ void RegisterServeCommand(CLI::App& app) {
       response.set_header("Cache-Control", "max-age=3600");
       SendAsset(request, response, it->second);
     });
-    server.Get("/api/studies", [&](const httplib::Request&, httplib::Response& response) {
-      const std::lock_guard<std::mutex> lock(store_mutex);
-      SendJson(response, StudiesJson(*store));
-    });
-    server.Get(R"(/api/studies/([^/]+))", [&](const httplib::Request& request, httplib::Response& response) {
-      const std::lock_guard<std::mutex> lock(store_mutex);
-      try {
-        SendJsonText(response, study_pages.Get(*store, request.matches[1].str(), StudyPart::kRecords));
-      } catch (const Error& e) {
-        SendError(response, 404, e.what());
-      }
-    });
-    server.Get(R"(/api/studies/([^/]+)/measurements)",
-               [&](const httplib::Request& request, httplib::Response& response) {
-                 const std::lock_guard<std::mutex> lock(store_mutex);
-                 try {
-                   SendJsonText(response, study_pages.Get(*store, request.matches[1].str(), StudyPart::kMeasurements));
-                 } catch (const Error& e) {
-                   SendError(response, 404, e.what());
-                 }
-               });
-    server.Get(
-        R"(/api/studies/([^/]+)/trials/(\d{1,18}))", [&](const httplib::Request& request, httplib::Response& response) {
-          const std::lock_guard<std::mutex> lock(store_mutex);
-          try {
-            SendJson(response, TrialJson(*store, request.matches[1].str(), std::stoull(request.matches[2].str())));
-          } catch (const Error& e) {
-            SendError(response, 404, e.what());
-          }
-        });
+    // An API answer, made with the store held; a study or trial the store does not have is a 404.
+    auto api = [&](auto&& answer) {
+      return [&, answer](const httplib::Request& request, httplib::Response& response) {
+        const std::lock_guard<std::mutex> lock(store_mutex);
+        try {
+          SendJsonText(response, answer(request));
+        } catch (const Error& e) {
+          SendError(response, 404, e.what());
+        }
+      };
+    };
+    server.Get("/api/studies", api([&](const httplib::Request&) { return StudiesJson(*store).dump(); }));
+    server.Get(R"(/api/studies/([^/]+))", api([&](const httplib::Request& request) {
+                 return study_pages.Get(*store, request.matches[1].str(), StudyPart::kRecords);
+               }));
+    server.Get(R"(/api/studies/([^/]+)/measurements)", api([&](const httplib::Request& request) {
+                 return study_pages.Get(*store, request.matches[1].str(), StudyPart::kMeasurements);
+               }));
+    server.Get(R"(/api/studies/([^/]+)/trials/(\d{1,18}))", api([&](const httplib::Request& request) {
+                 return TrialJson(*store, request.matches[1].str(), std::stoull(request.matches[2].str())).dump();
+               }));
     server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
       std::string message = "internal error";
       try {
