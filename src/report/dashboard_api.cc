@@ -60,10 +60,8 @@ void AddCurveCharts(const StudyData& data, const ChartOptions& options, std::vec
   const StudyData shown = SubsetOfTrials(data, CurveTrials(data, ReportOptions{}.max_curve_trials));
   const auto curves = TrainingCurves(shown);
   if (curves.empty()) return;
-  const std::string note =
-      shown.trials.size() < data.trials.size()
-          ? fmt::format(" ({} of {} trials: running and best)", shown.trials.size(), data.trials.size())
-          : "";
+  const std::string drawn = CurveTrialsNote(shown, data);
+  const std::string note = drawn.empty() ? "" : " (" + drawn + ")";
   charts.push_back({"curves_objective", objective.Name() + " vs step" + note,
                     TrainingCurvesSpec(curves, objective.Name(), CurveSource::kEvaluation, true, options)});
   charts.push_back({"curves_train_loss", "training loss vs step" + note,

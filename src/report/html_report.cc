@@ -61,12 +61,7 @@ std::string Format(const std::optional<double>& value) { return value ? Format(*
 
 std::string FormatTime(double seconds) {
   if (seconds <= 0) return "-";
-  const auto time = static_cast<std::time_t>(seconds);
-  std::tm utc{};
-  gmtime_r(&time, &utc);
-  char buffer[40];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M UTC", &utc);
-  return buffer;
+  return FormatClockTime(seconds, "%Y-%m-%d %H:%M UTC", TimeZone::kUtc);
 }
 
 // A param value for a table cell: reals to 4 significant digits, everything else as written.
@@ -480,7 +475,7 @@ fs::path FindWebDir() {
 
 std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
   if (shown.trials.size() >= all.trials.size()) return "";
-  return fmt::format(" Drawn: {} of the {} trials, the running ones and each sub-study's best.", shown.trials.size(),
+  return fmt::format("{} of the {} trials: the running ones and each sub-study's best", shown.trials.size(),
                      all.trials.size());
 }
 
@@ -633,13 +628,14 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
 
   // Training curves: of the best trials only when there are too many to draw one line each.
   const StudyData shown = SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials));
+  const std::string drawn = CurveTrialsNote(shown, data);
   Section(page, "curves", "Training curves",
           "Every trial's curves against the step: the 3 best trials of each sub-study drawn strong, the others faint, "
           "colored by sub-study; diamonds mark each trial's best step (the checkpoint retrospective selection keeps). "
           "A \"zoomed\" axis covers the strong curves and clips the others. "
           "Look for overfitting (the validation objective getting worse after its best step), high step-to-step "
           "variance late in training, and a training loss that rises (often a pipeline bug)." +
-              CurveTrialsNote(shown, data));
+              (drawn.empty() ? "" : " Drawn: " + drawn + "."));
   const auto curves = TrainingCurves(shown);
   if (curves.empty()) {
     page.Element("p", "No trial has reported measurements yet.", "class=\"empty\"");
@@ -705,12 +701,11 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   } else {
     page.Raw("<div class=\"charts\">\n");
     if (!norms.curves.empty()) {
-      GradientNorms drawn = norms;
-      if (shown.trials.size() < data.trials.size()) drawn.curves = GradientNormAnalysis(shown).curves;
-      page.Chart(
-          GradientNormCurvesSpec(drawn, chart),
-          fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
-                      shown.trials.size() < data.trials.size() ? "the trials of the training curves" : "every trial"));
+      GradientNorms with_shown_curves = norms;
+      if (!drawn.empty()) with_shown_curves.curves = GradientNormAnalysis(shown).curves;
+      page.Chart(GradientNormCurvesSpec(with_shown_curves, chart),
+                 fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
+                             drawn.empty() ? "every trial" : "the trials of the training curves"));
     }
     if (!norms.histogram.empty()) page.Chart(GradientNormHistogramSpec(norms, chart), "every recorded gradient norm");
     page.Raw("</div>\n");

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
 #include <unistd.h>
 
@@ -225,6 +226,30 @@ TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
   for (const auto& chart : charts) {
     EXPECT_THAT(html, HasSubstr("id=\"" + chart.at("id").get<std::string>() + "\""));
   }
+}
+
+TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
+  const fs::path dir = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = dir;
+  options.max_curve_trials = 2;
+  const std::string html = RenderReport(HostileStudy(), options);
+  fs::remove_all(dir);
+  EXPECT_THAT(html, HasSubstr("Drawn: 2 of the 4 trials: the running ones and each sub-study&#39;s best."));
+  // The best trial of each sub-study (0.3 and 0.4: trials 2 and 1) has curves; trial 0 (0.5) has none.
+  const std::string marker = "<script type=\"application/json\" id=\"dltune-chart-specs\">";
+  const auto begin = html.find(marker) + marker.size();
+  const auto charts = nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
+  std::set<std::int64_t> curve_trials;
+  for (const auto& chart : charts) {  // curves are the line layers
+    for (const auto& layer : chart.at("spec").value("layer", nlohmann::json::array())) {
+      if (layer.at("mark").value("type", "") != "line") continue;
+      for (const auto& row : layer.value("data", nlohmann::json::object()).value("values", nlohmann::json::array())) {
+        if (row.contains("trial")) curve_trials.insert(row.at("trial").get<std::int64_t>());
+      }
+    }
+  }
+  EXPECT_EQ(curve_trials, (std::set<std::int64_t>{1, 2}));
 }
 
 }  // namespace

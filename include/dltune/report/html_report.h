@@ -45,7 +45,8 @@ struct ReportOptions {
   std::string generated_at;
 };
 
-// " Drawn: N of the M trials, ..." when `shown` (a SubsetOfTrials) leaves trials of `all` out; "" otherwise.
+// "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
+// `all` out; "" otherwise. The report's and the dashboard's curve charts say it.
 std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
 
 // The checkpoint that holds a trial's best step: a kept one at `best_step` (the best pool first), else the newest
