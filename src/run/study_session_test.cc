@@ -143,19 +143,20 @@ TEST(StudySession, AGpStudyMakesItsLaterTrialsFromTheResultsSoFar) {
   EXPECT_FALSE(plan.IsPlanned(3));
   EXPECT_THROW(plan.Trial(3), Error);
 
-  double best = 1e9;
+  int close_model_trials = 0;
   std::uint64_t expected = 0;
   while (auto trial = session.Ask("me:1")) {
     EXPECT_EQ(trial->number(), expected++);
     const double value = Bowl(*trial);
-    best = std::min(best, value);
+    if (trial->number() >= 3 && value < 0.1 + 0.05 * 0.05) ++close_model_trials;  // within 0.05 decades of 0.1
     trial->ReportEval(1, "valid", {{"error_rate", value}});
     EXPECT_EQ(trial->Complete(), TrialState::kCompleted);
   }
   EXPECT_EQ(expected, 8u);
   EXPECT_EQ(session.Trials().size(), 8u);
-  // Five model-chosen trials of a smooth 1-D bowl find its bottom: within 0.3 decades of 0.1.
-  EXPECT_LT(best, 0.1 + 0.09);
+  // The model's trials close in on the bottom of a smooth 1-D bowl. Quasi-random points 0.25 decades apart (8 over
+  // the range's 2 decades) could put at most one within 0.05 decades of it.
+  EXPECT_GE(close_model_trials, 2);
 }
 
 TEST(StudySession, AGpTrialAskedWhileAnotherRunsIsNotTheSamePoint) {
