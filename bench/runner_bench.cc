@@ -108,7 +108,7 @@ std::map<std::string, double> BestPerSubstudy(const fs::path& db, const std::str
   const auto study = store->FindStudy(study_name);
   std::map<std::string, double> best;
   if (!study) return best;
-  const auto summary = dltune::SummarizeStudy(*study, store->ListTrials(study->id));
+  const auto summary = dltune::SummarizeStudy(*store, *study);
   for (const auto& b : summary.best_per_substudy)
     best[b.substudy_label.substr(b.substudy_label.find('=') + 1)] = b.value;
   return best;

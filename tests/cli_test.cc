@@ -47,7 +47,7 @@ TEST(Cli, UserMistakesPrintOneLineAndExitTwo) {
       {"space check " + bad, "dltune_cli_bad.yaml:5:13: space.lr.min must be > 0 for scale: log"},
       {"space check /nonexistent/study.yaml", "cannot read the study spec"},
       {"space sample " + kQuickstart + " --format xml", "--format"},
-      {"space sample " + kQuickstart + " -n -3", "--trials: Value -3 not in range"},
+      {"space sample " + kQuickstart + " -n -3", "--trials: must be between 1 and 1000000, not -3"},
       {"spce", "did you mean 'space'?"},
       {"space smaple", "did you mean 'sample'?"},
       {"", "needs a command"},

@@ -24,6 +24,7 @@ namespace {
 using test::Result;
 using test::Slurp;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class RunCli : public ::testing::Test {
  protected:
@@ -70,14 +71,14 @@ class RunCli : public ::testing::Test {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
 
-  // Waits until every trial of the study that is running has recorded at least `step` training steps.
-  void WaitForRunningTrials(int count, std::int64_t step) {
+  // Waits until `count` running trials of the study have recorded at least `step` training steps.
+  void WaitForRunningTrials(int count, std::int64_t step, const std::string& name = "smoke") {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       if (!std::filesystem::exists(dir_ / "dltune.db")) continue;
       const auto store = OpenStore(StoreUrl());
-      const auto study = store->FindStudy("smoke");
+      const auto study = store->FindStudy(name);
       if (!study) continue;
       int ready = 0;
       for (const auto& trial : store->ListTrials(study->id)) {
@@ -110,6 +111,15 @@ class RunCli : public ::testing::Test {
     }
   }
 
+  // The directory of trial `number` of the study `study`: <run_dir>/<study uid>/trial_<number>, run_dir being
+  // runs/<study> unless given.
+  std::filesystem::path TrialDir(int number, const std::string& study = "smoke",
+                                 const std::string& run_dir = "") const {
+    const auto store = OpenStore(StoreUrl());
+    return dir_ / (run_dir.empty() ? "runs/" + study : run_dir) / store->FindStudy(study)->uid /
+           ("trial_" + std::to_string(number));
+  }
+
   std::filesystem::path dir_;
 };
 
@@ -120,7 +130,7 @@ TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
   EXPECT_THAT(result.out, HasSubstr("study smoke: 4 trials"));
   EXPECT_THAT(result.out, HasSubstr("best of optimizer=sgd: trial"));
   EXPECT_THAT(result.out, HasSubstr("best of optimizer=adam: trial"));
-  EXPECT_THAT(result.out, HasSubstr("checkpoint: " + (dir_ / "runs/smoke/trial_").string()));
+  EXPECT_THAT(result.out, HasSubstr("checkpoint: " + (TrialDir(0).parent_path() / "trial_").string()));
   EXPECT_THAT(result.out, HasSubstr("reproduce:  dltune train synthetic"));
   // It ends with the study's report.
   EXPECT_THAT(result.out, HasSubstr("wrote " + (dir_ / "smoke-report.html").string()));
@@ -176,8 +186,7 @@ TEST_F(RunCli, CtrlCStopsTrialsWithACheckpointAndTheNextRunResumesThem) {
   EXPECT_THAT(resumed.out, HasSubstr("resumes"));
   ExpectCompleteSeries(2, 6000);
   for (int n = 0; n < 2; ++n) {
-    EXPECT_THAT(Slurp(dir_ / "runs/smoke" / ("trial_" + std::to_string(n)) / "stdout.log"),
-                HasSubstr("resuming from the checkpoint of step"));
+    EXPECT_THAT(Slurp(TrialDir(n) / "stdout.log"), HasSubstr("resuming from the checkpoint of step"));
   }
 }
 
@@ -193,14 +202,79 @@ TEST_F(RunCli, AKilledRunLosesNothing) {
   EXPECT_THAT(resumed.out, HasSubstr("was lost; it will resume from its latest checkpoint"));
   ExpectCompleteSeries(2, 6000);
   const auto store = OpenStore(StoreUrl());
-  for (const auto& trial : store->ListTrials(store->FindStudy("smoke")->id)) EXPECT_EQ(trial.retries, 1);
-  EXPECT_THAT(Slurp(dir_ / "runs/smoke/trial_0/stdout.log"), HasSubstr("resuming from the checkpoint of step"));
+  // The trials had made progress: losing their runner does not count against them.
+  for (const auto& trial : store->ListTrials(store->FindStudy("smoke")->id)) EXPECT_EQ(trial.retries, 0);
+  EXPECT_THAT(Slurp(TrialDir(0) / "stdout.log"), HasSubstr("resuming from the checkpoint of step"));
+}
+
+// Two studies sharing a run_dir never share trial directories: study a, stopped mid-way while b runs to the end in
+// the same run_dir, resumes from its own checkpoints and ends with exactly the losses of an uninterrupted run.
+TEST_F(RunCli, StudiesSharingARunDirNeverResumeFromEachOthersCheckpoints) {
+  const auto write = [&](const std::string& name, const std::string& learning_rates) {
+    const auto path = dir_ / (name + ".yaml");
+    std::ofstream(path) << "name: " << name << "\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\n"
+                        << "max_train_steps: 3000\ntrials: 1\ntraining: {eval_every_steps: 500}\nrun_dir: shared\n"
+                        << "space:\n  optimizer: {values: [sgd, adam], role: scientific}\n"
+                        << "  learning_rate: " << learning_rates << "\n  batch_size: 32\n";
+    return path;
+  };
+  // a and its uninterrupted twin have the same params and seeds; b has other learning rates.
+  const auto a = write("a", "{min: 0.001, max: 0.05, scale: log}");
+  const auto twin = write("twin", "{min: 0.001, max: 0.05, scale: log}");
+  const auto b = write("b", "{min: 0.0001, max: 0.0005, scale: log}");
+  const std::string command = "cd " + dir_.string() + " && exec " + DLTUNE_CLI + " run " + a.string() +
+                              " --no-report --storage " + StoreUrl() + " > run.out 2> run.err";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t run = 0;
+  ASSERT_EQ(posix_spawn(&run, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  WaitForRunningTrials(2, 1000, "a");
+  kill(run, SIGINT);
+  ASSERT_EQ(Wait(run), 75) << Slurp(dir_ / "run.err");
+  ASSERT_EQ(Dltune("run " + b.string() + " --no-report").exit_code, 0);
+  const Result resumed = Dltune("run " + a.string() + " --no-report");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  ASSERT_EQ(Dltune("run " + twin.string() + " --no-report").exit_code, 0);
+
+  const auto store = OpenStore(StoreUrl());
+  const auto trials_a = store->ListTrials(store->FindStudy("a")->id);
+  const auto trials_twin = store->ListTrials(store->FindStudy("twin")->id);
+  ASSERT_EQ(trials_a.size(), 2u);
+  for (std::size_t n = 0; n < 2; ++n) {
+    ASSERT_EQ(trials_a[n].params, trials_twin[n].params);
+    const auto series_a = store->TrainSeries(trials_a[n].id);
+    const auto series_twin = store->TrainSeries(trials_twin[n].id);
+    ASSERT_EQ(series_a.size(), 3000u);
+    ASSERT_EQ(series_twin.size(), 3000u);
+    int differing = 0;
+    for (std::size_t i = 0; i < series_a.size(); ++i) differing += series_a[i].loss != series_twin[i].loss ? 1 : 0;
+    EXPECT_EQ(differing, 0) << "trial " << n << " did not resume from its own checkpoint";
+    EXPECT_EQ(trials_a[n].best_value, trials_twin[n].best_value);
+    EXPECT_THAT(Slurp(TrialDir(static_cast<int>(n), "a", "shared") / "stdout.log"),
+                HasSubstr("resuming from the checkpoint of step"));
+    // Every checkpoint a's store lists as kept is still on disk: b's retention touched none of them.
+    for (const auto& checkpoint : store->ListCheckpoints(trials_a[n].id)) {
+      EXPECT_EQ(std::filesystem::exists(checkpoint.path), !checkpoint.deleted) << checkpoint.path;
+    }
+  }
+  EXPECT_NE(TrialDir(0, "a", "shared").parent_path(), TrialDir(0, "b", "shared").parent_path());
+}
+
+// A study made again under the same name (a new store, the same run_dir) starts afresh: it inherits no files.
+TEST_F(RunCli, AStudyMadeAgainInheritsNoFiles) {
+  const auto spec = WriteSpec(1, 40, 20);
+  ASSERT_EQ(Dltune("run " + spec.string() + " --no-report").exit_code, 0);
+  const auto first = TrialDir(0);
+  for (const char* file : {"dltune.db", "dltune.db-wal", "dltune.db-shm"}) std::filesystem::remove(dir_ / file);
+  ASSERT_EQ(Dltune("run " + spec.string() + " --no-report").exit_code, 0);
+  EXPECT_NE(TrialDir(0), first);
+  EXPECT_THAT(Slurp(TrialDir(0) / "stdout.log"), Not(HasSubstr("resuming")));
+  EXPECT_TRUE(std::filesystem::exists(first / "checkpoints"));  // the old study's files are left as they were
 }
 
 TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   // `dropuot` is read by no one: every trial process refuses it, and says so on stderr.
   const Result result = Dltune("run " + WriteSpec(1, 20, 10, "  dropuot: 0.1\n").string());
-  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.exit_code, 1) << result.err;  // every trial ended, some failed
   EXPECT_THAT(result.out, HasSubstr("failed"));
   const auto store = OpenStore(StoreUrl());
   const auto trials = store->ListTrials(store->FindStudy("smoke")->id);
@@ -253,7 +327,7 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   const auto spec = dir_ / "external.yaml";
   std::ofstream(spec) << spec_text;
   const Result result =
-      test::RunDltune("run " + spec.string() + " --parallel 2 --storage " + StoreUrl(), DLTUNE_SOURCE_DIR);
+      test::RunDltune("run " + spec.string() + " --parallel 2 --no-report --storage " + StoreUrl(), DLTUNE_SOURCE_DIR);
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   EXPECT_THAT(result.out, HasSubstr("reproduce:  DLTUNE_PARAMS="));
   const auto store = OpenStore(StoreUrl());

@@ -54,6 +54,19 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
     store_ = OpenStore(url_);
   }
   void TearDown() override {
+    // Whatever the test did, the counts the store keeps agree with its trials.
+    if (store_ && !HasFatalFailure()) {
+      for (const auto& study : store_->ListStudies()) {
+        TrialCounts tally;
+        for (const auto& trial : store_->ListTrials(study.id)) {
+          ++tally.by_state[static_cast<std::size_t>(trial.state)];
+          ++tally.made;
+        }
+        const TrialCounts kept = store_->CountTrials(study.id);
+        EXPECT_EQ(kept.by_state, tally.by_state) << "study " << study.name;
+        EXPECT_EQ(kept.made, tally.made) << "study " << study.name;
+      }
+    }
     store_.reset();
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
@@ -268,27 +281,79 @@ TEST_P(StoreContract, StaleTrialsAreReclaimedThenFail) {
   EXPECT_EQ(reclaimed[0].new_state, TrialState::kPending);
   auto trial = store_->FindTrial(study.id, 0);
   EXPECT_EQ(trial->state, TrialState::kPending);
-  EXPECT_EQ(trial->retries, 1);
-  EXPECT_THAT(trial->reason, HasSubstr("stopped heartbeating"));
+  // It had got somewhere (step 10): losing its worker does not count against it.
+  EXPECT_FALSE(reclaimed[0].counted);
+  EXPECT_EQ(trial->retries, 0);
+  EXPECT_THAT(trial->reason, HasSubstr("stopped heartbeating at step 10"));
   // The lost worker's lease is gone; its checkpoints and measurements stay for the resume.
   EXPECT_THROW(store_->Record(claim->second, batch), LeaseLostError);
   EXPECT_EQ(store_->ListCheckpoints(claim->second.trial_id).size(), 1u);
   EXPECT_EQ(store_->TrainSeries(claim->second.trial_id).size(), 1u);
 
-  claim = store_->ClaimNext(study.id, "second-worker");
-  ASSERT_TRUE(claim);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  store_->ReclaimStale(study.id, 0.01, 2);
-  claim = store_->ClaimNext(study.id, "third-worker");
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const auto last = store_->ReclaimStale(study.id, 0.01, 2);
-  ASSERT_EQ(last.size(), 1u);
-  EXPECT_EQ(last[0].new_state, TrialState::kFailed);
+  // Workers lost before the trial gets further than step 10 count, up to the limit (2), then it fails.
+  for (const char* worker : {"second-worker", "third-worker", "fourth-worker"}) {
+    claim = store_->ClaimNext(study.id, worker);
+    ASSERT_TRUE(claim) << worker;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto again = store_->ReclaimStale(study.id, 0.01, 2);
+    ASSERT_EQ(again.size(), 1u);
+    EXPECT_TRUE(again[0].counted);
+    EXPECT_EQ(again[0].new_state, std::string(worker) == "fourth-worker" ? TrialState::kFailed : TrialState::kPending);
+  }
   trial = store_->FindTrial(study.id, 0);
   EXPECT_EQ(trial->state, TrialState::kFailed);
   EXPECT_EQ(trial->retries, 3);
   EXPECT_THAT(trial->reason, HasSubstr("the limit"));
-  EXPECT_FALSE(store_->ClaimNext(study.id, "fourth-worker"));
+  EXPECT_FALSE(store_->ClaimNext(study.id, "fifth-worker"));
+}
+
+// A failed trial goes back to pending only when asked; completed and infeasible ones never do.
+TEST_P(StoreContract, FailedTrialsAreRetriedOnRequest) {
+  const StudyRecord study = NewStudyWithTrials(3);
+  for (const TrialState state : {TrialState::kFailed, TrialState::kCompleted, TrialState::kInfeasible}) {
+    auto claim = store_->ClaimNext(study.id, "w");
+    store_->Finish(claim->second, {.state = state, .reason = "it broke", .final_value = 0.5});
+  }
+  EXPECT_EQ(store_->RetryFailed(study.id), 1);
+  const auto trial = store_->FindTrial(study.id, 0);
+  EXPECT_EQ(trial->state, TrialState::kPending);
+  EXPECT_THAT(trial->reason, HasSubstr("retried after it failed: it broke"));
+  EXPECT_EQ(store_->FindTrial(study.id, 1)->state, TrialState::kCompleted);
+  EXPECT_EQ(store_->FindTrial(study.id, 2)->state, TrialState::kInfeasible);
+  EXPECT_EQ(store_->RetryFailed(study.id), 0);
+  EXPECT_EQ(store_->ClaimNext(study.id, "w")->first.number, 0u);
+}
+
+// Counts and best trials come from indexed queries, the same as from the trial list.
+TEST_P(StoreContract, CountsAndBestTrialsWithoutListingTrials) {
+  const StudyRecord study = store_->CreateStudy({.name = "counted", .spec_text = "x", .spec_hash = "h"});
+  std::vector<NewTrial> trials;
+  for (std::uint64_t n = 0; n < 6; ++n) {
+    trials.push_back({.number = n, .substudy = n % 2, .substudy_label = n % 2 ? "b" : "a", .params = {}, .seed = n});
+  }
+  store_->AddTrials(study.id, trials);
+  EXPECT_EQ(store_->CountTrials(study.id).made, 6);
+  EXPECT_EQ(store_->CountTrials(study.id).max_number, 5u);
+  const double values[] = {0.5, 0.3, 0.4, 0.1, 0.9};  // trials 0-4 complete; trial 5 stays pending
+  for (int n = 0; n < 5; ++n) {
+    auto claim = store_->ClaimNext(study.id, "w");
+    store_->Record(claim->second, {.best_step = 1, .best_value = values[n]});
+    store_->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = values[n]});
+  }
+  const TrialCounts counts = store_->CountTrials(study.id);
+  EXPECT_EQ(counts.Count(TrialState::kCompleted), 5);
+  EXPECT_EQ(counts.Count(TrialState::kPending), 1);
+  const auto best = store_->BestTrials(study.id, true, 2, false);
+  ASSERT_EQ(best.size(), 2u);
+  EXPECT_EQ(best[0].number, 3u);
+  EXPECT_EQ(best[1].number, 1u);
+  const auto per_substudy = store_->BestTrials(study.id, true, 10, true);
+  ASSERT_EQ(per_substudy.size(), 2u);
+  EXPECT_EQ(per_substudy[0].number, 2u);  // sub-study a: trials 0, 2, 4 -> 0.4 is its best
+  EXPECT_EQ(per_substudy[1].number, 3u);
+  EXPECT_EQ(store_->BestTrials(study.id, false, 1, false)[0].number, 4u);
+  EXPECT_EQ(store_->ListTrialsInState(study.id, TrialState::kPending).size(), 1u);
+  EXPECT_EQ(store_->ListTrialsInState(study.id, TrialState::kCompleted, 2).size(), 2u);
 }
 
 TEST_P(StoreContract, AGoneWorkersTrialsAreReclaimedAtOnce) {
@@ -433,7 +498,7 @@ TEST_P(StoreContract, KilledWorkerLeavesAConsistentStoreAndItsTrialIsReclaimed) 
   const auto again = reopened->ClaimNext(study.id, "rescuer");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->first.number, 0u);
-  EXPECT_EQ(again->first.retries, 1);
+  EXPECT_EQ(again->first.retries, 0);  // it had recorded steps: its lost worker does not count against it
   reopened->Finish(again->second, {.state = TrialState::kCompleted, .final_value = 0.1});
   EXPECT_EQ(reopened->FindTrial(study.id, 0)->state, TrialState::kCompleted);
 }

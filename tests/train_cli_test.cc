@@ -133,3 +133,34 @@ TEST_F(TrainCli, HyperparameterMistakesAreOneLine) {
 }
 
 }  // namespace
+
+// A checkpoint whose files match their checksums but that LibTorch cannot read (written by another program, or
+// damaged before it was checksummed) is skipped like a corrupt one: training resumes from the next older one.
+TEST_F(TrainCli, ACheckpointLibTorchCannotReadFallsBackToAnOlderOne) {
+  const std::string common = "train synthetic --set optimizer=sgd --set learning_rate=0.1 --steps 90 --eval-every 30";
+  const auto out = dir_ / "run";
+  ASSERT_EQ(RunDltune(common + " --stop-at-step 60 --out " + out.string()).exit_code, 75);
+  // The newest checkpoint's state becomes bytes LibTorch cannot load; its meta.json and commit marker agree with them.
+  const auto newest = out / "checkpoints" / "step_00000060";
+  const std::string garbage = "not a torch archive";
+  std::ofstream(newest / "state.pt", std::ios::trunc) << garbage;
+  const auto sha256 = [&](const std::string& file) {
+    const std::string command = "sha256sum " + file + " | cut -d' ' -f1 > " + (dir_ / "sum").string();
+    EXPECT_EQ(std::system(command.c_str()), 0);
+    std::ifstream in(dir_ / "sum");
+    std::string hex;
+    in >> hex;
+    return hex;
+  };
+  auto meta = nlohmann::json::parse(std::ifstream(newest / "meta.json"));
+  meta["files"]["state.pt"] = {{"sha256", sha256((newest / "state.pt").string())}, {"bytes", garbage.size()}};
+  std::ofstream(newest / "meta.json", std::ios::trunc) << meta.dump(2) + "\n";
+  const std::string marker = sha256((newest / "meta.json").string()) + "\n";
+  std::ofstream(newest / "COMMITTED", std::ios::trunc) << marker;
+
+  const auto resumed = RunDltune(common + " --out " + out.string());
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err << resumed.out;
+  EXPECT_THAT(resumed.err, HasSubstr("skipping the checkpoint of step 60"));
+  EXPECT_THAT(resumed.out, HasSubstr("resumed from step 30"));
+  EXPECT_THAT(resumed.out, HasSubstr("completed 90 steps"));
+}

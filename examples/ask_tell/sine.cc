@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "dltune/run/study_session.h"
+#include "dltune/run/trial_setup.h"
 #include "dltune/run/worker.h"
 #include "dltune/store/store.h"
 
@@ -78,7 +79,8 @@ int main(int argc, char** argv) {
     torch::set_num_threads(1);
     int trained = 0;
     while (auto trial = session.Ask(worker)) {
-      const auto checkpoints = std::filesystem::path(spec.run_dir) / ("trial_" + std::to_string(trial->number()));
+      // The trial's own directory: <run_dir>/<study uid>/trial_<n>, never shared with another study.
+      const auto checkpoints = dltune::TrialDirectory(spec, session.study(), trial->number());
       std::filesystem::create_directories(checkpoints);
       if (TrainTrial(*trial, spec.max_train_steps, spec.training.eval_every_steps, checkpoints)) trial->Complete();
       std::printf("trial %llu (%s): best valid/loss %.4f at step %lld\n",

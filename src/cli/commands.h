@@ -36,6 +36,10 @@ void AddStorageOption(CLI::App* command, std::string& storage);
 std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics);
 // Writes the HTML report of `study` to `output` (default ./STUDY-report.html) and prints its path.
 void WriteStudyReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
+// Option checks whose messages a person can read ("must be between 1 and 4096, not 0"), refusing what CLI11's
+// number checks let through (nan, inf, -1 for an unsigned option).
+CLI::Validator WholeNumberIn(long long min, long long max);
+CLI::Validator FiniteNumberIn(double min, double max);
 // The tracking record of `studies`, one row each (what `dltune studies` prints).
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 

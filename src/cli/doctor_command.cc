@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 
 namespace dltune::cli {
@@ -70,9 +71,9 @@ void RegisterDoctorCommand(CLI::App& app) {
   doctor->add_option("STUDY", args->study, "The study's name (see dltune studies)")->required();
   AddStorageOption(doctor, args->storage);
   doctor->callback([args] {
-    const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage, false);
+    const auto store = OpenStoreReadOnly(args->storage.empty() ? DefaultStoreUrl() : args->storage);
     const StudyData data = LoadStudyData(*store, args->study);
-    std::fputs(RenderDiagnostics(args->study, Diagnose(data)).c_str(), stdout);
+    std::fputs(TerminalSafe(RenderDiagnostics(args->study, Diagnose(data))).c_str(), stdout);
   });
 }
 

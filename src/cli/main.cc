@@ -19,7 +19,9 @@ namespace {
 constexpr int kUsageError = 2;      // the user's mistake: a bad spec, option or file
 constexpr int kInternalError = 70;  // a bug in dltune (EX_SOFTWARE)
 
-void PrintError(const std::string& message) { std::fprintf(stderr, "dltune: error: %s\n", message.c_str()); }
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "dltune: error: %s\n", dltune::TerminalSafe(message).c_str());
+}
 
 // CLI11 reports a mistyped or missing command as "A subcommand is required"; name the word and the choices instead.
 void CheckCommandWords(CLI::App& app, int argc, char** argv) {

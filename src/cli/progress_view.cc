@@ -52,7 +52,7 @@ void ProgressView::Close() {
 
 void ProgressView::PrintEvent(const std::string& line) {
   Close();
-  std::fprintf(out_, "%s  %s\n", Clock().c_str(), line.c_str());
+  std::fprintf(out_, "%s  %s\n", Clock().c_str(), TerminalSafe(line, false).c_str());
   if (live_) Redraw();
   std::fflush(out_);
 }
@@ -110,15 +110,12 @@ std::string ProgressView::TotalsLine() {
       studies = store_.ListStudies();
     }
     for (const auto& study : studies) {
-      int listed = 0;
-      for (const auto& trial : store_.ListTrials(study.id)) {
-        ++counts[static_cast<std::size_t>(trial.state)];
-        ++listed;
-      }
-      // An adaptive sampler makes its later trials when asked: count them as pending until then.
-      const int unmade = std::max(0, StudyTrialCount(study) - listed);
+      const TrialCounts made = store_.CountTrials(study.id);
+      for (std::size_t i = 0; i < counts.size(); ++i) counts[i] += static_cast<int>(made.by_state[i]);
+      // A study makes its later trials when asked: count them as pending until then.
+      const int unmade = std::max(0, StudyTrialCount(study) - static_cast<int>(made.made));
       counts[static_cast<std::size_t>(TrialState::kPending)] += unmade;
-      total += listed + unmade;
+      total += static_cast<int>(made.made) + unmade;
     }
     const int done = total - counts[static_cast<std::size_t>(TrialState::kPending)] -
                      counts[static_cast<std::size_t>(TrialState::kRunning)];
@@ -167,7 +164,7 @@ void ProgressView::Redraw() {
                                 t.objective ? fmt::format("objective {:.4f}", *t.objective) : "objective -",
                                 t.stopping ? "  (stopping)" : ""));
   }
-  for (const auto& line : lines) std::fprintf(out_, "\x1b[2K%s\n", line.c_str());
+  for (const auto& line : lines) std::fprintf(out_, "\x1b[2K%s\n", TerminalSafe(line, false).c_str());
   drawn_lines_ = lines.size();
 }
 
@@ -184,7 +181,7 @@ void ProgressView::Tick(const std::vector<TrialProgress>& running) {
   last_plain_status_ = now;
   std::string line = TotalsLine();
   for (const auto& t : running_) line += fmt::format("; trial {} at step {}/{}", t.number, t.step, t.max_steps);
-  std::fprintf(out_, "%s  %s\n", Clock().c_str(), line.c_str());
+  std::fprintf(out_, "%s  %s\n", Clock().c_str(), TerminalSafe(line, false).c_str());
   std::fflush(out_);
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/core/files.h"
 #include "dltune/core/strings.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
@@ -41,23 +42,13 @@ void WriteStudyReport(Store& store, const std::string& study, const std::string&
     for (const TrialRecord& trial : data.trials) {
       if (trial.number != number) continue;
       options.extras[number] = {.checkpoints = store.ListCheckpoints(trial.id),
-                                .reproduce = ReproduceCommand(data.spec, trial)};
+                                .reproduce = ReproduceCommand(data.spec, data.study, trial)};
     }
   }
   const std::string html = RenderReport(data, options);
 
   const std::filesystem::path output = output_path.empty() ? data.study.name + "-report.html" : output_path;
-  const std::filesystem::path temporary = output.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot write the report", output.string()));
-    out << html;
-    out.close();
-    if (!out) throw Error(fmt::format("{}: writing the report failed", output.string()));
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, output, error);
-  if (error) throw Error(fmt::format("{}: cannot write the report: {}", output.string(), error.message()));
+  WriteFileAtomically(output, html);
 
   const auto diagnostics = Diagnose(data);
   std::printf("wrote %s: study %s, %zu trials, %zu finding%s of the checklist\n",
@@ -68,7 +59,7 @@ void WriteStudyReport(Store& store, const std::string& study, const std::string&
 namespace {
 
 void WriteReport(const ReportArgs& args) {
-  auto store = OpenStore(args.storage.empty() ? DefaultStoreUrl() : args.storage, /*create_if_missing=*/false);
+  auto store = OpenStoreReadOnly(args.storage.empty() ? DefaultStoreUrl() : args.storage);
   WriteStudyReport(*store, args.study, args.output, args.top);
 }
 
@@ -86,7 +77,8 @@ void RegisterReportCommand(CLI::App& app) {
       "  dltune report quickstart -o /tmp/q.html --storage sqlite:///runs/dltune.db");
   command->add_option("STUDY", args->study, "Study name")->required();
   command->add_option("-o,--output", args->output, "The HTML file to write (default: ./STUDY-report.html)");
-  command->add_option("--top", args->top, "Best trials listed per sub-study (default 5)")->check(CLI::PositiveNumber);
+  command->add_option("--top", args->top, "Best trials listed per sub-study (default 5)")
+      ->check(WholeNumberIn(1, 1000));
   AddStorageOption(command, args->storage);
   command->callback([args] { WriteReport(*args); });
 }

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/strings.h"
 #include "dltune/run/builtin_trial.h"
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_report.h"
@@ -28,12 +29,14 @@ std::atomic<bool> trial_stop_requested{false};
 extern "C" void CountStopRequest(int) { stop_requests.fetch_add(1); }
 extern "C" void RequestTrialStop(int) { trial_stop_requested.store(true); }
 
+// SIGHUP (the terminal closed) stops like Ctrl-C: trials checkpoint and stop, resumable.
 void InstallStopHandlers() {
   struct sigaction action {};
   action.sa_handler = CountStopRequest;
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);
 }
 
 struct WorkerArgs {
@@ -42,24 +45,45 @@ struct WorkerArgs {
   int parallel = 0;
   double stale_after = 60;
   int max_retries = 3;
+  int max_consecutive_failures = 5;
+  bool retry_failed = false;
   std::string worker_id;
 };
+
+// What `dltune run` and `dltune worker` exit with (documented in their --help and the README).
+constexpr int kExitAllDone = 0;     // every trial completed or infeasible
+constexpr int kExitSomeFailed = 1;  // every trial ended, some failed
+constexpr int kExitHalted = 3;      // stopped: trials kept failing the same way
+constexpr const char* kExitStatusHelp =
+    "\n\nExit status: 0 every trial completed (or is infeasible); 1 every trial ended but some failed (dltune show "
+    "lists them; --retry-failed retries them); 3 stopped because trials kept failing the same way (the cause is "
+    "printed); 75 stopped and resumable (Ctrl-C, a closed terminal, SIGTERM, trials left stopped, a full disk): run "
+    "the same command again; 2 a mistake in the command or the spec.";
 
 void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   AddStorageOption(command, args.storage);
   command
       ->add_option("--parallel", args.parallel,
                    "Trials at once (default: the cores available divided by the spec's training.threads)")
-      ->check(CLI::PositiveNumber);
+      ->check(WholeNumberIn(1, 4096));
   command
       ->add_option("--stale-after", args.stale_after,
                    "Seconds without a heartbeat after which another worker's running trial is taken over and "
                    "resumed from its latest checkpoint (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->check(FiniteNumberIn(0.1, 86400 * 7));
   command
       ->add_option("--max-retries", args.max_retries,
-                   "Times a trial whose worker was lost is resumed before it is recorded as failed (default 3)")
-      ->check(CLI::NonNegativeNumber);
+                   "Times a trial is resumed after its worker was lost before it got any further, before it is "
+                   "recorded as failed (default 3; a trial that made progress is always resumed)")
+      ->check(WholeNumberIn(0, 1000));
+  command
+      ->add_option("--max-consecutive-failures", args.max_consecutive_failures,
+                   "Stop once this many trials in a row failed the same way, printing the cause, rather than spend "
+                   "the study's budget failing (default 5; 0: never stop)")
+      ->check(WholeNumberIn(0, 1000000));
+  command->add_flag("--retry-failed", args.retry_failed,
+                    "Try the failed trials again (they resume from their latest checkpoint): after fixing what made "
+                    "them fail");
   command->add_option("--worker-id", args.worker_id,
                       "This worker's name in the store, unique among the workers of a study (default: host:pid; "
                       "a worker of this machine whose process is gone is recognized at once)");
@@ -70,20 +94,22 @@ WorkerOptions ToWorkerOptions(const WorkerArgs& args) {
           .parallel = args.parallel,
           .stale_after = args.stale_after,
           .max_retries = args.max_retries,
-          .worker_id = args.worker_id};
+          .worker_id = args.worker_id,
+          .max_consecutive_failures = args.max_consecutive_failures,
+          .retry_failed = args.retry_failed};
 }
 
 // The study's tracking row, and for each sub-study its best trial: value, best step, checkpoint, reproduction.
 void PrintOutcome(Store& store, const StudySession& session) {
-  const auto trials = store.ListTrials(session.study().id);
   std::printf("\n%s", TrackingTable(store, {session.study()}).c_str());
-  const StudySummary summary = SummarizeStudy(session.study(), trials);
+  constexpr std::size_t kShownBests = 20;
+  const StudySummary summary = SummarizeStudy(store, session.study(), kShownBests);
   if (summary.best_per_substudy.empty()) {
     std::printf("\nno trial completed yet\n");
     return;
   }
   for (const auto& best : summary.best_per_substudy) {
-    const TrialRecord& trial = trials.at(static_cast<std::size_t>(best.number));
+    const TrialRecord trial = *store.FindTrial(session.study().id, best.number);
     std::printf("\nbest of %s: trial %llu, %s %.6g at step %lld of %lld\n", best.substudy_label.c_str(),
                 static_cast<unsigned long long>(best.number), summary.objective.metric.c_str(), best.value,
                 static_cast<long long>(best.step.value_or(0)), static_cast<long long>(session.spec().max_train_steps));
@@ -97,22 +123,26 @@ void PrintOutcome(Store& store, const StudySession& session) {
       if (!c.deleted && (!checkpoint || c.step == best.step)) checkpoint = c;
     }
     std::printf("  checkpoint: %s\n", checkpoint ? checkpoint->path.c_str() : "-");
-    std::printf("  reproduce:  %s\n", ReproduceCommand(session.spec(), trial).c_str());
+    std::printf("  reproduce:  %s\n", ReproduceCommand(session.spec(), session.study(), trial).c_str());
+  }
+  if (summary.more_substudies) {
+    std::printf("\n(the best of the first %zu sub-studies; dltune show %s lists more)\n", kShownBests,
+                session.study().name.c_str());
   }
 }
 
 void PrintStartLine(Store& store, const StudySession& session) {
-  const auto trials = session.Trials();
-  const StudySummary summary = SummarizeStudy(session.study(), trials);
+  const StudySummary summary = SummarizeStudy(store, session.study(), 0);
   if (summary.Count(TrialState::kPending) == summary.trial_count) {
     const StudyPlan plan(session.spec());
+    std::uint64_t planned = 0;
+    for (std::uint64_t n = 0; plan.IsAdaptive() && n < plan.TrialCount() && plan.IsPlanned(n); ++n) ++planned;
     const std::string adaptive =
-        plan.IsAdaptive()
-            ? fmt::format(" ({} planned, the others chosen from the results as they come in)", trials.size())
-            : "";
+        plan.IsAdaptive() ? fmt::format(" ({} planned, the others chosen from the results as they come in)", planned)
+                          : "";
     std::printf("study %s: %llu trials%s in %s; trial directories in %s\n", session.study().name.c_str(),
                 static_cast<unsigned long long>(plan.TrialCount()), adaptive.c_str(), store.url().c_str(),
-                session.spec().run_dir.c_str());
+                StudyDirectory(session.spec(), session.study()).c_str());
   } else {
     std::printf("study %s: resuming in %s (%s)\n", session.study().name.c_str(), store.url().c_str(),
                 summary.StateText().c_str());
@@ -120,18 +150,46 @@ void PrintStartLine(Store& store, const StudySession& session) {
   std::fflush(stdout);
 }
 
-int ExitStatusOf(const WorkerSummary& summary) { return summary.interrupted ? kTrialStoppedExitStatus : 0; }
+// The exit status, from how the loop ended and what the studies' trials are now.
+int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<StudyRecord>& studies) {
+  if (summary.interrupted) return kTrialStoppedExitStatus;
+  if (!summary.halted.empty()) return kExitHalted;
+  std::int64_t left = 0, failed = 0;
+  for (const auto& study : studies) {
+    const StudySummary counts = SummarizeStudy(store, study, 0);
+    left +=
+        counts.Count(TrialState::kPending) + counts.Count(TrialState::kRunning) + counts.Count(TrialState::kStopped);
+    failed += counts.Count(TrialState::kFailed);
+  }
+  if (left > 0) return kTrialStoppedExitStatus;
+  return failed > 0 ? kExitSomeFailed : kExitAllDone;
+}
 
+// Runs the loop over `studies` (the one study, or every study of the store) and returns the exit status.
 int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, int parallel_for_view) {
   ProgressView view(store, study_id, parallel_for_view, ::isatty(STDOUT_FILENO) == 1);
   InstallStopHandlers();
   const WorkerSummary summary = RunWorker(store, options, view, stop_requests);
   view.Close();
+  std::vector<StudyRecord> studies;
+  for (auto& study : store.ListStudies()) {
+    if (study_id == 0 || study.id == study_id) studies.push_back(std::move(study));
+  }
+  const int status = ExitStatusOf(store, summary, studies);
   if (summary.interrupted) {
     std::printf("stopped: %d trial%s stopped with a checkpoint; run the same command again to resume\n",
                 summary.stopped, summary.stopped == 1 ? "" : "s");
+  } else if (!summary.halted.empty()) {
+    std::printf(
+        "\nstopped: %s\nFix the cause, then run the same command again with --retry-failed to try the "
+        "failed trials again (the others resume).\n",
+        TerminalSafe(summary.halted).c_str());
+  } else if (status == kTrialStoppedExitStatus) {
+    std::printf(
+        "\nsome trials are left stopped (dltune show lists them and why); run the same command again to "
+        "resume them\n");
   }
-  return ExitStatusOf(summary);
+  return status;
 }
 
 }  // namespace
@@ -151,13 +209,15 @@ void RegisterRunCommands(CLI::App& app) {
         "trials stay, stopped and lost ones resume from their "
         "latest checkpoint. Ctrl-C once: trials checkpoint and stop (exit status 75, resumable); twice: they are "
         "killed and resume from their latest checkpoint.\n\n"
-        "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2");
+        "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2" +
+            std::string(kExitStatusHelp));
     run->add_option("SPEC", args->spec, "The study spec (YAML; see docs/study-spec.md)")->required();
     AddWorkerOptions(run, *args);
     run->add_flag("--no-report", args->no_report,
                   "Do not write the study's HTML report (./STUDY-report.html, as dltune report does) at the end");
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
+      CheckWorkloadKnown(spec);
       if (spec.workload.name.empty() && spec.command.empty()) {
         throw Error(
             fmt::format("{}: names neither workload: nor command:, so dltune run has nothing to train; a "
@@ -173,12 +233,20 @@ void RegisterRunCommands(CLI::App& app) {
       const int parallel = options.parallel > 0 ? options.parallel : DefaultParallelism(spec.training.threads);
       const int status = RunLoop(*store, options, session.study().id, parallel);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
-      if (!args->no_report) {
+      // The report reads every measurement: past this many trials it is written on request only (dltune report).
+      constexpr std::int64_t kReportedTrials = 100000;
+      const std::int64_t made = store->CountTrials(session.study().id).made;
+      if (!args->no_report && made > kReportedTrials) {
+        std::printf(
+            "\nno report: the study has %lld trials; dltune report %s writes one (it reads every "
+            "measurement)\n",
+            static_cast<long long>(made), spec.name.c_str());
+      } else if (!args->no_report) {
         std::printf("\n");
         try {
           WriteStudyReport(*store, spec.name, "");
         } catch (const Error& e) {
-          std::printf("no report: %s\n", e.what());  // the study's records are complete either way
+          std::printf("no report: %s\n", TerminalSafe(e.what()).c_str());  // the records are complete either way
         }
       }
       if (status != 0) throw CLI::RuntimeError(status);
@@ -193,7 +261,8 @@ void RegisterRunCommands(CLI::App& app) {
         "dies loses nothing — its trials are taken over after --stale-after seconds and resume from their latest "
         "checkpoint (put the spec's run_dir on a filesystem every machine mounts). Create the study first with "
         "dltune run (or the ask/tell API).\n\n"
-        "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart");
+        "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart" +
+            std::string(kExitStatusHelp));
     AddWorkerOptions(worker, *args);
     worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
     worker->callback([args] {
@@ -212,7 +281,7 @@ void RegisterRunCommands(CLI::App& app) {
       std::fflush(stdout);
       const int status =
           RunLoop(*store, options, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(threads));
-      std::printf("worker done: no trial left to run\n");
+      if (status == kExitAllDone || status == kExitSomeFailed) std::printf("worker done: no trial left to run\n");
       if (status != 0) throw CLI::RuntimeError(status);
     });
   }
@@ -228,6 +297,7 @@ void RegisterRunCommands(CLI::App& app) {
     run_trial->callback([] {
       std::signal(SIGTERM, RequestTrialStop);
       std::signal(SIGINT, RequestTrialStop);
+      std::signal(SIGHUP, RequestTrialStop);
       const int status = RunBuiltinTrial(trial_stop_requested);
       if (status != 0) throw CLI::RuntimeError(status);
     });

@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
+#include "guarded_server.h"
 
 namespace dltune::cli {
 namespace {
@@ -104,6 +105,9 @@ void RegisterServeCommand(CLI::App& app) {
     std::string storage;
     std::string host = "127.0.0.1";
     int port = 8737;
+    std::string token;
+    std::vector<std::string> allowed_hosts;
+    int max_connections = 64;
   };
   auto args = std::make_shared<Args>();
   auto* serve = app.add_subcommand(
@@ -115,16 +119,37 @@ void RegisterServeCommand(CLI::App& app) {
   AddStorageOption(serve, args->storage);
   serve->add_option("--host", args->host,
                     "Address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 serves every network the "
-                    "machine is on, to anyone who can reach it — the dashboard has no login)");
-  serve->add_option("--port", args->port, "Port (default 8737; 0 picks a free one)")->check(CLI::Range(0, 65535));
+                    "machine is on: then every request needs the token printed at start, or --token)");
+  serve->add_option("--port", args->port, "Port (default 8737; 0 picks a free one)")->check(WholeNumberIn(0, 65535));
+  serve->add_option("--token", args->token,
+                    "The token every request must carry when --host is not a loopback address (default: a random "
+                    "one, printed at start); also required on loopback when given");
+  serve->add_option("--allow-host", args->allowed_hosts,
+                    "A name the dashboard may be reached by (its Host header), besides the --host address and, on "
+                    "loopback, localhost; repeatable. Other Host values are refused (against DNS rebinding)");
+  serve
+      ->add_option("--max-connections", args->max_connections,
+                   "Connections open at once; more are refused with 503 (default 64)")
+      ->check(WholeNumberIn(1, 4096));
   serve->callback([args] {
     const std::string url = args->storage.empty() ? DefaultStoreUrl() : args->storage;
-    auto store = OpenStore(url, false);
+    auto store = OpenStoreReadOnly(url);
     std::mutex store_mutex;      // a Store is used by one thread at a time; the server answers on several
     StudyJsonCache study_pages;  // guarded by store_mutex too
     const auto assets = LoadAssets();
 
-    httplib::Server server;
+    ServerGuards guards;
+    guards.max_connections = static_cast<std::size_t>(args->max_connections);
+    guards.token = args->token;
+    const bool loopback = IsLoopbackHost(args->host);
+    if (!loopback && guards.token.empty()) guards.token = NewAccessToken();
+    // Which Host headers name this server: a wildcard address is reached by any name, so the token guards it.
+    if (args->host != "0.0.0.0" && args->host != "::") {
+      guards.allowed_hosts = {args->host};
+      if (loopback) guards.allowed_hosts.insert(guards.allowed_hosts.end(), {"localhost", "127.0.0.1", "::1"});
+      for (const auto& host : args->allowed_hosts) guards.allowed_hosts.push_back(host);
+    }
+    GuardedServer server(guards);
     server.set_payload_max_length(1 << 16);
     server.Get("/", [&](const httplib::Request& request, httplib::Response& response) {
       SendAsset(request, response, assets.at("index.html"));
@@ -176,8 +201,12 @@ void RegisterServeCommand(CLI::App& app) {
       throw Error(
           fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", args->host, args->port));
     }
-    std::printf("dltune dashboard of %s at http://%s:%d/ (Ctrl-C stops it)\n", store->url().c_str(), args->host.c_str(),
-                port);
+    const std::string address = args->host.find(':') != std::string::npos ? "[" + args->host + "]" : args->host;
+    std::printf("dltune dashboard of %s at http://%s:%d/%s (Ctrl-C stops it)\n", store->url().c_str(), address.c_str(),
+                port, guards.token.empty() ? "" : ("?token=" + guards.token).c_str());
+    if (!loopback) {
+      std::printf("every request needs the token: open the address above (the page keeps it in a cookie)\n");
+    }
     std::fflush(stdout);
     std::signal(SIGINT, StopServing);
     std::signal(SIGTERM, StopServing);

@@ -11,6 +11,8 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/strings.h"
+#include "dltune/run/trial_setup.h"
 #include "dltune/study/study_spec.h"
 #include "text_table.h"
 
@@ -31,9 +33,8 @@ std::string CsvField(const std::string& text) {
 }
 
 std::string TrialCountText(const StudyPlan& plan) {
-  const auto& substudies = plan.substudies();
-  if (substudies.size() == 1) return fmt::format("{} trials", plan.TrialCount());
-  return fmt::format("{} sub-studies, {} trials in all", substudies.size(), plan.TrialCount());
+  if (plan.SubStudyCount() == 1) return fmt::format("{} trials", plan.TrialCount());
+  return fmt::format("{} sub-studies, {} trials in all", plan.SubStudyCount(), plan.TrialCount());
 }
 
 void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
@@ -65,7 +66,9 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   out += "\nsub-studies\n";
   TextTable substudies({"sub-study", "trials", "params searched"});
   const auto dims = SampledDimensions(*spec.space, spec.scientific_mode == ScientificMode::kJoint);
-  for (const auto& substudy : plan.substudies()) {
+  constexpr std::size_t kShownSubStudies = 100;
+  for (std::size_t s = 0; s < plan.SubStudyCount() && s < kShownSubStudies; ++s) {
+    const SubStudy substudy = plan.SubStudyAt(s);
     std::string searched;
     for (const std::size_t d : dims) {
       const Param& param = spec.space->params()[d];
@@ -81,15 +84,21 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
                        searched.empty() ? "(none)" : searched});
   }
   out += substudies.Render(2);
+  if (plan.SubStudyCount() > kShownSubStudies) {
+    out += fmt::format("  ... and {} more sub-studies (dltune space sample --format csv lists every trial)\n",
+                       plan.SubStudyCount() - kShownSubStudies);
+  }
   out += fmt::format("\n{}: the spec is valid\n", spec.file);
-  std::fputs(out.c_str(), stdout);
+  std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
 // The trials to show: the first `limit` of each sub-study (all when limit is 0), grouped by sub-study. An adaptive
 // sampler's later trials are not known before the study runs and are left out.
 std::vector<std::vector<PlannedTrial>> SelectTrials(const StudyPlan& plan, std::uint64_t limit) {
-  std::vector<std::vector<PlannedTrial>> groups(plan.substudies().size());
+  std::vector<std::vector<PlannedTrial>> groups(plan.SubStudyCount());
   for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
+    // Trials are interleaved, so their index in the sub-study never decreases with the number.
+    if (limit != 0 && plan.SubStudyOf(number).second >= limit) break;
     if (!plan.IsPlanned(number)) continue;
     PlannedTrial trial = plan.Trial(number);
     if (limit != 0 && trial.index >= limit) continue;
@@ -102,7 +111,7 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
                       const std::vector<std::vector<PlannedTrial>>& groups) {
   std::string out;
   for (std::size_t s = 0; s < groups.size(); ++s) {
-    const SubStudy& substudy = plan.substudies()[s];
+    const SubStudy substudy = plan.SubStudyAt(s);
     out += fmt::format("{}sub-study {} ({} of {} trials)\n", s ? "\n" : "", substudy.label, groups[s].size(),
                        plan.SubStudyTrialCount(s));
     if (groups[s].empty()) continue;  // an adaptive sampler's: none is known before the study runs
@@ -138,7 +147,7 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
     out += fmt::format("\nThe {} sampler chooses the other trials from the results so far, as the study runs.\n",
                        spec.sampler.name);
   }
-  std::fputs(out.c_str(), stdout);
+  std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
 void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan,
@@ -146,9 +155,10 @@ void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan,
   nlohmann::json root = {{"study", spec.name}, {"sampler", spec.sampler.name}, {"seed", spec.seed}};
   root["substudies"] = nlohmann::json::array();
   for (std::size_t s = 0; s < groups.size(); ++s) {
-    nlohmann::json substudy = {{"label", plan.substudies()[s].label}, {"trial_count", plan.SubStudyTrialCount(s)}};
+    const SubStudy planned = plan.SubStudyAt(s);
+    nlohmann::json substudy = {{"label", planned.label}, {"trial_count", plan.SubStudyTrialCount(s)}};
     substudy["scientific"] = nlohmann::json::object();
-    for (const auto& [id, value] : plan.substudies()[s].scientific) substudy["scientific"][id] = ValueToJson(value);
+    for (const auto& [id, value] : planned.scientific) substudy["scientific"][id] = ValueToJson(value);
     substudy["trials"] = nlohmann::json::array();
     for (const auto& trial : groups[s]) {
       nlohmann::json params = nlohmann::json::object();
@@ -167,7 +177,7 @@ void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan,
   out += "\n";
   for (const auto& group : groups) {
     for (const auto& trial : group) {
-      out += fmt::format("{},{},{}", trial.number, CsvField(plan.substudies()[trial.substudy].label), trial.index);
+      out += fmt::format("{},{},{}", trial.number, CsvField(plan.SubStudyAt(trial.substudy).label), trial.index);
       for (const auto& param : spec.space->params()) {
         const auto it = trial.params.find(param.id);
         out += ',';
@@ -196,6 +206,7 @@ void RegisterSpaceCommands(CLI::App& app) {
   check->add_option("STUDY", check_args->spec_path, "Study spec (YAML)")->required();
   check->callback([check_args] {
     const StudySpec spec = LoadStudySpec(check_args->spec_path);
+    CheckWorkloadKnown(spec);
     PrintCheck(spec, StudyPlan(spec));
   });
 
@@ -211,7 +222,7 @@ void RegisterSpaceCommands(CLI::App& app) {
                             "Example:\n  dltune space sample examples/quickstart.yaml -n 5 --format table");
   sample->add_option("STUDY", sample_args->spec_path, "Study spec (YAML)")->required();
   sample->add_option("-n,--trials", sample_args->limit, "Show the first N trials of each sub-study (default: all)")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
+      ->check(WholeNumberIn(1, 1000000));
   sample->add_option("--format", sample_args->format, "Output format: table, json or csv (default: table)")
       ->check(CLI::IsMember({"table", "json", "csv"}));
   sample->callback([sample_args] {

@@ -7,18 +7,22 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dltune/core/files.h"
 #include "dltune/core/strings.h"
 #include "dltune/store/tracking.h"
 #include "text_table.h"
 
 namespace dltune::cli {
 namespace {
+
+constexpr long long kMaxTrialNumber = 1000000000000000000LL;
 
 std::string FormatTime(std::optional<double> seconds) {
   return seconds ? FormatClockTime(*seconds, "%Y-%m-%d %H:%M:%S", TimeZone::kLocal) : "-";
@@ -46,7 +50,7 @@ std::string BestText(const std::optional<BestTrial>& best) {
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies) {
   TextTable table({"study", "description", "spec", "trials", "best", "reproduce with"});
   for (const auto& study : studies) {
-    const StudySummary summary = SummarizeStudy(study, store.ListTrials(study.id));
+    const StudySummary summary = SummarizeStudy(store, study);
     table.AddRow({study.name, study.description, study.spec_path, summary.StateText(),
                   summary.best ? fmt::format("{} {}", summary.objective.metric, BestText(summary.best)) : "-",
                   summary.reproduce});
@@ -63,7 +67,7 @@ void AddStorageOption(CLI::App* command, std::string& storage) {
 namespace {
 
 std::unique_ptr<Store> OpenForReading(const std::string& storage) {
-  return OpenStore(storage.empty() ? DefaultStoreUrl() : storage, /*create_if_missing=*/false);
+  return OpenStoreReadOnly(storage.empty() ? DefaultStoreUrl() : storage);
 }
 
 void PrintStudies(Store& store) {
@@ -75,9 +79,28 @@ void PrintStudies(Store& store) {
   std::fputs(TrackingTable(store, studies).c_str(), stdout);
 }
 
-void PrintStudy(Store& store, const StudyRecord& study) {
-  const auto trials = store.ListTrials(study.id);
-  const StudySummary summary = SummarizeStudy(study, trials);
+// The trials `dltune show` lists: every one, or for a large study the best ones and the running ones.
+std::vector<TrialRecord> TrialsToShow(Store& store, const StudySummary& summary, std::size_t limit, bool all,
+                                      std::string& note) {
+  const std::int64_t made = store.CountTrials(summary.study.id).made;
+  if (all || made <= static_cast<std::int64_t>(limit)) return store.ListTrials(summary.study.id);
+  std::vector<TrialRecord> shown = store.ListTrialsInState(summary.study.id, TrialState::kRunning, limit);
+  const std::size_t running = shown.size();
+  for (auto& trial :
+       store.BestTrials(summary.study.id, summary.objective.direction == Direction::kMinimize, limit, false)) {
+    shown.push_back(std::move(trial));
+  }
+  note = fmt::format(
+      "  showing {} running and the {} best completed of {} trials; --all lists every one (or "
+      "dltune export)\n",
+      running, shown.size() - running, summary.trial_count);
+  return shown;
+}
+
+void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool all) {
+  const StudySummary summary = SummarizeStudy(store, study);
+  std::string note;
+  const auto trials = TrialsToShow(store, summary, limit, all, note);
   std::string out = fmt::format("study {}", study.name);
   if (!study.description.empty()) out += ": " + study.description;
   out += "\n\n";
@@ -90,27 +113,33 @@ void PrintStudy(Store& store, const StudyRecord& study) {
   facts.AddRow({"trials", summary.StateText()});
   facts.AddRow({"best", BestText(summary.best)});
   for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
+  if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
   facts.AddRow({"reproduce with", summary.reproduce});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
 
   // One row per trial; params that differ between trials as columns (ids), absent ones as "-"; the others once.
-  std::map<std::string, std::vector<Value>> values_by_id;
+  struct Seen {
+    Value first;
+    bool varies = false;
+  };
+  std::map<std::string, Seen> seen_by_id;
   std::vector<std::string> param_ids;
   for (const auto& trial : trials) {
-    for (const auto& entry : trial.params) {
-      auto& values = values_by_id[entry.first];
-      if (values.empty()) param_ids.push_back(entry.first);
-      if (std::none_of(values.begin(), values.end(), [&](const Value& v) { return SameValue(v, entry.second); })) {
-        values.push_back(entry.second);
+    for (const auto& [id, value] : trial.params) {
+      const auto [it, added] = seen_by_id.try_emplace(id, Seen{value});
+      if (added) {
+        param_ids.push_back(id);
+      } else if (!it->second.varies && !SameValue(it->second.first, value)) {
+        it->second.varies = true;
       }
     }
   }
   std::string constant;
   std::erase_if(param_ids, [&](const std::string& id) {
-    const auto& values = values_by_id[id];
-    if (values.size() != 1) return false;
-    constant += (constant.empty() ? "" : ", ") + id + "=" + FormatValue(values.front());
+    const Seen& seen = seen_by_id.at(id);
+    if (seen.varies) return false;
+    constant += (constant.empty() ? "" : ", ") + id + "=" + FormatValue(seen.first);
     return true;
   });
   std::vector<std::string> header = {"trial", "sub-study", "state", "best", "best step", "final"};
@@ -135,16 +164,19 @@ void PrintStudy(Store& store, const StudyRecord& study) {
     }
     table.AddRow(std::move(row));
   }
-  out += "\n" + table.Render(2);
-  if (!constant.empty()) out += "\n  the same in every trial: " + constant + "\n";
-  std::fputs(out.c_str(), stdout);
+  out += "\n" + table.Render(2) + note;
+  if (!constant.empty()) out += "\n  the same in every trial shown: " + constant + "\n";
+  std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
 void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
   const auto trial = store.FindTrial(study.id, number);
   if (!trial) {
-    throw Error(fmt::format("{}: study '{}' has no trial {} (it has {})", store.url(), study.name, number,
-                            store.ListTrials(study.id).size()));
+    const StudySummary summary = SummarizeStudy(store, study, 0);
+    throw Error(
+        fmt::format("{}: study '{}' has no trial {} (its trials are numbered 0 to {}{})", store.url(), study.name,
+                    number, summary.trial_count - 1,
+                    number < static_cast<std::uint64_t>(summary.trial_count) ? "; that one is not made yet" : ""));
   }
   std::string out = fmt::format("trial {} of study {} ({})\n\n", trial->number, study.name, trial->substudy_label);
   TextTable facts({"", ""});
@@ -188,8 +220,8 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
     }
     out += "\ncheckpoints:\n" + table.Render(2);
   }
-  if (!trial->stderr_tail.empty()) out += "\nend of stderr:\n" + trial->stderr_tail + "\n";
-  std::fputs(out.c_str(), stdout);
+  if (!trial->stderr_tail.empty()) out += "\nend of stderr:\n" + TerminalSafe(trial->stderr_tail) + "\n";
+  std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
 // --- export ---------------------------------------------------------------------------------------------------
@@ -275,8 +307,8 @@ Table TrialsTable(Store& store, const StudyRecord& study) {
 Table MeasurementsTable(Store& store, const StudyRecord& study) {
   Table table;
   table.columns = {"trial", "step", "split", "metric", "value", "examples"};
-  for (const auto& trial : store.ListTrials(study.id)) {
-    for (const auto& m : store.TrainSeries(trial.id)) {
+  for (const auto& [number, m] : store.StudyTraining(study.id)) {
+    {
       const std::pair<const char*, std::optional<double>> values[] = {
           {"loss", m.loss},
           {"learning_rate", m.learning_rate},
@@ -287,7 +319,7 @@ Table MeasurementsTable(Store& store, const StudyRecord& study) {
           {"examples_per_second", m.examples_per_second}};
       for (const auto& [metric, value] : values) {
         if (!value) continue;
-        table.rows.push_back({{"trial", trial.number},
+        table.rows.push_back({{"trial", number},
                               {"step", m.step},
                               {"split", "train_step"},
                               {"metric", metric},
@@ -295,14 +327,14 @@ Table MeasurementsTable(Store& store, const StudyRecord& study) {
                               {"examples", nullptr}});
       }
     }
-    for (const auto& e : store.EvalSeries(trial.id)) {
-      table.rows.push_back({{"trial", trial.number},
-                            {"step", e.step},
-                            {"split", e.split},
-                            {"metric", e.metric},
-                            {"value", e.value},
-                            {"examples", e.examples}});
-    }
+  }
+  for (const auto& [number, e] : store.StudyEvaluations(study.id)) {
+    table.rows.push_back({{"trial", number},
+                          {"step", e.step},
+                          {"split", e.split},
+                          {"metric", e.metric},
+                          {"value", e.value},
+                          {"examples", e.examples}});
   }
   return table;
 }
@@ -323,6 +355,8 @@ void RegisterStoreCommands(CLI::App& app) {
   struct ShowArgs {
     std::string study;
     std::optional<std::uint64_t> trial;
+    std::size_t limit = 100;
+    bool all = false;
   };
   auto show_args = std::make_shared<ShowArgs>();
   auto* show =
@@ -330,7 +364,12 @@ void RegisterStoreCommands(CLI::App& app) {
                          "A study's record and its trials, or one trial's details, measurements and checkpoints.\n\n"
                          "Examples:\n  dltune show quickstart\n  dltune show quickstart 3");
   show->add_option("STUDY", show_args->study, "Study name")->required();
-  show->add_option("TRIAL", show_args->trial, "Trial number");
+  show->add_option("TRIAL", show_args->trial, "Trial number")->check(WholeNumberIn(0, kMaxTrialNumber));
+  show->add_option("--limit", show_args->limit,
+                   "List every trial of a study of at most this many; of a larger one, its running trials and the "
+                   "best this many (default 100)")
+      ->check(WholeNumberIn(1, 1000000));
+  show->add_flag("--all", show_args->all, "List every trial, however many");
   AddStorageOption(show, *storage);
   show->callback([storage, show_args] {
     auto store = OpenForReading(*storage);
@@ -338,7 +377,7 @@ void RegisterStoreCommands(CLI::App& app) {
     if (show_args->trial) {
       PrintTrial(*store, study, *show_args->trial);
     } else {
-      PrintStudy(*store, study);
+      PrintStudy(*store, study, show_args->limit, show_args->all);
     }
   });
 
@@ -369,11 +408,9 @@ void RegisterStoreCommands(CLI::App& app) {
       WriteTable(table, export_args->format, std::cout);
       return;
     }
-    std::ofstream out(export_args->output);
-    if (!out) throw Error(fmt::format("{}: cannot write the export", export_args->output));
-    WriteTable(table, export_args->format, out);
-    out.close();
-    if (!out) throw Error(fmt::format("{}: writing the export failed", export_args->output));
+    std::ostringstream text;
+    WriteTable(table, export_args->format, text);
+    WriteFileAtomically(export_args->output, text.str());
     std::fprintf(stderr, "wrote %zu %s of study %s to %s\n", table.rows.size(), export_args->what.c_str(),
                  study.name.c_str(), export_args->output.c_str());
   });

@@ -2,7 +2,15 @@
 
 #include <algorithm>
 
+#include "dltune/core/strings.h"
+
 namespace dltune::cli {
+
+void TextTable::AddRow(std::vector<std::string> row) {
+  // Cells come from specs, trials and stores: nothing in them may act on the terminal or break the table's lines.
+  for (auto& cell : row) cell = TerminalSafe(cell, false);
+  rows_.push_back(std::move(row));
+}
 
 std::string TextTable::Render(int indent) const {
   std::vector<std::size_t> widths(header_.size(), 0);

@@ -9,7 +9,8 @@ namespace dltune::cli {
 class TextTable {
  public:
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
-  void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  // Adds a row; cells are made safe to print (TerminalSafe, newlines shown as \n).
+  void AddRow(std::vector<std::string> row);
   // Columns padded to their widest cell, two spaces apart, each line indented by `indent` spaces.
   std::string Render(int indent = 0) const;
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/sha256.h"
 #include "dltune/space/yaml_node.h"
 #include "dltune/workloads/train.h"
 
@@ -143,25 +145,27 @@ void RegisterTrainCommand(CLI::App& app) {
   train->add_option("WORKLOAD", args->workload, "Workload name (fashion_mnist_mlp, fashion_mnist_cnn, synthetic)")
       ->required();
   train->add_option("--set", args->sets, "Hyperparameter key=value (repeatable), e.g. --set hidden_sizes=[256,256]");
-  train->add_option("--steps", args->steps, "max_train_steps")->required()->check(CLI::PositiveNumber);
+  train->add_option("--steps", args->steps, "max_train_steps")->required()->check(WholeNumberIn(1, 1000000000000));
   train->add_option("--out", args->out, "Directory for metrics.jsonl and checkpoints/")->required();
-  train->add_option("--eval-every", args->eval_every, "Evaluate every N steps (default: steps / 10)");
-  train->add_option("--threads", args->threads, "LibTorch threads (default 1)")->check(CLI::PositiveNumber);
-  train->add_option("--seed", args->seed, "Initialization and data seed (default 0)");
+  train->add_option("--eval-every", args->eval_every, "Evaluate every N steps (default: steps / 10)")
+      ->check(WholeNumberIn(0, 1000000000000));
+  train->add_option("--threads", args->threads, "LibTorch threads (default 1)")->check(WholeNumberIn(1, 1024));
+  train->add_option("--seed", args->seed, "Initialization and data seed (default 0)")
+      ->check(WholeNumberIn(0, std::numeric_limits<long long>::max()));
   train->add_flag("--test", args->test, "Also evaluate the test split at the end");
   train
       ->add_option("--valid-sample", args->valid_sample,
                    "Evaluate periodically on a fixed sample of this many validation examples, the full split at the "
                    "end (default 0: always the full split)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(WholeNumberIn(0, 1000000000000));
   train
       ->add_option("--divergence-factor", args->divergence_factor,
                    "A training loss above this multiple of the first one is divergence (default 100)")
-      ->check(CLI::Range(1.0, 1e300));
+      ->check(FiniteNumberIn(1, 1e300));
   train->add_option("--objective", args->objective,
                     "split/metric that picks the best checkpoint (default valid/error_rate)");
   train->add_flag("--maximize,!--minimize", args->maximize, "Higher objective is better (default: lower)");
-  train->add_option("--keep-best", args->keep_best, "Best checkpoints kept (default 1)")->check(CLI::NonNegativeNumber);
+  train->add_option("--keep-best", args->keep_best, "Best checkpoints kept (default 1)")->check(WholeNumberIn(0, 1000));
   train->add_option("--stop-at-step", args->stop_at_step,
                     "Stop after this step with a checkpoint, as if interrupted (exit 75); run again to resume. For "
                     "splitting a long run into time-limited jobs, and for testing resumption");
@@ -190,6 +194,14 @@ void RegisterTrainCommand(CLI::App& app) {
     options.minimize = !args->maximize;
     options.keep_best_checkpoints = args->keep_best;
     options.checkpoint_dir = (std::filesystem::path(args->out) / "checkpoints").string();
+    // Checkpoints of a run with other hyperparameters, seed or workload in the same --out are refused, not resumed.
+    nlohmann::json params_json = nlohmann::json::object();
+    for (const auto& [name, value] : params) params_json[name] = ValueToJson(value);
+    options.checkpoint_owner = {
+        {"run", "dltune train"},
+        {"workload", args->workload},
+        {"seed", args->seed},
+        {"params_sha256", Sha256Hex(nlohmann::json({{"args", workload_args}, {"params", params_json}}).dump())}};
     JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective,
                              args->stop_at_step);
     std::signal(SIGINT, RequestStop);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <ctime>
 
+#include <fmt/format.h>
+
 namespace dltune {
 
 std::size_t EditDistance(std::string_view a, std::string_view b) {
@@ -90,6 +92,30 @@ std::string SanitizeUtf8(std::string_view text) {
     }
   }
   return clean;
+}
+
+std::string TerminalSafe(std::string_view text, bool multiline) {
+  const std::string clean = SanitizeUtf8(text);
+  std::string safe;
+  safe.reserve(clean.size());
+  for (std::size_t i = 0; i < clean.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(clean[i]);
+    if (byte == '\n' || byte == '\t') {
+      if (multiline) {
+        safe += static_cast<char>(byte);
+      } else {
+        safe += byte == '\n' ? "\\n" : "\\t";
+      }
+    } else if (byte < 0x20 || byte == 0x7f) {
+      safe += fmt::format("\\x{:02x}", byte);
+    } else if (byte == 0xC2 && i + 1 < clean.size() && static_cast<unsigned char>(clean[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(clean[i + 1]) <= 0x9F) {
+      safe += fmt::format("\\u{:04x}", static_cast<unsigned char>(clean[++i]));  // a C1 control, e.g. CSI
+    } else {
+      safe += static_cast<char>(byte);
+    }
+  }
+  return safe;
 }
 
 std::string JoinAlternatives(const std::vector<std::string>& items, bool quote) {

@@ -39,6 +39,17 @@ TEST(Strings, SanitizeUtf8KeepsValidTextAndReplacesTheRest) {
 namespace dltune {
 namespace {
 
+TEST(Strings, TerminalSafeShowsControlCharactersInsteadOfActingOnThem) {
+  EXPECT_EQ(TerminalSafe("plain text, ünïcode"), "plain text, ünïcode");
+  EXPECT_EQ(TerminalSafe("a\x1b[2Jb\rc\bd\x7f"), "a\\x1b[2Jb\\x0dc\\x08d\\x7f");
+  EXPECT_EQ(TerminalSafe("line 1\nline 2\tend"), "line 1\nline 2\tend");
+  EXPECT_EQ(TerminalSafe("line 1\nline 2\tend", false), "line 1\\nline 2\\tend");
+  EXPECT_EQ(TerminalSafe("\xc2\x9b"
+                         "31m"),
+            "\\u009b31m");  // the C1 control sequence introducer
+  EXPECT_EQ(TerminalSafe("bad \xff byte"), "bad \xef\xbf\xbd byte");
+}
+
 TEST(Strings, LineDiffShowsChangesWithContext) {
   EXPECT_EQ(LineDiff("a\nb\nc\nd\ne\nf\n", "a\nb\nC\nd\ne\nf\n"), "  b\n- c\n+ C\n  d\n");
   EXPECT_EQ(LineDiff("a\nb\nc\nd\ne\nf\ng", "a\nB\nc\nd\ne\nf\nG"), "  a\n- b\n+ B\n  c\n  ...\n  f\n- g\n+ G\n");

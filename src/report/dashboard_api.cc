@@ -135,7 +135,7 @@ json ParamsJson(const StudySpec& spec, const Assignment& params) {
 json StudiesJson(Store& store) {
   json studies = json::array();
   for (const auto& study : store.ListStudies()) {
-    const StudySummary summary = SummarizeStudy(study, store.ListTrials(study.id));
+    const StudySummary summary = SummarizeStudy(store, study, 0);
     studies.push_back({{"name", study.name},
                        {"description", study.description},
                        {"spec_path", study.spec_path},

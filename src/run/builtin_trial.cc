@@ -144,6 +144,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     options.init_seed = trial.at("seed").get<std::uint64_t>();
     options.data_seed = options.init_seed;
     options.checkpoint_dir = (trial_dir / "checkpoints").string();
+    if (const auto owner = trial.find("checkpoint_owner"); owner != trial.end()) options.checkpoint_owner = *owner;
     if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
       options.max_resume_step = std::stoll(limit);
     }

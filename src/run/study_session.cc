@@ -23,28 +23,31 @@ bool SameSpec(const std::string& a, const std::string& b) {
   }
 }
 
+// A study makes its planned trials as it goes, this many at a time: a study of a million trials costs no more to
+// create than one of ten, and holds rows only for trials it got to.
+constexpr std::uint64_t kTrialsMadeAhead = 256;
+
 NewTrial ToNewTrial(const StudySpec& spec, const StudyPlan& plan, const PlannedTrial& planned) {
   return {.number = planned.number,
           .substudy = planned.substudy,
-          .substudy_label = plan.substudies()[planned.substudy].label,
+          .substudy_label = plan.SubStudyAt(planned.substudy).label,
           .params = planned.params,
           .seed = TrialSeed(spec.seed, planned.number)};
 }
 
-std::vector<bool> NumbersPresent(const StudyPlan& plan, const std::vector<TrialRecord>& existing) {
-  std::vector<bool> present(plan.TrialCount(), false);
-  for (const auto& trial : existing) {
-    if (trial.number < present.size()) present[trial.number] = true;
-  }
-  return present;
+// The first number the study has not made yet (numbers are made in order).
+std::uint64_t NextNumber(Store& store, std::int64_t study_id) {
+  const TrialCounts counts = store.CountTrials(study_id);
+  return counts.max_number ? *counts.max_number + 1 : 0;
 }
 
-std::vector<NewTrial> PlannedTrials(const StudySpec& spec, const std::vector<TrialRecord>& existing) {
-  const StudyPlan plan(spec);
-  const std::vector<bool> present = NumbersPresent(plan, existing);
+// Planned trials from `next` on, up to the first one that is not planned (an adaptive sampler's), at most
+// kTrialsMadeAhead.
+std::vector<NewTrial> NextPlannedTrials(const StudySpec& spec, const StudyPlan& plan, std::uint64_t next) {
   std::vector<NewTrial> trials;
-  for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
-    if (!present[number] && plan.IsPlanned(number)) trials.push_back(ToNewTrial(spec, plan, plan.Trial(number)));
+  for (std::uint64_t number = next; number < plan.TrialCount() && number < next + kTrialsMadeAhead; ++number) {
+    if (!plan.IsPlanned(number)) break;
+    trials.push_back(ToNewTrial(spec, plan, plan.Trial(number)));
   }
   return trials;
 }
@@ -128,17 +131,16 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
         spec.name, store.url(), study->spec_path.empty() ? "an unknown file" : study->spec_path, spec.file,
         LineDiff(study->spec_text, spec.text), spec.name));
   }
-  const auto missing = PlannedTrials(spec, store.ListTrials(study->id));
-  if (!missing.empty()) {
+  StudySession session(store, *study, spec);
+  // The first planned trials, so that a new study shows them (an adaptive sampler's wait for a worker to ask).
+  if (const auto first = NextPlannedTrials(spec, *session.plan_, 0); store.CountTrials(study->id).made == 0) {
     try {
-      store.AddTrials(study->id, missing);
+      store.AddTrials(study->id, first);
     } catch (const Error&) {
-      // Another process added them at the same time; whatever is still missing now is a real failure.
-      const auto still_missing = PlannedTrials(spec, store.ListTrials(study->id));
-      if (!still_missing.empty()) store.AddTrials(study->id, still_missing);
+      if (!store.FindTrial(study->id, 0)) throw;  // not another process making them first
     }
   }
-  return StudySession(store, *study, spec);
+  return session;
 }
 
 StudySession StudySession::Open(Store& store, const std::string& name) {
@@ -152,29 +154,29 @@ std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
     if (auto claim = store_->ClaimNext(study_.id, worker)) {
       return ActiveTrial(*store_, spec_, std::move(claim->first), std::move(claim->second));
     }
-    if (!plan_->IsAdaptive() || !MakeNextTrial()) return std::nullopt;
+    if (!MakeNextTrials()) return std::nullopt;
   }
 }
 
-bool StudySession::MakeNextTrial() {
-  const std::vector<TrialRecord> trials = store_->ListTrials(study_.id);
-  const std::vector<bool> present = NumbersPresent(*plan_, trials);
-  const auto missing = std::find(present.begin(), present.end(), false);
-  if (missing == present.end()) return false;
-  const auto number = static_cast<std::uint64_t>(missing - present.begin());
-  const PlannedTrial planned =
-      plan_->IsPlanned(number) ? plan_->Trial(number) : plan_->TrialFromHistory(number, History(number, trials));
+bool StudySession::MakeNextTrials() {
+  const std::uint64_t next = NextNumber(*store_, study_.id);
+  if (next >= plan_->TrialCount()) return false;
+  std::vector<NewTrial> trials = NextPlannedTrials(spec_, *plan_, next);
+  if (trials.empty()) {
+    const std::vector<TrialRecord> made = store_->ListTrials(study_.id);
+    trials.push_back(ToNewTrial(spec_, *plan_, plan_->TrialFromHistory(next, History(next, made))));
+  }
   try {
-    store_->AddTrials(study_.id, {ToNewTrial(spec_, *plan_, planned)});
+    store_->AddTrials(study_.id, trials);
   } catch (const Error&) {
-    if (!store_->FindTrial(study_.id, number)) throw;  // not another worker making the same trial first
+    if (!store_->FindTrial(study_.id, next)) throw;  // not another worker making the same trials first
   }
   return true;
 }
 
 std::vector<Observation> StudySession::History(std::uint64_t number, const std::vector<TrialRecord>& trials) const {
   const std::size_t substudy = plan_->SubStudyOf(number).first;
-  const Assignment& scientific = plan_->substudies()[substudy].scientific;
+  const Assignment scientific = plan_->SubStudyAt(substudy).scientific;
   const Direction direction = spec_.objective.direction;
   std::vector<Observation> history;
   for (const TrialRecord& trial : warm_start_) {

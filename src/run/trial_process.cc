@@ -6,9 +6,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -73,7 +81,87 @@ std::string ExitStatus::Describe() const {
   return fmt::format("exit status {}", code);
 }
 
-TrialProcess::TrialProcess(const TrialCommand& command) {
+namespace {
+
+std::string NewToken() {
+  static std::atomic<std::uint64_t> counter{0};
+  std::random_device entropy;
+  return fmt::format("{}-{}-{:08x}", ::getpid(), counter++, entropy());
+}
+
+// The environment of process `pid` (NUL-separated), or "" when it cannot be read (gone, or another user's).
+std::string EnvironmentOf(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/environ", std::ios::binary);
+  if (!in) return "";
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The pids of the trial processes this process started and has not reaped yet: its children that are not
+// these are orphans of trials (this process is their subreaper), to be reaped.
+std::mutex leaders_mutex;
+std::set<pid_t>& Leaders() {
+  static std::set<pid_t> leaders;
+  return leaders;
+}
+
+// The state letter and the parent of process `pid` from /proc/<pid>/stat; state 0 when it cannot be read.
+std::pair<char, pid_t> StateAndParent(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos || close + 2 > text.size()) return {0, -1};
+  std::istringstream rest(text.substr(close + 2));
+  char state = 0;
+  pid_t parent = -1;
+  rest >> state >> parent;
+  return {state, parent};
+}
+
+}  // namespace
+
+void ReapOrphans() {
+  const pid_t self = ::getpid();
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto [state, parent] = StateAndParent(name);
+    if (parent != self || state != 'Z') continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    {
+      const std::lock_guard<std::mutex> lock(leaders_mutex);
+      if (Leaders().count(pid)) continue;  // a trial's own process: its TrialProcess reaps it, with its status
+    }
+    int status = 0;
+    ::waitpid(pid, &status, WNOHANG);
+  }
+}
+
+int KillProcessesWithToken(const std::string& token) {
+  const std::string needle = "DLTUNE_TRIAL_TOKEN=" + token;
+  int killed = 0;
+  // Twice: a process may fork while the first pass runs.
+  for (int pass = 0; pass < 2; ++pass) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      const std::string environment = EnvironmentOf(name);
+      const auto at = environment.find(needle);
+      if (at == std::string::npos || (at > 0 && environment[at - 1] != '\0')) continue;
+      const auto end = at + needle.size();
+      if (end < environment.size() && environment[end] != '\0') continue;
+      const auto pid = static_cast<pid_t>(std::stol(name));
+      if (pid == ::getpid()) continue;
+      if (::kill(pid, SIGKILL) == 0) ++killed;
+    }
+  }
+  return killed;
+}
+
+void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+TrialProcess::TrialProcess(const TrialCommand& command) : token_(NewToken()) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls are allowed.
   std::vector<std::string> args = command.argv;
   if (args.empty()) args = {"/bin/sh", "-c", command.shell_command};
@@ -90,6 +178,7 @@ TrialProcess::TrialProcess(const TrialCommand& command) {
   }
   for (const auto& [key, value] : command.environment) environment[key] = value;
   environment["DLTUNE_REPORT"] = fmt::format("/dev/fd/{}", kReportFd);
+  environment["DLTUNE_TRIAL_TOKEN"] = token_;
   std::vector<std::string> env_strings;
   env_strings.reserve(environment.size());
   for (const auto& [key, value] : environment) env_strings.push_back(fmt::format("{}={}", key, value));
@@ -118,6 +207,10 @@ TrialProcess::TrialProcess(const TrialCommand& command) {
     throw Error(fmt::format("cannot start a trial process: {}", std::strerror(fork_errno)));
   }
   ::setpgid(pid_, pid_);  // also from the parent, so Signal works even before the child ran
+  {
+    const std::lock_guard<std::mutex> lock(leaders_mutex);
+    Leaders().insert(pid_);
+  }
   report_fd_ = pipe_fds[0];
   ::fcntl(report_fd_, F_SETFL, ::fcntl(report_fd_, F_GETFL) | O_NONBLOCK);
 }
@@ -128,17 +221,35 @@ TrialProcess::~TrialProcess() {
     int status = 0;
     while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
+    KillLeftovers();
   }
   if (report_fd_ >= 0) ::close(report_fd_);
+}
+
+void TrialProcess::KillLeftovers() {
+  {
+    const std::lock_guard<std::mutex> lock(leaders_mutex);
+    Leaders().erase(pid_);
+  }
+  ::kill(-pid_, SIGKILL);
+  KillProcessesWithToken(token_);
+  // What was killed and had been orphaned is this process's to reap (it is their subreaper). They die at once on
+  // SIGKILL; give them a moment.
+  for (int i = 0; i < 3; ++i) {
+    ReapOrphans();
+    std::this_thread::sleep_for(std::chrono::milliseconds(i == 0 ? 1 : 10));
+  }
 }
 
 bool TrialProcess::ReadReport(std::string& out) {
   if (report_fd_ < 0) return false;
   char buffer[65536];
-  while (true) {
+  constexpr std::size_t kMaxReadPerCall = 1 << 20;
+  for (std::size_t total = 0; total < kMaxReadPerCall;) {
     const ssize_t n = ::read(report_fd_, buffer, sizeof(buffer));
     if (n > 0) {
       out.append(buffer, static_cast<std::size_t>(n));
+      total += static_cast<std::size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -147,6 +258,7 @@ bool TrialProcess::ReadReport(std::string& out) {
     report_fd_ = -1;
     return false;
   }
+  return true;  // more may be waiting: the caller parses this much first
 }
 
 void TrialProcess::Signal(int signal) {
@@ -165,8 +277,8 @@ std::optional<ExitStatus> TrialProcess::TryWait() {
     result.code = WEXITSTATUS(status);
   }
   status_ = result;
-  // The group may hold processes the trial started; they must not outlive it.
-  ::kill(-pid_, SIGKILL);
+  // The group may hold processes the trial started, and others may have left it; none may outlive it.
+  KillLeftovers();
   return status_;
 }
 

@@ -171,15 +171,30 @@ ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
   return result;
 }
 
+void ReportReader::Feed(std::string_view bytes) {
+  if (start_ > 0 && start_ >= buffer_.size() / 2) {  // drop what was read, now and then, not line by line
+    buffer_.erase(0, start_);
+    start_ = 0;
+  }
+  buffer_.append(bytes);
+}
+
 std::optional<ReportLine> ReportReader::Next(bool at_eof) {
   while (true) {
-    auto newline = buffer_.find('\n');
+    auto newline = buffer_.find('\n', start_);
     if (newline == std::string::npos) {
-      if (!at_eof || buffer_.empty()) return std::nullopt;
+      if (buffer_.size() - start_ > kMaxLineBytes) {
+        throw ProtocolError(fmt::format("report line {} is longer than {} bytes (a report line ends with a newline)",
+                                        line_number_ + 1, kMaxLineBytes));
+      }
+      if (!at_eof || buffer_.size() == start_) return std::nullopt;
       newline = buffer_.size();
     }
-    std::string line = buffer_.substr(0, newline);
-    buffer_.erase(0, std::min(newline + 1, buffer_.size()));
+    if (newline - start_ > kMaxLineBytes) {
+      throw ProtocolError(fmt::format("report line {} is longer than {} bytes", line_number_ + 1, kMaxLineBytes));
+    }
+    std::string line = buffer_.substr(start_, newline - start_);
+    start_ = std::min(newline + 1, buffer_.size());
     ++line_number_;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;  // blank lines are harmless

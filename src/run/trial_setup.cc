@@ -1,26 +1,25 @@
 #include "dltune/run/trial_setup.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "dltune/core/files.h"
+#include "dltune/core/sha256.h"
+#include "dltune/core/strings.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/study/command_template.h"
 #include "dltune/train/blas_kernels.h"
+#include "dltune/workloads/train.h"
 
 namespace dltune {
 namespace {
 
 void WriteJson(const std::filesystem::path& path, const nlohmann::json& json) {
-  const auto temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << json.dump(2) << "\n";
-    if (!out) throw Error(fmt::format("{}: cannot write", temporary));
-  }
-  std::filesystem::rename(temporary, path);
+  WriteFileAtomically(path, json.dump(2) + "\n");
 }
 
 std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,
@@ -52,20 +51,66 @@ std::string ExecWhenSimple(const std::string& command) {
   return "exec " + command;
 }
 
-}  // namespace
-
-std::filesystem::path TrialDirectory(const StudySpec& spec, std::uint64_t number) {
-  return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / ("trial_" + std::to_string(number)))
-      .lexically_normal();
+// Writes <study dir>/study.json naming the study the first time, and refuses a directory that names another one.
+void ClaimStudyDirectory(const std::filesystem::path& dir, const StudyRecord& study) {
+  const auto path = dir / "study.json";
+  if (std::ifstream in(path); in) {
+    const auto recorded = nlohmann::json::parse(in, nullptr, false);
+    if (recorded.is_object() && recorded.value("uid", "") == study.uid) return;
+    throw Error(
+        fmt::format("{}: this directory belongs to {}, not to study '{}' (uid {}); its trials are not "
+                    "touched",
+                    path.string(),
+                    recorded.is_object()
+                        ? fmt::format("study '{}' (uid {})", recorded.value("study", "?"), recorded.value("uid", "?"))
+                        : "another study (unreadable study.json)",
+                    study.name, study.uid));
+  }
+  WriteJson(path, {{"study", study.name}, {"uid", study.uid}, {"created_at", study.created_at}});
 }
 
-nlohmann::json TrialDescription(const StudySpec& spec, const TrialRecord& trial,
+}  // namespace
+
+void CheckWorkloadKnown(const StudySpec& spec) {
+  if (spec.workload.name.empty()) return;
+  const std::vector<std::string> names = WorkloadNames();
+  if (std::find(names.begin(), names.end(), spec.workload.name) != names.end()) return;
+  throw SpecError(
+      spec.workload.where, "workload",
+      fmt::format("'{}' is not a workload this dltune knows{}; it knows {} (a workload of your own is "
+                  "known to the program that registers it: see examples/custom_workload)",
+                  spec.workload.name, DidYouMean(spec.workload.name, names), JoinAlternatives(names, false)));
+}
+
+std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study) {
+  if (study.uid.empty()) throw Error(fmt::format("study '{}' has no uid: open it through a Store", study.name));
+  return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / study.uid).lexically_normal();
+}
+
+std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number) {
+  return StudyDirectory(spec, study) / ("trial_" + std::to_string(number));
+}
+
+nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,
+                                    const std::map<std::string, Value>& params) {
+  nlohmann::json by_name = nlohmann::json::object();
+  for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
+  return {{"study", study.name},
+          {"study_uid", study.uid},
+          {"trial", trial.number},
+          {"seed", trial.seed},
+          {"params_sha256", Sha256Hex(by_name.dump())}};
+}
+
+nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming) {
   nlohmann::json by_name = nlohmann::json::object();
   for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
   const TrainingSettings& t = spec.training;
   return {{"protocol", kTrialProtocolVersion},
           {"study", spec.name},
+          {"study_uid", study.uid},
+          {"checkpoint_owner", TrialCheckpointOwner(study, trial, params)},
           {"number", trial.number},
           {"substudy", trial.substudy_label},
           {"seed", trial.seed},
@@ -85,21 +130,23 @@ nlohmann::json TrialDescription(const StudySpec& spec, const TrialRecord& trial,
           {"resuming", resuming}};
 }
 
-PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
+PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
                            const std::filesystem::path& dltune_executable) {
   PreparedTrial prepared;
-  prepared.trial_dir = TrialDirectory(spec, trial.number());
+  prepared.trial_dir = TrialDirectory(spec, study, trial.number());
   std::error_code error;
   std::filesystem::create_directories(prepared.trial_dir, error);
   if (error) {
     throw Error(fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(), error.message()));
   }
+  ClaimStudyDirectory(StudyDirectory(spec, study), study);
   prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
   const auto params = trial.ParamsByName();
   nlohmann::json params_json = nlohmann::json::object();
   for (const auto& [name, value] : params) params_json[name] = ValueToJson(value);
   WriteJson(prepared.trial_dir / "params.json", params_json);
-  WriteJson(prepared.trial_dir / "trial.json", TrialDescription(spec, trial.record(), params, prepared.resuming));
+  WriteJson(prepared.trial_dir / "trial.json",
+            TrialDescription(spec, study, trial.record(), params, prepared.resuming));
 
   TrialCommand& command = prepared.command;
   if (spec.command.empty()) {
@@ -129,11 +176,11 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
   return prepared;
 }
 
-std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial) {
+std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial) {
   const auto params = ParamsByName(*spec.space, trial.params);
-  const std::string out = TrialDirectory(spec, trial.number).string() + "-again";
+  const auto trial_dir = TrialDirectory(spec, study, trial.number);
+  const std::string out = trial_dir.string() + "-again";
   if (!spec.command.empty()) {
-    const auto trial_dir = TrialDirectory(spec, trial.number);
     return fmt::format(
         "DLTUNE_PARAMS={} DLTUNE_TRIAL={} DLTUNE_TRIAL_DIR={} DLTUNE_SEED={} DLTUNE_MAX_TRAIN_STEPS={} {}",
         ShellQuote((trial_dir / "params.json").string()), ShellQuote((trial_dir / "trial.json").string()),

@@ -18,8 +18,9 @@ TEST(TrialSetup, WritesTheTrialsFilesAndEnvironment) {
                                            1, "training: {threads: 3}\n");
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   auto trial = session.Ask("w:1");
-  const PreparedTrial prepared = PrepareTrial(spec, *trial, "/usr/bin/dltune");
-  EXPECT_EQ(prepared.trial_dir, temp.dir() / "runs" / "trial_0");
+  const PreparedTrial prepared = PrepareTrial(spec, session.study(), *trial, "/usr/bin/dltune");
+  ASSERT_EQ(session.study().uid.size(), 12u);
+  EXPECT_EQ(prepared.trial_dir, temp.dir() / "runs" / session.study().uid / "trial_0");
   EXPECT_FALSE(prepared.resuming);
   const std::string lr = FormatValue(trial->record().params.at("learning_rate"));
   // A simple command replaces the shell, so signals reach the program itself.
@@ -38,8 +39,11 @@ TEST(TrialSetup, WritesTheTrialsFilesAndEnvironment) {
   EXPECT_EQ(description.at("training").at("eval_every_steps"), 1);  // max_train_steps / 10, at least 1
   EXPECT_EQ(description.at("training").at("threads"), 3);
   EXPECT_EQ(description.at("seed").get<std::uint64_t>(), trial->record().seed);
+  EXPECT_EQ(description.at("study_uid"), session.study().uid);
+  EXPECT_EQ(description.at("checkpoint_owner"),
+            TrialCheckpointOwner(session.study(), trial->record(), trial->ParamsByName()));
   // A second attempt knows it resumes.
-  EXPECT_TRUE(PrepareTrial(spec, *trial, "/usr/bin/dltune").resuming);
+  EXPECT_TRUE(PrepareTrial(spec, session.study(), *trial, "/usr/bin/dltune").resuming);
 }
 
 TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
@@ -47,7 +51,8 @@ TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
   const StudySpec spec = test::CommandSpec("s", "cd sub && python3 t.py {learning_rate}", temp.dir());
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   auto trial = session.Ask("w:1");
-  EXPECT_EQ(PrepareTrial(spec, *trial, "dltune").command.shell_command.rfind("trap : TERM; cd sub && python3 t.py ", 0),
+  EXPECT_EQ(PrepareTrial(spec, session.study(), *trial, "dltune")
+                .command.shell_command.rfind("trap : TERM; cd sub && python3 t.py ", 0),
             0u);
 }
 
@@ -62,16 +67,46 @@ TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {
                      "b.yaml");
   StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
   auto trial = session.Ask("w:1");
-  const PreparedTrial prepared = PrepareTrial(spec, *trial, "/opt/bin/dltune");
+  const PreparedTrial prepared = PrepareTrial(spec, session.study(), *trial, "/opt/bin/dltune");
   EXPECT_EQ(prepared.command.argv, (std::vector<std::string>{"/opt/bin/dltune", "run-trial"}));
-  const std::string reproduce = ReproduceCommand(spec, trial->record());
+  const std::string reproduce = ReproduceCommand(spec, session.study(), trial->record());
   EXPECT_EQ(reproduce.rfind("dltune train synthetic --set 'hidden_sizes=[8]' --set learning_rate=", 0), 0u)
       << reproduce;
   for (const std::string& flag :
        std::vector<std::string>{"--set optimizer=adam", "--steps 50", "--seed " + std::to_string(trial->record().seed),
                                 "--eval-every 10", "--test", "--objective valid/accuracy --maximize", "--keep-best 3",
-                                "--out " + (temp.dir() / "runs" / "trial_0-again").string()}) {
+                                "--out " + (temp.dir() / "runs" / session.study().uid / "trial_0-again").string()}) {
     EXPECT_NE(reproduce.find(flag), std::string::npos) << flag << " missing from: " << reproduce;
+  }
+}
+
+// Two studies with the same run_dir, or the same name in two stores, never share a trial directory; a directory
+// claimed by another study is refused.
+TEST(TrialSetup, StudiesNeverShareTrialDirectories) {
+  TempStore first, second;
+  const StudySpec a = test::CommandSpec("a", "true", first.dir());
+  const StudySpec b = ParseStudySpec(
+      "name: b\ncommand: 'true'\nmax_train_steps: 4\ntrials: 2\nrun_dir: " + (first.dir() / "runs").string() +
+          "\nspace:\n  learning_rate: {min: 0.01, max: 1, scale: log}\n",
+      "b.yaml");
+  StudySession session_a = StudySession::OpenOrCreate(first.store(), a, "");
+  StudySession session_b = StudySession::OpenOrCreate(first.store(), b, "");
+  StudySession same_name_elsewhere = StudySession::OpenOrCreate(second.store(), a, "");
+  const auto dir_a = PrepareTrial(a, session_a.study(), *session_a.Ask("w:1"), "dltune").trial_dir;
+  const auto dir_b = PrepareTrial(b, session_b.study(), *session_b.Ask("w:1"), "dltune").trial_dir;
+  const auto dir_a2 = PrepareTrial(a, same_name_elsewhere.study(), *same_name_elsewhere.Ask("w:1"), "dltune").trial_dir;
+  EXPECT_NE(dir_a, dir_b);
+  EXPECT_NE(dir_a, dir_a2);
+  EXPECT_EQ(dir_a.parent_path().parent_path(), dir_b.parent_path().parent_path());  // the same run_dir
+
+  // A study directory whose study.json names another study is not touched.
+  std::filesystem::copy_file(dir_b.parent_path() / "study.json", dir_a.parent_path() / "study.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  try {
+    PrepareTrial(a, session_a.study(), *session_a.Ask("w:1"), "dltune");
+    FAIL() << "a directory of study b was used by study a";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("belongs to study 'b'"), std::string::npos) << e.what();
   }
 }
 

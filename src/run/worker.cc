@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,9 +53,15 @@ struct Slot {
   bool lease_lost = false;
   bool term_sent = false;
   bool kill_sent = false;
+  bool timed_out = false;  // past training.timeout: stopped, then recorded as failed
+  double term_sent_at = 0;
   double last_flush = 0;
   TrialProgress progress;
 };
+
+// How long a trial asked to stop (SIGTERM) after its timeout may take to write its checkpoint before it is killed:
+// a tenth of its timeout, between 2 s and this.
+constexpr double kTimeoutGraceSeconds = 30;
 
 class Worker {
  public:
@@ -63,6 +70,7 @@ class Worker {
     worker_id_ = options.worker_id.empty() ? DefaultWorkerId() : options.worker_id;
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
+    if (!options.study.empty()) CheckWorkloadKnown(Session(options.study).spec());
     if (!options.study.empty() && !Runnable(Session(options.study).spec())) {
       throw Error(
           fmt::format("study '{}' names neither workload: nor command:, so a worker cannot train it: its "
@@ -75,6 +83,7 @@ class Worker {
   }
 
   WorkerSummary Run() {
+    BecomeSubreaper();  // a trial's orphaned descendants stay ours, to be ended with it
     SweepLostTrials(true);
     double next_claim = 0, next_sweep = Now() + options_.stale_after / 2, next_tick = 0;
     bool announced_wait = false;
@@ -92,9 +101,11 @@ class Worker {
       }
       Poll();
       ReapFinished();
+      EnforceTimeouts();
       HeartbeatAll();
       if (!stopping_ && now >= next_sweep) {
         SweepLostTrials(false);
+        ReapOrphans();  // descendants of trials that outlived their parents and have ended since
         next_sweep = now + std::max(0.5, options_.stale_after / 2);
       }
       if (now >= next_tick) {
@@ -104,7 +115,7 @@ class Worker {
         next_tick = now + 0.5;
       }
     }
-    summary_.interrupted = stopping_;
+    summary_.interrupted = stops_.load() > 0;
     return summary_;
   }
 
@@ -137,10 +148,12 @@ class Worker {
       }
       const std::int64_t study_id = session->study().id;
       std::vector<ReclaimedTrial> reclaimed = store_.ReclaimStale(study_id, options_.stale_after, options_.max_retries);
-      for (const auto& trial : store_.ListTrials(study_id)) {
-        if (trial.state == TrialState::kRunning && IsGoneLocalWorker(trial.worker)) {
-          for (auto& r : store_.ReclaimWorker(study_id, trial.worker, options_.max_retries)) reclaimed.push_back(r);
-        }
+      std::set<std::string> gone;
+      for (const auto& trial : store_.ListTrialsInState(study_id, TrialState::kRunning)) {
+        if (IsGoneLocalWorker(trial.worker)) gone.insert(trial.worker);
+      }
+      for (const auto& worker : gone) {
+        for (auto& r : store_.ReclaimWorker(study_id, worker, options_.max_retries)) reclaimed.push_back(r);
       }
       for (const auto& r : reclaimed) {
         observer_.Notice(fmt::format("{} trial {}: worker {} was lost; {}", name, r.number, r.worker,
@@ -150,6 +163,13 @@ class Worker {
       if (at_start) {
         if (const int resumed = store_.ResumeStopped(study_id); resumed > 0) {
           observer_.Notice(fmt::format("{}: {} stopped trial{} will resume", name, resumed, resumed == 1 ? "" : "s"));
+        }
+        if (options_.retry_failed) {
+          if (const int retried = store_.RetryFailed(study_id); retried > 0) {
+            summary_.retried += retried;
+            observer_.Notice(
+                fmt::format("{}: {} failed trial{} will be tried again", name, retried, retried == 1 ? "" : "s"));
+          }
         }
       }
     }
@@ -174,13 +194,12 @@ class Worker {
   // Whether the loop should keep waiting with no trial of its own: pending trials exist (another worker may be
   // slow to release them) or, with wait_for_others, trials run elsewhere and may come back.
   bool TrialsLeft(bool announced) {
-    int running_elsewhere = 0, pending = 0;
+    std::int64_t running_elsewhere = 0, pending = 0;
     for (const auto& name : StudiesOfInterest()) {
       if (!sessions_.count(name)) continue;
-      for (const auto& trial : store_.ListTrials(Session(name).study().id)) {
-        if (trial.state == TrialState::kRunning) ++running_elsewhere;
-        if (trial.state == TrialState::kPending) ++pending;
-      }
+      const TrialCounts counts = store_.CountTrials(Session(name).study().id);
+      running_elsewhere += counts.Count(TrialState::kRunning);
+      pending += counts.Count(TrialState::kPending);
     }
     if (pending > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // claimed by others in the meantime, or soon ours
@@ -207,6 +226,13 @@ class Worker {
         continue;
       }
       if (!Runnable(session->spec())) continue;  // an ask/tell study: its own program trains it
+      try {
+        CheckWorkloadKnown(session->spec());
+      } catch (const Error& e) {
+        if (!options_.study.empty()) throw;
+        if (unknown_workloads_.insert(name).second) observer_.Notice(fmt::format("{}: skipped: {}", name, e.what()));
+        continue;
+      }
       if (auto trial = session->Ask(worker_id_)) {
         Start(*session, std::move(*trial));
         return true;
@@ -228,7 +254,7 @@ class Worker {
     ActiveTrial& active = *slot->trial;
     bool resuming = false;
     try {
-      const PreparedTrial prepared = PrepareTrial(spec, active, dltune_);
+      const PreparedTrial prepared = PrepareTrial(spec, session.study(), active, dltune_);
       slot->trial_dir = prepared.trial_dir;
       resuming = prepared.resuming;
       for (const auto& checkpoint : store_.ListCheckpoints(active.lease().trial_id)) {
@@ -247,8 +273,17 @@ class Worker {
     } catch (const LeaseLostError&) {
       return;
     } catch (const Error& e) {
-      active.Fail(fmt::format("could not start the trial: {}", e.what()));
-      Finished(*slot, TrialState::kFailed, e.what());
+      // A full or read-only disk is not the trial's fault: it is stopped, to start when run again.
+      const std::string infrastructure =
+          InfrastructureFailure(TrialDirectory(spec, session.study(), active.number()), e.what());
+      if (!infrastructure.empty()) {
+        active.Stop(fmt::format("could not start the trial: {}", infrastructure));
+        Finished(*slot, TrialState::kStopped, infrastructure, FailureCause(infrastructure, ""));
+        return;
+      }
+      const std::string reason = fmt::format("could not start the trial: {}", e.what());
+      active.Fail(reason);
+      Finished(*slot, TrialState::kFailed, reason, FailureCause(reason, ""));
       return;
     }
     slot->last_flush = Now();
@@ -296,8 +331,8 @@ class Worker {
   void ReadLines(Slot& slot, bool at_eof) {
     std::string bytes;
     const bool open = slot.process->ReadReport(bytes);
+    if (!slot.protocol_error.empty() || slot.lease_lost) return;  // what it writes now is not read, nor kept
     slot.reader.Feed(bytes);
-    if (!slot.protocol_error.empty() || slot.lease_lost) return;
     try {
       while (auto line = slot.reader.Next(at_eof || !open)) Handle(slot, *line);
     } catch (const LeaseLostError& e) {
@@ -400,6 +435,33 @@ class Worker {
     }
   }
 
+  // Stops trials running past their study's training.timeout: SIGTERM (they checkpoint), then SIGKILL after a
+  // grace period. They are recorded as failed, with the reason.
+  void EnforceTimeouts() {
+    const double now = Now();
+    for (auto& slot : slots_) {
+      const double timeout = slot->session->spec().training.timeout_seconds;
+      if (timeout <= 0 || slot->lease_lost) continue;
+      if (!slot->timed_out && now - slot->progress.started_at > timeout) {
+        slot->timed_out = true;
+        slot->process->Signal(SIGTERM);
+        slot->term_sent_at = now;
+        observer_.Notice(fmt::format("{} trial {}: running for more than {} (training.timeout); stopping it",
+                                     slot->progress.study, slot->progress.number, FormatSeconds(timeout)));
+      } else if (slot->timed_out && !slot->kill_sent &&
+                 now - slot->term_sent_at > std::clamp(timeout * 0.1, 2.0, kTimeoutGraceSeconds)) {
+        slot->process->Signal(SIGKILL);
+        slot->kill_sent = true;
+      }
+    }
+  }
+
+  static std::string FormatSeconds(double seconds) {
+    if (seconds >= 3600) return fmt::format("{:.3g} h", seconds / 3600);
+    if (seconds >= 60) return fmt::format("{:.3g} min", seconds / 60);
+    return fmt::format("{:.3g} s", seconds);
+  }
+
   void HeartbeatAll() {
     const double now = Now();
     for (auto& slot : slots_) {
@@ -439,10 +501,28 @@ class Worker {
     const int exit_code = status.signal ? 128 + status.signal : status.code;
     TrialState state = TrialState::kFailed;
     std::string reason;
+    std::string cause;
     try {
+      const std::string stderr_tail = tail();
+      const std::string infrastructure =
+          status.ok() || slot.term_sent || slot.kill_sent ? "" : InfrastructureFailure(slot.trial_dir, stderr_tail);
       if (!slot.protocol_error.empty()) {
         reason = slot.protocol_error + " (see docs/trial-protocol.md)";
-        trial.Fail(reason, exit_code, tail());
+        trial.Fail(reason, exit_code, stderr_tail);
+        cause = FailureCause(reason, "");
+      } else if (slot.timed_out) {
+        reason = fmt::format(
+            "timed out: it ran longer than training.timeout ({}); it resumes from its latest "
+            "checkpoint if retried (dltune run --retry-failed)",
+            FormatSeconds(slot.session->spec().training.timeout_seconds));
+        trial.Fail(reason, exit_code, stderr_tail);
+        cause = "timeout";
+      } else if (!infrastructure.empty()) {
+        state = TrialState::kStopped;
+        reason = fmt::format("{}; the trial ended with {} and resumes when the study is run again", infrastructure,
+                             status.Describe());
+        trial.Stop(reason);
+        cause = FailureCause(infrastructure, "");
       } else if (status.code == kTrialStoppedExitStatus && !status.signal) {
         state = TrialState::kStopped;
         reason = slot.term_sent
@@ -466,22 +546,27 @@ class Worker {
         }
       } else {
         reason = "the trial program ended with " + status.Describe();
-        trial.Fail(reason, exit_code, tail());
+        trial.Fail(reason, exit_code, stderr_tail);
+        cause = FailureCause(reason, stderr_tail);
       }
+      if (state == TrialState::kFailed && cause.empty()) cause = FailureCause(reason, "");
     } catch (const LeaseLostError& e) {
       observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, e.what()));
       return;
     }
-    Finished(slot, state, reason);
+    Finished(slot, state, reason, cause);
   }
 
-  void Finished(Slot& slot, TrialState state, const std::string& reason) {
+  // `cause`: for a failed trial, or one stopped by a fault of the machine, what it has in common with others that
+  // ended the same way.
+  void Finished(Slot& slot, TrialState state, const std::string& reason, const std::string& cause) {
     switch (state) {
       case TrialState::kCompleted: ++summary_.completed; break;
       case TrialState::kInfeasible: ++summary_.infeasible; break;
       case TrialState::kStopped: ++summary_.stopped; break;
       default: ++summary_.failed; break;
     }
+    CountFailure(slot, state, reason, cause);
     observer_.TrialFinished({.trial = slot.progress,
                              .state = state,
                              .reason = reason,
@@ -489,6 +574,32 @@ class Worker {
                              .best_value = slot.trial->best_value(),
                              .seconds = Now() - slot.progress.started_at,
                              .trial_dir = slot.trial_dir.string()});
+  }
+
+  // Stops the loop when max_consecutive_failures trials in a row ended with the same cause: every further trial
+  // would fail the same way. Trials stopped on request do not break a run of failures; any other ending does.
+  void CountFailure(const Slot& slot, TrialState state, const std::string& reason, const std::string& cause) {
+    if (state == TrialState::kStopped && cause.empty()) return;
+    if (cause.empty() || cause != failure_cause_) {
+      failure_cause_ = cause;
+      same_failures_ = 0;
+    }
+    if (cause.empty()) return;
+    ++same_failures_;
+    if (options_.max_consecutive_failures <= 0 || same_failures_ < options_.max_consecutive_failures ||
+        !summary_.halted.empty()) {
+      return;
+    }
+    summary_.halted =
+        fmt::format("{} trials in a row ended the same way, so the others would too: {}{}", same_failures_, reason,
+                    slot.trial_dir.empty() ? "" : " (last: " + slot.trial_dir.string() + ")");
+    stopping_ = true;
+    for (auto& other : slots_) {
+      if (&*other == &slot || other->term_sent) continue;
+      other->process->Signal(SIGTERM);  // they checkpoint and stop, to resume once the cause is fixed
+      other->term_sent = true;
+      other->progress.stopping = true;
+    }
   }
 
   Store& store_;
@@ -500,6 +611,9 @@ class Worker {
   double heartbeat_every_ = 5;
   int parallel_ = 1;
   bool stopping_ = false;
+  std::set<std::string> unknown_workloads_;  // studies skipped because this program cannot train their workload
+  std::string failure_cause_;                // of the latest trials that failed alike
+  int same_failures_ = 0;
   std::map<std::string, StudySession> sessions_;
   std::vector<std::unique_ptr<Slot>> slots_;
   WorkerSummary summary_;
@@ -510,6 +624,37 @@ class Worker {
 WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
                         const std::atomic<int>& stop_requests) {
   return Worker(store, options, observer, stop_requests).Run();
+}
+
+std::string FailureCause(const std::string& reason, const std::string& stderr_tail) {
+  std::string last_line = stderr_tail.substr(stderr_tail.find_last_of('\n') + 1);
+  if (stderr_tail.find_last_of('\n') == std::string::npos) last_line = stderr_tail;
+  std::string cause = reason + "\n" + last_line;
+  for (char& c : cause) {
+    if (c >= '0' && c <= '9') c = '#';
+  }
+  return cause;
+}
+
+std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const std::string& stderr_tail) {
+  struct statvfs disk {};
+  for (std::filesystem::path dir = trial_dir; !dir.empty(); dir = dir.parent_path()) {
+    if (::statvfs(dir.c_str(), &disk) == 0) {
+      if ((disk.f_flag & ST_RDONLY) != 0) return fmt::format("{} is on a read-only file system", dir.string());
+      // Less than 1 MiB, or 0.1% of the disk, free: not enough to write a checkpoint or a log line.
+      const double free_bytes = static_cast<double>(disk.f_bavail) * static_cast<double>(disk.f_frsize);
+      const double total_bytes = static_cast<double>(disk.f_blocks) * static_cast<double>(disk.f_frsize);
+      if (free_bytes < std::max(1048576.0, total_bytes * 0.001)) {
+        return fmt::format("the disk of {} is full ({:.0f} kB free)", dir.string(), free_bytes / 1024);
+      }
+      break;
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  for (const char* error : {"No space left on device", "Disk quota exceeded", "Read-only file system"}) {
+    if (stderr_tail.find(error) != std::string::npos) return std::string("the disk failed: ") + error;
+  }
+  return "";
 }
 
 int DefaultParallelism(int threads_per_trial) {

@@ -2,6 +2,9 @@
 // stopping, and resuming.
 #include "dltune/run/worker.h"
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <fstream>
 #include <thread>
 
@@ -41,10 +44,12 @@ class WorkerTest : public ::testing::Test {
     return StudySession::OpenOrCreate(temp_.store(), spec_, "");
   }
 
-  WorkerSummary Run(int parallel = 2, const std::atomic<int>* stops = nullptr) {
+  WorkerSummary Run(int parallel = 2, const std::atomic<int>* stops = nullptr, WorkerOptions options = {}) {
     static const std::atomic<int> no_stop{0};
-    return RunWorker(temp_.store(), {.study = "s", .parallel = parallel, .stale_after = 5}, recorder_,
-                     stops ? *stops : no_stop);
+    options.study = "s";
+    options.parallel = parallel;
+    options.stale_after = 5;
+    return RunWorker(temp_.store(), options, recorder_, stops ? *stops : no_stop);
   }
 
   TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(temp_.store().FindStudy("s")->id, number); }
@@ -77,7 +82,7 @@ TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
     EXPECT_EQ(trial.best_value, 0.2);
     EXPECT_EQ(temp_.store().TrainSeries(trial.id).size(), 4u);
     // The placeholder was replaced by the trial's learning rate.
-    const auto out = temp_.dir() / "runs" / ("trial_" + std::to_string(n)) / "stdout.log";
+    const auto out = temp_.dir() / "runs" / session.study().uid / ("trial_" + std::to_string(n)) / "stdout.log";
     std::ifstream in(out);
     std::string line;
     std::getline(in, line);
@@ -167,7 +172,7 @@ TEST_F(WorkerTest, RetentionKeepsTheLatestAndTheBestCheckpoints) {
                   "done\n",
               1, "training: {keep_best_checkpoints: 1, keep_latest_checkpoints: 2}\n");
   EXPECT_EQ(Run().completed, 1);
-  const auto dir = temp_.dir() / "runs" / "trial_0" / "ck";
+  const auto dir = temp_.dir() / "runs" / temp_.store().FindStudy("s")->uid / "trial_0" / "ck";
   std::vector<std::string> kept;
   for (int step = 1; step <= 5; ++step) {
     if (std::filesystem::exists(dir / std::to_string(step))) kept.push_back(std::to_string(step));
@@ -278,6 +283,98 @@ TEST_F(WorkerTest, APlaceholderMissingFromATrialFailsIt) {
     EXPECT_EQ(trial.state, TrialState::kFailed);
     EXPECT_NE(trial.reason.find("no param 'momentum'"), std::string::npos) << trial.reason;
   }
+}
+
+// A trial writing without end on its report channel, without a newline, is failed once its line passes the limit,
+// and what it writes is never held.
+TEST_F(WorkerTest, AnEndlessReportLineFailsItsTrialWithoutGrowingTheWorker) {
+  (void)Study(kPrelude +
+              "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
+              "head -c 200000000 /dev/zero | tr '\\0' x >> \"$DLTUNE_REPORT\"\n");
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  EXPECT_EQ(Run().failed, 1);
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_NE(Trial(0).reason.find("longer than 1048576 bytes"), std::string::npos) << Trial(0).reason;
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "kB: the worker held the endless line";
+}
+
+// A trial running past training.timeout is stopped and failed, with the reason; one that ignores SIGTERM is killed.
+TEST_F(WorkerTest, ATrialPastItsTimeoutIsStoppedAndFailed) {
+  (void)Study(kPrelude +
+                  "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
+                  "if [ \"$DLTUNE_TRIAL_NUMBER\" = 1 ]; then trap '' TERM; fi\n"
+                  "while true; do sleep 0.05; done\n",
+              2, "training: {timeout: 1s}\n");
+  const auto started = std::chrono::steady_clock::now();
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.failed, 2);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
+  for (std::uint64_t n : {0, 1}) {
+    EXPECT_EQ(Trial(n).state, TrialState::kFailed);
+    EXPECT_NE(Trial(n).reason.find("timed out: it ran longer than training.timeout (1 s)"), std::string::npos)
+        << Trial(n).reason;
+  }
+}
+
+// Trials failing the same way again and again stop the loop, with the cause, before the study's budget is spent.
+TEST_F(WorkerTest, TrialsFailingTheSameWayStopTheLoop) {
+  (void)Study(kPrelude + "echo \"error: no such file: data_$DLTUNE_TRIAL_NUMBER.bin\" >&2\nexit 4\n", 20);
+  const WorkerSummary summary = Run(1, nullptr, {.max_consecutive_failures = 3});
+  EXPECT_EQ(summary.failed, 3);
+  EXPECT_FALSE(summary.interrupted);
+  EXPECT_NE(summary.halted.find("3 trials in a row ended the same way"), std::string::npos) << summary.halted;
+  EXPECT_NE(summary.halted.find("exit status 4"), std::string::npos) << summary.halted;
+  EXPECT_EQ(Trial(3).state, TrialState::kPending);  // the rest of the budget is left
+  // Different failures do not add up; 0 never stops.
+  EXPECT_NE(FailureCause("exit status 4", "error: data_1.bin"), FailureCause("exit status 4", "error: model.pt"));
+  EXPECT_EQ(FailureCause("exit status 4", "error: data_1.bin"), FailureCause("exit status 4", "error: data_2.bin"));
+}
+
+// A failed trial is tried again on request, resuming; until then failed trials are not touched.
+TEST_F(WorkerTest, FailedTrialsAreRetriedOnRequest) {
+  const auto marker = temp_.dir() / "fixed";
+  (void)Study(kPrelude + "test -f " + marker.string() + " || { echo 'dataset not mounted' >&2; exit 5; }\n" +
+              kTrains.substr(kPrelude.size()));
+  EXPECT_EQ(Run().failed, 1);
+  EXPECT_EQ(Run().failed + Run().completed, 0);  // a failed trial stays failed
+  std::ofstream(marker) << "x";
+  const WorkerSummary retried = Run(2, nullptr, {.retry_failed = true});
+  EXPECT_EQ(retried.retried, 1);
+  EXPECT_EQ(retried.completed, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kCompleted);
+}
+
+// A trial that failed because the disk is full is not the trial's fault: it is stopped, to resume.
+TEST_F(WorkerTest, AFullDiskStopsTrialsInsteadOfFailingThem) {
+  (void)Study(kPrelude +
+              "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
+              "echo 'OSError: [Errno 28] No space left on device' >&2\nexit 1\n");
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.failed, 0);
+  EXPECT_EQ(summary.stopped, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kStopped);
+  EXPECT_NE(Trial(0).reason.find("No space left on device"), std::string::npos) << Trial(0).reason;
+}
+
+// No process outlives its trial: not one in its process group, nor one that left it for a new session.
+TEST_F(WorkerTest, NoProcessOutlivesItsTrial) {
+  const auto pids = temp_.dir() / "pids";
+  (void)Study(kTrains + "setsid sleep 300 & echo $! >> " + pids.string() + "\n" + "sleep 300 & echo $! >> " +
+              pids.string() + "\n");
+  EXPECT_EQ(Run().completed, 1);
+  std::ifstream in(pids);
+  int count = 0;
+  for (pid_t pid = 0; in >> pid; ++count) {
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = ::kill(pid, 0) != 0;
+      if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(gone) << "process " << pid << " outlived its trial";
+  }
+  EXPECT_EQ(count, 2);
 }
 
 }  // namespace

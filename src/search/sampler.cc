@@ -72,20 +72,42 @@ SamplerOptions ParseSamplerOptions(const YamlNode& node) {
   return options;
 }
 
-std::vector<Assignment> ScientificCombinations(const SearchSpace& space) {
-  std::vector<Assignment> combinations = {{}};
+std::uint64_t ScientificCombinationCount(const SearchSpace& space) {
+  std::uint64_t count = 1;
   for (const Param* param : space.WithRole(Role::kScientific)) {
     if (!param->IsChoice()) continue;
-    std::vector<Assignment> extended;
-    for (const auto& partial : combinations) {
-      for (const auto& value : param->values) {
-        Assignment next = partial;
-        next[param->id] = value;
-        extended.push_back(std::move(next));
-      }
-    }
-    combinations = std::move(extended);
+    const std::uint64_t values = param->values.size();
+    if (values != 0 && count > UINT64_MAX / values) return UINT64_MAX;
+    count *= values;
   }
+  return count;
+}
+
+Assignment ScientificCombination(const SearchSpace& space, std::uint64_t index) {
+  // Mixed radix, the last param the fastest digit.
+  std::vector<const Param*> params;
+  for (const Param* param : space.WithRole(Role::kScientific)) {
+    if (param->IsChoice()) params.push_back(param);
+  }
+  Assignment combination;
+  for (auto it = params.rbegin(); it != params.rend(); ++it) {
+    const std::uint64_t values = (*it)->values.size();
+    combination[(*it)->id] = (*it)->values[index % values];
+    index /= values;
+  }
+  return combination;
+}
+
+std::vector<Assignment> ScientificCombinations(const SearchSpace& space) {
+  const std::uint64_t count = ScientificCombinationCount(space);
+  if (count > kMaxScientificCombinations) {
+    throw Error(fmt::format("the scientific params have {} combinations of values; at most {} can be enumerated",
+                            count == UINT64_MAX ? std::string("more than 2^64") : std::to_string(count),
+                            kMaxScientificCombinations));
+  }
+  std::vector<Assignment> combinations;
+  combinations.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i) combinations.push_back(ScientificCombination(space, i));
   return combinations;
 }
 

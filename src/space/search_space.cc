@@ -189,6 +189,13 @@ void ParseRange(const YamlNode& entry, Param& param) {
     throw max_node->Fail(fmt::format("must be greater than min ({}); for a single value write value: {}",
                                      FormatValue(param.min), FormatValue(param.min)));
   }
+  // A linear range wider than the largest double cannot be sampled (min + u * (max - min) overflows).
+  if (param.scale == Scale::kLinear && !std::isfinite(param.max - param.min)) {
+    throw max_node->Fail(
+        fmt::format("is too far from min ({}): the range is wider than a double holds (about "
+                    "1.8e308); narrow it, or use scale: log for a range over many magnitudes",
+                    FormatValue(param.min)));
+  }
 }
 
 void ParseValues(const YamlNode& values_node, Param& param) {
@@ -196,14 +203,19 @@ void ParseValues(const YamlNode& values_node, Param& param) {
   if (elements.empty()) throw values_node.Fail("must list at least one value");
   bool numbers = false;
   bool others = false;
+  // Values seen so far, as SameValue compares them (numbers by value, whatever their type): a set, so that a list of
+  // 100,000 values takes no longer to check than to read.
+  std::set<double> seen_numbers;
+  std::set<Value> seen_others;
+  param.values.reserve(elements.size());
   for (const auto& element : elements) {
     const Value value = element.AsValue();
     const auto number = NumericValue(value);
     if (number && !std::isfinite(*number)) throw element.Fail("must be a finite number");
     (number ? numbers : others) = true;
-    for (const auto& earlier : param.values) {
-      if (SameValue(earlier, value)) throw element.Fail(fmt::format("repeats the value {}", FormatValue(value)));
-    }
+    const bool repeated =
+        number ? !seen_numbers.insert(*number == 0 ? 0.0 : *number).second : !seen_others.insert(value).second;
+    if (repeated) throw element.Fail(fmt::format("repeats the value {}", FormatValue(value)));
     param.values.push_back(value);
   }
   if (numbers && others) {

@@ -79,6 +79,8 @@ TEST(SearchSpaceParse, RefusesInconsistentDefinitions) {
   EXPECT_THAT(ParseError("space:\n  a: {min: 0.5, max: 3.5, type: int}\n"), HasSubstr("must be a whole number"));
   EXPECT_THAT(ParseError("space:\n  a: {min: 0, max: 9, type: int, scale: log}\n"), HasSubstr("must be > 0"));
   EXPECT_THAT(ParseError("space:\n  a: {min: .nan, max: 1}\n"), HasSubstr("finite"));
+  // A range wider than a double holds would sample only its end.
+  EXPECT_THAT(ParseError("space:\n  a: {min: -1e308, max: 1e308}\n"), HasSubstr("wider than a double holds"));
   EXPECT_THAT(ParseError("space:\n  a b: 1\n"), HasSubstr("not a valid param id"));
   EXPECT_THAT(ParseError("space: {}\n"), HasSubstr("at least one param"));
   EXPECT_THAT(ParseError("space:\n  a: 1\n  a: 2\n"), HasSubstr("space.a is given twice"));

@@ -1,12 +1,17 @@
 #include "dltune/space/yaml_node.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/strings.h"
@@ -58,7 +63,18 @@ int FirstTooDeepLine(const std::string& text) {
   return 0;
 }
 
-void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, const std::string& file, int depth) {
+// Values a document may expand to, aliases (*name) counted at every place they are used: far more than any spec
+// holds, far fewer than a "billion laughs" document's nested aliases expand to.
+constexpr std::size_t kMaxExpandedValues = 2000000;
+
+void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, const std::string& file, int depth,
+                        std::size_t& visited) {
+  if (++visited > kMaxExpandedValues) {
+    throw SpecError({file, node.Mark().line + 1, node.Mark().column + 1}, path,
+                    fmt::format("makes the document expand to more than {} values (its aliases, *name, are "
+                                "copied wherever they are used); a spec is never that large",
+                                kMaxExpandedValues));
+  }
   if (depth > YamlNode::kMaxDepth) {
     throw SpecError({file, node.Mark().line + 1, node.Mark().column + 1}, path,
                     fmt::format("is nested more than {} levels deep", YamlNode::kMaxDepth));
@@ -75,14 +91,53 @@ void CheckDuplicateKeys(const YAML::Node& node, const std::string& path, const s
         const auto mark = entry.first.Mark();
         throw SpecError({file, mark.line + 1, mark.column + 1}, ChildPath(path, key), "is given twice");
       }
-      CheckDuplicateKeys(entry.second, ChildPath(path, key), file, depth + 1);
+      CheckDuplicateKeys(entry.second, ChildPath(path, key), file, depth + 1, visited);
     }
   } else if (node.IsSequence()) {
     std::size_t index = 0;
     for (const auto& element : node) {
-      CheckDuplicateKeys(element, fmt::format("{}[{}]", path, index++), file, depth + 1);
+      CheckDuplicateKeys(element, fmt::format("{}[{}]", path, index++), file, depth + 1, visited);
     }
   }
+}
+
+// Notes where the first value of a document is (a null document has none worth reporting).
+class FirstValue final : public YAML::EventHandler {
+ public:
+  std::optional<YAML::Mark> mark;
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark& at, YAML::anchor_t) override { Note(at); }
+  void OnScalar(const YAML::Mark& at, const std::string&, YAML::anchor_t, const std::string&) override { Note(at); }
+  void OnSequenceStart(const YAML::Mark& at, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Note(at);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& at, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Note(at);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Note(const YAML::Mark& at) {
+    if (!mark) mark = at;
+  }
+};
+
+// Where a second, non-empty YAML document of `text` starts, if it has one. Only the first two documents are read
+// (yaml-cpp's LoadAll can loop forever on some malformed input).
+std::optional<YAML::Mark> SecondDocument(const std::string& text) {
+  const bool may_have_one =
+      text.find("\n---") != std::string::npos || text.find("\n...") != std::string::npos || text.rfind("---", 0) == 0;
+  if (!may_have_one) return std::nullopt;
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  FirstValue first, second;
+  if (!parser.HandleNextDocument(first)) return std::nullopt;
+  if (!parser.HandleNextDocument(second)) return std::nullopt;
+  return second.mark;
 }
 
 const std::regex& IntPattern() {
@@ -104,10 +159,16 @@ YamlNode YamlNode::Parse(const std::string& text, const std::string& file_name) 
   YAML::Node root;
   try {
     root = YAML::Load(text);
+    if (const auto second = SecondDocument(text)) {
+      throw SpecError({file_name, second->line + 1, second->column + 1}, "",
+                      "starts a second YAML document (after ---); a spec is one document, and the second would be "
+                      "ignored");
+    }
   } catch (const YAML::Exception& e) {
     throw SpecError({file_name, e.mark.line + 1, e.mark.column + 1}, "", "is not valid YAML: " + e.msg);
   }
-  CheckDuplicateKeys(root, "", file_name, 0);
+  std::size_t visited = 0;
+  CheckDuplicateKeys(root, "", file_name, 0, visited);
   return YamlNode(root, "", std::move(file));
 }
 

@@ -1,5 +1,7 @@
 #include "dltune/space/yaml_node.h"
 
+#include <chrono>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -44,6 +46,38 @@ TEST(YamlNode, RefusesMalformedDuplicatedAndDeepDocuments) {
   }
   EXPECT_THROW(YamlNode::Parse(std::string(5000, '[') + std::string(5000, ']'), "f.yaml"), SpecError);
   EXPECT_THROW(YamlNode::Parse(std::string(5000, '{'), "f.yaml"), SpecError);
+}
+
+// Aliases nested to expand a 600-byte document into a billion values are refused at a budget, in about a second.
+TEST(YamlNode, RefusesDocumentsThatExpandBeyondABudget) {
+  std::string text = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int level = 1; level <= 9; ++level) {
+    text += "a" + std::to_string(level) + ": &a" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) text += (i ? ", *a" : "*a") + std::to_string(level - 1);
+    text += "]\n";
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    YamlNode::Parse(text, "f.yaml");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("expand to more than 2000000 values"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // A few aliases, as people use them, are fine.
+  EXPECT_NO_THROW(YamlNode::Parse("base: &b {lr: 1}\nother: *b\n", "f.yaml"));
+}
+
+TEST(YamlNode, RefusesASecondDocument) {
+  try {
+    YamlNode::Parse("name: a\n---\nname: b\n", "f.yaml");
+    FAIL();
+  } catch (const SpecError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("f.yaml:3:1: starts a second YAML document"));
+  }
+  // Document markers around a single document are fine.
+  EXPECT_NO_THROW(YamlNode::Parse("---\nname: a\n...\n", "f.yaml"));
+  EXPECT_NO_THROW(YamlNode::Parse("name: a\n---\n", "f.yaml"));
 }
 
 // Block nesting of `levels` mappings, each indented `indent` spaces more than its parent.

@@ -24,12 +24,18 @@ std::string Redacted(const std::string& url) {
   return url.substr(0, colon) + url.substr(at);
 }
 
+// The SQLite file a URL names: sqlite:///abs/path, sqlite://relative/path, or a plain path.
+std::string SqlitePath(const std::string& url) { return StartsWith(url, "sqlite://") ? url.substr(9) : url; }
+
 std::unique_ptr<Store> OpenSqliteStore(const std::string& url, const std::string& path, bool create_if_missing) {
   if (path.empty()) throw Error(fmt::format("{}: the SQLite URL names no file (sqlite:///path/to/file.db)", url));
   const std::filesystem::path file(path);
   if (!create_if_missing && !std::filesystem::exists(file)) {
     throw Error(
         fmt::format("{}: no store there (the file does not exist); pass --storage URL or set DLTUNE_STORAGE", url));
+  }
+  if (std::filesystem::is_directory(file)) {
+    throw Error(fmt::format("{}: is a directory, not a store file", url));
   }
   if (file.has_parent_path() && !std::filesystem::is_directory(file.parent_path())) {
     throw Error(
@@ -54,6 +60,26 @@ std::unique_ptr<Store> OpenStore(const std::string& url, bool create_if_missing)
   }
   if (url.empty()) throw Error("the storage URL is empty");
   return OpenSqliteStore(url, url, create_if_missing);  // a plain path
+}
+
+std::unique_ptr<Store> OpenStoreReadOnly(const std::string& url) {
+  if (StartsWith(url, "postgresql://") || StartsWith(url, "postgres://")) {
+    return std::make_unique<internal::SqlStore>(internal::OpenPostgres(url, true), Redacted(url), true);
+  }
+  if (url.find("://") != std::string::npos && !StartsWith(url, "sqlite://")) return OpenStore(url, false);  // its error
+  const std::string path = SqlitePath(url);
+  if (path.empty()) throw Error(fmt::format("{}: the SQLite URL names no file (sqlite:///path/to/file.db)", url));
+  if (!std::filesystem::exists(path)) {
+    throw Error(
+        fmt::format("{}: no store there (the file does not exist); pass --storage URL or set DLTUNE_STORAGE", url));
+  }
+  if (std::filesystem::is_directory(path)) throw Error(fmt::format("{}: is a directory, not a store file", url));
+  try {
+    return std::make_unique<internal::SqlStore>(internal::OpenSqlite(path, true), "sqlite://" + path, true);
+  } catch (const internal::StaleSchemaError&) {
+    // Read an upgraded copy in memory: the file stays as it is, readable by the dltune that wrote it.
+    return std::make_unique<internal::SqlStore>(internal::OpenSqliteCopyInMemory(path), "sqlite://" + path);
+  }
 }
 
 std::string DefaultStoreUrl() {

@@ -240,7 +240,7 @@ Oid TypeOf(const SqlValue& value) {
 
 class PostgresConnection final : public SqlConnection {
  public:
-  explicit PostgresConnection(const std::string& uri) : name_(WithoutPassword(uri)) {
+  PostgresConnection(const std::string& uri, bool read_only) : name_(WithoutPassword(uri)), read_only_(read_only) {
     // Keywords before dbname are defaults the URI may override.
     const char* const keywords[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
     const char* const values[] = {kConnectTimeoutSeconds, "dltune", uri.c_str(), nullptr};
@@ -376,7 +376,9 @@ class PostgresConnection final : public SqlConnection {
  private:
   void SetUpSession() {
     // Only warnings and errors reach the client; doubles print with round-trip precision whatever the server says.
-    const Result result(PQexec(conn_, "SET client_min_messages = warning; SET extra_float_digits = 3"));
+    const Result result(PQexec(conn_, read_only_ ? "SET client_min_messages = warning; SET extra_float_digits = 3; "
+                                                   "SET default_transaction_read_only = on"
+                                                 : "SET client_min_messages = warning; SET extra_float_digits = 3"));
     Check("SET", result.get());
   }
 
@@ -471,12 +473,13 @@ class PostgresConnection final : public SqlConnection {
   std::string name_;
   PGconn* conn_ = nullptr;
   bool in_transaction_ = false;
+  bool read_only_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<SqlConnection> OpenPostgres(const std::string& uri) {
-  return std::make_unique<PostgresConnection>(uri);
+std::unique_ptr<SqlConnection> OpenPostgres(const std::string& uri, bool read_only) {
+  return std::make_unique<PostgresConnection>(uri, read_only);
 }
 
 }  // namespace dltune::internal

@@ -12,7 +12,9 @@ std::string Render(const std::string& script, SqlDialect dialect) {
   const bool sqlite = dialect == SqlDialect::kSqlite;
   return fmt::format(fmt::runtime(script), fmt::arg("pk", sqlite ? "INTEGER PRIMARY KEY" : "BIGSERIAL PRIMARY KEY"),
                      fmt::arg("int", sqlite ? "INTEGER" : "BIGINT"),
-                     fmt::arg("real", sqlite ? "REAL" : "DOUBLE PRECISION"));
+                     fmt::arg("real", sqlite ? "REAL" : "DOUBLE PRECISION"),
+                     fmt::arg("random_uid", sqlite ? "lower(hex(randomblob(6)))"
+                                                   : "substr(md5(random()::text || clock_timestamp()::text), 1, 12)"));
 }
 
 // Migration to version i + 1 is kMigrations[i]. Never edit a released migration: add a new one.
@@ -91,6 +93,24 @@ CREATE INDEX checkpoints_by_trial ON checkpoints (trial_id, step);
     R"(
 ALTER TABLE trials ADD COLUMN exit_status {int};
 ALTER TABLE trials ADD COLUMN stderr_tail TEXT NOT NULL DEFAULT '';
+)",
+    // 3: a study's uid, which names its trial directories (<run_dir>/<uid>/trial_<n>); studies made before get one
+    // here, and their trials' old directories are left as they are. A trial's furthest step, so that a reclaim
+    // counts as a retry only when the trial made no progress. Indexes for best-trial reads of large studies, and
+    // the trials of each study by state, kept as they change, so counting them costs the same at any size.
+    R"(
+ALTER TABLE studies ADD COLUMN uid TEXT NOT NULL DEFAULT '';
+UPDATE studies SET uid = {random_uid} WHERE uid = '';
+ALTER TABLE trials ADD COLUMN furthest_step {int};
+CREATE INDEX trials_by_best ON trials (study_id, state, best_value, number);
+CREATE INDEX trials_by_substudy_best ON trials (study_id, state, substudy, best_value, number);
+CREATE TABLE trial_counts (
+  study_id {int} NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+  state TEXT NOT NULL,
+  count {int} NOT NULL,
+  PRIMARY KEY (study_id, state)
+);
+INSERT INTO trial_counts (study_id, state, count) SELECT study_id, state, COUNT(*) FROM trials GROUP BY study_id, state;
 )",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");

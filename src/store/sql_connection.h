@@ -65,9 +65,15 @@ class SqlConnection {
   virtual void Rollback() = 0;
 };
 
-// Opens a SQLite database file, creating it if needed (WAL mode, a busy timeout, foreign keys on).
-std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path);
-// Connects to PostgreSQL with a libpq connection URI (postgresql://...).
-std::unique_ptr<SqlConnection> OpenPostgres(const std::string& uri);
+// Opens a SQLite database file, creating it if needed (WAL mode, a busy timeout, foreign keys on). With
+// `read_only`, opens it without writing anything — a mode-444 file or a read-only mount included — and never
+// creates it.
+std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path, bool read_only = false);
+// A private in-memory copy of a SQLite database file, for reading a store whose schema must be upgraded without
+// writing the file.
+std::unique_ptr<SqlConnection> OpenSqliteCopyInMemory(const std::string& path);
+// Connects to PostgreSQL with a libpq connection URI (postgresql://...). With `read_only`, every transaction of the
+// session is read-only.
+std::unique_ptr<SqlConnection> OpenPostgres(const std::string& uri, bool read_only = false);
 
 }  // namespace dltune::internal

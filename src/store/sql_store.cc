@@ -2,8 +2,10 @@
 // `{skip_locked}` filled in per dialect).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "dltune/core/strings.h"
@@ -51,6 +53,14 @@ SqlValue Optional(const std::optional<T>& value) {
   }
 }
 
+// 12 hex digits from the system's entropy source: two studies (in one store or in two) never share trial
+// directories.
+std::string NewStudyUid() {
+  std::random_device entropy;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy();
+  return fmt::format("{:012x}", bits & 0xffffffffffffULL);
+}
+
 std::string ParamsToJson(const Assignment& params) {
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [id, value] : params) object[id] = ValueToJson(value);
@@ -69,7 +79,7 @@ Assignment ParamsFromJson(const std::string& text) {
 
 constexpr const char* kStudyColumns =
     "id, name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, git_commit, created_at, "
-    "updated_at";
+    "updated_at, uid";
 
 StudyRecord StudyFromRow(const SqlRow& row) {
   StudyRecord study;
@@ -84,6 +94,7 @@ StudyRecord StudyFromRow(const SqlRow& row) {
   study.git_commit = AsText(row[8]);
   study.created_at = AsDouble(row[9]);
   study.updated_at = AsDouble(row[10]);
+  study.uid = AsText(row[11]);
   return study;
 }
 
@@ -117,12 +128,29 @@ TrialRecord TrialFromRow(const SqlRow& row) {
 
 }  // namespace
 
-SqlStore::SqlStore(std::unique_ptr<SqlConnection> connection, std::string url)
+SqlStore::SqlStore(std::unique_ptr<SqlConnection> connection, std::string url, bool read_only)
     : connection_(std::move(connection)), url_(std::move(url)) {
   const bool sqlite = connection_->dialect() == SqlDialect::kSqlite;
   now_ = sqlite ? "((julianday('now') - 2440587.5) * 86400.0)" : "extract(epoch from clock_timestamp())::float8";
   skip_locked_ = sqlite ? "" : "FOR UPDATE SKIP LOCKED";
-  Migrate(*connection_, kStoreSchemaVersion);
+  if (!read_only) {
+    Migrate(*connection_, kStoreSchemaVersion);
+    return;
+  }
+  const int version = SchemaVersion();
+  if (version == 0) throw Error(fmt::format("{}: not a dltune store (it has no dltune tables)", url_));
+  if (version > kStoreSchemaVersion) {
+    throw Error(
+        fmt::format("{}: the store was written by a newer dltune (schema version {}; this dltune knows up to "
+                    "{}); upgrade dltune to use it",
+                    url_, version, kStoreSchemaVersion));
+  }
+  if (version < kStoreSchemaVersion) {
+    throw StaleSchemaError(
+        fmt::format("{}: the store was written by an older dltune (schema version {}); a command "
+                    "that writes (dltune run, dltune worker) upgrades it to version {}",
+                    url_, version, kStoreSchemaVersion));
+  }
 }
 
 std::string SqlStore::Sql(const std::string& text) const {
@@ -165,11 +193,12 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
   return Transaction(true, [&] {
     try {
       const auto rows = connection_->Query(
-          Sql("INSERT INTO studies (name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, "
-              "git_commit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) RETURNING ") +
+          Sql("INSERT INTO studies (name, uid, description, spec_text, spec_hash, spec_path, command_line, "
+              "dltune_version, git_commit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) "
+              "RETURNING ") +
               kStudyColumns,
-          {study.name, study.description, study.spec_text, study.spec_hash, study.spec_path, study.command_line,
-           study.dltune_version, study.git_commit});
+          {study.name, NewStudyUid(), study.description, study.spec_text, study.spec_hash, study.spec_path,
+           study.command_line, study.dltune_version, study.git_commit});
       return StudyFromRow(rows.front());
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: a study named '{}' already exists", url_, study.name));
@@ -213,8 +242,20 @@ void SqlStore::AddTrials(std::int64_t study_id, const std::vector<NewTrial>& tri
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: the study already has a trial with one of these numbers", url_));
     }
+    CountMove(study_id, "", "pending", static_cast<std::int64_t>(trials.size()));
     TouchStudy(study_id);
   });
+}
+
+void SqlStore::CountMove(std::int64_t study_id, const std::string& from, const std::string& to, std::int64_t count) {
+  if (count == 0 || from == to) return;
+  for (const auto& [state, delta] : {std::pair{from, -count}, std::pair{to, count}}) {
+    if (state.empty()) continue;
+    connection_->Execute(
+        "INSERT INTO trial_counts (study_id, state, count) VALUES (?, ?, ?) "
+        "ON CONFLICT (study_id, state) DO UPDATE SET count = trial_counts.count + excluded.count",
+        {study_id, state, delta});
+  }
 }
 
 void SqlStore::TouchStudy(std::int64_t study_id) {
@@ -242,6 +283,74 @@ std::optional<TrialRecord> SqlStore::FindTrial(std::int64_t study_id, std::uint6
   });
 }
 
+TrialCounts SqlStore::CountTrials(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    TrialCounts counts;
+    for (const auto& row : connection_->Query("SELECT state, count FROM trial_counts WHERE study_id = ?", {study_id})) {
+      const std::int64_t count = AsInt(row[1]);
+      if (const auto state = ParseTrialState(AsText(row[0]))) counts.by_state[static_cast<std::size_t>(*state)] = count;
+      counts.made += count;
+    }
+    const auto max = connection_->Query("SELECT MAX(number) FROM trials WHERE study_id = ?", {study_id});
+    if (const auto number = AsOptionalInt(max.front().front())) counts.max_number = static_cast<std::uint64_t>(*number);
+    return counts;
+  });
+}
+
+std::vector<TrialRecord> SqlStore::ListTrialsInState(std::int64_t study_id, TrialState state, std::size_t limit) {
+  return Transaction(false, [&] {
+    std::vector<TrialRecord> trials;
+    const std::string sql = std::string("SELECT ") + kTrialColumns +
+                            " FROM trials WHERE study_id = ? AND state = ? ORDER BY number" +
+                            (limit > 0 ? " LIMIT " + std::to_string(limit) : "");
+    for (const auto& row : connection_->Query(sql, {study_id, TrialStateName(state)})) {
+      trials.push_back(TrialFromRow(row));
+    }
+    return trials;
+  });
+}
+
+std::vector<TrialRecord> SqlStore::BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+                                              bool per_substudy) {
+  // Every read below walks an index (trials_by_best, trials_by_substudy_best) a few rows deep: the cost does not
+  // grow with the study.
+  return Transaction(false, [&] {
+    const std::string completed = "study_id = ? AND state = 'completed' AND best_value IS NOT NULL";
+    std::vector<TrialRecord> trials;
+    if (!per_substudy) {
+      // Descending by value and number reads the index backwards; ties go back to the lower number below.
+      const std::string order = minimize ? "best_value ASC, number ASC" : "best_value DESC, number DESC";
+      for (const auto& row : connection_->Query(fmt::format("SELECT {} FROM trials WHERE {} ORDER BY {} LIMIT {}",
+                                                            kTrialColumns, completed, order, limit),
+                                                {study_id})) {
+        trials.push_back(TrialFromRow(row));
+      }
+      std::stable_sort(trials.begin(), trials.end(), [&](const TrialRecord& a, const TrialRecord& b) {
+        if (*a.best_value != *b.best_value)
+          return minimize ? *a.best_value < *b.best_value : *a.best_value > *b.best_value;
+        return a.number < b.number;
+      });
+      return trials;
+    }
+    // Sub-study by sub-study: the next one with a completed trial, then its best (the lowest number among ties).
+    const std::string next_substudy =
+        fmt::format("SELECT MIN(substudy) FROM trials WHERE {} AND substudy > ?", completed);
+    const std::string best_of = fmt::format(
+        "SELECT {0} FROM trials WHERE {1} AND substudy = ? AND best_value = (SELECT best_value FROM trials WHERE {1} "
+        "AND substudy = ? ORDER BY best_value {2} LIMIT 1) ORDER BY number LIMIT 1",
+        kTrialColumns, completed, minimize ? "ASC" : "DESC");
+    std::int64_t after = -1;
+    while (trials.size() < limit) {
+      const auto next = AsOptionalInt(connection_->Query(next_substudy, {study_id, after}).front().front());
+      if (!next) break;
+      const auto rows = connection_->Query(best_of, {study_id, *next, study_id, *next});
+      if (!rows.empty()) trials.push_back(TrialFromRow(rows.front()));
+      after = *next;
+    }
+    return trials;
+  });
+}
+
 std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id,
                                                                       const std::string& worker) {
   if (worker.empty()) throw Error("a worker needs a non-empty id to claim trials");
@@ -255,6 +364,7 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
             kTrialColumns,
         {worker, study_id});
     if (rows.empty()) return std::nullopt;
+    CountMove(study_id, "pending", "running");
     TouchStudy(study_id);
     TrialRecord trial = TrialFromRow(rows.front());
     TrialLease lease{trial.id, worker};
@@ -350,6 +460,7 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
             (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
         {TrialStateName(outcome.state), SanitizeUtf8(outcome.reason), Optional(outcome.final_value),
          Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), lease.trial_id});
+    CountMove(study_id, "running", TrialStateName(outcome.state));
     TouchStudy(study_id);
   });
 }
@@ -366,23 +477,35 @@ std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const
 std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::string& condition,
                                               const SqlValue& condition_arg, const std::string& why, int max_retries) {
   return Transaction(true, [&] {
-    const auto stale = connection_->Query(
-        Sql("SELECT id, number, worker, retries FROM trials WHERE study_id = ? AND state = 'running' AND " + condition +
-            " ORDER BY number {skip_locked}"),
-        {study_id, condition_arg});
+    const auto stale =
+        connection_->Query(Sql("SELECT id, number, worker, retries, furthest_step, "
+                               "(SELECT MAX(step) FROM train_measurements m WHERE m.trial_id = trials.id) "
+                               "FROM trials WHERE study_id = ? AND state = 'running' AND " +
+                               condition + " ORDER BY number {skip_locked}"),
+                           {study_id, condition_arg});
     std::vector<ReclaimedTrial> reclaimed;
     for (const auto& row : stale) {
-      const int retries = static_cast<int>(AsInt(row[3])) + 1;
+      const std::int64_t furthest = AsOptionalInt(row[4]).value_or(-1);
+      const std::int64_t reached = AsOptionalInt(row[5]).value_or(-1);
+      // Only a worker lost before the trial got any further counts against the trial (it may be what kills it).
+      const bool counted = reached <= furthest;
+      const int retries = static_cast<int>(AsInt(row[3])) + (counted ? 1 : 0);
       const std::string worker = AsText(row[2]);
       const bool give_up = retries > max_retries;
       const std::string reason =
-          give_up ? fmt::format("worker '{}' {}; retried {} times, the limit", worker, why, max_retries)
-                  : fmt::format("worker '{}' {}; retry {} of {}", worker, why, retries, max_retries);
-      connection_->Execute(Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, worker = ") +
-                               (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
-                           {give_up ? "failed" : "pending", std::int64_t{retries}, reason, AsInt(row[0])});
-      reclaimed.push_back(
-          {static_cast<std::uint64_t>(AsInt(row[1])), worker, give_up ? TrialState::kFailed : TrialState::kPending});
+          give_up ? fmt::format("worker '{}' {} {} times without the trial getting further; the limit is {}", worker,
+                                why, retries, max_retries)
+          : counted
+              ? fmt::format("worker '{}' {} before the trial got further; retry {} of {}", worker, why, retries,
+                            max_retries)
+              : fmt::format("worker '{}' {} at step {}; it resumes from its latest checkpoint", worker, why, reached);
+      connection_->Execute(
+          Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, furthest_step = ?, worker = ") +
+              (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
+          {give_up ? "failed" : "pending", std::int64_t{retries}, reason, std::max(furthest, reached), AsInt(row[0])});
+      reclaimed.push_back({static_cast<std::uint64_t>(AsInt(row[1])), worker,
+                           give_up ? TrialState::kFailed : TrialState::kPending, counted});
+      CountMove(study_id, "running", give_up ? "failed" : "pending");
     }
     if (!reclaimed.empty()) TouchStudy(study_id);
     return reclaimed;
@@ -394,6 +517,19 @@ int SqlStore::ResumeStopped(std::int64_t study_id) {
     const auto rows = connection_->Query(
         "UPDATE trials SET state = 'pending', worker = '' WHERE study_id = ? AND state = 'stopped' RETURNING id",
         {study_id});
+    CountMove(study_id, "stopped", "pending", static_cast<std::int64_t>(rows.size()));
+    if (!rows.empty()) TouchStudy(study_id);
+    return static_cast<int>(rows.size());
+  });
+}
+
+int SqlStore::RetryFailed(std::int64_t study_id) {
+  return Transaction(true, [&] {
+    const auto rows = connection_->Query(
+        "UPDATE trials SET state = 'pending', worker = '', ended_at = NULL, retries = 0, "
+        "reason = 'retried after it failed: ' || reason WHERE study_id = ? AND state = 'failed' RETURNING id",
+        {study_id});
+    CountMove(study_id, "failed", "pending", static_cast<std::int64_t>(rows.size()));
     if (!rows.empty()) TouchStudy(study_id);
     return static_cast<int>(rows.size());
   });

@@ -9,10 +9,17 @@
 
 namespace dltune::internal {
 
+// A store read without writing whose schema is older than this dltune's.
+class StaleSchemaError : public Error {
+ public:
+  using Error::Error;
+};
+
 class SqlStore final : public Store {
  public:
-  // Takes the connection and brings its schema up to date. `url` is what url() reports.
-  SqlStore(std::unique_ptr<SqlConnection> connection, std::string url);
+  // Takes the connection and brings its schema up to date — or, `read_only`, checks that it is up to date (throwing
+  // StaleSchemaError when it is older). `url` is what url() reports.
+  SqlStore(std::unique_ptr<SqlConnection> connection, std::string url, bool read_only = false);
 
   std::string url() const override;
   int SchemaVersion() override;
@@ -22,6 +29,10 @@ class SqlStore final : public Store {
   void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) override;
   std::vector<TrialRecord> ListTrials(std::int64_t study_id) override;
   std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) override;
+  TrialCounts CountTrials(std::int64_t study_id) override;
+  std::vector<TrialRecord> ListTrialsInState(std::int64_t study_id, TrialState state, std::size_t limit) override;
+  std::vector<TrialRecord> BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+                                      bool per_substudy) override;
   std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
                                                               const std::string& worker) override;
   void Heartbeat(const TrialLease& lease) override;
@@ -31,6 +42,7 @@ class SqlStore final : public Store {
   std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) override;
   std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) override;
   int ResumeStopped(std::int64_t study_id) override;
+  int RetryFailed(std::int64_t study_id) override;
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
   std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) override;
@@ -51,6 +63,8 @@ class SqlStore final : public Store {
                                       const SqlValue& condition_arg, const std::string& why, int max_retries);
   std::int64_t CheckLease(const TrialLease& lease);
   void TouchStudy(std::int64_t study_id);
+  // Moves `count` trials of the study from state `from` to state `to` in trial_counts ("" for none: trials added).
+  void CountMove(std::int64_t study_id, const std::string& from, const std::string& to, std::int64_t count = 1);
 
   std::unique_ptr<SqlConnection> connection_;
   std::string url_;

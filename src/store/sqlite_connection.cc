@@ -18,25 +18,49 @@ constexpr int kBusyTimeoutMs = 60000;
 
 class SqliteConnection final : public SqlConnection {
  public:
-  explicit SqliteConnection(const std::string& path) : name_("sqlite://" + path) {
-    const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-      const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+  SqliteConnection(const std::string& path, bool read_only) : name_("sqlite://" + path) {
+    if (!read_only) {
+      Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+      // WAL needs the write lock once, when the file is new; retry past a concurrent creator.
+      WithBusyRetry([&] { ExecuteScript("PRAGMA journal_mode=WAL"); });
+      ExecuteScript("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+      return;
+    }
+    Open(path, SQLITE_OPEN_READONLY);
+    try {
+      Query("SELECT COUNT(*) FROM sqlite_master", {});
+    } catch (const SqlError&) {
+      // A WAL database on a read-only mount cannot make its shared-memory file: read it as an immutable file
+      // (nothing else can be writing to a read-only mount).
       sqlite3_close(db_);
       db_ = nullptr;
-      throw SqlError(fmt::format("{}: cannot open the database: {}", name_, message));
+      Open("file:" + UriPath(path) + "?immutable=1", SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+      Query("SELECT COUNT(*) FROM sqlite_master", {});
     }
-    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
-    sqlite3_extended_result_codes(db_, 1);
-    // WAL needs the write lock once, when the file is new; retry past a concurrent creator.
-    WithBusyRetry([&] { ExecuteScript("PRAGMA journal_mode=WAL"); });
-    ExecuteScript("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+  }
+
+  // An in-memory copy of the database at `path` (read through the backup API, which never writes the source).
+  static std::unique_ptr<SqliteConnection> InMemoryCopyOf(const std::string& path) {
+    SqliteConnection source(path, true);
+    auto copy = std::unique_ptr<SqliteConnection>(new SqliteConnection());
+    copy->name_ = source.name_;
+    copy->Open(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    sqlite3_backup* backup = sqlite3_backup_init(copy->db_, "main", source.db_, "main");
+    if (backup == nullptr)
+      throw SqlError(fmt::format("{}: cannot copy the database: {}", copy->name_, sqlite3_errmsg(copy->db_)));
+    const int code = sqlite3_backup_step(backup, -1);
+    sqlite3_backup_finish(backup);
+    if (code != SQLITE_DONE) copy->Throw(code, "cannot copy the database into memory");
+    copy->ExecuteScript("PRAGMA foreign_keys=ON;");
+    return copy;
   }
 
   ~SqliteConnection() override {
     for (auto& [sql, statement] : statements_) sqlite3_finalize(statement);
     sqlite3_close(db_);
   }
+  SqliteConnection(const SqliteConnection&) = delete;
+  SqliteConnection& operator=(const SqliteConnection&) = delete;
 
   SqlDialect dialect() const override { return SqlDialect::kSqlite; }
   const std::string& name() const override { return name_; }
@@ -86,6 +110,32 @@ class SqliteConnection final : public SqlConnection {
   }
 
  private:
+  SqliteConnection() = default;
+
+  void Open(const std::string& target, int flags) {
+    if (sqlite3_open_v2(target.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+      const std::string message = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw SqlError(fmt::format("{}: cannot open the database: {}", name_, message));
+    }
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    sqlite3_extended_result_codes(db_, 1);
+  }
+
+  // `path` with the characters a URI gives meaning to escaped.
+  static std::string UriPath(const std::string& path) {
+    std::string escaped;
+    for (const char c : path) {
+      if (c == '%' || c == '?' || c == '#') {
+        escaped += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+      } else {
+        escaped += c;
+      }
+    }
+    return escaped;
+  }
+
   template <typename F>
   void WithBusyRetry(F&& action) {
     for (int attempt = 0;; ++attempt) {
@@ -177,6 +227,12 @@ class SqliteConnection final : public SqlConnection {
 
 }  // namespace
 
-std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path) { return std::make_unique<SqliteConnection>(path); }
+std::unique_ptr<SqlConnection> OpenSqlite(const std::string& path, bool read_only) {
+  return std::make_unique<SqliteConnection>(path, read_only);
+}
+
+std::unique_ptr<SqlConnection> OpenSqliteCopyInMemory(const std::string& path) {
+  return SqliteConnection::InMemoryCopyOf(path);
+}
 
 }  // namespace dltune::internal

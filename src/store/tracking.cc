@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "dltune/core/git.h"
@@ -35,22 +36,46 @@ NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line
           .git_commit = GitCommitOf(std::filesystem::current_path()).value_or("")};
 }
 
-StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials) {
+namespace {
+
+// A summary with what the spec says: the objective, and how many trials the study will have in all.
+StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned) {
   StudySummary summary;
   summary.study = study;
   summary.reproduce = study.command_line;
+  *planned = 0;
   try {
-    summary.objective =
-        ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path).objective;
+    const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+    summary.objective = spec.objective;
+    *planned = static_cast<std::int64_t>(StudyPlan(spec).TrialCount());
   } catch (const Error&) {
     // A spec this dltune cannot read keeps the default objective; the records are still worth showing.
   }
+  return summary;
+}
+
+// Trials a study has not made yet (it makes them as it goes) are pending.
+void CountUnmade(StudySummary& summary, std::int64_t planned) {
+  const std::int64_t unmade = std::max<std::int64_t>(0, planned - summary.trial_count);
+  summary.state_counts[static_cast<std::size_t>(TrialState::kPending)] += unmade;
+  summary.trial_count += unmade;
+}
+
+BestTrial BestOf(const TrialRecord& trial) {
+  return {trial.number, trial.substudy_label, trial.best_value.value_or(0), trial.best_step};
+}
+
+}  // namespace
+
+StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials) {
+  std::int64_t planned = 0;
+  StudySummary summary = SummaryFromSpec(study, &planned);
   std::vector<std::optional<BestTrial>> per_substudy;
   for (const auto& trial : trials) {
     ++summary.state_counts[static_cast<std::size_t>(trial.state)];
     ++summary.trial_count;
     if (trial.state != TrialState::kCompleted || !trial.best_value) continue;
-    const BestTrial candidate{trial.number, trial.substudy_label, *trial.best_value, trial.best_step};
+    const BestTrial candidate = BestOf(trial);
     if (!summary.best || IsBetter(candidate.value, summary.best->value, summary.objective.direction)) {
       summary.best = candidate;
     }
@@ -61,6 +86,26 @@ StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRec
   for (const auto& slot : per_substudy) {
     if (slot) summary.best_per_substudy.push_back(*slot);
   }
+  CountUnmade(summary, planned);
+  return summary;
+}
+
+StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t max_substudies) {
+  std::int64_t planned = 0;
+  StudySummary summary = SummaryFromSpec(study, &planned);
+  const TrialCounts counts = store.CountTrials(study.id);
+  summary.state_counts = counts.by_state;
+  summary.trial_count = counts.made;
+  const bool minimize = summary.objective.direction == Direction::kMinimize;
+  if (const auto best = store.BestTrials(study.id, minimize, 1, false); !best.empty()) summary.best = BestOf(best[0]);
+  for (const auto& trial : store.BestTrials(study.id, minimize, max_substudies + 1, true)) {
+    summary.best_per_substudy.push_back(BestOf(trial));
+  }
+  if (summary.best_per_substudy.size() > max_substudies) {
+    summary.best_per_substudy.pop_back();
+    summary.more_substudies = true;
+  }
+  CountUnmade(summary, planned);
   return summary;
 }
 

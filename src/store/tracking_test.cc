@@ -23,8 +23,8 @@ StudyRecord Study(const std::string& direction) {
   StudyRecord study;
   study.name = "s";
   study.spec_text =
-      "name: s\nworkload: w\nmax_train_steps: 10\nobjective: {metric: valid/accuracy, direction: " + direction +
-      "}\nspace: {o: {values: [a, b], role: scientific}}\n";
+      "name: s\nworkload: w\nmax_train_steps: 10\ntrials: 3\nobjective: {metric: valid/accuracy, direction: " +
+      direction + "}\nspace: {o: {values: [a, b], role: scientific}}\n";
   study.command_line = "dltune run s.yaml";
   return study;
 }
@@ -49,7 +49,11 @@ TEST(Tracking, SummaryCountsStatesAndFindsTheBestPerSubStudy) {
 
   const StudySummary minimizing = SummarizeStudy(Study("minimize"), trials);
   EXPECT_EQ(minimizing.best->number, 0u);
-  EXPECT_EQ(SummarizeStudy(Study("minimize"), {}).StateText(), "no trials");
+  // A study makes its trials as it goes: those not made yet count as pending.
+  EXPECT_EQ(SummarizeStudy(Study("minimize"), {}).StateText(), "6 pending");
+  StudyRecord unreadable = Study("minimize");
+  unreadable.spec_text = "name: [";
+  EXPECT_EQ(SummarizeStudy(unreadable, {}).StateText(), "no trials");
 }
 
 TEST(Tracking, NewStudyRecordsWhatReproducesIt) {

@@ -1,7 +1,13 @@
 #include "dltune/study/study_spec.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <list>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -20,7 +26,6 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {
     "name", "description",     "workload", "command", "max_train_steps", "objective", "trials",
     "seed", "scientific_mode", "sampler",  "space",   "run_dir",         "training"};
-constexpr std::uint64_t kMaxTrials = 1000000;
 
 // Where the playbook says why a study never searches its step budget.
 constexpr const char* kStepsSection =
@@ -39,6 +44,7 @@ std::string ParseName(const YamlNode& node) {
 
 WorkloadSpec ParseWorkload(const YamlNode& node) {
   WorkloadSpec workload;
+  workload.where = node.Location();
   if (node.IsScalar()) {
     workload.name = node.AsString();
   } else {
@@ -79,9 +85,33 @@ Objective ParseObjective(const YamlNode& node) {
   return objective;
 }
 
+// A duration: seconds as a number, or a number with a unit: "90s", "45m", "2h", "1.5d".
+double ParseDuration(const YamlNode& node) {
+  const Value value = node.IsScalar() ? node.AsValue() : Value(false);
+  double seconds = 0;
+  if (const auto number = NumericValue(value)) {
+    seconds = *number;
+  } else if (const auto* text = std::get_if<std::string>(&value); text && text->size() >= 2) {
+    const std::map<char, double> units = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+    const auto unit = units.find(text->back());
+    double amount = 0;
+    const auto [end, error] = std::from_chars(text->data(), text->data() + text->size() - 1, amount);
+    if (unit == units.end() || error != std::errc() || end != text->data() + text->size() - 1) {
+      throw node.Fail(fmt::format("must be seconds, or a number with a unit (90s, 45m, 2h, 1d), not '{}'", *text));
+    }
+    seconds = amount * unit->second;
+  } else {
+    throw node.Fail("must be seconds, or a number with a unit (90s, 45m, 2h, 1d)");
+  }
+  if (!std::isfinite(seconds) || seconds <= 0 || seconds > 365.0 * 86400) {
+    throw node.Fail("must be a positive duration of at most a year");
+  }
+  return seconds;
+}
+
 TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_steps) {
   node.ExpectMap({"eval_every_steps", "threads", "keep_best_checkpoints", "keep_latest_checkpoints", "test_at_end",
-                  "valid_sample_examples", "divergence_factor"});
+                  "valid_sample_examples", "divergence_factor", "timeout"});
   TrainingSettings training;
   auto whole = [&](const char* key, std::int64_t min, std::int64_t max, auto& field) {
     const auto value = node.Find(key);
@@ -100,6 +130,7 @@ TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_step
     training.divergence_factor = factor->AsDouble();
     if (!(training.divergence_factor > 1)) throw factor->Fail("must be a number above 1");
   }
+  if (const auto timeout = node.Find("timeout")) training.timeout_seconds = ParseDuration(*timeout);
   return training;
 }
 
@@ -189,8 +220,8 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
   if (const auto objective = root.Find("objective")) spec.objective = ParseObjective(*objective);
   if (const auto trials = root.Find("trials")) {
     const std::int64_t count = trials->AsInt();
-    if (count < 1 || static_cast<std::uint64_t>(count) > kMaxTrials) {
-      throw trials->Fail(fmt::format("must be between 1 and {}", kMaxTrials));
+    if (count < 1 || static_cast<std::uint64_t>(count) > kMaxStudyTrials) {
+      throw trials->Fail(fmt::format("must be between 1 and {}", kMaxStudyTrials));
     }
     spec.trials = static_cast<std::uint64_t>(count);
     spec.trials_given = true;
@@ -217,76 +248,204 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
   const YamlNode space_node =
       required("space", "the hyperparameters, e.g. space: {learning_rate: {min: 1e-4, max: 1, scale: log}}");
   spec.space = std::make_shared<const SearchSpace>(ParseSearchSpace(space_node));
+  spec.space_where = space_node.Location();
   RefuseSearchedStepBudget(*spec.space);
   if (command) CheckCommand(*command, spec.command, *spec.space);
   CheckScientificParams(spec, space_node);
 
   // Samplers with their own trial counts must agree with an explicit `trials:`.
   const StudyPlan plan(spec);
+  // Grid and list samplers have trial counts of their own (the grid's is the same in every sub-study).
+  const std::size_t checked = spec.sampler.name == "list" ? plan.SubStudyCount() : 1;
   if (spec.trials_given && (spec.sampler.name == "grid" || spec.sampler.name == "list")) {
-    for (const auto& substudy : plan.substudies()) {
-      const std::uint64_t count = plan.SubStudyTrialCount(substudy.index);
+    for (std::size_t s = 0; s < checked; ++s) {
+      const std::uint64_t count = plan.SubStudyTrialCount(s);
       if (count != spec.trials) {
         throw root.Find("trials")->Fail(
             fmt::format("is {} but the {} sampler makes {} trials for sub-study {}; "
                         "remove trials: to run them all",
-                        spec.trials, spec.sampler.name, count, substudy.label));
+                        spec.trials, spec.sampler.name, count, plan.SubStudyAt(s).label));
       }
     }
   }
-  for (const auto& substudy : plan.substudies()) {
-    if (plan.SubStudyTrialCount(substudy.index) == 0) {
-      throw SpecError(spec.sampler.where, "sampler",
-                      fmt::format("makes no trial for sub-study {}; list at least one config for it", substudy.label));
+  for (std::size_t s = 0; s < checked; ++s) {
+    if (plan.SubStudyTrialCount(s) == 0) {
+      throw SpecError(
+          spec.sampler.where, "sampler",
+          fmt::format("makes no trial for sub-study {}; list at least one config for it", plan.SubStudyAt(s).label));
     }
   }
   return spec;
 }
 
 StudySpec LoadStudySpec(const std::string& path) {
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (std::filesystem::is_directory(status)) {
+    throw Error(fmt::format("{}: is a directory, not a study spec (a YAML file)", path));
+  }
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw Error(
+        fmt::format("{}: is not a regular file (a device, a pipe or a socket); a study spec is a YAML file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(fmt::format("{}: cannot read the study spec (no such file, or no permission)", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseStudySpec(text.str(), path);
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= kMaxSpecBytes && in.read(chunk, sizeof(chunk)).gcount() > 0) {
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
+  }
+  if (text.size() > kMaxSpecBytes) {
+    throw Error(fmt::format("{}: is larger than {} MiB; a study spec is never that large", path, kMaxSpecBytes >> 20));
+  }
+  return ParseStudySpec(text, path);
 }
 
-StudyPlan::StudyPlan(const StudySpec& spec) : space_(spec.space) {
-  const bool joint = spec.scientific_mode == ScientificMode::kJoint;
-  std::vector<Assignment> combinations = joint ? std::vector<Assignment>{{}} : ScientificCombinations(*space_);
-  for (std::size_t i = 0; i < combinations.size(); ++i) {
-    SubStudy substudy{i, combinations[i], ""};
-    for (const auto& param : space_->params()) {
-      const auto it = substudy.scientific.find(param.id);
-      if (it == substudy.scientific.end()) continue;
-      if (!substudy.label.empty()) substudy.label += ",";
-      substudy.label += param.id + "=" + FormatValue(it->second);
+namespace {
+
+// "729,000,000"
+std::string Grouped(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string grouped;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) grouped += ',';
+    grouped += digits[i];
+  }
+  return grouped;
+}
+
+// "30 x 30 x 30 (optimizer, ...)": the value counts of the scientific choice params.
+std::string CombinationFactors(const SearchSpace& space) {
+  std::string counts, names;
+  for (const Param* param : space.WithRole(Role::kScientific)) {
+    if (!param->IsChoice()) continue;
+    counts += (counts.empty() ? "" : " x ") + std::to_string(param->values.size());
+    names += (names.empty() ? "" : ", ") + param->id;
+  }
+  return fmt::format("{} ({})", counts, names);
+}
+
+// How many samplers of sub-studies a plan keeps made (their points, permutations and models).
+constexpr std::size_t kCachedSamplers = 64;
+
+}  // namespace
+
+// Samplers made so far, most recently used last.
+struct StudyPlan::SamplerCache {
+  std::mutex mutex;
+  std::list<std::pair<std::size_t, std::shared_ptr<const Sampler>>> entries;
+};
+
+StudyPlan::StudyPlan(const StudySpec& spec)
+    : space_(spec.space),
+      sampler_options_(spec.sampler),
+      joint_(spec.scientific_mode == ScientificMode::kJoint),
+      seed_(spec.seed),
+      trials_(spec.trials),
+      cache_(std::make_unique<SamplerCache>()) {
+  const std::uint64_t combinations = ScientificCombinationCount(*space_);
+  const auto too_large = [&](const std::string& what) { return SpecError(spec.space_where, "space", what); };
+  if (joint_) {
+    if (combinations > kMaxScientificCombinations) {
+      throw too_large(fmt::format(
+          "has {} combinations of scientific values ({}); a joint study deals each of them once per block of that "
+          "many trials and can deal at most {}: compare fewer values",
+          combinations == UINT64_MAX ? "more than 2^64" : Grouped(combinations), CombinationFactors(*space_),
+          Grouped(kMaxScientificCombinations)));
     }
-    if (substudy.label.empty()) substudy.label = "all";
-    // Sub-studies share the seed: params they have in common get the same quasi-random points, so no scientific
-    // value gets luckier nuisance samples than another.
-    SamplingTarget target{space_.get(), substudy.scientific, joint, spec.seed, spec.trials};
-    samplers_.push_back(MakeSampler(spec.sampler, target));
-    total_ += samplers_.back()->TrialCount();
-    substudies_.push_back(std::move(substudy));
+  } else {
+    if (combinations > kMaxStudyTrials) {
+      throw too_large(fmt::format(
+          "makes {} sub-studies, one per combination of scientific values ({}), and a study runs at most {} trials "
+          "in all: compare fewer values, or split the comparison into several studies",
+          combinations == UINT64_MAX ? "more than 2^64" : Grouped(combinations), CombinationFactors(*space_),
+          Grouped(kMaxStudyTrials)));
+    }
+    substudy_count_ = static_cast<std::size_t>(combinations);
+  }
+  if (sampler_options_.name == "list") {
+    // Each sub-study has the listed configs that are its own: count them all, to interleave and to check them.
+    for (std::size_t i = 0; i < substudy_count_; ++i) counts_.push_back(SamplerOf(i)->TrialCount());
+    for (const std::uint64_t count : counts_) total_ += count;
+  } else {
+    const auto first = SamplerOf(0);
+    uniform_count_ = first->TrialCount();
+    uniform_planned_ = first->PlannedTrialCount();
+    adaptive_ = uniform_planned_ < uniform_count_;
+    total_ = uniform_count_ > kMaxStudyTrials ? UINT64_MAX : uniform_count_ * substudy_count_;
+  }
+  if (total_ > kMaxStudyTrials) {
+    throw too_large(fmt::format("makes {} sub-stud{} of {} trials each: {} trials, and a study runs at most {}",
+                                Grouped(substudy_count_), substudy_count_ == 1 ? "y" : "ies", Grouped(uniform_count_),
+                                total_ == UINT64_MAX ? "more than 2^64" : Grouped(total_), Grouped(kMaxStudyTrials)));
+  }
+  if (!counts_.empty()) {
+    std::vector<std::uint64_t> distinct = counts_;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    std::uint64_t below = 0;
+    for (const std::uint64_t level : distinct) {
+      std::vector<std::size_t> active;
+      for (std::size_t s = 0; s < counts_.size(); ++s) {
+        if (counts_[s] > below) active.push_back(s);
+      }
+      levels_.emplace_back(level, std::move(active));
+      below = level;
+    }
   }
 }
 
+StudyPlan::~StudyPlan() = default;
+
+SubStudy StudyPlan::SubStudyAt(std::size_t index) const {
+  if (index >= substudy_count_) {
+    throw Error(fmt::format("sub-study {} is beyond the study's {} sub-studies", index, substudy_count_));
+  }
+  SubStudy substudy{index, joint_ ? Assignment{} : ScientificCombination(*space_, index), ""};
+  for (const auto& param : space_->params()) {
+    const auto it = substudy.scientific.find(param.id);
+    if (it == substudy.scientific.end()) continue;
+    if (!substudy.label.empty()) substudy.label += ",";
+    substudy.label += param.id + "=" + FormatValue(it->second);
+  }
+  if (substudy.label.empty()) substudy.label = "all";
+  return substudy;
+}
+
+std::uint64_t StudyPlan::SubStudyTrialCount(std::size_t substudy) const {
+  if (substudy >= substudy_count_) throw Error(fmt::format("no sub-study {}", substudy));
+  return counts_.empty() ? uniform_count_ : counts_[substudy];
+}
+
+std::shared_ptr<const Sampler> StudyPlan::SamplerOf(std::size_t index) const {
+  {
+    const std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto& entries = cache_->entries;
+    for (auto it = entries.begin(); it != entries.end(); ++it) {
+      if (it->first != index) continue;
+      entries.splice(entries.end(), entries, it);
+      return entries.back().second;
+    }
+  }
+  // Sub-studies share the seed: params they have in common get the same quasi-random points, so no scientific
+  // value gets luckier nuisance samples than another.
+  const SubStudy substudy = SubStudyAt(index);
+  std::shared_ptr<const Sampler> sampler =
+      MakeSampler(sampler_options_, SamplingTarget{space_.get(), substudy.scientific, joint_, seed_, trials_});
+  const std::lock_guard<std::mutex> lock(cache_->mutex);
+  cache_->entries.emplace_back(index, sampler);
+  if (cache_->entries.size() > kCachedSamplers) cache_->entries.pop_front();
+  return sampler;
+}
+
 std::pair<std::size_t, std::uint64_t> StudyPlan::SubStudyOf(std::uint64_t number) const {
+  if (number >= total_) throw Error(fmt::format("trial {} is beyond the study's {} trials", number, total_));
+  if (counts_.empty()) return {static_cast<std::size_t>(number % substudy_count_), number / substudy_count_};
   // Round-robin over the sub-studies that still have trials: between two distinct trial counts the set of such
   // sub-studies is constant, so walk those stretches instead of single rounds.
-  std::vector<std::uint64_t> counts;
-  for (const auto& sampler : samplers_) counts.push_back(sampler->TrialCount());
-  std::vector<std::uint64_t> levels = counts;
-  std::sort(levels.begin(), levels.end());
-  levels.erase(std::unique(levels.begin(), levels.end()), levels.end());
   std::uint64_t remaining = number;
   std::uint64_t round = 0;
-  for (const std::uint64_t level : levels) {
-    std::vector<std::size_t> active;
-    for (std::size_t s = 0; s < counts.size(); ++s) {
-      if (counts[s] > round) active.push_back(s);
-    }
+  for (const auto& [level, active] : levels_) {
     const std::uint64_t stretch = (level - round) * active.size();
     if (remaining < stretch) return {active[remaining % active.size()], round + remaining / active.size()};
     remaining -= stretch;
@@ -297,22 +456,17 @@ std::pair<std::size_t, std::uint64_t> StudyPlan::SubStudyOf(std::uint64_t number
 
 bool StudyPlan::IsPlanned(std::uint64_t number) const {
   const auto [substudy, index] = SubStudyOf(number);
-  return index < samplers_[substudy]->PlannedTrialCount();
-}
-
-bool StudyPlan::IsAdaptive() const {
-  return std::any_of(samplers_.begin(), samplers_.end(),
-                     [](const auto& sampler) { return sampler->PlannedTrialCount() < sampler->TrialCount(); });
+  return index < (counts_.empty() ? uniform_planned_ : counts_[substudy]);
 }
 
 PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
   const auto [substudy, index] = SubStudyOf(number);
-  return {number, substudy, index, samplers_[substudy]->Suggest(index)};
+  return {number, substudy, index, SamplerOf(substudy)->Suggest(index)};
 }
 
 PlannedTrial StudyPlan::TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const {
   const auto [substudy, index] = SubStudyOf(number);
-  return {number, substudy, index, samplers_[substudy]->SuggestFromHistory(index, history)};
+  return {number, substudy, index, SamplerOf(substudy)->SuggestFromHistory(index, history)};
 }
 
 }  // namespace dltune

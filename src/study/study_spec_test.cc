@@ -31,9 +31,9 @@ TEST(StudySpec, QuickstartHasOneSubStudyPerOptimizer) {
   EXPECT_EQ(spec.space->Find("nesterov_learning_rate")->name, "learning_rate");
   EXPECT_EQ(spec.space->Find("adam_learning_rate")->name, "learning_rate");
   const StudyPlan plan(spec);
-  ASSERT_EQ(plan.substudies().size(), 2u);
-  EXPECT_EQ(plan.substudies()[0].label, "optimizer=nesterov");
-  EXPECT_EQ(plan.substudies()[1].label, "optimizer=adam");
+  ASSERT_EQ(plan.SubStudyCount(), 2u);
+  EXPECT_EQ(plan.SubStudyAt(0).label, "optimizer=nesterov");
+  EXPECT_EQ(plan.SubStudyAt(1).label, "optimizer=adam");
   EXPECT_EQ(plan.TrialCount(), 2 * spec.trials);
   for (std::uint64_t n = 0; n < plan.TrialCount(); ++n) {
     const PlannedTrial trial = plan.Trial(n);
@@ -55,8 +55,8 @@ TEST(StudySpec, DefaultsAndTopLevelKeys) {
   EXPECT_EQ(spec.objective.direction, Direction::kMinimize);
   EXPECT_EQ(spec.scientific_mode, ScientificMode::kSeparate);
   const StudyPlan plan(spec);
-  EXPECT_EQ(plan.substudies().size(), 1u);
-  EXPECT_EQ(plan.substudies()[0].label, "all");
+  EXPECT_EQ(plan.SubStudyCount(), 1u);
+  EXPECT_EQ(plan.SubStudyAt(0).label, "all");
 }
 
 TEST(StudySpec, RefusesToSearchTheStepBudget) {
@@ -108,7 +108,7 @@ space:
 )",
                                         "s.yaml");
   const StudyPlan plan(spec);
-  ASSERT_EQ(plan.substudies().size(), 1u);
+  ASSERT_EQ(plan.SubStudyCount(), 1u);
   std::map<std::string, int> counts;
   for (std::uint64_t n = 0; n < plan.TrialCount(); ++n)
     ++counts[std::get<std::string>(plan.Trial(n).params.at("activation"))];
@@ -179,6 +179,31 @@ space:
     EXPECT_EQ(std::get<double>(params.at("dropout")), expected[n].dropout) << n;
     EXPECT_EQ(params.at("optimizer"), Value(std::string(expected[n].optimizer))) << n;
   }
+}
+
+// A study's size is bounded, and its plan does not grow with it: a million sub-studies of one trial each are planned
+// without making them, and any one is made on demand.
+TEST(StudyPlan, IsLazyAndBounded) {
+  std::string values;
+  for (int v = 0; v < 1000; ++v) values += (v ? ", " : "") + std::to_string(v);
+  const std::string space = "space:\n  a: {role: scientific, values: [" + values +
+                            "]}\n  b: {role: scientific, values: [" + values +
+                            "]}\n  lr: {min: 0.01, max: 1, scale: log}\n";
+  const auto start = std::chrono::steady_clock::now();
+  const StudySpec spec = ParseStudySpec(std::string(kHeader) + "trials: 1\n" + space, "study.yaml");
+  const StudyPlan plan(spec);
+  EXPECT_EQ(plan.SubStudyCount(), 1000000u);
+  EXPECT_EQ(plan.TrialCount(), 1000000u);
+  EXPECT_EQ(plan.SubStudyAt(999999).label, "a=999,b=999");
+  EXPECT_EQ(plan.Trial(1001).params.at("a"), Value(std::int64_t{1}));
+  EXPECT_EQ(plan.Trial(1001).params.at("b"), Value(std::int64_t{1}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  // One more trial per sub-study is too many.
+  EXPECT_THAT(SpecError(std::string(kHeader) + "trials: 2\n" + space),
+              HasSubstr("space makes 1,000,000 sub-studies of 2 trials each: 2,000,000 trials, and a study runs at "
+                        "most 1,000,000"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "trials: 1\nscientific_mode: joint\n" + space),
+              HasSubstr("can deal at most 100,000"));
 }
 
 }  // namespace

@@ -41,7 +41,9 @@ bool CanTransition(TrialState from, TrialState to) {
     case TrialState::kRunning:
       return to == TrialState::kCompleted || to == TrialState::kInfeasible || to == TrialState::kFailed ||
              to == TrialState::kStopped || to == TrialState::kPending;
-    case TrialState::kStopped: return to == TrialState::kPending;
+    case TrialState::kStopped:  // resumed
+    case TrialState::kFailed:   // retried on request
+      return to == TrialState::kPending;
     default: return false;
   }
 }

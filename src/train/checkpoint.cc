@@ -166,6 +166,7 @@ struct Meta {
   std::int64_t step = 0;
   std::optional<double> objective;
   bool minimize = true;
+  nlohmann::json owner;  // null when recorded without one (format_version 1)
   std::map<std::string, FileDigest> files;
 };
 
@@ -196,6 +197,7 @@ std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
     meta.step = json.at("step").get<std::int64_t>();
     if (!json.at("objective").is_null()) meta.objective = json.at("objective").get<double>();
     meta.minimize = json.at("minimize").get<bool>();
+    if (const auto owner = json.find("owner"); owner != json.end()) meta.owner = *owner;
     for (const auto& [name, file] : json.at("files").items()) {
       meta.files[name] = FileDigest{file.at("sha256").get<std::string>(), file.at("bytes").get<std::uintmax_t>()};
     }
@@ -209,6 +211,15 @@ std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
 }  // namespace
 
 std::string CheckpointDirName(std::int64_t step) { return fmt::format("{}{:08d}", kStepPrefix, step); }
+
+std::string DescribeCheckpointOwner(const nlohmann::json& owner) {
+  if (owner.is_null()) return "no owner";
+  if (owner.is_object() && owner.contains("study") && owner.contains("trial")) {
+    return fmt::format("study {} (uid {}) trial {}, seed {}", owner.at("study").dump(), owner.value("study_uid", "?"),
+                       owner.at("trial").dump(), owner.contains("seed") ? owner.at("seed").dump() : "?");
+  }
+  return owner.dump();
+}
 
 CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::move(options)) {
   if (options_.dir.empty()) throw Error("checkpoint options: dir must not be empty");
@@ -250,6 +261,14 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
       Warn(fmt::format("checkpoint {} ignored: meta.json says step {}", entry.path().string(), meta->step));
       continue;
     }
+    if (!options_.owner.is_null() && meta->owner != options_.owner) {
+      foreign_.push_back({*step, entry.path(), DescribeCheckpointOwner(meta->owner)});
+      Warn(fmt::format("checkpoint {} {}, not to {}: it is never loaded or deleted here", entry.path().string(),
+                       meta->owner.is_null() ? "was saved without an owner (by an older dltune)"
+                                             : "belongs to " + DescribeCheckpointOwner(meta->owner),
+                       DescribeCheckpointOwner(options_.owner)));
+      continue;
+    }
     if (meta->objective && meta->minimize != options_.minimize) {
       throw Error(fmt::format("checkpoint {}: saved with an objective to {} but the manager is set to {} it",
                               entry.path().string(), meta->minimize ? "minimize" : "maximize",
@@ -257,6 +276,7 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
     }
     objectives_[*step] = meta->objective;
   }
+  std::sort(foreign_.begin(), foreign_.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
   for (const fs::path& path : leftovers) {
     const std::string error = RemoveAll(path);
     if (!error.empty()) Warn(fmt::format("checkpoint: cannot remove leftover {}: {}", path.string(), error));
@@ -268,6 +288,12 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
   if (step < 0) throw Error(fmt::format("checkpoint: step must be >= 0, got {} (in {})", step, dir_.string()));
   if (objective && !std::isfinite(*objective)) objective.reset();  // JSON has no NaN/inf; never the best either
   const std::string name = CheckpointDirName(step);
+  for (const ForeignCheckpoint& foreign : foreign_) {
+    if (foreign.step == step) {
+      throw Error(fmt::format("checkpoint: {} holds a checkpoint of {}; it is not replaced by one of {}",
+                              foreign.path.string(), foreign.owner, DescribeCheckpointOwner(options_.owner)));
+    }
+  }
   const fs::path temp = TempPath(dir_, name);
   std::error_code ec;
   if (!fs::create_directory(temp, ec) || ec) {
@@ -310,6 +336,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
                            {"step", step},
                            {"objective", objective ? nlohmann::json(*objective) : nlohmann::json(nullptr)},
                            {"minimize", options_.minimize},
+                           {"owner", options_.owner},
                            {"pools", pools},
                            {"files", files}};
     const std::string meta_text = meta.dump(2) + "\n";

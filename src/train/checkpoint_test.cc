@@ -101,6 +101,7 @@ TEST_F(CheckpointTest, SaveWritesPayloadMetaAndCommitMarker) {
   EXPECT_EQ(meta["step"], 123);
   EXPECT_EQ(meta["objective"], 0.25);
   EXPECT_EQ(meta["minimize"], true);
+  EXPECT_TRUE(meta["owner"].is_null());
   EXPECT_EQ(meta["pools"], nlohmann::json::array({"latest", "best"}));
   EXPECT_EQ(meta["files"]["model.bin"]["sha256"], Sha256Hex(ModelText(123)));
   EXPECT_EQ(meta["files"]["model.bin"]["bytes"], ModelText(123).size());
@@ -346,6 +347,50 @@ TEST_F(CheckpointTest, OppositeDirectionOnRestartIsAnError) {
     EXPECT_THAT(e.what(), HasSubstr("step_00000001"));
     EXPECT_THAT(e.what(), HasSubstr("minimize"));
   }
+}
+
+// Another trial's checkpoints in the same directory (two studies sharing folders) are never loaded, ranked or
+// deleted, and never replaced by a save of the same step.
+TEST_F(CheckpointTest, CheckpointsOfAnotherOwnerAreNeverLoadedOrDeleted) {
+  const nlohmann::json study_a = {{"study", "a"}, {"study_uid", "aaaaaaaaaaaa"}, {"trial", 0}, {"seed", 1}};
+  const nlohmann::json study_b = {{"study", "b"}, {"study_uid", "bbbbbbbbbbbb"}, {"trial", 0}, {"seed", 2}};
+  CheckpointOptions options_b = Options(2, 0);
+  options_b.owner = study_b;
+  {
+    CheckpointManager b(options_b);
+    b.Save(10, 0.5, WritePayload(10));
+    b.Save(20, 0.4, WritePayload(20));
+  }
+  EXPECT_EQ(nlohmann::json::parse(ReadText(dir_ / "step_00000020" / "meta.json"))["owner"], study_b);
+
+  CheckpointOptions options_a = Options(1, 0);
+  options_a.owner = study_a;
+  ::testing::internal::CaptureStderr();
+  CheckpointManager a(options_a);
+  const std::string warnings = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(warnings, HasSubstr("belongs to study \"b\" (uid bbbbbbbbbbbb) trial 0, seed 2"));
+  EXPECT_THAT(Steps(a.List()), IsEmpty());
+  EXPECT_FALSE(a.LoadLatest().has_value());
+  EXPECT_THROW(a.Load(20), Error);
+  ASSERT_EQ(a.Foreign().size(), 2u);
+  EXPECT_EQ(a.Foreign()[1].step, 20);
+  // Retention with keep_latest 1 deletes only a's own older checkpoints.
+  a.Save(5, 0.9, WritePayload(5));
+  a.Save(30, 0.8, WritePayload(30));
+  EXPECT_THAT(Entries(), ElementsAre("step_00000010", "step_00000020", "step_00000030"));
+  try {
+    a.Save(20, 0.1, WritePayload(20));
+    FAIL() << "a checkpoint of another owner was replaced";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("holds a checkpoint of study \"b\""));
+  }
+  EXPECT_EQ(ReadText(dir_ / "step_00000020" / "model.bin"), ModelText(20));
+
+  // A checkpoint written without an owner (format_version 1) is not this owner's either.
+  { CheckpointManager(Options(10, 0)).Save(40, 0.5, WritePayload(40)); }
+  EXPECT_EQ(CheckpointManager(options_a).Foreign().size(), 3u);
+  // A manager without an owner takes every checkpoint as its own.
+  EXPECT_EQ(Steps(CheckpointManager(Options(5, 0)).List()), (std::vector<std::int64_t>{10, 20, 30, 40}));
 }
 
 TEST_F(CheckpointTest, NewerFormatVersionIsAnError) {

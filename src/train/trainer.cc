@@ -116,7 +116,7 @@ struct EvalSums {
 class Loop {
  public:
   Loop(Workload& workload, const HyperParams& params, const TrainerOptions& options, TrainerCallbacks& callbacks)
-      : workload_(workload), options_(options), callbacks_(callbacks), device_(options.device) {
+      : workload_(workload), params_(params), options_(options), callbacks_(callbacks), device_(options.device) {
     hp_ = ReadTrainingHyperParams(params, options.max_train_steps);
     eval_every_ = options.eval_every_steps > 0 ? options.eval_every_steps
                                                : std::max<std::int64_t>(1, options.max_train_steps / 10);
@@ -130,19 +130,22 @@ class Loop {
     objective_split_ = options.objective.substr(0, slash);
     objective_metric_ = options.objective.substr(slash + 1);
 
-    torch::manual_seed(options.init_seed);  // the init seed: identical models on every host
-    model_ = workload.BuildModel(params);
+    BuildModel();
     params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
-    model_->to(device_);
-    optimizer_ = std::make_unique<Optimizer>(model_->parameters(), hp_.optimizer);
-    // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
-    torch::manual_seed(MixSeed(options.data_seed, 0xD209));
     if (!options.checkpoint_dir.empty()) {
       checkpoints_ =
           std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
                                                                 .keep_latest = options.keep_latest_checkpoints,
                                                                 .keep_best = options.keep_best_checkpoints,
-                                                                .minimize = options.minimize});
+                                                                .minimize = options.minimize,
+                                                                .owner = options.checkpoint_owner});
+      if (const auto& foreign = checkpoints_->Foreign(); !foreign.empty()) {
+        throw Error(fmt::format(
+            "{} holds {} checkpoint{} of {}, not of this run ({}): they are neither resumed from nor deleted; train "
+            "into another directory",
+            options.checkpoint_dir, foreign.size(), foreign.size() == 1 ? "" : "s", foreign.front().owner,
+            DescribeCheckpointOwner(options.checkpoint_owner)));
+      }
     }
   }
 
@@ -372,27 +375,46 @@ class Loop {
     }
   }
 
+  // The model and its optimizer as initialized from the init seed; then the global generator is seeded for dropout.
+  void BuildModel() {
+    torch::manual_seed(options_.init_seed);  // the init seed: identical models on every host
+    model_ = workload_.BuildModel(params_);
+    model_->to(device_);
+    optimizer_ = std::make_unique<Optimizer>(model_->parameters(), hp_.optimizer);
+    // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
+    torch::manual_seed(MixSeed(options_.data_seed, 0xD209));
+  }
+
+  // Restores the newest checkpoint (at or before max_resume_step) that verifies and that LibTorch can read; a newer
+  // one that fails either way is skipped with a warning, as a corrupt one is (docs/checkpoint-layout.md, Recovery).
   void Resume(TrainResult& result) {
     if (!checkpoints_) return;
-    std::optional<LoadedCheckpoint> loaded;
-    if (options_.max_resume_step < 0) {
-      loaded = checkpoints_->LoadLatest();
-    } else {
-      // The newest verified checkpoint at or before the limit; a newer one is ignored (and replaced when reached).
-      const auto all = checkpoints_->List();
-      for (auto it = all.rbegin(); it != all.rend() && !loaded; ++it) {
-        if (it->step > options_.max_resume_step) continue;
-        try {
-          loaded = checkpoints_->Load(it->step);
-        } catch (const Error& e) {
-          std::fprintf(stderr, "dltune: skipping checkpoint of step %lld: %s\n", static_cast<long long>(it->step),
-                       e.what());
-        }
+    const auto all = checkpoints_->List();
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (options_.max_resume_step >= 0 && it->step > options_.max_resume_step) continue;
+      try {
+        const LoadedCheckpoint loaded = checkpoints_->Load(it->step);
+        RestoreState(loaded.info.path / "state.pt");
+        result.resumed_from_step = step_;
+        return;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dltune: warning: skipping the checkpoint of step %lld: %s\n",
+                     static_cast<long long>(it->step), FirstLine(e.what()).c_str());
+        // A half-read checkpoint may have changed the model: start again from the initialization.
+        step_ = 0;
+        best_step_.reset();
+        best_value_.reset();
+        initial_loss_.reset();
+        BuildModel();
       }
     }
-    if (!loaded) return;
+  }
+
+  static std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+  void RestoreState(const std::filesystem::path& file) {
     torch::serialize::InputArchive archive;
-    archive.load_from((loaded->info.path / "state.pt").string(), device_);
+    archive.load_from(file.string(), device_);
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model_->load(model_archive);
@@ -415,10 +437,10 @@ class Loop {
       const std::lock_guard<std::mutex> lock(generator.mutex());
       generator.set_state(generator_state);
     }
-    result.resumed_from_step = step_;
   }
 
   Workload& workload_;
+  const HyperParams& params_;
   const TrainerOptions& options_;
   TrainerCallbacks& callbacks_;
   torch::Device device_;

@@ -20,6 +20,11 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
 // outside (a crashed process's stderr) on its way into a database or a page.
 std::string SanitizeUtf8(std::string_view text);
 
+// `text` safe to print on a terminal: valid UTF-8 (as SanitizeUtf8), with control characters (escape sequences,
+// carriage returns, backspaces, C1 controls) shown as \x1b or \u009b instead of acting on the terminal. Newlines
+// and tabs are kept when `multiline`, shown as \n and \t otherwise.
+std::string TerminalSafe(std::string_view text, bool multiline = true);
+
 // "a, b or c" (with quotes around each item when `quote` is set).
 std::string JoinAlternatives(const std::vector<std::string>& items, bool quote = true);
 

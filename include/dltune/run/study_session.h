@@ -38,12 +38,11 @@ class ActiveTrial;
 
 class StudySession {
  public:
-  // Opens the study named by `spec` in `store`. A new study is created with every planned trial of its plan
-  // (StudyPlan::IsPlanned: all of them, except an adaptive sampler's later ones), pending; `command_line` is
-  // recorded as the command that reproduces the study. An existing study must have the same spec (comments and
-  // formatting aside), or SpecChangedError is thrown. Planned trials missing from the store (a creator interrupted
-  // between the two writes) are added. A gp sampler's warm_start study must exist in the store and measure the
-  // same objective, or Error is thrown.
+  // Opens the study named by `spec` in `store`. A new study is created with its first planned trials, pending (the
+  // others are made as workers ask for them: MakeNextTrials); `command_line` is recorded as the command that
+  // reproduces the study. An existing study must have the same spec (comments and formatting aside), or
+  // SpecChangedError is thrown. A gp sampler's warm_start study must exist in the store and measure the same
+  // objective, or Error is thrown.
   static StudySession OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line);
   // Opens an existing study by name, with the spec recorded in the store. Throws Error when there is none.
   static StudySession Open(Store& store, const std::string& name);
@@ -53,10 +52,14 @@ class StudySession {
   Store& store() const { return *store_; }
 
   // Claims the lowest-numbered pending trial for `worker` (an id unique among the study's workers, e.g.
-  // "host:pid"). With none pending, an adaptive sampler (gp) makes the study's next trial from the results so far
-  // (the sub-study's finished trials, its pending and running ones as points already being tried, and the warm-start
-  // study's) and claims it; nullopt when the study has made all its trials and none is pending.
+  // "host:pid"). With none pending, makes the study's next trials (MakeNextTrials) and claims one; nullopt when the
+  // study has made all its trials and none is pending.
   std::optional<ActiveTrial> Ask(const std::string& worker);
+  // Adds the study's next trials to the store: the next planned ones (up to a few hundred), or, when the next one
+  // is an adaptive sampler's (gp), that one, made from the results so far (the sub-study's finished trials, its
+  // pending and running ones as points already being tried, and the warm-start study's). False when the study has
+  // made all its trials. Safe against other processes making the same trials at once.
+  bool MakeNextTrials();
   // What an adaptive sampler knows when it makes trial `number`: its sub-study's trials (and the warm-start
   // study's), by number; objectives oriented so that lower is better.
   std::vector<Observation> History(std::uint64_t number, const std::vector<TrialRecord>& trials) const;
@@ -65,8 +68,6 @@ class StudySession {
 
  private:
   StudySession(Store& store, StudyRecord study, StudySpec spec);
-  // Adds the next adaptive trial (the lowest number not in the store); false when the study has all its trials.
-  bool MakeNextTrial();
 
   Store* store_;
   StudyRecord study_;

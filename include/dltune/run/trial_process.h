@@ -33,10 +33,11 @@ struct ExitStatus {
 
 class TrialProcess {
  public:
-  // Starts `command`; the child writes report lines to fd 3, which DLTUNE_REPORT names (/dev/fd/3). Throws Error
-  // when the log files cannot be opened or the process cannot be created.
+  // Starts `command`; the child writes report lines to fd 3, which DLTUNE_REPORT names (/dev/fd/3). Every process
+  // it starts inherits DLTUNE_TRIAL_TOKEN, a value unique to this trial process, by which its descendants are found
+  // when it ends. Throws Error when the log files cannot be opened or the process cannot be created.
   explicit TrialProcess(const TrialCommand& command);
-  // Kills the process group (SIGKILL) if it is still running, and reaps it.
+  // Kills the process group and every descendant (SIGKILL) if it is still running, and reaps it.
   ~TrialProcess();
   TrialProcess(const TrialProcess&) = delete;
   TrialProcess& operator=(const TrialProcess&) = delete;
@@ -44,14 +45,21 @@ class TrialProcess {
   pid_t pid() const { return pid_; }
   // The read end of the report pipe (non-blocking); -1 once closed.
   int report_fd() const { return report_fd_; }
-  // Reads what is available from the report pipe into `out`; returns false at end of file (then closes it).
+  // Reads what is available from the report pipe into `out`, at most about 1 MiB per call (the caller parses that
+  // before it reads more); returns false at end of file (then closes it).
   bool ReadReport(std::string& out);
   // Sends `signal` to the whole process group (the shell and everything it started).
   void Signal(int signal);
-  // The exit status once the process has ended, without blocking; nullopt while it runs.
+  // The exit status once the process has ended, without blocking; nullopt while it runs. When it has ended, every
+  // process it left behind — in its process group, or carrying its token after leaving the group (a new session, a
+  // daemon) — is killed.
   std::optional<ExitStatus> TryWait();
+  const std::string& token() const { return token_; }
 
  private:
+  void KillLeftovers();
+
+  std::string token_;
   pid_t pid_ = -1;
   int report_fd_ = -1;
   std::optional<ExitStatus> status_;
@@ -62,5 +70,16 @@ std::string TailOfFile(const std::filesystem::path& path, std::size_t max_lines 
 
 // The path of the running executable (/proc/self/exe).
 std::filesystem::path SelfExecutable();
+
+// Makes this process the reaper of its orphaned descendants (Linux PR_SET_CHILD_SUBREAPER): a trial's child that
+// outlives its parent then stays this worker's descendant instead of escaping to PID 1.
+void BecomeSubreaper();
+
+// SIGKILLs every process whose environment holds DLTUNE_TRIAL_TOKEN=`token`; returns how many it killed.
+int KillProcessesWithToken(const std::string& token);
+
+// Reaps this process's children that have ended and are not trial processes it started (orphaned descendants of
+// trials, which come to it as their subreaper).
+void ReapOrphans();
 
 }  // namespace dltune

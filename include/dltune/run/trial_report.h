@@ -65,14 +65,18 @@ ReportLine ParseReportLine(std::string_view line, std::size_t line_number);
 class ReportReader {
  public:
   // Appends bytes read from the report channel.
-  void Feed(std::string_view bytes) { buffer_.append(bytes); }
+  void Feed(std::string_view bytes);
   // The next complete line, parsed; nullopt when no complete line is buffered. With `at_eof`, a last line without
-  // its newline counts too.
+  // its newline counts too. Throws ProtocolError for a bad line, and for a line longer than `max_line_bytes`
+  // (counted as it arrives, so a line without end never holds more memory than that).
   std::optional<ReportLine> Next(bool at_eof = false);
   std::size_t lines_read() const { return line_number_; }
 
+  static constexpr std::size_t kMaxLineBytes = 1 << 20;
+
  private:
   std::string buffer_;
+  std::size_t start_ = 0;  // where the unread part of buffer_ begins
   std::size_t line_number_ = 0;
   bool measured_ = false;
   bool ended_ = false;

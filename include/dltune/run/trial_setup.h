@@ -18,21 +18,34 @@ struct PreparedTrial {
   TrialCommand command;
 };
 
-// The directory of trial `number` of a study: <run_dir>/trial_<number>, run_dir relative to the working directory.
-std::filesystem::path TrialDirectory(const StudySpec& spec, std::uint64_t number);
+// The directory of a study's trials: <run_dir>/<study uid>, run_dir relative to the working directory. The uid makes
+// it the study's own even when studies share a run_dir, or have the same name in two stores.
+std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study);
+// The directory of trial `number` of a study: <StudyDirectory>/trial_<number>.
+std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number);
+
+// Whose a trial's checkpoints are: its study, the study's uid, the trial number, its seed and the SHA-256 of its
+// params (trial.json's checkpoint_owner; docs/checkpoint-layout.md).
+nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,
+                                    const std::map<std::string, Value>& params);
+
+// Throws SpecError, at the spec's workload: key, when the spec names a workload this program does not know (a
+// workload of your own is known to the program that registers it: examples/custom_workload).
+void CheckWorkloadKnown(const StudySpec& spec);
 
 // trial.json's content (see docs/trial-protocol.md).
-nlohmann::json TrialDescription(const StudySpec& spec, const TrialRecord& trial,
+nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming);
 
 // Creates the trial's directory and files and the command that runs it: `dltune_executable run-trial` for a
-// built-in workload, the rendered `command:` otherwise. Throws Error when a file cannot be written or a placeholder
-// has no value in this trial.
-PreparedTrial PrepareTrial(const StudySpec& spec, const ActiveTrial& trial,
+// built-in workload, the rendered `command:` otherwise. The study directory gets a study.json naming its study; one
+// naming another study is refused. Throws Error when a file cannot be written or a placeholder has no value in this
+// trial.
+PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
                            const std::filesystem::path& dltune_executable);
 
 // A command that trains the trial again on its own: `dltune train ...` with its params and seed for a built-in
 // workload; the program with its environment otherwise.
-std::string ReproduceCommand(const StudySpec& spec, const TrialRecord& trial);
+std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial);
 
 }  // namespace dltune

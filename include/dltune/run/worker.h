@@ -24,6 +24,10 @@ struct WorkerOptions {
   bool wait_for_others = true;
   std::filesystem::path dltune_executable;  // runs built-in workloads (`dltune run-trial`); default: this program
   std::string worker_id;                    // default: "<hostname>:<pid>"
+  // Stop the loop (running trials checkpoint and stop) once this many trials in a row failed with the same cause:
+  // a study that cannot work must not spend its budget failing. 0: never.
+  int max_consecutive_failures = 5;
+  bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
 };
 
 // A running trial as the progress view sees it.
@@ -67,12 +71,27 @@ struct WorkerSummary {
   int infeasible = 0;
   int failed = 0;
   int stopped = 0;
+  int retried = 0;           // failed trials put back to pending at start-up (retry_failed)
   bool interrupted = false;  // ended by a stop request
+  // Why the loop stopped on its own: trials failing the same way again and again (max_consecutive_failures). Empty
+  // when it did not.
+  std::string halted;
 };
 
-// Runs the loop until no trial is left to run, or `stop_requests` (incremented by the caller's SIGINT/SIGTERM
+// How a trial's failure is grouped with others: its reason and the last line of its stderr, digits masked, so
+// trials that fail the same way with other numbers in the message count as one cause.
+std::string FailureCause(const std::string& reason, const std::string& stderr_tail);
+
+// Whether a trial's failure is the machine's fault, not the trial's: its directory's file system is full or read-
+// only, or its stderr ends with such an error. Such trials are stopped (to resume), not failed. Returns the reason
+// to record, or "".
+std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const std::string& stderr_tail);
+
+// Runs the loop until no trial is left to run, or `stop_requests` (incremented by the caller's SIGINT/SIGTERM/SIGHUP
 // handler) becomes 1 — running trials are asked to checkpoint and stop (SIGTERM) and are recorded as stopped — or 2
-// — they are killed and recorded as stopped, to resume from their latest checkpoint.
+// — they are killed and recorded as stopped, to resume from their latest checkpoint — or trials keep failing the
+// same way (WorkerOptions::max_consecutive_failures; WorkerSummary::halted says why). A trial running past its
+// study's training.timeout is stopped and recorded as failed.
 WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
                         const std::atomic<int>& stop_requests);
 

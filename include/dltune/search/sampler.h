@@ -88,8 +88,16 @@ class Sampler {
 // an unknown or out-of-range param, ...).
 std::unique_ptr<Sampler> MakeSampler(const SamplerOptions& options, const SamplingTarget& target);
 
+// How many combinations of the scientific params' values there are (scientific ranges left out; 1 when there are
+// none), saturating at UINT64_MAX.
+std::uint64_t ScientificCombinationCount(const SearchSpace& space);
+// Combination `index` (< ScientificCombinationCount) in the order below, without making the others.
+Assignment ScientificCombination(const SearchSpace& space, std::uint64_t index);
+// The most combinations ScientificCombinations makes (and a joint study deals).
+inline constexpr std::uint64_t kMaxScientificCombinations = 100000;
 // Every combination of the scientific params' values, in spec order (first param varies slowest). Scientific
-// ranges are not enumerable and are left out. One empty assignment when there are no scientific params.
+// ranges are not enumerable and are left out. One empty assignment when there are no scientific params. Throws
+// Error when there are more than kMaxScientificCombinations.
 std::vector<Assignment> ScientificCombinations(const SearchSpace& space);
 
 // The unit-cube dimensions a sampler draws: params that vary and are not given by the sub-study. Unconditional

@@ -18,6 +18,7 @@
 //   dltune::Error with a message naming the database.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,6 +41,7 @@ class LeaseLostError : public Error {
 struct StudyRecord {
   std::int64_t id = 0;
   std::string name;
+  std::string uid;  // random, set when the study is created: names its trial directories, so no two studies share one
   std::string description;
   std::string spec_text;       // the spec exactly as read
   std::string spec_hash;       // SHA-256 of spec_text, hex
@@ -169,6 +171,16 @@ struct ReclaimedTrial {
   std::uint64_t number = 0;
   std::string worker;      // the worker that stopped heartbeating
   TrialState new_state{};  // pending (to be retried) or failed (too many retries)
+  bool counted = false;    // it made no progress since it was claimed, so the reclaim counted as a retry
+};
+
+// How many trials of a study are in each state, read without loading them.
+struct TrialCounts {
+  std::array<std::int64_t, 6> by_state{};   // indexed by TrialState
+  std::int64_t made = 0;                    // trials in the store (a study makes its planned trials as it goes)
+  std::optional<std::uint64_t> max_number;  // the highest trial number made
+
+  std::int64_t Count(TrialState state) const { return by_state[static_cast<std::size_t>(state)]; }
 };
 
 class Store {
@@ -191,6 +203,15 @@ class Store {
   virtual void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) = 0;
   virtual std::vector<TrialRecord> ListTrials(std::int64_t study_id) = 0;
   virtual std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) = 0;
+  // Reads that cost the same whatever the study's size (indexed), for runners and summaries of large studies.
+  virtual TrialCounts CountTrials(std::int64_t study_id) = 0;
+  // The study's trials in `state`, by number; at most `limit` of them (0: every one).
+  virtual std::vector<TrialRecord> ListTrialsInState(std::int64_t study_id, TrialState state,
+                                                     std::size_t limit = 0) = 0;
+  // Completed trials with a best value, best first (lower is better when `minimize`; ties: lower number); at most
+  // `limit`. With `per_substudy`, only the best trial of each sub-study, in sub-study order.
+  virtual std::vector<TrialRecord> BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+                                              bool per_substudy) = 0;
 
   // Atomically moves the lowest-numbered pending trial to running for `worker`; nullopt when none is pending.
   // No trial is ever handed to two workers.
@@ -205,8 +226,10 @@ class Store {
   // Ends the lease with a final state: completed, infeasible, failed, or stopped (resumable).
   virtual void Finish(const TrialLease& lease, const TrialOutcome& outcome) = 0;
 
-  // Running trials of the study whose heartbeat is older than `grace_seconds` go back to pending with one more
-  // retry, keeping their measurements and checkpoints; those that reach `max_retries` become failed instead.
+  // Running trials of the study whose heartbeat is older than `grace_seconds` go back to pending, keeping their
+  // measurements and checkpoints. A trial that recorded no training step beyond the furthest it had reached before
+  // (its worker died before it got anywhere, perhaps because of it) counts one retry; one that made progress does
+  // not, so killing workers never uses up a trial's retries. Past `max_retries` counted retries it becomes failed.
   virtual std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) = 0;
   // The same for the running trials held by `worker`, whatever their heartbeat: for a worker known to be gone (a
   // process of this machine that no longer exists), so its trials need not wait out the grace period.
@@ -214,6 +237,9 @@ class Store {
                                                     int max_retries) = 0;
   // Stopped trials of the study go back to pending; returns how many.
   virtual int ResumeStopped(std::int64_t study_id) = 0;
+  // Failed trials of the study go back to pending, to be tried again (they resume from their latest checkpoint);
+  // the one way out of `failed`, asked for explicitly (`dltune run --retry-failed`). Returns how many.
+  virtual int RetryFailed(std::int64_t study_id) = 0;
 
   // Measurements, ordered by step (evals by step, split, metric).
   virtual std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) = 0;
@@ -239,10 +265,15 @@ class Store {
 // `create_if_missing` is false, for a SQLite file that does not exist yet.
 std::unique_ptr<Store> OpenStore(const std::string& url, bool create_if_missing = true);
 
+// Opens an existing store at `url` for reading only: nothing is written to it, so a mode-444 file, a read-only mount
+// or a read-only PostgreSQL role serve (writes through it throw). A SQLite store of an older schema is read through an
+// upgraded copy in memory; a PostgreSQL one is refused (Error) until a writing command upgrades it.
+std::unique_ptr<Store> OpenStoreReadOnly(const std::string& url);
+
 // The URL used when none is given: $DLTUNE_STORAGE if set, else sqlite:///<cwd>/dltune.db.
 std::string DefaultStoreUrl();
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 2;
+inline constexpr int kStoreSchemaVersion = 3;
 
 }  // namespace dltune

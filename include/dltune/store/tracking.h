@@ -22,14 +22,15 @@ struct BestTrial {
 
 struct StudySummary {
   StudyRecord study;
-  Objective objective;                // from the study's spec (minimize valid/error_rate if unreadable)
-  std::array<int, 6> state_counts{};  // indexed by TrialState
-  int trial_count = 0;
-  std::optional<BestTrial> best;             // over completed trials with a best value
-  std::vector<BestTrial> best_per_substudy;  // in sub-study order, for sub-studies that have one
-  std::string reproduce;                     // the command that created the study
+  Objective objective;                         // from the study's spec (minimize valid/error_rate if unreadable)
+  std::array<std::int64_t, 6> state_counts{};  // indexed by TrialState; trials not made yet count as pending
+  std::int64_t trial_count = 0;                // every trial the study has or will make
+  std::optional<BestTrial> best;               // over completed trials with a best value
+  std::vector<BestTrial> best_per_substudy;    // in sub-study order, for sub-studies that have one
+  bool more_substudies = false;                // best_per_substudy was cut at the limit asked for
+  std::string reproduce;                       // the command that created the study
 
-  int Count(TrialState state) const { return state_counts[static_cast<std::size_t>(state)]; }
+  std::int64_t Count(TrialState state) const { return state_counts[static_cast<std::size_t>(state)]; }
   // "12 completed, 2 running, 1 infeasible" (states with no trial left out; "no trials" when empty).
   std::string StateText() const;
 };
@@ -40,6 +41,9 @@ NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line
 
 // Summarizes a study from its record and trials (as ListTrials returns them).
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials);
+// The same from the store's counts and best trials, at a cost that does not grow with the study (for the tracking
+// table, `dltune show` and the dashboard's first page); at most `max_substudies` sub-studies' bests.
+StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t max_substudies = 100);
 
 // Whether `a` is a better objective value than `b` in `direction`.
 bool IsBetter(double a, double b, Direction direction);

@@ -30,6 +30,7 @@ struct Objective {
 struct WorkloadSpec {
   std::string name;
   nlohmann::json args = nlohmann::json::object();
+  SourceLocation where;  // the workload: key, for errors about it
 };
 
 // How each trial trains: the spec's `training:` mapping. The built-in trainer follows every setting; a `command:`
@@ -42,6 +43,7 @@ struct TrainingSettings {
   bool test_at_end = false;                // also evaluate the test split after the last step
   std::int64_t valid_sample_examples = 0;  // >0: periodic evals on a fixed sample of valid, the full split at the end
   double divergence_factor = 100.0;        // a training loss above this multiple of the first one is divergence
+  double timeout_seconds = 0;              // >0: a trial process running longer than this is stopped and failed
 };
 
 // A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
@@ -62,6 +64,7 @@ struct StudySpec {
   ScientificMode scientific_mode = ScientificMode::kSeparate;
   SamplerOptions sampler;
   std::shared_ptr<const SearchSpace> space;  // shared so plans and samplers can point into it
+  SourceLocation space_where;                // where `space:` is, for errors about the space as a whole
   std::string file;                          // where it was read from
   std::string text;                          // its text, exactly as read
 };
@@ -71,7 +74,10 @@ std::string DirectionName(Direction direction);
 
 // Parses and validates a spec. Throws SpecError ("file:line:column: key message") for every mistake.
 StudySpec ParseStudySpec(const std::string& text, const std::string& file_name);
-// Reads and parses a spec file. Throws Error when it cannot be read.
+// The largest spec file LoadStudySpec reads.
+inline constexpr std::size_t kMaxSpecBytes = std::size_t{16} << 20;
+// Reads and parses a spec file. Throws Error when it cannot be read, is not a regular file, or is larger than
+// kMaxSpecBytes.
 StudySpec LoadStudySpec(const std::string& path);
 
 // One sub-study: the scientific values it holds fixed ("optimizer=adam"); the whole study in joint mode.
@@ -89,22 +95,32 @@ struct PlannedTrial {
   Assignment params;
 };
 
+// The most trials a study has (all sub-studies together).
+inline constexpr std::uint64_t kMaxStudyTrials = 1000000;
+
 // The trials of a study, made by its sampler. Trials of the sub-studies are interleaved (0 of each, then 1 of
-// each, ...) so a study stopped early has compared its scientific values on equal budgets. Immutable and
-// thread-safe; keeps the spec's space alive.
+// each, ...) so a study stopped early has compared its scientific values on equal budgets. Lazy: sub-studies and
+// their samplers are made when a trial of theirs is asked for (a few are kept), so a plan's size does not grow with
+// the study's. Immutable (apart from that cache) and thread-safe; keeps the spec's space alive.
 class StudyPlan {
  public:
-  // Throws SpecError when the sampler does not fit the study (see MakeSampler).
+  // Throws SpecError when the sampler does not fit the study (see MakeSampler), or when the study would have more
+  // than kMaxStudyTrials trials (or a joint study more than kMaxScientificCombinations scientific combinations).
   explicit StudyPlan(const StudySpec& spec);
+  ~StudyPlan();
+  StudyPlan(const StudyPlan&) = delete;
+  StudyPlan& operator=(const StudyPlan&) = delete;
 
-  const std::vector<SubStudy>& substudies() const { return substudies_; }
+  std::size_t SubStudyCount() const { return substudy_count_; }
+  // Sub-study `index` (< SubStudyCount()).
+  SubStudy SubStudyAt(std::size_t index) const;
   std::uint64_t TrialCount() const { return total_; }
-  std::uint64_t SubStudyTrialCount(std::size_t substudy) const { return samplers_.at(substudy)->TrialCount(); }
+  std::uint64_t SubStudyTrialCount(std::size_t substudy) const;
   // Whether trial `number`'s params are known up front. An adaptive sampler (gp) chooses the others from the
   // results so far, when a worker asks for them (TrialFromHistory).
   bool IsPlanned(std::uint64_t number) const;
   // Whether some trial is not planned.
-  bool IsAdaptive() const;
+  bool IsAdaptive() const { return adaptive_; }
   // Trial `number` (< TrialCount(); IsPlanned(number), else Error).
   PlannedTrial Trial(std::uint64_t number) const;
   // Trial `number` (< TrialCount()) given its sub-study's history (see Sampler::SuggestFromHistory); the sub-study
@@ -114,10 +130,26 @@ class StudyPlan {
   std::pair<std::size_t, std::uint64_t> SubStudyOf(std::uint64_t number) const;
 
  private:
+  struct SamplerCache;
+  // The sampler of sub-study `index`, made on first use.
+  std::shared_ptr<const Sampler> SamplerOf(std::size_t index) const;
+
   std::shared_ptr<const SearchSpace> space_;
-  std::vector<SubStudy> substudies_;
-  std::vector<std::unique_ptr<Sampler>> samplers_;
+  SamplerOptions sampler_options_;
+  bool joint_ = false;
+  std::uint64_t seed_ = 0;
+  std::uint64_t trials_ = 0;
+  std::size_t substudy_count_ = 1;
+  // Trial counts of the sub-studies when they differ (the list sampler); else every sub-study has uniform_count_.
+  std::vector<std::uint64_t> counts_;
+  std::uint64_t uniform_count_ = 0;
+  std::uint64_t uniform_planned_ = 0;
+  // Non-uniform counts: the distinct counts ascending, each with the sub-studies that have more trials than the
+  // level below it (SubStudyOf walks these stretches).
+  std::vector<std::pair<std::uint64_t, std::vector<std::size_t>>> levels_;
+  bool adaptive_ = false;
   std::uint64_t total_ = 0;
+  std::unique_ptr<SamplerCache> cache_;
 };
 
 }  // namespace dltune

@@ -1,10 +1,13 @@
 // A trial's lifecycle: its states and the only transitions between them.
 //
-//   pending ──claim──▶ running ──▶ completed | infeasible | failed    (finished: immutable from then on)
-//      ▲                  │
-//      ├──── reclaim ─────┤  (no heartbeat within the grace period; after too many retries: failed)
-//      │                  ▼
-//      └──── resume ── stopped                                         (checkpointed and stopped, e.g. Ctrl-C)
+//   pending ──claim──▶ running ──▶ completed | infeasible | failed    (finished: immutable from then on, but for
+//      ▲                  │                                    │      an explicit retry of a failed trial)
+//      ├──── reclaim ─────┤  (no heartbeat within the grace    │
+//      │                  │   period; after too many retries:  │
+//      │                  ▼   failed)                          │
+//      ├──── resume ── stopped   (checkpointed and stopped,    │
+//      │                          e.g. Ctrl-C)                 │
+//      └──── retry (dltune run --retry-failed) ────────────────┘
 #pragma once
 
 #include <optional>
@@ -20,7 +23,8 @@ std::string TrialStateName(TrialState state);
 // The state with that name, or nullopt.
 std::optional<TrialState> ParseTrialState(std::string_view name);
 
-// Completed, infeasible and failed trials are finished: nothing about them changes any more.
+// Completed, infeasible and failed trials are finished: nothing about them changes any more, except that a failed
+// trial may be retried on request (failed -> pending).
 bool IsFinished(TrialState state);
 
 // Whether the lifecycle above allows moving from `from` to `to`.

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace dltune {
 
 // How a CheckpointManager names, keeps and ranks checkpoints. Validated by the CheckpointManager constructor.
@@ -24,6 +26,17 @@ struct CheckpointOptions {
   int keep_best = 1;
   // Direction of the objective: true when lower is better (a loss or an error rate), false when higher is.
   bool minimize = true;
+  // Whose checkpoints these are (a JSON object: for a study's trial its study, study uid, trial number, seed and
+  // params hash), recorded in every meta.json. A checkpoint recorded with another owner, or none, is foreign: never
+  // listed, loaded, ranked or deleted. null: checkpoints of any owner are this manager's.
+  nlohmann::json owner;
+};
+
+// A committed checkpoint in the directory that belongs to another owner.
+struct ForeignCheckpoint {
+  std::int64_t step = 0;
+  std::filesystem::path path;
+  std::string owner;  // its recorded owner, for messages ("study 'b' (uid 3f9a2c1e07b4) trial 3, seed 7")
 };
 
 // One committed checkpoint as the manager knows it from its meta.json (the payload is not read).
@@ -60,14 +73,15 @@ struct LoadedCheckpoint {
 // and the newest checkpoint is always in `latest`. Checkpoints without a (finite) objective are never in `best`.
 class CheckpointManager {
  public:
-  // The format_version this code writes and the newest it reads.
-  static constexpr int kFormatVersion = 1;
+  // The format_version this code writes and the newest it reads (2 added `owner`).
+  static constexpr int kFormatVersion = 2;
 
   // Validates `options`, creates the directory, removes leftover `.tmp-*` directories of interrupted saves, and
   // rebuilds both pools' rankings from the meta.json of every committed checkpoint (so rankings survive restarts).
   // Directories named like checkpoints but without a valid commit marker or readable meta.json are ignored (never
   // listed, loaded or deleted) with a warning on stderr. Throws Error on invalid options, an unusable directory, a
-  // checkpoint saved with the opposite objective direction, or one written by a newer format_version.
+  // checkpoint saved with the opposite objective direction, or one written by a newer format_version. Checkpoints of
+  // another owner (see CheckpointOptions::owner) are left alone, listed by Foreign(), with a warning on stderr.
   explicit CheckpointManager(CheckpointOptions options);
 
   // Saves the checkpoint of `step` (>= 0). `write` must create the payload files inside the directory it is given
@@ -77,7 +91,8 @@ class CheckpointManager {
   // leaves either the old state or the complete new checkpoint. A checkpoint already saved at `step` is replaced.
   // A non-finite objective (NaN, inf: a diverged trial) is recorded as no objective. Then applies retention, which
   // never deletes the checkpoint just saved. If `write` throws, the temporary directory is removed and the exception
-  // propagates unchanged; I/O failures and a payload holding meta.json, COMMITTED or a symlink throw Error.
+  // propagates unchanged; I/O failures, a payload holding meta.json, COMMITTED or a symlink, and a step whose directory
+  // holds another owner's checkpoint throw Error.
   SavedCheckpoint Save(std::int64_t step, std::optional<double> objective,
                        const std::function<void(const std::filesystem::path& dir)>& write);
 
@@ -93,6 +108,8 @@ class CheckpointManager {
   std::vector<CheckpointInfo> List() const;
   // The checkpoint with the best objective (ties: the earliest step), or nullopt when none has an objective.
   std::optional<CheckpointInfo> Best() const;
+  // Committed checkpoints of another owner, in ascending step order.
+  const std::vector<ForeignCheckpoint>& Foreign() const { return foreign_; }
 
   const CheckpointOptions& options() const { return options_; }
 
@@ -108,10 +125,14 @@ class CheckpointManager {
   CheckpointOptions options_;
   std::filesystem::path dir_;
   std::map<std::int64_t, std::optional<double>> objectives_;  // committed checkpoints: step -> objective
+  std::vector<ForeignCheckpoint> foreign_;
   std::set<std::string> warned_;
 };
 
 // The directory name of the checkpoint of `step`: "step_00000123" (at least 8 digits, more when needed).
 std::string CheckpointDirName(std::int64_t step);
+
+// A checkpoint owner for messages: "study 'b' (uid 3f9a2c1e07b4) trial 3, seed 7", or its JSON; "no owner" for null.
+std::string DescribeCheckpointOwner(const nlohmann::json& owner);
 
 }  // namespace dltune

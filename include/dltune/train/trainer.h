@@ -35,6 +35,9 @@ struct TrainerOptions {
   std::string objective = "valid/error_rate";  // split/metric used for the best checkpoint
   bool minimize = true;
   std::string checkpoint_dir;  // "" = no checkpoints (and no resume)
+  // Whose checkpoints they are (CheckpointOptions::owner): a directory holding another owner's checkpoints is refused
+  // (Error) rather than resumed from or pruned. null: any owner.
+  nlohmann::json checkpoint_owner;
   int keep_best_checkpoints = 1;
   int keep_latest_checkpoints = 2;
   // Resume only from a checkpoint at or before this step (the newest whose measurements the caller has recorded; a

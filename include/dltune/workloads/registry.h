@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/train/workload.h"
+#include "dltune/workloads/train.h"
 
 namespace dltune {
 
@@ -20,6 +21,6 @@ void RegisterWorkload(const std::string& name, WorkloadFactory factory);
 // Makes the workload registered as `name`; throws Error (with the registered names) when there is none.
 std::unique_ptr<Workload> MakeWorkload(const std::string& name, const nlohmann::json& args = nlohmann::json::object());
 // Every registered name, sorted; the built-in ones included.
-std::vector<std::string> WorkloadNames();
+// WorkloadNames() is in dltune/workloads/train.h (torch-free).
 
 }  // namespace dltune

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,5 +14,8 @@ namespace dltune {
 // (see TrainWorkload). Throws Error for an unknown workload, bad arguments, params or options.
 TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
                   const TrainerOptions& options, TrainerCallbacks& callbacks);
+
+// Every registered workload's name, sorted; the built-in ones included.
+std::vector<std::string> WorkloadNames();
 
 }  // namespace dltune

@@ -1,0 +1,458 @@
+// dltune under hostile but ordinary use, as a user runs it (docs/reliability.md lists each promise and its test):
+// inputs that would make it slow or huge, run under ulimit so that a regression fails instead of eating the
+// machine; studies that cannot work; runs stopped every way; stores it may only read; terminals it must not drive;
+// full disks; and a dashboard under slow clients.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "dltune/core/sha256.h"
+#include "dltune/store/store.h"
+
+extern char** environ;
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Slurp;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+using Clock = std::chrono::steady_clock;
+
+// What a bounded command did, and how long it took.
+struct Outcome {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  double seconds = 0;
+};
+
+class Reliability : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dltune_reliability_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  std::string Url() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
+
+  // Runs `dltune ARGUMENTS` in the test's directory with its address space and CPU time capped (ulimit -v, -t):
+  // an input that makes dltune huge or slow ends it instead of the machine. `prefix` runs before (more ulimits).
+  Outcome Run(const std::string& arguments, long memory_kb = 1500000, int cpu_seconds = 60,
+              const std::string& prefix = "") const {
+    const std::string command = "cd '" + dir_.string() + "' && (ulimit -v " + std::to_string(memory_kb) +
+                                " && ulimit -t " + std::to_string(cpu_seconds) + " && " + prefix + " exec " +
+                                DLTUNE_CLI + " " + arguments + ") > out.txt 2> err.txt";
+    const auto start = Clock::now();
+    const int status = std::system(command.c_str());
+    Outcome outcome;
+    outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    outcome.out = Slurp(dir_ / "out.txt");
+    outcome.err = Slurp(dir_ / "err.txt");
+    return outcome;
+  }
+
+  fs::path Write(const std::string& name, const std::string& text) const {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+
+  // A study whose trials run `script` (sh), reporting their objective unless the script exits first.
+  fs::path CommandStudy(const std::string& name, const std::string& script, int trials,
+                        const std::string& extra = "") const {
+    Write(name + ".sh", script +
+                            "\nprintf '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":"
+                            "0.5}}\\n' >> \"$DLTUNE_REPORT\"\n");
+    return Write(name + ".yaml", "name: " + name + "\ncommand: sh " + (dir_ / (name + ".sh")).string() +
+                                     " {trial_number}\nmax_train_steps: 1\ntrials: " + std::to_string(trials) + "\n" +
+                                     extra + "space: {lr: {min: 0.01, max: 1, scale: log}}\n");
+  }
+
+  fs::path dir_;
+};
+
+// --- bounded inputs -------------------------------------------------------------------------------------------
+
+TEST_F(Reliability, SpecsThatWouldExplodeAreRefusedQuicklyInBoundedMemory) {
+  std::string laughs = "name: laughs\nworkload: synthetic\nmax_train_steps: 10\nx0: &a0 [lol, lol, lol, lol, lol]\n";
+  for (int level = 1; level <= 9; ++level) {
+    laughs += "x" + std::to_string(level) + ": &a" + std::to_string(level) + " [";
+    for (int i = 0; i < 10; ++i) laughs += (i ? ", *a" : "*a") + std::to_string(level - 1);
+    laughs += "]\n";
+  }
+  laughs += "space: {lr: {min: 0.1, max: 1}}\n";
+  std::string six_by_thirty = "name: subs\nworkload: synthetic\nmax_train_steps: 10\nspace:\n";
+  std::string thousand =
+      "name: wide\nworkload: synthetic\nmax_train_steps: 10\ntrials: 1000000\nspace:\n  o: {values: [";
+  for (int p = 0; p < 6; ++p) {
+    six_by_thirty += "  p" + std::to_string(p) + ": {role: scientific, values: [";
+    for (int v = 0; v < 30; ++v) six_by_thirty += (v ? ", " : "") + std::to_string(v);
+    six_by_thirty += "]}\n";
+  }
+  for (int v = 0; v < 1000; ++v) thousand += (v ? ", v" : "v") + std::to_string(v);
+  thousand += "], role: scientific}\n  lr: {min: 0.1, max: 1}\n";
+  const std::string joint =
+      std::regex_replace(six_by_thirty, std::regex("name: subs\n"), "name: joint\nscientific_mode: joint\n");
+  Write("big.yaml", "name: big\n# " + std::string(17 << 20, 'x') + "\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Write("laughs.yaml", laughs).string(), "expand to more than 2000000 values"},
+      {Write("subs.yaml", six_by_thirty).string(), "makes 729,000,000 sub-studies"},
+      {Write("wide.yaml", thousand).string(), "1,000,000,000 trials, and a study runs at most 1,000,000"},
+      {Write("joint.yaml", joint).string(), "can deal at most 100,000"},
+      {(dir_ / "big.yaml").string(), "is larger than 16 MiB"},
+      {"/dev/zero", "is not a regular file"},
+      {dir_.string(), "is a directory, not a study spec"},
+  };
+  for (const auto& [spec, message] : cases) {
+    const Outcome check = Run("space check " + spec, 1500000, 20);
+    EXPECT_EQ(check.exit_code, 2) << spec << "\n" << check.err;
+    EXPECT_THAT(check.err, HasSubstr(message)) << spec;
+    EXPECT_LT(check.seconds, 15) << spec;
+  }
+}
+
+TEST_F(Reliability, AHundredThousandValueListIsCheckedInSeconds) {
+  std::string list = "name: many\nworkload: synthetic\nmax_train_steps: 10\nspace:\n  hidden: {values: [";
+  for (int v = 0; v < 100000; ++v) list += (v ? ", " : "") + std::to_string(v);
+  list += "]}\n";
+  const Outcome check = Run("space check " + Write("many.yaml", list).string(), 1500000, 20);
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("the spec is valid"));
+  EXPECT_LT(check.seconds, 15);  // it took 70 s when each value was compared with every other
+}
+
+// A study of a million trials (the most a study has) makes them as it goes: it starts, runs and is shown as fast,
+// and in as little memory, as a small one.
+TEST_F(Reliability, AMillionTrialStudyRunsAndIsShownInBoundedMemory) {
+  // Trials past the 30th fail the same way, which stops the run: the test's budget.
+  const auto spec = CommandStudy("million", "if [ $1 -ge 30 ]; then echo 'test budget spent' >&2; exit 3; fi", 1000000);
+  const Outcome run =
+      Run("run " + spec.string() + " --parallel 2 --max-consecutive-failures 3 --no-report --storage " + Url(), 1500000,
+          120);
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("study million: 1000000 trials"));
+  const auto store = OpenStore(Url());
+  const TrialCounts counts = store->CountTrials(store->FindStudy("million")->id);
+  EXPECT_EQ(counts.Count(TrialState::kCompleted), 30);
+  EXPECT_LT(counts.made, 1000);  // made as it went, not a million rows up front
+  for (const std::string command : {"show million", "studies", "show million 12"}) {
+    const Outcome shown = Run(command + " --storage " + Url(), 1500000, 20);
+    EXPECT_EQ(shown.exit_code, 0) << command << shown.err;
+    EXPECT_LT(shown.seconds, 15) << command;
+  }
+  EXPECT_THAT(Run("show million --storage " + Url()).out, HasSubstr("best completed of 1000000 trials"));
+}
+
+// --- faults that recover --------------------------------------------------------------------------------------
+
+TEST_F(Reliability, AStudyThatCannotWorkStopsAfterRepeatedFailuresWithItsCause) {
+  const auto spec = CommandStudy("broken", "echo 'ModuleNotFoundError: No module named torchvision' >&2; exit 1", 40);
+  const Outcome run = Run("run " + spec.string() + " --parallel 1 --no-report --storage " + Url());
+  EXPECT_EQ(run.exit_code, 3) << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("stopped: 5 trials in a row ended the same way"));
+  EXPECT_THAT(run.out, HasSubstr("--retry-failed"));
+  const auto store = OpenStore(Url());
+  const TrialCounts counts = store->CountTrials(store->FindStudy("broken")->id);
+  EXPECT_EQ(counts.Count(TrialState::kFailed), 5);  // not 40: the budget is left for when it is fixed
+  // Once fixed, --retry-failed tries the failed ones again, and the rest run.
+  CommandStudy("broken", "true", 40);
+  const Outcome fixed = Run("run " + spec.string() + " --retry-failed --no-report --storage " + Url());
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+  EXPECT_EQ(store->CountTrials(store->FindStudy("broken")->id).Count(TrialState::kCompleted), 40);
+}
+
+TEST_F(Reliability, AnUnknownWorkloadIsRefusedBeforeAnythingRuns) {
+  const auto spec = Write("nope.yaml",
+                          "name: nope\nworkload: fashion_mnist_mpl\nmax_train_steps: 10\nspace: {lr: "
+                          "{min: 0.1, max: 1}}\n");
+  for (const std::string& command : std::vector<std::string>{"space check ", "run --storage " + Url() + " "}) {
+    const Outcome outcome = Run(command + spec.string());
+    EXPECT_EQ(outcome.exit_code, 2) << command;
+    EXPECT_THAT(outcome.err, HasSubstr("nope.yaml:2:11: workload 'fashion_mnist_mpl' is not a workload this dltune "
+                                       "knows (did you mean 'fashion_mnist_mlp'?)"));
+  }
+  EXPECT_FALSE(OpenStore(Url())->FindStudy("nope"));  // nothing was created
+}
+
+// The exit status says how the run ended (dltune run --help documents it).
+TEST_F(Reliability, ExitStatusesTellDoneFailedAndStoppedApart) {
+  EXPECT_EQ(Run("run " + CommandStudy("done", "true", 3).string() + " --no-report --storage " + Url()).exit_code, 0);
+  const auto some = CommandStudy("some", "if [ $1 = 1 ]; then exit 9; fi", 3);
+  EXPECT_EQ(Run("run " + some.string() + " --no-report --storage " + Url()).exit_code, 1);
+  const auto all = CommandStudy("all", "exit 9", 3);
+  EXPECT_EQ(Run("run " + all.string() + " --no-report --storage " + Url()).exit_code, 1);
+  // A trial that stops itself (exit 75) is left stopped: resumable.
+  const auto stops = CommandStudy("stops", "if [ $1 = 0 ]; then exit 75; fi", 2);
+  const Outcome stopped = Run("run " + stops.string() + " --no-report --storage " + Url());
+  EXPECT_EQ(stopped.exit_code, 75);
+  EXPECT_THAT(stopped.out, HasSubstr("run the same command again to resume"));
+}
+
+// A closed terminal (SIGHUP) stops a run as Ctrl-C does: trials stopped, resumable, exit 75.
+TEST_F(Reliability, AClosedTerminalStopsTheRunResumably) {
+  const auto spec = CommandStudy("hup",
+                                 "trap 'exit 75' TERM\nprintf '{\"type\":\"train\",\"step\":1,\"loss\":1}\\n' >> "
+                                 "\"$DLTUNE_REPORT\"\nwhile true; do sleep 0.1; done",
+                                 2);
+  const std::string command = "cd '" + dir_.string() + "' && exec " + DLTUNE_CLI + " run " + spec.string() +
+                              " --parallel 2 --no-report --storage " + Url() + " > run.out 2> run.err";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  for (int i = 0; i < 200 && Slurp(dir_ / "run.out").find("trial 1 starts") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGHUP);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 75) << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
+  const auto store = OpenStore(Url());
+  for (const auto& trial : store->ListTrials(store->FindStudy("hup")->id)) {
+    EXPECT_EQ(trial.state, TrialState::kStopped) << trial.number << ": " << trial.reason;
+  }
+}
+
+// Read commands never write: they work on a store its user may only read, and leave it byte for byte.
+TEST_F(Reliability, AReadOnlyStoreCanBeRead) {
+  ASSERT_EQ(Run("run " + CommandStudy("ro", "true", 3).string() + " --storage " + Url()).exit_code, 0);
+  const fs::path db = dir_ / "dltune.db";
+  for (const char* leftover : {"dltune.db-wal", "dltune.db-shm"}) ASSERT_FALSE(fs::exists(dir_ / leftover));
+  fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  const std::string before = Sha256Hex(Slurp(db));
+  // As root, permissions are not enforced: read as the unprivileged user `nobody` instead.
+  const std::string as_reader = ::geteuid() == 0 ? "exec setpriv --reuid=nobody --regid=nogroup --clear-groups " : "";
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
+  const std::string report = fs::temp_directory_path() / ("dltune_ro_" + std::to_string(::getpid()) + ".html");
+  for (const std::string& command : std::vector<std::string>{"studies", "show ro", "show ro 1", "export ro",
+                                                             "doctor ro", "report ro -o " + report}) {
+    const std::string shell = "cd '" + dir_.string() + "' && " + as_reader + DLTUNE_CLI + " " + command +
+                              " --storage " + Url() + " > out.txt 2> err.txt";
+    const int status = std::system(shell.c_str());
+    EXPECT_EQ(WEXITSTATUS(status), 0) << command << ": " << Slurp(dir_ / "err.txt");
+  }
+  EXPECT_EQ(Sha256Hex(Slurp(db)), before);
+  EXPECT_FALSE(fs::exists(dir_ / "dltune.db-wal"));
+  EXPECT_THAT(Slurp(report), HasSubstr("<html"));
+  fs::remove(report);
+}
+
+// Text from trials and specs reaches the terminal escaped: it can neither drive it nor hide what is printed.
+TEST_F(Reliability, ControlCharactersNeverReachTheTerminal) {
+  const auto spec = CommandStudy("esc", "printf 'boom\\033[2J\\033]0;pwned\\007\\r\\n' >&2; exit 7", 1);
+  const Outcome run = Run("run " + spec.string() + " --no-report --storage " + Url());
+  EXPECT_EQ(run.out.find('\x1b'), std::string::npos);
+  const Outcome show = Run("show esc 0 --storage " + Url());
+  EXPECT_EQ(show.exit_code, 0);
+  EXPECT_EQ(show.out.find('\x1b'), std::string::npos) << show.out;
+  EXPECT_THAT(show.out, HasSubstr("boom\\x1b[2J\\x1b]0;pwned\\x07"));
+}
+
+TEST_F(Reliability, BadNumbersOnTheCommandLineAreRefusedReadably) {
+  const auto spec = CommandStudy("nums", "true", 1);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run " + spec.string() + " --stale-after nan", "--stale-after: must be a number, not 'nan'"},
+      {"run " + spec.string() + " --parallel 0", "--parallel: must be between 1 and 4096, not 0"},
+      {"show nums -1", "TRIAL: must be between 0 and"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Outcome outcome = Run(arguments + " --storage " + Url());
+    EXPECT_EQ(outcome.exit_code, 2) << arguments;
+    EXPECT_THAT(outcome.err, HasSubstr(message)) << arguments;
+    EXPECT_LT(outcome.err.size(), 200u) << outcome.err;  // one readable line, not a 309-digit bound
+  }
+}
+
+// Files dltune writes are whole or not there: a write that fails (here, past the file-size limit, as on a full disk)
+// leaves the earlier file as it was, and no empty one.
+TEST_F(Reliability, AFailedReportOrExportLeavesNoEmptyFile) {
+  ASSERT_EQ(Run("run " + CommandStudy("full", "true", 2).string() + " --no-report --storage " + Url()).exit_code, 0);
+  std::ofstream(dir_ / "trials.csv") << "the earlier export\n";
+  // 1 kB files at most; SIGXFSZ ignored, so writes fail with EFBIG instead of killing dltune.
+  const std::string full_disk = "ulimit -f 1 && trap '' XFSZ &&";
+  const Outcome exported = Run("export full -o trials.csv --format json --storage " + Url(), 1500000, 60, full_disk);
+  EXPECT_EQ(exported.exit_code, 2) << exported.err;
+  EXPECT_THAT(exported.err, HasSubstr("trials.csv: cannot write"));
+  EXPECT_EQ(Slurp(dir_ / "trials.csv"), "the earlier export\n");
+  const Outcome report = Run("report full --storage " + Url(), 1500000, 60, full_disk);
+  EXPECT_EQ(report.exit_code, 2) << report.err;
+  EXPECT_FALSE(fs::exists(dir_ / "full-report.html"));
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+  }
+}
+
+// --- the dashboard holds --------------------------------------------------------------------------------------
+
+class Dashboard : public Reliability {
+ protected:
+  // Starts `dltune serve` on a free loopback port with `options`; returns the port.
+  int Serve(const std::string& options) {
+    (void)OpenStore(Url());  // an empty store to serve
+    const std::string command = "cd '" + dir_.string() + "' && exec " + DLTUNE_CLI + " serve --port 0 --storage " +
+                                Url() + " " + options + " > serve.out 2> serve.err";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    EXPECT_EQ(posix_spawn(&server_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    for (int i = 0; i < 300; ++i) {
+      std::smatch match;
+      const std::string out = Slurp(dir_ / "serve.out");
+      if (std::regex_search(out, match, std::regex(":(\\d+)/"))) return std::stoi(match[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "dltune serve did not start: " << Slurp(dir_ / "serve.err");
+    return 0;
+  }
+  void TearDown() override {
+    if (server_ > 0) {
+      ::kill(server_, SIGTERM);
+      ::waitpid(server_, nullptr, 0);
+    }
+    Reliability::TearDown();
+  }
+
+  static int Connect(int port) {
+    const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval timeout{5, 0};  // no read in the test waits longer
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    EXPECT_EQ(::connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    return sock;
+  }
+
+  // Sends `request` on a new connection and returns the whole response, and how long it took.
+  static std::pair<std::string, double> Ask(int port, const std::string& request) {
+    const auto start = Clock::now();
+    const int sock = Connect(port);
+    (void)!::send(sock, request.data(), request.size(), MSG_NOSIGNAL);
+    std::string response;
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(sock, buffer, sizeof(buffer), 0)) > 0;) response.append(buffer, n);
+    ::close(sock);
+    return {response, std::chrono::duration<double>(Clock::now() - start).count()};
+  }
+
+  static std::string Get(int port, const std::string& path, const std::string& headers = "") {
+    return "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" + headers +
+           "Connection: close\r\n\r\n";
+  }
+
+  pid_t server_ = -1;
+};
+
+// 20 clients sending a header line every 2 s and 20 that send nothing hold no request up: fresh ones are answered
+// in well under a second, and the slow ones are cut off at their deadline.
+TEST_F(Dashboard, SlowClientsDoNotHoldUpFreshRequests) {
+  const int port = Serve("");
+  std::vector<int> slow, idle;
+  for (int i = 0; i < 20; ++i) {
+    slow.push_back(Connect(port));
+    idle.push_back(Connect(port));
+    (void)!::send(slow.back(), "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL);
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int round = 0; round < 8 && !done; ++round) {
+      for (const int sock : slow) (void)!::send(sock, "X-Slow: 1\r\n", 11, MSG_NOSIGNAL);
+      for (int i = 0; i < 20 && !done; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  for (int i = 0; i < 5; ++i) {
+    const auto [response, seconds] = Ask(port, Get(port, "/api/studies"));
+    EXPECT_THAT(response, HasSubstr("HTTP/1.1 200"));
+    EXPECT_LT(seconds, 1.0) << "request " << i;
+  }
+  // The trickling clients lose their connection at the request deadline (10 s), however often they send.
+  const auto start = Clock::now();
+  timeval timeout{15, 0};
+  ::setsockopt(slow[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buffer[4096];
+  ssize_t last = 0;
+  while ((last = ::recv(slow[0], buffer, sizeof(buffer), 0)) > 0) {
+  }
+  EXPECT_EQ(last, 0) << "the server kept the trickling connection open";
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 14);
+  done = true;
+  trickle.join();
+  for (const int sock : slow) ::close(sock);
+  for (const int sock : idle) ::close(sock);
+}
+
+TEST_F(Dashboard, ConnectionsPastTheLimitAreRefused) {
+  const int port = Serve("--max-connections 4");
+  std::vector<int> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(Connect(port));
+    (void)!::send(held.back(), "GET / HTTP/1.1\r\n", 16, MSG_NOSIGNAL);  // begun, not finished: held open
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto [refused, seconds] = Ask(port, Get(port, "/api/studies"));
+  EXPECT_THAT(refused, HasSubstr("HTTP/1.1 503"));
+  EXPECT_THAT(refused, HasSubstr("too many open connections"));
+  EXPECT_LT(seconds, 1.0);
+  for (const int sock : held) ::close(sock);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies")).first, HasSubstr("HTTP/1.1 200"));
+}
+
+// Against DNS rebinding, a Host that does not name the server is refused; with a token, every request needs it.
+TEST_F(Dashboard, HostAndTokenAreChecked) {
+  const int port = Serve("--token s3cret");
+  EXPECT_THAT(Ask(port, "GET /api/studies HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n").first,
+              HasSubstr("HTTP/1.1 421"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies")).first, HasSubstr("HTTP/1.1 401"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies?token=wrong")).first, HasSubstr("HTTP/1.1 401"));
+  const std::string page = Ask(port, Get(port, "/?token=s3cret")).first;
+  EXPECT_THAT(page, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(page, HasSubstr("Set-Cookie: dltune_token=s3cret; Path=/; HttpOnly; SameSite=Strict"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies", "Cookie: dltune_token=s3cret\r\n")).first, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies", "Authorization: Bearer s3cret\r\n")).first,
+              HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(Ask(port, "GET /api/studies HTTP/1.1\r\nHost: localhost:" + std::to_string(port) +
+                            "\r\nCookie: dltune_token=s3cret\r\nConnection: close\r\n\r\n")
+                  .first,
+              HasSubstr("HTTP/1.1 200"));
+}
+
+// Bound to every network, the dashboard makes up a token and prints the address that carries it.
+TEST_F(Dashboard, ServingOtherMachinesRequiresATokenItPrints) {
+  const int port = Serve("--host 0.0.0.0");
+  std::smatch match;
+  const std::string out = Slurp(dir_ / "serve.out");
+  ASSERT_TRUE(std::regex_search(out, match, std::regex("\\?token=([0-9a-f]{32})"))) << out;
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies")).first, HasSubstr("HTTP/1.1 401"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies?token=" + match[1].str())).first, HasSubstr("HTTP/1.1 200"));
+}
+
+}  // namespace
+}  // namespace dltune
