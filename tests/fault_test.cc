@@ -167,5 +167,58 @@ TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
   for (const auto& trial : trials) EXPECT_EQ(completions[trial.number], 1) << "trial " << trial.number;
 }
 
+// A database restart in the middle of a study is not the trials' fault: `dltune run` rides it out — its trials keep
+// running, what they report is kept and written once the store is back — and every trial completes with every step.
+TEST(StoreOutage, ARunRidesOutADatabaseRestart) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_outage_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string server = std::string(DLTUNE_SOURCE_DIR) + "/scripts/pg-test-server";
+  const auto pg = dir / "pg";
+  ASSERT_EQ(std::system((server + " start " + pg.string() + " > /dev/null").c_str()), 0);
+  const std::string url = Slurp(pg / "url").substr(0, Slurp(pg / "url").find('\n'));
+  std::ofstream(dir / "trial.sh")
+      << "for s in $(seq 1 20); do\n"
+         "  printf '{\"type\":\"train\",\"step\":%d,\"loss\":1}\\n' $s >> \"$DLTUNE_REPORT\"\n"
+         "  sleep 0.2\n"
+         "done\n"
+         "printf '{\"type\":\"eval\",\"step\":20,\"split\":\"valid\",\"metrics\":"
+         "{\"error_rate\":0.5}}\\n' >> \"$DLTUNE_REPORT\"\n";
+  std::ofstream(dir / "outage.yaml") << "name: outage\ncommand: sh " << (dir / "trial.sh").string()
+                                     << "\nmax_train_steps: 20\ntrials: 4\nrun_dir: " << (dir / "runs").string()
+                                     << "\nspace: {lr: {min: 0.01, max: 1, scale: log}}\n";
+  const std::string command = "exec " + std::string(DLTUNE_CLI) + " run " + (dir / "outage.yaml").string() +
+                              " --parallel 2 --no-report --storage " + url + " > " + (dir / "run.out").string() +
+                              " 2>&1";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t run = 0;
+  ASSERT_EQ(posix_spawn(&run, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  for (int i = 0; i < 300 && Slurp(dir / "run.out").find("trial 1 starts") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ASSERT_EQ(std::system((server + " pause " + pg.string()).c_str()), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(5));  // longer than a trial's remaining steps
+  ASSERT_EQ(std::system((server + " resume " + pg.string()).c_str()), 0);
+  int status = 0;
+  waitpid(run, &status, 0);
+  const std::string out = Slurp(dir / "run.out");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  EXPECT_THAT(out, HasSubstr("the store is unavailable"));
+  EXPECT_THAT(out, HasSubstr("the store is back"));
+  {
+    const auto store = OpenStore(url);
+    const auto trials = store->ListTrials(store->FindStudy("outage")->id);
+    ASSERT_EQ(trials.size(), 4u);
+    for (const auto& trial : trials) {
+      EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.number << ": " << trial.reason;
+      EXPECT_EQ(trial.retries, 0);
+      EXPECT_EQ(store->TrainSeries(trial.id).size(), 20u) << "trial " << trial.number << " lost steps";
+    }
+  }
+  EXPECT_EQ(std::system((server + " stop " + pg.string()).c_str()), 0);
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -150,6 +150,17 @@ void PrintStartLine(Store& store, const StudySession& session) {
   std::fflush(stdout);
 }
 
+// Whether a worker of this dltune trains the study's trials (not an ask/tell study, nor an unknown workload's).
+bool WorkerCanTrain(const StudyRecord& study) {
+  try {
+    const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+    CheckWorkloadKnown(spec);
+    return !spec.workload.name.empty() || !spec.command.empty();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // The exit status, from how the loop ended and what the studies' trials are now.
 int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<StudyRecord>& studies) {
   if (summary.interrupted) return kTrialStoppedExitStatus;
@@ -169,11 +180,21 @@ int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<S
 int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, int parallel_for_view) {
   ProgressView view(store, study_id, parallel_for_view, ::isatty(STDOUT_FILENO) == 1);
   InstallStopHandlers();
-  const WorkerSummary summary = RunWorker(store, options, view, stop_requests);
+  WorkerSummary summary;
+  try {
+    summary = RunWorker(store, options, view, stop_requests);
+  } catch (const StoreUnavailableError& e) {
+    view.Close();
+    std::printf(
+        "\nstopped: the store stayed unavailable (%s); the running trials were ended and resume from their "
+        "latest checkpoint when the same command runs again\n",
+        TerminalSafe(e.what()).c_str());
+    return kTrialStoppedExitStatus;
+  }
   view.Close();
-  std::vector<StudyRecord> studies;
+  std::vector<StudyRecord> studies;  // the ones this loop ran: of every study, those a worker can train
   for (auto& study : store.ListStudies()) {
-    if (study_id == 0 || study.id == study_id) studies.push_back(std::move(study));
+    if (study_id != 0 ? study.id == study_id : WorkerCanTrain(study)) studies.push_back(std::move(study));
   }
   const int status = ExitStatusOf(store, summary, studies);
   if (summary.interrupted) {
@@ -233,15 +254,7 @@ void RegisterRunCommands(CLI::App& app) {
       const int parallel = options.parallel > 0 ? options.parallel : DefaultParallelism(spec.training.threads);
       const int status = RunLoop(*store, options, session.study().id, parallel);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
-      // The report reads every measurement: past this many trials it is written on request only (dltune report).
-      constexpr std::int64_t kReportedTrials = 100000;
-      const std::int64_t made = store->CountTrials(session.study().id).made;
-      if (!args->no_report && made > kReportedTrials) {
-        std::printf(
-            "\nno report: the study has %lld trials; dltune report %s writes one (it reads every "
-            "measurement)\n",
-            static_cast<long long>(made), spec.name.c_str());
-      } else if (!args->no_report) {
+      if (!args->no_report) {
         std::printf("\n");
         try {
           WriteStudyReport(*store, spec.name, "");

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "dltune/core/error.h"
+#include "dltune/report/study_data.h"
+#include "dltune/store/store.h"
 
 namespace dltune {
 namespace {
@@ -250,6 +252,30 @@ TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
     }
   }
   EXPECT_EQ(curve_trials, (std::set<std::int64_t>{1, 2}));
+}
+
+// A study too large to read whole is refused with what to use instead, before anything is read.
+TEST(LoadStudyData, RefusesAStudyTooLargeToReadWhole) {
+  const fs::path dir = fs::temp_directory_path() / ("dltune_study_data_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    auto store = OpenStore("sqlite://" + (dir / "s.db").string());
+    const StudyRecord study = store->CreateStudy(
+        {.name = "huge", .spec_text = "name: huge\nmax_train_steps: 1\nspace: {lr: {min: 0.1, max: 1}}\n"});
+    std::vector<NewTrial> trials;
+    for (std::uint64_t n = 0; n <= static_cast<std::uint64_t>(kMaxLoadedTrials); ++n) {
+      trials.push_back({.number = n, .substudy_label = "all", .seed = n});
+    }
+    store->AddTrials(study.id, trials);
+    try {
+      LoadStudyData(*store, "huge");
+      FAIL() << "a study of more than kMaxLoadedTrials trials was read whole";
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("study 'huge' has 100001 trials"));
+      EXPECT_THAT(e.what(), HasSubstr("dltune show huge"));
+    }
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

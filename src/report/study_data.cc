@@ -1,5 +1,7 @@
 #include "dltune/report/study_data.h"
 
+#include <fmt/format.h>
+
 #include "dltune/store/tracking.h"
 
 namespace dltune {
@@ -8,6 +10,12 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
   StudyData data;
   data.study = RequireStudy(store, name);
   data.spec = ParseStudySpec(data.study.spec_text, data.study.spec_path.empty() ? name : data.study.spec_path);
+  if (const std::int64_t made = store.CountTrials(data.study.id).made; made > kMaxLoadedTrials) {
+    throw Error(
+        fmt::format("study '{}' has {} trials, more than the {} its report, dashboard page and checklist "
+                    "read whole; dltune show {} lists its best trials, dltune export {} every one",
+                    name, made, kMaxLoadedTrials, name, name));
+  }
   data.trials = store.ListTrials(data.study.id);
   if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));

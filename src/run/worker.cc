@@ -88,31 +88,39 @@ class Worker {
     double next_claim = 0, next_sweep = Now() + options_.stale_after / 2, next_tick = 0;
     bool announced_wait = false;
     while (true) {
-      HandleStopRequests();
-      const double now = Now();
-      if (!stopping_ && static_cast<int>(slots_.size()) < parallel_ && now >= next_claim) {
-        while (static_cast<int>(slots_.size()) < parallel_ && ClaimAndStart()) {
+      try {
+        HandleStopRequests();
+        const double now = Now();
+        if (!stopping_ && static_cast<int>(slots_.size()) < parallel_ && now >= next_claim) {
+          while (static_cast<int>(slots_.size()) < parallel_ && ClaimAndStart()) {
+          }
+          if (static_cast<int>(slots_.size()) < parallel_) next_claim = now + 0.5;  // nothing pending: ask again soon
         }
-        if (static_cast<int>(slots_.size()) < parallel_) next_claim = now + 0.5;  // nothing pending: ask again soon
-      }
-      if (slots_.empty()) {
-        if (stopping_ || !TrialsLeft(announced_wait)) break;
-        announced_wait = true;
-      }
-      Poll();
-      ReapFinished();
-      EnforceTimeouts();
-      HeartbeatAll();
-      if (!stopping_ && now >= next_sweep) {
-        SweepLostTrials(false);
-        ReapOrphans();  // descendants of trials that outlived their parents and have ended since
-        next_sweep = now + std::max(0.5, options_.stale_after / 2);
-      }
-      if (now >= next_tick) {
-        std::vector<TrialProgress> running;
-        for (const auto& slot : slots_) running.push_back(slot->progress);
-        observer_.Tick(running);
-        next_tick = now + 0.5;
+        if (slots_.empty()) {
+          if (stopping_ || !TrialsLeft(announced_wait)) break;
+          announced_wait = true;
+        }
+        Poll();
+        ReapFinished();
+        EnforceTimeouts();
+        HeartbeatAll();
+        if (!stopping_ && now >= next_sweep) {
+          SweepLostTrials(false);
+          ReapOrphans();  // descendants of trials that outlived their parents and have ended since
+          next_sweep = now + std::max(0.5, options_.stale_after / 2);
+        }
+        if (now >= next_tick) {
+          std::vector<TrialProgress> running;
+          for (const auto& slot : slots_) running.push_back(slot->progress);
+          observer_.Tick(running);
+          next_tick = now + 0.5;
+        }
+        if (store_down_since_ > 0) {
+          observer_.Notice(fmt::format("the store is back after {:.0f} s", Now() - store_down_since_));
+          store_down_since_ = 0;
+        }
+      } catch (const StoreUnavailableError& e) {
+        WaitForStore(e);
       }
     }
     summary_.interrupted = stops_.load() > 0;
@@ -272,6 +280,8 @@ class Worker {
       slot->process = std::make_unique<TrialProcess>(command);
     } catch (const LeaseLostError&) {
       return;
+    } catch (const StoreUnavailableError&) {
+      throw;  // the trial stays claimed with no process; once its heartbeat is stale, a sweep puts it back
     } catch (const Error& e) {
       // A full or read-only disk is not the trial's fault: it is stopped, to start when run again.
       const std::string infrastructure =
@@ -340,6 +350,8 @@ class Worker {
       slot.process->Signal(SIGKILL);
       observer_.Notice(
           fmt::format("{} trial {}: {}; abandoning this attempt", slot.progress.study, slot.progress.number, e.what()));
+    } catch (const StoreUnavailableError&) {
+      throw;  // not the trial's doing: the loop waits for the store (what the trial reported is kept to be written)
     } catch (const Error& e) {
       slot.protocol_error = e.what();  // ProtocolError, or a rule ActiveTrial enforces (steps must increase)
       slot.process->Signal(SIGKILL);
@@ -433,6 +445,24 @@ class Worker {
       slot.trial->MarkCheckpointDeleted(it->id);
       it = slot.checkpoints.erase(it);
     }
+  }
+
+  // The store cannot be reached (a database restart, a lost connection, a full disk): the trials go on running (what
+  // they report waits in their pipes and in memory), and the loop tries again, more slowly each time, for up to
+  // store_patience seconds before it gives up.
+  void WaitForStore(const StoreUnavailableError& error) {
+    const double now = Now();
+    if (store_down_since_ == 0) {
+      store_down_since_ = now;
+      store_backoff_ = 0.5;
+      observer_.Notice(
+          fmt::format("the store is unavailable ({}); the trials keep running and dltune tries again "
+                      "for up to {:.0f} s",
+                      error.what(), options_.store_patience));
+    }
+    if (now - store_down_since_ > options_.store_patience) throw;
+    std::this_thread::sleep_for(std::chrono::duration<double>(store_backoff_));
+    store_backoff_ = std::min(store_backoff_ * 2, 10.0);
   }
 
   // Stops trials running past their study's training.timeout: SIGTERM (they checkpoint), then SIGKILL after a
@@ -612,6 +642,8 @@ class Worker {
   int parallel_ = 1;
   bool stopping_ = false;
   std::set<std::string> unknown_workloads_;  // studies skipped because this program cannot train their workload
+  double store_down_since_ = 0;              // when the store became unavailable; 0 while it answers
+  double store_backoff_ = 0.5;               // seconds until the next try while it does not
   std::string failure_cause_;                // of the latest trials that failed alike
   int same_failures_ = 0;
   std::map<std::string, StudySession> sessions_;

@@ -359,7 +359,7 @@ class PostgresConnection final : public SqlConnection {
   void Commit() override {
     const bool lost = in_transaction_ && PQstatus(conn_) != CONNECTION_OK;
     in_transaction_ = false;
-    if (lost) throw SqlError(name_ + ": COMMIT: the connection was lost in the middle of the transaction");
+    if (lost) throw SqlUnavailableError(name_ + ": COMMIT: the connection was lost in the middle of the transaction");
     const Result result = Run("COMMIT", {});
     // COMMIT of a transaction that failed earlier succeeds as a ROLLBACK.
     if (std::strcmp(PQcmdStatus(result.get()), "ROLLBACK") == 0) {
@@ -386,10 +386,12 @@ class PostgresConnection final : public SqlConnection {
   // roll back first.
   void EnsureConnected() {
     if (PQstatus(conn_) == CONNECTION_OK) return;
-    if (in_transaction_) throw SqlError(name_ + ": the connection was lost in the middle of a transaction");
+    if (in_transaction_) {
+      throw SqlUnavailableError(name_ + ": the connection was lost in the middle of a transaction");
+    }
     PQreset(conn_);
     if (PQstatus(conn_) != CONNECTION_OK) {
-      throw SqlError(fmt::format("{}: cannot reconnect: {}", name_, FirstLine(PQerrorMessage(conn_))));
+      throw SqlUnavailableError(fmt::format("{}: cannot reconnect: {}", name_, FirstLine(PQerrorMessage(conn_))));
     }
     SetUpSession();
   }
@@ -438,6 +440,12 @@ class PostgresConnection final : public SqlConnection {
     const std::string message = fmt::format("{}: {}: {}", name_, QuoteSql(sql), reason);
     if (sqlstate == "23505") throw SqlUniqueViolation(message);
     if (sqlstate == "40001" || sqlstate == "40P01") throw SqlConflictError(message);
+    // Connection exceptions (08...), a server shutting down or starting (57P01-57P03), a full disk (53100): the
+    // database, not the statement.
+    if (PQstatus(conn_) != CONNECTION_OK || sqlstate.substr(0, 2) == "08" || sqlstate == "57P01" ||
+        sqlstate == "57P02" || sqlstate == "57P03" || sqlstate == "53100") {
+      throw SqlUnavailableError(message);
+    }
     throw SqlError(message);
   }
 

@@ -24,6 +24,13 @@ class SqlError : public Error {
   using Error::Error;
 };
 
+// The database cannot be reached or written: the server is down or restarting, the connection was lost, the disk is
+// full or failing. Nothing of the transaction is known to have happened; trying again later may succeed.
+class SqlUnavailableError : public SqlError {
+ public:
+  using SqlError::SqlError;
+};
+
 // A transaction that lost a race (SQLite busy, PostgreSQL serialization failure or deadlock): retry it.
 class SqlConflictError : public SqlError {
  public:

@@ -160,8 +160,8 @@ std::string SqlStore::Sql(const std::string& text) const {
 template <typename F>
 auto SqlStore::Transaction(bool write, F&& body) -> decltype(body()) {
   for (int attempt = 0;; ++attempt) {
-    write ? connection_->BeginWrite() : connection_->BeginRead();
     try {
+      write ? connection_->BeginWrite() : connection_->BeginRead();
       if constexpr (std::is_void_v<decltype(body())>) {
         body();
         connection_->Commit();
@@ -175,6 +175,13 @@ auto SqlStore::Transaction(bool write, F&& body) -> decltype(body()) {
       connection_->Rollback();
       if (attempt >= kConflictRetries) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+    } catch (const SqlUnavailableError& e) {
+      try {
+        connection_->Rollback();
+      } catch (const SqlError&) {
+        // The database is gone: so is the transaction.
+      }
+      throw StoreUnavailableError(e.what());
     } catch (...) {
       connection_->Rollback();
       throw;

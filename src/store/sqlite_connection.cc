@@ -154,6 +154,9 @@ class SqliteConnection final : public SqlConnection {
     const std::string text = fmt::format("{}: {}", name_, message);
     if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) throw SqlUniqueViolation(text);
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw SqlConflictError(text);
+    if (primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN) {
+      throw SqlUnavailableError(text);  // the disk, not the statement
+    }
     throw SqlError(text);
   }
 

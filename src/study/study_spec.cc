@@ -303,8 +303,9 @@ StudySpec LoadStudySpec(const std::string& path) {
 
 namespace {
 
-// "729,000,000"
+// "729,000,000"; "more than 2^64" for a count that saturated.
 std::string Grouped(std::uint64_t n) {
+  if (n == UINT64_MAX) return "more than 2^64";
   const std::string digits = std::to_string(n);
   std::string grouped;
   for (std::size_t i = 0; i < digits.size(); ++i) {
@@ -350,16 +351,14 @@ StudyPlan::StudyPlan(const StudySpec& spec)
       throw too_large(fmt::format(
           "has {} combinations of scientific values ({}); a joint study deals each of them once per block of that "
           "many trials and can deal at most {}: compare fewer values",
-          combinations == UINT64_MAX ? "more than 2^64" : Grouped(combinations), CombinationFactors(*space_),
-          Grouped(kMaxScientificCombinations)));
+          Grouped(combinations), CombinationFactors(*space_), Grouped(kMaxScientificCombinations)));
     }
   } else {
     if (combinations > kMaxStudyTrials) {
       throw too_large(fmt::format(
           "makes {} sub-studies, one per combination of scientific values ({}), and a study runs at most {} trials "
           "in all: compare fewer values, or split the comparison into several studies",
-          combinations == UINT64_MAX ? "more than 2^64" : Grouped(combinations), CombinationFactors(*space_),
-          Grouped(kMaxStudyTrials)));
+          Grouped(combinations), CombinationFactors(*space_), Grouped(kMaxStudyTrials)));
     }
     substudy_count_ = static_cast<std::size_t>(combinations);
   }
@@ -377,7 +376,7 @@ StudyPlan::StudyPlan(const StudySpec& spec)
   if (total_ > kMaxStudyTrials) {
     throw too_large(fmt::format("makes {} sub-stud{} of {} trials each: {} trials, and a study runs at most {}",
                                 Grouped(substudy_count_), substudy_count_ == 1 ? "y" : "ies", Grouped(uniform_count_),
-                                total_ == UINT64_MAX ? "more than 2^64" : Grouped(total_), Grouped(kMaxStudyTrials)));
+                                Grouped(total_), Grouped(kMaxStudyTrials)));
   }
   if (!counts_.empty()) {
     std::vector<std::uint64_t> distinct = counts_;

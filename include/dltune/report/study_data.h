@@ -8,10 +8,15 @@
 
 namespace dltune {
 
+// The most trials a study may have to be read whole (its report, its dashboard page, `dltune doctor`): the analyses
+// hold every record in memory. Larger studies are read through the store's counts and best trials (`dltune show`,
+// `dltune studies`, `dltune export`).
+inline constexpr std::int64_t kMaxLoadedTrials = 100000;
+
 // Every record of study `name`: its spec (parsed from the text the store keeps), trials, evaluations and training
 // measurements (without `with_measurements`, `evals` and `train` stay empty: what the trial records alone show, read
-// in a fraction of the time for a large study). Throws Error when there is no such study or its spec cannot be read
-// by this dltune.
+// in a fraction of the time for a large study). Throws Error when there is no such study, its spec cannot be read
+// by this dltune, or it has more than kMaxLoadedTrials trials.
 StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements = true);
 
 }  // namespace dltune

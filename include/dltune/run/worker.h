@@ -28,6 +28,9 @@ struct WorkerOptions {
   // a study that cannot work must not spend its budget failing. 0: never.
   int max_consecutive_failures = 5;
   bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
+  // How long the loop rides out a store it cannot reach (a database restart, a lost connection) while its trials go
+  // on running, before it gives up (StoreUnavailableError).
+  double store_patience = 300;
 };
 
 // A running trial as the progress view sees it.

@@ -15,7 +15,8 @@
 // - Times are seconds since the Unix epoch. Heartbeats and staleness use the database server's clock (SQLite: the
 //   machine's clock), so workers' clocks need not agree.
 // - Errors: a user's mistake or an unusable database (bad URL, unreachable server, schema too new) throws
-//   dltune::Error with a message naming the database.
+//   dltune::Error with a message naming the database; a database that cannot be reached or written in the middle of
+//   its use (a server restart, a lost connection, a full disk) throws StoreUnavailableError.
 #pragma once
 
 #include <array>
@@ -30,6 +31,13 @@
 #include "dltune/study/trial.h"
 
 namespace dltune {
+
+// The store cannot be reached or written right now (the database server is down or restarting, the connection was
+// lost, its disk is full): the call changed nothing that is known of, and may succeed if tried again later.
+class StoreUnavailableError : public Error {
+ public:
+  using Error::Error;
+};
 
 // A write about a trial the worker no longer holds (reclaimed after a missed heartbeat, or finished).
 class LeaseLostError : public Error {
