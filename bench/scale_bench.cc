@@ -9,6 +9,7 @@
 //      (StudiesJson, what /api/studies answers), each timed.
 // Goal: every ratio (million / small) below 2. Usage: dltune_bench_scale; exits 1 when something could not run.
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -30,11 +31,22 @@ namespace fs = std::filesystem;
 
 double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+// Peak resident memory (kB) of the last command Timed ran, and of what it waited for.
+long last_peak_kb = 0;
+
 // Runs a shell command; its wall time in seconds, or a negative number when it exited with another status.
 double Timed(const std::string& command, int expected_status = 0) {
   const double start = Seconds();
-  const int status = std::system(command.c_str());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage usage{};
+  ::wait4(pid, &status, 0, &usage);
   const double elapsed = Seconds() - start;
+  last_peak_kb = usage.ru_maxrss;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != expected_status) {
     std::fprintf(stderr, "failed (status %d): %s\n", status, command.c_str());
     return -1;
@@ -44,8 +56,9 @@ double Timed(const std::string& command, int expected_status = 0) {
 
 constexpr int kTrialsRun = 200;
 
-// Per-trial overhead of the first kTrialsRun trials of a study of `trials` trials.
-double RunnerOverhead(const fs::path& dir, int trials) {
+// Per-trial overhead of the first kTrialsRun trials of a study of `trials` trials; `peak_kb` gets the runner's peak
+// memory.
+double RunnerOverhead(const fs::path& dir, int trials, long& peak_kb) {
   const std::string name = "run" + std::to_string(trials);
   const fs::path script = dir / "trial.sh";
   std::ofstream(script) << "if [ \"$1\" -ge " << kTrialsRun << " ]; then exit 3; fi\n"
@@ -55,10 +68,11 @@ double RunnerOverhead(const fs::path& dir, int trials) {
   std::ofstream(spec) << "name: " << name << "\ncommand: sh " << script.string()
                       << " {trial_number}\nmax_train_steps: 1\ntrials: " << trials
                       << "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n";
-  const std::string run = "cd " + dir.string() + " && " + DLTUNE_CLI_PATH + " run " + spec.string() +
+  const std::string run = "cd " + dir.string() + " && exec " + DLTUNE_CLI_PATH + " run " + spec.string() +
                           " --parallel 1 --max-consecutive-failures 1 --no-report --storage sqlite://" +
                           (dir / (name + ".db")).string() + " > " + (dir / (name + ".out")).string() + " 2>&1";
   const double first = Timed(run, 3);
+  peak_kb = last_peak_kb;
   const double again = Timed(run, 3);
   if (first < 0 || again < 0) return -1;
   return (first - again) / kTrialsRun;
@@ -125,8 +139,9 @@ int main() {
   fs::create_directories(dir);
   std::printf("runner overhead per trial, first %d trials, --parallel 1 ...\n", kTrialsRun);
   std::fflush(stdout);
-  const double small_run = RunnerOverhead(dir, 1000);
-  const double large_run = RunnerOverhead(dir, 1000000);
+  long small_peak = 0, large_peak = 0;
+  const double small_run = RunnerOverhead(dir, 1000, small_peak);
+  const double large_run = RunnerOverhead(dir, 1000000, large_peak);
   std::printf("filling stores of 10,000 and 1,000,000 completed trials ...\n");
   std::fflush(stdout);
   const bool filled = FillStore(dir / "small.db", 10000) && FillStore(dir / "large.db", 1000000);
@@ -142,6 +157,7 @@ int main() {
   }
   std::printf("\n  %-44s %12s %12s\n", "", "small", "1,000,000");
   Row("runner overhead per trial (1,000-trial study)", small_run, large_run, "ms", 1000);
+  Row("runner's peak memory", static_cast<double>(small_peak), static_cast<double>(large_peak), "MB", 1.0 / 1024);
   Row("dltune show STUDY (10,000 completed trials)", small.show, large.show, "ms", 1000);
   Row("dltune studies", small.studies, large.studies, "ms", 1000);
   Row("dashboard first page (/api/studies)", small.dashboard, large.dashboard, "ms", 1000);

@@ -271,6 +271,25 @@ TEST_F(RunCli, AStudyMadeAgainInheritsNoFiles) {
   EXPECT_TRUE(std::filesystem::exists(first / "checkpoints"));  // the old study's files are left as they were
 }
 
+// An objective named without its split is the validation split's, end to end: the trials train and are judged by it.
+TEST_F(RunCli, AnObjectiveWithoutASplitIsTheValidationSplits) {
+  const auto spec = dir_ / "loss.yaml";
+  std::ofstream(spec) << "name: smoke\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\nmax_train_steps: 40\n"
+                      << "trials: 1\nobjective: loss\nspace:\n  learning_rate: {min: 0.001, max: 0.05, scale: log}\n";
+  const Result result = Dltune("run " + spec.string() + " --no-report");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("valid/loss"));
+  const auto store = OpenStore(StoreUrl());
+  const auto trial = store->ListTrials(store->FindStudy("smoke")->id).at(0);
+  EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.reason << trial.stderr_tail;
+  ASSERT_TRUE(trial.best_value.has_value());
+  for (const auto& eval : store->EvalSeries(trial.id)) {
+    if (eval.step == *trial.best_step && eval.split == "valid" && eval.metric == "loss") {
+      EXPECT_EQ(eval.value, *trial.best_value);
+    }
+  }
+}
+
 TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   // `dropuot` is read by no one: every trial process refuses it, and says so on stderr.
   const Result result = Dltune("run " + WriteSpec(1, 20, 10, "  dropuot: 0.1\n").string());

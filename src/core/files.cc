@@ -12,7 +12,7 @@
 
 namespace dltune {
 
-void WriteFileAtomically(const std::filesystem::path& path, std::string_view content) {
+void WriteFileAtomically(const std::filesystem::path& path, std::string_view content, bool sync) {
   const std::filesystem::path temporary = path.string() + fmt::format(".tmp-{}", ::getpid());
   const auto fail = [&](const char* what, int error) {
     ::unlink(temporary.c_str());
@@ -31,8 +31,8 @@ void WriteFileAtomically(const std::filesystem::path& path, std::string_view con
     }
     written += static_cast<std::size_t>(n);
   }
-  // A full disk may only show when the data is flushed.
-  if (::fsync(fd) != 0) {
+  // Some file systems report a full disk only when the data is flushed.
+  if (sync && ::fsync(fd) != 0) {
     const int error = errno;
     ::close(fd);
     fail("write", error);

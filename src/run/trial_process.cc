@@ -140,8 +140,8 @@ void ReapOrphans() {
 int KillProcessesWithToken(const std::string& token) {
   const std::string needle = "DLTUNE_TRIAL_TOKEN=" + token;
   int killed = 0;
-  // Twice: a process may fork while the first pass runs.
-  for (int pass = 0; pass < 2; ++pass) {
+  // Again after a pass that killed something: a process may fork while a pass runs.
+  for (int pass = 0; pass < 2 && (pass == 0 || killed > 0); ++pass) {
     std::error_code error;
     for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
       const std::string name = entry.path().filename().string();
@@ -231,8 +231,10 @@ void TrialProcess::KillLeftovers() {
     const std::lock_guard<std::mutex> lock(leaders_mutex);
     Leaders().erase(pid_);
   }
-  ::kill(-pid_, SIGKILL);
-  KillProcessesWithToken(token_);
+  // Most trials leave nothing behind, and then this costs one scan of /proc.
+  const bool group_left = ::kill(-pid_, SIGKILL) == 0;
+  const bool others_left = KillProcessesWithToken(token_) > 0;
+  if (!group_left && !others_left) return;
   // What was killed and had been orphaned is this process's to reap (it is their subreaper). They die at once on
   // SIGKILL; give them a moment.
   for (int i = 0; i < 3; ++i) {

@@ -18,8 +18,9 @@
 namespace dltune {
 namespace {
 
+// Trial files are written again by every attempt of the trial: whole, but not synced to disk.
 void WriteJson(const std::filesystem::path& path, const nlohmann::json& json) {
-  WriteFileAtomically(path, json.dump(2) + "\n");
+  WriteFileAtomically(path, json.dump(2) + "\n", /*sync=*/false);
 }
 
 std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,

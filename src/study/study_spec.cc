@@ -61,17 +61,25 @@ WorkloadSpec ParseWorkload(const YamlNode& node) {
   return workload;
 }
 
+// A metric named without its split ("loss") is the validation split's, written out ("valid/loss") so that every
+// reader of the objective — the trainer, the store, the analyses — sees the same name.
+std::string WithSplit(const std::string& metric) {
+  return metric.find('/') == std::string::npos ? "valid/" + metric : metric;
+}
+
 Objective ParseObjective(const YamlNode& node) {
   Objective objective;
   if (node.IsScalar()) {
     objective.metric = node.AsString();
     if (objective.metric.empty()) throw node.Fail("must name a metric, e.g. valid/error_rate");
+    objective.metric = WithSplit(objective.metric);
     return objective;
   }
   node.ExpectMap({"metric", "direction"});
   if (const auto metric = node.Find("metric")) {
     objective.metric = metric->AsString();
     if (objective.metric.empty()) throw metric->Fail("must name a metric, e.g. valid/error_rate");
+    objective.metric = WithSplit(objective.metric);
   }
   if (const auto direction = node.Find("direction")) {
     const std::string text = direction->AsString();

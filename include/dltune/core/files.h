@@ -8,7 +8,8 @@ namespace dltune {
 
 // Writes `content` to `path` through a temporary file beside it, renamed into place once complete: on any failure
 // (a full disk, no permission) `path` is left as it was — never empty or cut short — the temporary file is removed,
-// and Error says what failed and where.
-void WriteFileAtomically(const std::filesystem::path& path, std::string_view content);
+// and Error says what failed and where. With `sync`, the data reaches the disk before the rename (a file that must
+// survive a crash of the machine); without, a crash may leave the old file, never a torn one.
+void WriteFileAtomically(const std::filesystem::path& path, std::string_view content, bool sync = true);
 
 }  // namespace dltune
