@@ -164,3 +164,24 @@ TEST_F(TrainCli, ACheckpointLibTorchCannotReadFallsBackToAnOlderOne) {
   EXPECT_THAT(resumed.out, HasSubstr("resumed from step 30"));
   EXPECT_THAT(resumed.out, HasSubstr("completed 90 steps"));
 }
+
+// Stopped right after an evaluation, training keeps that evaluation's checkpoint as it is: saving it again would
+// replace it with one without its objective and take it out of the best pool.
+TEST_F(TrainCli, AStopRightAfterAnEvaluationKeepsItsCheckpoint) {
+  const auto out = dir_ / "stop";
+  const auto stopped = RunDltune(
+      "train synthetic --set optimizer=sgd --set learning_rate=0.1 --steps 60 "
+      "--eval-every 20 --stop-at-step 40 --out " +
+      out.string());
+  ASSERT_EQ(stopped.exit_code, 75) << stopped.err;
+  int saves_of_40 = 0;
+  for (const auto& checkpoint : ReadMetrics(out).checkpoints) {
+    if (checkpoint["step"] == 40) {
+      ++saves_of_40;
+      EXPECT_TRUE(checkpoint.contains("objective")) << checkpoint.dump();
+    }
+  }
+  EXPECT_EQ(saves_of_40, 1);
+  const auto meta = nlohmann::json::parse(std::ifstream(out / "checkpoints" / "step_00000040" / "meta.json"));
+  EXPECT_FALSE(meta["objective"].is_null());
+}

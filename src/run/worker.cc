@@ -393,16 +393,17 @@ class Worker {
     std::filesystem::path path = reported.path;
     if (path.is_relative()) path = slot.trial_dir / path;
     path = path.lexically_normal();
-    if (reported.deleted) {
-      for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end(); ++it) {
-        if (it->path == path) {
-          trial.MarkCheckpointDeleted(it->id);
-          slot.checkpoints.erase(it);
-          return;
-        }
+    // A checkpoint saved again at the same place replaces the files of the one recorded there, and a deletion
+    // removes them: either way, every record of that place is done with.
+    for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end();) {
+      if (it->path != path) {
+        ++it;
+        continue;
       }
-      return;  // deleted before it was recorded (an earlier attempt): nothing to mark
+      trial.MarkCheckpointDeleted(it->id);
+      it = slot.checkpoints.erase(it);
     }
+    if (reported.deleted) return;
     const std::int64_t id =
         trial.ReportCheckpoint({.step = reported.step,
                                 .path = path.string(),

@@ -377,5 +377,24 @@ TEST_F(WorkerTest, NoProcessOutlivesItsTrial) {
   EXPECT_EQ(count, 2);
 }
 
+// A checkpoint saved again at the same place, then deleted, leaves no record of it listed as kept.
+TEST_F(WorkerTest, ACheckpointSavedTwiceAtOnePlaceIsRecordedOnce) {
+  (void)Study(kPrelude +
+                  "mkdir -p \"$DLTUNE_TRIAL_DIR/ck\"\n"
+                  "R '{\"type\":\"start\",\"step\":0,\"manages_checkpoints\":true}'\n"
+                  "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
+                  "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "echo x > \"$DLTUNE_TRIAL_DIR/ck/1\"\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"ck/1\",\"objective\":0.5}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"ck/1\"}'\n"
+                  "rm \"$DLTUNE_TRIAL_DIR/ck/1\"\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"ck/1\",\"deleted\":true}'\n",
+              1);
+  EXPECT_EQ(Run().completed, 1);
+  const auto checkpoints = temp_.store().ListCheckpoints(Trial(0).id);
+  ASSERT_EQ(checkpoints.size(), 2u);
+  for (const auto& checkpoint : checkpoints) EXPECT_TRUE(checkpoint.deleted) << checkpoint.id;
+}
+
 }  // namespace
 }  // namespace dltune

@@ -183,7 +183,9 @@ class Loop {
       if (eval_now || step_ % log_every_ == 0) interval_start = Clock::now();
       if (!last && callbacks_.ShouldStop(step_)) {
         FlushTrainMetrics(Seconds(Clock::now() - interval_start), pipeline.TakeWaitSeconds());
-        SaveCheckpoint(std::nullopt);
+        // Stopped right after an evaluation: its checkpoint is the one to resume from (saving again would replace
+        // it with one without its objective, and take it out of the best pool).
+        if (saved_step_ != step_) SaveCheckpoint(std::nullopt);
         result.outcome = TrainOutcome::kStopped;
         result.reason = fmt::format("stopped at step {}; resumable from its checkpoint", step_);
         break;
@@ -349,6 +351,7 @@ class Loop {
 
   void SaveCheckpoint(std::optional<double> objective) {
     if (!checkpoints_) return;
+    saved_step_ = step_;
     const auto saved = checkpoints_->Save(step_, objective, [&](const std::filesystem::path& dir) {
       torch::serialize::OutputArchive archive;
       torch::serialize::OutputArchive model_archive;
@@ -457,6 +460,7 @@ class Loop {
   Dataset valid_sample_;
   Dataset prediction_set_;
   std::int64_t step_ = 0;
+  std::int64_t saved_step_ = -1;  // the step of the last checkpoint saved
   std::optional<double> initial_loss_;
   std::optional<std::int64_t> best_step_;
   std::optional<double> best_value_;
