@@ -74,6 +74,27 @@ TEST(Cli, SpaceCheckDescribesParamsAndSubStudies) {
   EXPECT_THAT(result.out, HasSubstr("the spec is valid"));
 }
 
+// `space check` reads each trial's params as the workload and the trainer would, before anything trains: the
+// playbook's "number of layers" example checks, and a param no one reads is named at the workload: key.
+TEST(Cli, SpaceCheckReadsTheParamsAsTheWorkloadWould) {
+  const std::string layers =
+      "name: depth\nworkload: fashion_mnist_mlp\nmax_train_steps: 100\ntrials: 2\nspace:\n"
+      "  num_layers: {values: [1, 2, 3], role: scientific}\n  width: 64\n"
+      "  learning_rate: {min: 0.001, max: 0.1, scale: log}\n";
+  const Result ok = RunDltune("space check " + WriteSpec("dltune_cli_depth.yaml", layers));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("3 sub-studies, 6 trials in all"));
+
+  const Result typo =
+      RunDltune("space check " + WriteSpec("dltune_cli_typo.yaml", layers + "  dropuot: {values: [0.0, 0.1]}\n"));
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("dltune_cli_typo.yaml:2:11: workload 'fashion_mnist_mlp' would fail these trials "
+                                  "before training:"));
+  EXPECT_THAT(typo.err, HasSubstr("trial 0: workload fashion_mnist_mlp with the trainer uses no hyperparameter named "
+                                  "'dropuot' (did you mean 'dropout'?)"));
+  EXPECT_EQ(typo.out, "");
+}
+
 TEST(Cli, SpaceSampleFormatsAgree) {
   const Result json = RunDltune("space sample " + kQuickstart + " -n 3 --format json");
   ASSERT_EQ(json.exit_code, 0) << json.err;

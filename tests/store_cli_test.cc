@@ -142,6 +142,15 @@ TEST_F(StoreCli, ExportIsReadyForASpreadsheet) {
   EXPECT_EQ(test::Slurp(file), csv.out);
 }
 
+// The exit status says what to do: a database that cannot be reached is worth retrying (69), a mistake is not (2).
+TEST_F(StoreCli, AnUnreachableDatabaseIsTellingApartFromAMistake) {
+  const auto refused = RunDltune("studies --storage postgresql://nobody@127.0.0.1:1/none");
+  EXPECT_EQ(refused.exit_code, 69) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("cannot connect"));
+  const auto typo = RunDltune("studies --storage postgresq://nobody@127.0.0.1:1/none");
+  EXPECT_EQ(typo.exit_code, 2) << typo.err;
+}
+
 TEST_F(StoreCli, MistakesAreOneClearLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"show quikstart" + Storage(), "no study named 'quikstart' (did you mean 'quickstart'?)"},
@@ -149,7 +158,6 @@ TEST_F(StoreCli, MistakesAreOneClearLine) {
       {"export nope" + Storage(), "no study named 'nope'"},
       {"studies --storage sqlite://" + (*dir_ / "missing.db").string(), "no store there"},
       {"studies --storage mysql://host/db", "unknown storage scheme 'mysql'"},
-      {"studies --storage postgresql://nobody@127.0.0.1:1/none", "cannot connect"},
       {"export quickstart --what everything" + Storage(), "--what"},
   };
   for (const auto& [arguments, expected] : cases) {

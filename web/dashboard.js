@@ -91,11 +91,32 @@ function resetCharts() {
 // a study of 10,000 trials shows its first charts at once instead of freezing the tab until the last one has drawn.
 function addCharts(container, charts) {
   for (const chart of charts || []) {
-    const box = el('div', { class: 'chart', 'data-chart': chart.id }, el('h3', {}, chart.title),
+    const box = el('div', { class: chart.wide ? 'chart wide' : 'chart', 'data-chart': chart.id }, el('h4', {}, chart.title),
       el('div', { class: 'chart-body' }));
     container.append(box);
     chartsToDraw.set(box, chart);
     chartObserver.observe(box);
+  }
+}
+
+// The sections of the study page model (src/report/study_page.cc), as the report shows them: a title, what to look
+// for, and the charts — or the text that says why there are none.
+function addSections(container, sections) {
+  for (const section of sections || []) {
+    const charts = el('div', { class: 'charts' });
+    const box = el('section', { id: `section-${section.id}`, class: 'page-section' }, el('h3', {}, section.title),
+      el('p', { class: 'muted explain' }, section.explanation), charts);
+    container.append(box);
+    if (!section.charts.length && !section.more_charts.length) {
+      charts.append(el('p', { class: 'muted empty' }, section.empty));
+      continue;
+    }
+    addCharts(charts, section.charts);
+    if (section.more_charts.length) {
+      const more = el('div', { class: 'charts' });
+      box.append(el('h4', {}, section.more_title), more);
+      addCharts(more, section.more_charts);
+    }
   }
 }
 
@@ -127,7 +148,7 @@ async function showStudy(data) {
     ['best', data.best ? `${fmt(data.best.value)} (trial ${data.best.trial}, step ${fmt(data.best.step)})` : '-']];
   for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, `${fmt(b.value)} (trial ${b.trial}, step ${fmt(b.step)})`]);
   const diagnosticsBox = el('div', {}, el('p', { class: 'muted' }, 'Reading the measurements…'));
-  const chartBox = el('div', { class: 'charts' });
+  const chartBox = el('div', {});
   const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];
   const listed = allTrialRows ? data.trials : data.trials.slice(0, TRIAL_ROWS);
   const rows = listed.map((t) => [t.number, t.substudy, el('span', { class: `state-${t.state}` }, t.state),
@@ -143,7 +164,7 @@ async function showStudy(data) {
     el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
       (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${listed[i].number}`; }), more);
   resetCharts();
-  addCharts(chartBox, data.charts);
+  addSections(chartBox, data.sections);
   // Then what needs the measurements: the diagnostics, the training curves and gradient norms. The page says it is
   // busy until they are in.
   main.setAttribute('aria-busy', 'true');
@@ -152,7 +173,7 @@ async function showStudy(data) {
     const measurements = await response.json();
     if (!response.ok) throw new Error(measurements.error || response.statusText);
     diagnosticsBox.replaceChildren(diagnosticsList(measurements.diagnostics));
-    addCharts(chartBox, measurements.charts);
+    addSections(chartBox, measurements.sections);
   } catch (error) {
     diagnosticsBox.replaceChildren(el('p', {}, `Could not read the measurements: ${error.message}`));
   } finally {
@@ -168,7 +189,7 @@ async function showTrial(data) {
     ['best', data.best], ['best step', data.best_step], ['final', data.final], ['exit status', data.exit_status]];
   const params = Object.entries(data.params).map(([k, v]) => [k, v]);
   const checkpoints = data.checkpoints.map((c) => [c.step, c.pool, c.objective, c.deleted ? 'deleted' : c.path]);
-  const chartBox = el('div', { class: 'charts' });
+  const chartBox = el('div', {});
   main.replaceChildren(...[el('h1', {}, `Trial ${data.number}`),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.filter(([, v]) => v !== '' && v !== null && v !== undefined)
       .map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
@@ -178,7 +199,7 @@ async function showTrial(data) {
     data.stderr_tail ? el('h2', {}, 'Last lines of stderr') : null,
     data.stderr_tail ? el('pre', {}, data.stderr_tail) : null].filter(Boolean));
   resetCharts();
-  addCharts(chartBox, data.charts);
+  addSections(chartBox, data.sections);
 }
 
 async function route() {

@@ -73,7 +73,7 @@ int main() {
 
   dltune::TrainerOptions options;
   options.max_train_steps = 1500;
-  options.eval_every_steps = 500;
+  options.training.eval_every_steps = 500;
   options.checkpoint_dir = (std::filesystem::temp_directory_path() / "two_spirals_checkpoints").string();
   std::filesystem::remove_all(options.checkpoint_dir);
   const dltune::HyperParams params(nlohmann::json::object(), {{"optimizer", dltune::Value(std::string("adam"))},

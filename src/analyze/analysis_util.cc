@@ -10,9 +10,7 @@
 
 namespace dltune::analysis_util {
 
-bool Better(double a, double b, Direction direction) { return direction == Direction::kMinimize ? a < b : a > b; }
-
-std::vector<CurvePoint> ObjectiveSeries(const StudyData& data, std::uint64_t trial, const ObjectiveRef& objective) {
+std::vector<CurvePoint> ObjectiveSeries(const StudyData& data, std::uint64_t trial, const Objective& objective) {
   std::vector<CurvePoint> series;
   const auto it = data.evals.find(trial);
   if (it == data.evals.end()) return series;
@@ -94,8 +92,8 @@ std::vector<std::vector<RankedTrial>> RankedBySubStudy(const StudyData& data) {
   std::vector<std::vector<RankedTrial>> ranked;
   for (auto& [index, group] : groups) {
     std::stable_sort(group.begin(), group.end(), [direction](const RankedTrial& a, const RankedTrial& b) {
-      if (Better(a.objective, b.objective, direction)) return true;
-      if (Better(b.objective, a.objective, direction)) return false;
+      if (IsBetter(a.objective, b.objective, direction)) return true;
+      if (IsBetter(b.objective, a.objective, direction)) return false;
       return a.trial->number < b.trial->number;
     });
     ranked.push_back(std::move(group));

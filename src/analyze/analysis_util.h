@@ -10,11 +10,8 @@
 
 namespace dltune::analysis_util {
 
-// Whether `a` is better than `b` in `direction` (strictly).
-bool Better(double a, double b, Direction direction);
-
 // The trial's finite evaluations of the objective, by step.
-std::vector<CurvePoint> ObjectiveSeries(const StudyData& data, std::uint64_t trial, const ObjectiveRef& objective);
+std::vector<CurvePoint> ObjectiveSeries(const StudyData& data, std::uint64_t trial, const Objective& objective);
 
 // The trial's training measurements (empty when it has none).
 const std::vector<TrainMeasurement>& TrainOf(const StudyData& data, std::uint64_t trial);

@@ -152,7 +152,7 @@ TEST(AxisPlotsTest, MaximizingPicksTheHighestEvaluation) {
 TEST(AxisPlotsTest, ObjectiveWithoutSplitMeansValid) {
   std::string spec = kSpec;
   spec.insert(spec.find("space:"), "objective: loss\n");
-  const ObjectiveRef objective = ObjectiveOf(MakeData(spec).spec);
+  const Objective objective = MakeData(spec).spec.objective;
   EXPECT_EQ(objective.split, "valid");
   EXPECT_EQ(objective.metric, "loss");
   EXPECT_EQ(objective.Name(), "valid/loss");

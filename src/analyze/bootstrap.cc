@@ -50,7 +50,7 @@ std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int res
     for (std::uint64_t budget = 1; budget <= n; ++budget) {
       for (double& draw_best : running) {
         const double value = values[rng.Below(n)];
-        if (budget == 1 || analysis_util::Better(value, draw_best, direction)) draw_best = value;
+        if (budget == 1 || IsBetter(value, draw_best, direction)) draw_best = value;
       }
       if (next_box == budgets.end() || *next_box != budget) continue;
       ++next_box;

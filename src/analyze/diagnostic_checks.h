@@ -23,7 +23,7 @@ struct Context {
   explicit Context(const StudyData& study_data);
 
   const StudyData& data;
-  ObjectiveRef objective;
+  Objective objective;
   std::vector<std::vector<analysis_util::RankedTrial>> ranked;  // RankedBySubStudy(data)
   bool single_substudy = true;
 

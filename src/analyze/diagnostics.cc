@@ -35,7 +35,7 @@ namespace diagnostic_checks {
 
 Context::Context(const StudyData& study_data)
     : data(study_data),
-      objective(ObjectiveOf(study_data.spec)),
+      objective(study_data.spec.objective),
       ranked(analysis_util::RankedBySubStudy(study_data)),
       single_substudy(analysis_util::SubStudyCount(study_data) <= 1) {}
 

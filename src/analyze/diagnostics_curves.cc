@@ -11,7 +11,6 @@
 namespace dltune::diagnostic_checks {
 namespace {
 
-using analysis_util::Better;
 using analysis_util::Num;
 using analysis_util::Percent;
 
@@ -70,7 +69,7 @@ void CheckOverfitting(const Context& context, std::vector<Diagnostic>& out) {
         auto best = series.begin();
         double lo = series.front().value, hi = lo;
         for (auto it = series.begin(); it != series.end(); ++it) {
-          if (Better(it->value, best->value, direction)) best = it;
+          if (IsBetter(it->value, best->value, direction)) best = it;
           lo = std::min(lo, it->value);
           hi = std::max(hi, it->value);
         }

@@ -10,7 +10,6 @@
 namespace dltune {
 namespace {
 
-using analysis_util::Better;
 using analysis_util::Num;
 
 // The bucket of `value` among `buckets` equal buckets of the param's (log) range; values at max go to the last one.
@@ -72,7 +71,7 @@ std::vector<IsolationPlot> IsolationPlots(const StudyData& data, int buckets) {
       if (trial.state != TrialState::kCompleted) continue;
       ++point.completed;
       const auto objective = BestObjectiveOf(data, trial);
-      if (objective && (!point.best || Better(*objective, *point.best, direction))) {
+      if (objective && (!point.best || IsBetter(*objective, *point.best, direction))) {
         point.best = objective;
         point.best_trial = trial.number;
       }

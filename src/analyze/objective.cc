@@ -7,26 +7,14 @@
 
 namespace dltune {
 
-using analysis_util::Better;
-
-ObjectiveRef ObjectiveOf(const StudySpec& spec) {
-  ObjectiveRef objective;
-  const std::string& metric = spec.objective.metric;
-  const auto slash = metric.find('/');
-  objective.split = slash == std::string::npos ? "valid" : metric.substr(0, slash);
-  objective.metric = slash == std::string::npos ? metric : metric.substr(slash + 1);
-  objective.direction = spec.objective.direction;
-  return objective;
-}
-
 namespace {
 
 // The trial's best evaluation of the objective (the earliest on ties), if any.
 std::optional<CurvePoint> BestEvaluation(const StudyData& data, const TrialRecord& trial) {
-  const ObjectiveRef objective = ObjectiveOf(data.spec);
+  const Objective objective = data.spec.objective;
   std::optional<CurvePoint> best;
   for (const CurvePoint& point : analysis_util::ObjectiveSeries(data, trial.number, objective)) {
-    if (!best || Better(point.value, best->value, objective.direction)) best = point;
+    if (!best || IsBetter(point.value, best->value, objective.direction)) best = point;
   }
   return best;
 }

@@ -1,12 +1,15 @@
 // The dltune subcommands. Each Register* adds one command group to the app.
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/core/training_settings.h"
 #include "dltune/store/store.h"
 
 namespace dltune::cli {
@@ -35,11 +38,25 @@ void AddStorageOption(CLI::App* command, std::string& storage);
 // The findings of `dltune doctor` as text, most serious first.
 std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics);
 // Writes the HTML report of `study` to `output` (default ./STUDY-report.html) and prints its path.
-void WriteStudyReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
+void PrintWrittenReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
 // Option checks whose messages a person can read ("must be between 1 and 4096, not 0"), refusing what CLI11's
 // number checks let through (nan, inf, -1 for an unsigned option).
 CLI::Validator WholeNumberIn(long long min, long long max);
 CLI::Validator FiniteNumberIn(double min, double max);
+// The training settings as command-line options (`dltune train`): one per setting that has a flag
+// (dltune/core/training_settings.h), checked as a spec's `training:` value is.
+class TrainingSettingOptions {
+ public:
+  // The settings given, over the defaults.
+  TrainingSettings Settings() const;
+
+ private:
+  friend void AddTrainingSettingOptions(CLI::App* command, TrainingSettingOptions& options);
+  std::map<std::string, std::string> values_;  // by key
+  std::map<std::string, bool> switches_;       // by key
+  std::vector<std::pair<const TrainingSettingField*, CLI::Option*>> given_;
+};
+void AddTrainingSettingOptions(CLI::App* command, TrainingSettingOptions& options);
 // The tracking record of `studies`, one row each (what `dltune studies` prints).
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 

@@ -71,7 +71,7 @@ void RegisterDoctorCommand(CLI::App& app) {
   doctor->add_option("STUDY", args->study, "The study's name (see dltune studies)")->required();
   AddStorageOption(doctor, args->storage);
   doctor->callback([args] {
-    const auto store = OpenStoreReadOnly(args->storage.empty() ? DefaultStoreUrl() : args->storage);
+    const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
     const StudyData data = LoadStudyData(*store, args->study);
     std::fputs(TerminalSafe(RenderDiagnostics(args->study, Diagnose(data))).c_str(), stdout);
   });

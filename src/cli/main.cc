@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     return kUsageError;
   } catch (const dltune::Error& e) {
     PrintError(e.what());
-    return kUsageError;
+    return dltune::ExitStatusFor(e.kind());
   } catch (const std::exception& e) {
     PrintError(fmt::format("internal error, please report it: {}", e.what()));
     return kInternalError;

@@ -1,20 +1,9 @@
-// `dltune report`: a study's HTML report (the report module renders it; this fills in what only the store and the
-// run module know: the best trials' checkpoints and reproduction commands).
+// `dltune report`: a study's HTML report, written by the run module (WriteStudyReport).
 #include <cstdio>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 
-#include <fmt/format.h>
-
 #include "commands.h"
-#include "dltune/analyze/diagnostics.h"
-#include "dltune/core/files.h"
-#include "dltune/core/strings.h"
-#include "dltune/report/html_report.h"
-#include "dltune/report/study_data.h"
-#include "dltune/run/trial_setup.h"
+#include "dltune/run/study_report.h"
 
 namespace dltune::cli {
 namespace {
@@ -26,41 +15,19 @@ struct ReportArgs {
   std::size_t top = 5;
 };
 
-std::string NowUtc() {
-  return FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%d %H:%M UTC", TimeZone::kUtc);
-}
-
 }  // namespace
 
-void WriteStudyReport(Store& store, const std::string& study, const std::string& output_path, std::size_t top) {
-  const StudyData data = LoadStudyData(store, study);
-
-  ReportOptions options;
-  options.top_trials = top;
-  options.generated_at = NowUtc();
-  for (const std::uint64_t number : TopTrials(data, static_cast<int>(top))) {
-    for (const TrialRecord& trial : data.trials) {
-      if (trial.number != number) continue;
-      options.extras[number] = {.checkpoints = store.ListCheckpoints(trial.id),
-                                .reproduce = ReproduceCommand(data.spec, data.study, trial)};
-    }
-  }
-  const std::string html = RenderReport(data, options);
-
-  const std::filesystem::path output = output_path.empty() ? data.study.name + "-report.html" : output_path;
-  WriteFileAtomically(output, html);
-
-  const auto diagnostics = Diagnose(data);
-  std::printf("wrote %s: study %s, %zu trials, %zu finding%s of the checklist\n",
-              std::filesystem::absolute(output).lexically_normal().c_str(), data.study.name.c_str(), data.trials.size(),
-              diagnostics.size(), diagnostics.size() == 1 ? "" : "s");
+void PrintWrittenReport(Store& store, const std::string& study, const std::string& output, std::size_t top) {
+  const WrittenReport report = WriteStudyReport(store, study, output, top);
+  std::printf("wrote %s: study %s, %zu trials, %zu finding%s of the checklist\n", report.path.c_str(),
+              report.study.c_str(), report.trials, report.findings, report.findings == 1 ? "" : "s");
 }
 
 namespace {
 
 void WriteReport(const ReportArgs& args) {
-  auto store = OpenStoreReadOnly(args.storage.empty() ? DefaultStoreUrl() : args.storage);
-  WriteStudyReport(*store, args.study, args.output, args.top);
+  auto store = OpenStoreReadOnly(StoreUrlOrDefault(args.storage));
+  PrintWrittenReport(*store, args.study, args.output, args.top);
 }
 
 }  // namespace

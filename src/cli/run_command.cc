@@ -111,17 +111,14 @@ void PrintOutcome(Store& store, const StudySession& session) {
   for (const auto& best : summary.best_per_substudy) {
     const TrialRecord trial = *store.FindTrial(session.study().id, best.number);
     std::printf("\nbest of %s: trial %llu, %s %.6g at step %lld of %lld\n", best.substudy_label.c_str(),
-                static_cast<unsigned long long>(best.number), summary.objective.metric.c_str(), best.value,
+                static_cast<unsigned long long>(best.number), summary.objective.Name().c_str(), best.value,
                 static_cast<long long>(best.step.value_or(0)), static_cast<long long>(session.spec().max_train_steps));
     std::string params;
     for (const auto& [name, value] : ParamsByName(*session.spec().space, trial.params)) {
       params += fmt::format("{}{}={}", params.empty() ? "" : ", ", name, FormatValue(value));
     }
     std::printf("  params:     %s\n", params.c_str());
-    std::optional<CheckpointRecord> checkpoint;
-    for (const auto& c : store.ListCheckpoints(trial.id)) {
-      if (!c.deleted && (!checkpoint || c.step == best.step)) checkpoint = c;
-    }
+    const auto checkpoint = BestCheckpoint(store.ListCheckpoints(trial.id), best.step);
     std::printf("  checkpoint: %s\n", checkpoint ? checkpoint->path.c_str() : "-");
     std::printf("  reproduce:  %s\n", ReproduceCommand(session.spec(), session.study(), trial).c_str());
   }
@@ -246,7 +243,7 @@ void RegisterRunCommands(CLI::App& app) {
                         "(see examples/ask_tell)",
                         spec.file));
       }
-      const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage);
+      const auto store = OpenStore(StoreUrlOrDefault(args->storage));
       const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText());
       PrintStartLine(*store, session);
       WorkerOptions options = ToWorkerOptions(*args);
@@ -257,7 +254,7 @@ void RegisterRunCommands(CLI::App& app) {
       if (!args->no_report) {
         std::printf("\n");
         try {
-          WriteStudyReport(*store, spec.name, "");
+          PrintWrittenReport(*store, spec.name, "");
         } catch (const Error& e) {
           std::printf("no report: %s\n", TerminalSafe(e.what()).c_str());  // the records are complete either way
         }
@@ -279,7 +276,7 @@ void RegisterRunCommands(CLI::App& app) {
     AddWorkerOptions(worker, *args);
     worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
     worker->callback([args] {
-      const auto store = OpenStore(args->storage.empty() ? DefaultStoreUrl() : args->storage, false);
+      const auto store = OpenStore(StoreUrlOrDefault(args->storage), false);
       std::int64_t study_id = 0;
       int threads = 1;
       if (!args->study.empty()) {

@@ -30,7 +30,7 @@ extern "C" void StopServing(int) { serve_stop.store(true); }
 
 std::string ReadFile(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(fmt::format("{}: cannot read", path.string()));
+  if (!in) throw IoError(fmt::format("{}: cannot read", path.string()));
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -132,7 +132,7 @@ void RegisterServeCommand(CLI::App& app) {
                    "Connections open at once; more are refused with 503 (default 64)")
       ->check(WholeNumberIn(1, 4096));
   serve->callback([args] {
-    const std::string url = args->storage.empty() ? DefaultStoreUrl() : args->storage;
+    const std::string url = StoreUrlOrDefault(args->storage);
     auto store = OpenStoreReadOnly(url);
     std::mutex store_mutex;      // a Store is used by one thread at a time; the server answers on several
     StudyJsonCache study_pages;  // guarded by store_mutex too

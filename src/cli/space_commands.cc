@@ -25,13 +25,6 @@ std::string ShortValue(const Value& value) {
   return FormatValue(value);
 }
 
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 std::string TrialCountText(const StudyPlan& plan) {
   if (plan.SubStudyCount() == 1) return fmt::format("{} trials", plan.TrialCount());
   return fmt::format("{} sub-studies, {} trials in all", plan.SubStudyCount(), plan.TrialCount());
@@ -45,7 +38,7 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   summary.AddRow({"trials run by", !spec.command.empty()         ? "command: " + spec.command
                                    : !spec.workload.name.empty() ? "workload " + spec.workload.name
                                                                  : "a program using the ask/tell API"});
-  summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.metric});
+  summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.Name()});
   summary.AddRow({"max_train_steps", fmt::format("{} (the same for every trial)", spec.max_train_steps)});
   summary.AddRow({"sampler", fmt::format("{}, seed {}", spec.sampler.name, spec.seed)});
   summary.AddRow({"scientific_mode", ScientificModeName(spec.scientific_mode)});
@@ -207,7 +200,9 @@ void RegisterSpaceCommands(CLI::App& app) {
   check->callback([check_args] {
     const StudySpec spec = LoadStudySpec(check_args->spec_path);
     CheckWorkloadKnown(spec);
-    PrintCheck(spec, StudyPlan(spec));
+    const StudyPlan plan(spec);
+    CheckWorkloadReadsParams(spec, plan);
+    PrintCheck(spec, plan);
   });
 
   struct SampleArgs {

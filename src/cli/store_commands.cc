@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "dltune/core/files.h"
 #include "dltune/core/strings.h"
+#include "dltune/store/export.h"
 #include "dltune/store/tracking.h"
 #include "text_table.h"
 
@@ -26,15 +27,6 @@ constexpr long long kMaxTrialNumber = 1000000000000000000LL;
 
 std::string FormatTime(std::optional<double> seconds) {
   return seconds ? FormatClockTime(*seconds, "%Y-%m-%d %H:%M:%S", TimeZone::kLocal) : "-";
-}
-
-// ISO 8601 in UTC with milliseconds, for exports: "2026-11-22T07:01:47.046Z".
-nlohmann::json IsoTime(std::optional<double> seconds) {
-  if (!seconds) return nullptr;
-  const auto whole = static_cast<std::time_t>(std::floor(*seconds));
-  const int millis = static_cast<int>(std::lround((*seconds - std::floor(*seconds)) * 1000)) % 1000;
-  return fmt::format("{}.{:03d}Z", FormatClockTime(static_cast<double>(whole), "%Y-%m-%dT%H:%M:%S", TimeZone::kUtc),
-                     millis);
 }
 
 std::string FormatNumber(std::optional<double> value) { return value ? fmt::format("{:.6g}", *value) : "-"; }
@@ -52,7 +44,7 @@ std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies)
   for (const auto& study : studies) {
     const StudySummary summary = SummarizeStudy(store, study);
     table.AddRow({study.name, study.description, study.spec_path, summary.StateText(),
-                  summary.best ? fmt::format("{} {}", summary.objective.metric, BestText(summary.best)) : "-",
+                  summary.best ? fmt::format("{} {}", summary.objective.Name(), BestText(summary.best)) : "-",
                   summary.reproduce});
   }
   return table.Render();
@@ -67,7 +59,7 @@ void AddStorageOption(CLI::App* command, std::string& storage) {
 namespace {
 
 std::unique_ptr<Store> OpenForReading(const std::string& storage) {
-  return OpenStoreReadOnly(storage.empty() ? DefaultStoreUrl() : storage);
+  return OpenStoreReadOnly(StoreUrlOrDefault(storage));
 }
 
 void PrintStudies(Store& store) {
@@ -109,7 +101,7 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   facts.AddRow({"created", fmt::format("{} by dltune {}{}", FormatTime(study.created_at), study.dltune_version,
                                        study.git_commit.empty() ? "" : ", user's commit " + study.git_commit)});
   facts.AddRow({"updated", FormatTime(study.updated_at)});
-  facts.AddRow({"objective", DirectionName(summary.objective.direction) + " " + summary.objective.metric});
+  facts.AddRow({"objective", DirectionName(summary.objective.direction) + " " + summary.objective.Name()});
   facts.AddRow({"trials", summary.StateText()});
   facts.AddRow({"best", BestText(summary.best)});
   for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
@@ -224,121 +216,6 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
   std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
-// --- export ---------------------------------------------------------------------------------------------------
-
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-nlohmann::json OptionalJson(const std::optional<double>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json();
-}
-nlohmann::json OptionalJson(const std::optional<std::int64_t>& value) {
-  return value ? nlohmann::json(*value) : nlohmann::json();
-}
-
-// Rows as (column -> JSON value) in a fixed column order, written as CSV, a JSON array or JSON lines.
-struct Table {
-  std::vector<std::string> columns;
-  std::vector<nlohmann::json> rows;  // objects
-};
-
-void WriteTable(const Table& table, const std::string& format, std::ostream& out) {
-  if (format == "json") {
-    out << nlohmann::json(table.rows).dump(2) << "\n";
-    return;
-  }
-  if (format == "jsonl") {
-    for (const auto& row : table.rows) out << row.dump() << "\n";
-    return;
-  }
-  for (std::size_t i = 0; i < table.columns.size(); ++i) out << (i ? "," : "") << CsvField(table.columns[i]);
-  out << "\n";
-  for (const auto& row : table.rows) {
-    for (std::size_t i = 0; i < table.columns.size(); ++i) {
-      if (i) out << ",";
-      const auto it = row.find(table.columns[i]);
-      if (it == row.end() || it->is_null()) continue;
-      out << CsvField(it->is_string() ? it->get<std::string>() : it->dump());
-    }
-    out << "\n";
-  }
-}
-
-Table TrialsTable(Store& store, const StudyRecord& study) {
-  const auto trials = store.ListTrials(study.id);
-  Table table;
-  table.columns = {"trial",     "substudy",   "state",       "reason",     "seed",     "retries",
-                   "best_step", "best_value", "final_value", "started_at", "ended_at", "worker"};
-  const std::set<std::string> fixed(table.columns.begin(), table.columns.end());
-  std::set<std::string> seen;
-  std::vector<std::string> params;
-  for (const auto& trial : trials) {
-    for (const auto& [id, value] : trial.params) {
-      if (seen.insert(id).second) params.push_back(id);
-    }
-  }
-  // Params are columns under their ids; an id that collides with a fixed column gets a "param_" prefix.
-  auto column_of = [&](const std::string& id) { return fixed.count(id) ? "param_" + id : id; };
-  for (const auto& id : params) table.columns.push_back(column_of(id));
-  for (const auto& trial : trials) {
-    nlohmann::json row = {{"trial", trial.number},
-                          {"substudy", trial.substudy_label},
-                          {"state", TrialStateName(trial.state)},
-                          {"reason", trial.reason},
-                          {"seed", trial.seed},
-                          {"retries", trial.retries},
-                          {"best_step", OptionalJson(trial.best_step)},
-                          {"best_value", OptionalJson(trial.best_value)},
-                          {"final_value", OptionalJson(trial.final_value)},
-                          {"started_at", IsoTime(trial.started_at)},
-                          {"ended_at", IsoTime(trial.ended_at)},
-                          {"worker", trial.worker}};
-    for (const auto& [id, value] : trial.params) row[column_of(id)] = ValueToJson(value);
-    table.rows.push_back(std::move(row));
-  }
-  return table;
-}
-
-// Tidy form: one row per (trial, step, split, metric); training measurements have split "train_step".
-Table MeasurementsTable(Store& store, const StudyRecord& study) {
-  Table table;
-  table.columns = {"trial", "step", "split", "metric", "value", "examples"};
-  for (const auto& [number, m] : store.StudyTraining(study.id)) {
-    {
-      const std::pair<const char*, std::optional<double>> values[] = {
-          {"loss", m.loss},
-          {"learning_rate", m.learning_rate},
-          {"grad_norm", m.grad_norm},
-          {"clipped", m.clipped ? std::optional<double>(*m.clipped ? 1.0 : 0.0) : std::nullopt},
-          {"step_time", m.step_time},
-          {"data_wait", m.data_wait},
-          {"examples_per_second", m.examples_per_second}};
-      for (const auto& [metric, value] : values) {
-        if (!value) continue;
-        table.rows.push_back({{"trial", number},
-                              {"step", m.step},
-                              {"split", "train_step"},
-                              {"metric", metric},
-                              {"value", *value},
-                              {"examples", nullptr}});
-      }
-    }
-  }
-  for (const auto& [number, e] : store.StudyEvaluations(study.id)) {
-    table.rows.push_back({{"trial", number},
-                          {"step", e.step},
-                          {"split", e.split},
-                          {"metric", e.metric},
-                          {"value", e.value},
-                          {"examples", e.examples}});
-  }
-  return table;
-}
-
 }  // namespace
 
 void RegisterStoreCommands(CLI::App& app) {
@@ -403,14 +280,13 @@ void RegisterStoreCommands(CLI::App& app) {
   exporter->callback([storage, export_args] {
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, export_args->study);
-    const Table table = export_args->what == "trials" ? TrialsTable(*store, study) : MeasurementsTable(*store, study);
+    const ExportedTable table =
+        export_args->what == "trials" ? ExportTrials(*store, study) : ExportMeasurements(*store, study);
     if (export_args->output.empty()) {
-      WriteTable(table, export_args->format, std::cout);
+      std::cout << table.Render(ParseExportFormat(export_args->format));
       return;
     }
-    std::ostringstream text;
-    WriteTable(table, export_args->format, text);
-    WriteFileAtomically(export_args->output, text.str());
+    WriteFileAtomically(export_args->output, table.Render(ParseExportFormat(export_args->format)));
     std::fprintf(stderr, "wrote %zu %s of study %s to %s\n", table.rows.size(), export_args->what.c_str(),
                  study.name.c_str(), export_args->output.c_str());
   });

@@ -32,7 +32,7 @@ class JsonlCallbacks final : public TrainerCallbacks {
         max_steps_(max_steps),
         objective_(std::move(objective)),
         stop_at_step_(stop_at_step) {
-    if (!out_) throw Error(fmt::format("{}: cannot write metrics", file.string()));
+    if (!out_) throw IoError(fmt::format("{}: cannot write metrics", file.string()));
   }
 
   void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
@@ -123,16 +123,11 @@ void RegisterTrainCommand(CLI::App& app) {
     std::vector<std::string> sets;
     std::int64_t steps = 0;
     std::string out;
-    std::int64_t eval_every = 0;
-    int threads = 1;
     std::uint64_t seed = 0;
-    bool test = false;
     std::int64_t stop_at_step = 0;
-    std::int64_t valid_sample = 0;
-    double divergence_factor = 100;
     std::string objective = "valid/error_rate";
     bool maximize = false;
-    int keep_best = 1;
+    TrainingSettingOptions training;
   };
   auto args = std::make_shared<Args>();
   auto* train = app.add_subcommand(
@@ -147,25 +142,12 @@ void RegisterTrainCommand(CLI::App& app) {
   train->add_option("--set", args->sets, "Hyperparameter key=value (repeatable), e.g. --set hidden_sizes=[256,256]");
   train->add_option("--steps", args->steps, "max_train_steps")->required()->check(WholeNumberIn(1, 1000000000000));
   train->add_option("--out", args->out, "Directory for metrics.jsonl and checkpoints/")->required();
-  train->add_option("--eval-every", args->eval_every, "Evaluate every N steps (default: steps / 10)")
-      ->check(WholeNumberIn(0, 1000000000000));
-  train->add_option("--threads", args->threads, "LibTorch threads (default 1)")->check(WholeNumberIn(1, 1024));
   train->add_option("--seed", args->seed, "Initialization and data seed (default 0)")
       ->check(WholeNumberIn(0, std::numeric_limits<long long>::max()));
-  train->add_flag("--test", args->test, "Also evaluate the test split at the end");
-  train
-      ->add_option("--valid-sample", args->valid_sample,
-                   "Evaluate periodically on a fixed sample of this many validation examples, the full split at the "
-                   "end (default 0: always the full split)")
-      ->check(WholeNumberIn(0, 1000000000000));
-  train
-      ->add_option("--divergence-factor", args->divergence_factor,
-                   "A training loss above this multiple of the first one is divergence (default 100)")
-      ->check(FiniteNumberIn(1, 1e300));
+  AddTrainingSettingOptions(train, args->training);
   train->add_option("--objective", args->objective,
                     "split/metric that picks the best checkpoint (default valid/error_rate)");
   train->add_flag("--maximize,!--minimize", args->maximize, "Higher objective is better (default: lower)");
-  train->add_option("--keep-best", args->keep_best, "Best checkpoints kept (default 1)")->check(WholeNumberIn(0, 1000));
   train->add_option("--stop-at-step", args->stop_at_step,
                     "Stop after this step with a checkpoint, as if interrupted (exit 75); run again to resume. For "
                     "splitting a long run into time-limited jobs, and for testing resumption");
@@ -183,16 +165,10 @@ void RegisterTrainCommand(CLI::App& app) {
     std::filesystem::create_directories(args->out);
     TrainerOptions options;
     options.max_train_steps = args->steps;
-    options.eval_every_steps = args->eval_every;
-    options.threads = args->threads;
+    options.training = args->training.Settings();
     options.init_seed = args->seed;
     options.data_seed = args->seed;
-    options.eval_test_at_end = args->test;
-    options.valid_sample_examples = args->valid_sample;
-    options.divergence_factor = args->divergence_factor;
-    options.objective = args->objective;
-    options.minimize = !args->maximize;
-    options.keep_best_checkpoints = args->keep_best;
+    options.objective = Objective::Parse(args->objective, args->maximize ? Direction::kMaximize : Direction::kMinimize);
     options.checkpoint_dir = (std::filesystem::path(args->out) / "checkpoints").string();
     // Checkpoints of a run with other hyperparameters, seed or workload in the same --out are refused, not resumed.
     nlohmann::json params_json = nlohmann::json::object();
@@ -202,7 +178,7 @@ void RegisterTrainCommand(CLI::App& app) {
         {"workload", args->workload},
         {"seed", args->seed},
         {"params_sha256", Sha256Hex(nlohmann::json({{"args", workload_args}, {"params", params_json}}).dump())}};
-    JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective,
+    JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective.Name(),
                              args->stop_at_step);
     std::signal(SIGINT, RequestStop);
     std::signal(SIGTERM, RequestStop);
@@ -213,8 +189,9 @@ void RegisterTrainCommand(CLI::App& app) {
     switch (result.outcome) {
       case TrainOutcome::kCompleted:
         std::printf("completed %lld steps: best %s %.4f at step %lld; metrics in %s/metrics.jsonl\n",
-                    static_cast<long long>(result.steps), options.objective.c_str(), result.best_value.value_or(0),
-                    static_cast<long long>(result.best_step.value_or(0)), args->out.c_str());
+                    static_cast<long long>(result.steps), options.objective.Name().c_str(),
+                    result.best_value.value_or(0), static_cast<long long>(result.best_step.value_or(0)),
+                    args->out.c_str());
         return;
       case TrainOutcome::kInfeasible:
         std::printf("infeasible: %s\n", result.reason.c_str());

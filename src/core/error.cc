@@ -10,6 +10,28 @@ std::string SourceLocation::ToString() const {
   return fmt::format("{}:{}:{}", file, line, column);
 }
 
+const char* ErrorKindName(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidInput: return "invalid input";
+    case ErrorKind::kUnavailable: return "unavailable";
+    case ErrorKind::kIo: return "I/O";
+    case ErrorKind::kConflict: return "conflict";
+    case ErrorKind::kCorrupt: return "corrupt";
+  }
+  return "invalid input";
+}
+
+int ExitStatusFor(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kInvalidInput: return 2;
+    case ErrorKind::kUnavailable: return 69;  // EX_UNAVAILABLE
+    case ErrorKind::kIo: return 74;           // EX_IOERR
+    case ErrorKind::kConflict: return 76;
+    case ErrorKind::kCorrupt: return 65;  // EX_DATAERR
+  }
+  return 2;
+}
+
 namespace {
 std::string Compose(const SourceLocation& where, const std::string& key, const std::string& message) {
   std::string text = where.ToString();

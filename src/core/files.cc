@@ -16,10 +16,10 @@ void WriteFileAtomically(const std::filesystem::path& path, std::string_view con
   const std::filesystem::path temporary = path.string() + fmt::format(".tmp-{}", ::getpid());
   const auto fail = [&](const char* what, int error) {
     ::unlink(temporary.c_str());
-    throw Error(fmt::format("{}: cannot {}: {}", path.string(), what, std::strerror(error)));
+    throw IoError(fmt::format("{}: cannot {}: {}", path.string(), what, std::strerror(error)));
   };
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
+  if (fd < 0) throw IoError(fmt::format("{}: cannot write: {}", path.string(), std::strerror(errno)));
   std::size_t written = 0;
   while (written < content.size()) {
     const ssize_t n = ::write(fd, content.data() + written, content.size() - written);

@@ -207,4 +207,11 @@ std::string FormatClockTime(double seconds, const char* format, TimeZone zone) {
   return std::string(buffer, length);
 }
 
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (const char c : text) quoted += (c == '"') ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
 }  // namespace dltune

@@ -8,7 +8,7 @@
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
-#include "dltune/report/vega_specs.h"
+#include "dltune/report/study_page.h"
 #include "dltune/store/tracking.h"
 
 namespace dltune {
@@ -36,89 +36,12 @@ json BestJson(const std::optional<BestTrial>& best) {
           {"step", Optional(best->step)}};
 }
 
-struct Chart {
-  std::string id;
-  std::string title;
-  json spec;
-};
-
-ChartOptions Colors(const StudyData& data) {
-  ChartOptions options;
-  for (const auto& trial : data.trials) {
-    if (std::find(options.substudies.begin(), options.substudies.end(), trial.substudy_label) ==
-        options.substudies.end()) {
-      options.substudies.push_back(trial.substudy_label);
-    }
+json SectionsJson(const StudyData& data, PageParts parts) {
+  json sections = json::array();
+  for (const PageSection& section : StudyPageSections(data, StudyPageOptions{}, parts)) {
+    sections.push_back(PageSectionJson(section));
   }
-  return options;
-}
-
-// The objective and training-loss curves of `data`'s trials (every trial of a study, or one).
-// Beyond ReportOptions::max_curve_trials, only the running trials and each sub-study's best are drawn.
-void AddCurveCharts(const StudyData& data, const ChartOptions& options, std::vector<Chart>& charts) {
-  const ObjectiveRef objective = ObjectiveOf(data.spec);
-  const StudyData shown = SubsetOfTrials(data, CurveTrials(data, ReportOptions{}.max_curve_trials));
-  const auto curves = TrainingCurves(shown);
-  if (curves.empty()) return;
-  const std::string drawn = CurveTrialsNote(shown, data);
-  const std::string note = drawn.empty() ? "" : " (" + drawn + ")";
-  charts.push_back({"curves_objective", objective.Name() + " vs step" + note,
-                    TrainingCurvesSpec(curves, objective.Name(), CurveSource::kEvaluation, true, options)});
-  charts.push_back({"curves_train_loss", "training loss vs step" + note,
-                    TrainingCurvesSpec(curves, "train/loss", CurveSource::kTrainingSteps, false, options)});
-}
-
-// The study page's charts from the trial records alone: the same analyses as the report (html_report.cc).
-std::vector<Chart> RecordCharts(const StudyData& data) {
-  const ObjectiveRef objective = ObjectiveOf(data.spec);
-  const ChartOptions options = Colors(data);
-  std::vector<Chart> charts;
-  for (const auto& plot : IsolationPlots(data)) {
-    charts.push_back({"isolation_" + plot.param_id, "isolation: best " + objective.Name() + " per " + plot.param_name,
-                      IsolationPlotSpec(plot, objective, options)});
-  }
-  for (const auto& plot : HyperparameterAxisPlots(data)) {
-    charts.push_back(
-        {"axis_" + plot.param_id, "axis plot: " + plot.param_name, AxisPlotSpec(plot, objective, options)});
-  }
-  if (const auto best_steps = BestSteps(data); !best_steps.empty()) {
-    charts.push_back({"best_steps", "best step vs max_train_steps",
-                      BestStepSpec(best_steps, data.spec.max_train_steps, objective, options)});
-  }
-  for (const auto& plot : BootstrapBestObjective(data)) {
-    charts.push_back({"bootstrap_" + plot.substudy, "have we sampled enough? " + plot.substudy,
-                      BootstrapSpec(plot, objective, options)});
-  }
-  return charts;
-}
-
-// The study page's charts of measurements: training curves and gradient norms.
-std::vector<Chart> MeasurementCharts(const StudyData& data) {
-  const ChartOptions options = Colors(data);
-  std::vector<Chart> charts;
-  AddCurveCharts(data, options, charts);
-  if (const GradientNorms norms = GradientNormAnalysis(data); !norms.histogram.empty()) {
-    charts.push_back(
-        {"grad_norm_histogram", "gradient norms (before clipping)", GradientNormHistogramSpec(norms, options)});
-  }
-  return charts;
-}
-
-json ChartsJson(const std::vector<Chart>& charts) {
-  json out = json::array();
-  for (const auto& chart : charts) out.push_back({{"id", chart.id}, {"title", chart.title}, {"spec", chart.spec}});
-  return out;
-}
-
-// A trial page's charts: its curves and gradient norms.
-std::vector<Chart> TrialCharts(const StudyData& data) {
-  const ChartOptions options = Colors(data);
-  std::vector<Chart> charts;
-  AddCurveCharts(data, options, charts);
-  if (const GradientNorms norms = GradientNormAnalysis(data); !norms.curves.empty()) {
-    charts.push_back({"grad_norms", "gradient norm vs step", GradientNormCurvesSpec(norms, options)});
-  }
-  return charts;
+  return sections;
 }
 
 json ParamsJson(const StudySpec& spec, const Assignment& params) {
@@ -142,7 +65,7 @@ json StudiesJson(Store& store) {
                        {"trials", summary.trial_count},
                        {"states", StatesJson(summary)},
                        {"best", BestJson(summary.best)},
-                       {"objective", summary.objective.metric},
+                       {"objective", summary.objective.Name()},
                        {"updated_at", study.updated_at}});
   }
   return {{"store", store.url()}, {"studies", studies}};
@@ -163,7 +86,7 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
     }
     return {{"updated_at", data.study.updated_at},
             {"diagnostics", diagnostics},
-            {"charts", ChartsJson(MeasurementCharts(data))}};
+            {"sections", SectionsJson(data, PageParts::kMeasurements)}};
   }
   const StudySummary summary = SummarizeStudy(data.study, data.trials);
   json per_substudy = json::array();
@@ -187,13 +110,13 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
           {"git_commit", data.study.git_commit},
           {"created_at", data.study.created_at},
           {"updated_at", data.study.updated_at},
-          {"objective", data.spec.objective.metric},
+          {"objective", data.spec.objective.Name()},
           {"direction", DirectionName(data.spec.objective.direction)},
           {"max_train_steps", data.spec.max_train_steps},
           {"states", StatesJson(summary)},
           {"best", BestJson(summary.best)},
           {"best_per_substudy", per_substudy},
-          {"charts", ChartsJson(RecordCharts(data))},
+          {"sections", SectionsJson(data, PageParts::kRecords)},
           {"trials", trials}};
 }
 
@@ -235,7 +158,6 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
   data.trials = {*trial};
   data.evals[number] = store.EvalSeries(trial->id);
   data.train[number] = store.TrainSeries(trial->id);
-  const json charts = ChartsJson(TrialCharts(data));
   return {{"study", study.name},
           {"number", trial->number},
           {"substudy", trial->substudy_label},
@@ -252,7 +174,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
           {"stderr_tail", trial->stderr_tail},
           {"params", ParamsJson(spec, trial->params)},
           {"checkpoints", checkpoints},
-          {"charts", charts}};
+          {"sections", SectionsJson(data, PageParts::kMeasurements)}};
 }
 
 std::vector<WebAsset> DashboardAssets() {

@@ -15,9 +15,10 @@
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
-#include "dltune/report/vega_specs.h"
+#include "dltune/report/study_page.h"
 #include "dltune/store/tracking.h"
 #include "dltune/version.h"
+#include "report_assets.h"
 
 namespace dltune {
 namespace {
@@ -50,9 +51,10 @@ std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in.good() && !in.eof()) throw Error(fmt::format("{}: cannot read it", path.string()));
+  if (!in.good() && !in.eof()) throw IoError(fmt::format("{}: cannot read it", path.string()));
   if (!in)
-    throw Error(fmt::format("{}: cannot read it; run scripts/setup to install the charting libraries", path.string()));
+    throw IoError(
+        fmt::format("{}: cannot read it; run scripts/setup to install the charting libraries", path.string()));
   return text.str();
 }
 
@@ -82,10 +84,10 @@ class Page {
     out_ += fmt::format("</{}>", tag);
   }
   // A chart container; its spec is drawn by the page's script.
-  void Chart(json spec, std::string_view caption, std::string_view wide_class = {}) {
+  void Chart(std::string_view name, json spec, std::string_view caption, bool wide) {
     const std::string id = fmt::format("chart-{}", charts_.size());
-    out_ += fmt::format("<figure class=\"chart-box{}{}\"><div class=\"chart\" id=\"{}\"></div>",
-                        wide_class.empty() ? "" : " ", wide_class, id);
+    out_ += fmt::format("<figure class=\"chart-box{}\" data-chart=\"{}\"><div class=\"chart\" id=\"{}\"></div>",
+                        wide ? " wide" : "", HtmlEscape(name), id);
     if (!caption.empty()) Element("figcaption", caption);
     out_ += "</figure>\n";
     charts_.push_back({{"id", id}, {"spec", std::move(spec)}});
@@ -98,91 +100,30 @@ class Page {
   json charts_ = json::array();
 };
 
-constexpr const char* kStyle = R"css(
-:root { --ink: #1d2329; --muted: #5b6570; --line: #d9dee3; --soft: #f5f7f9; --accent: #2f5d8a; }
-* { box-sizing: border-box; }
-body { margin: 0; color: var(--ink); background: #fff; font: 15px/1.5 "DejaVu Sans", -apple-system, "Segoe UI",
-       Helvetica, Arial, sans-serif; }
-main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 48px; }
-header.study { border-bottom: 3px solid var(--accent); margin-bottom: 8px; padding-bottom: 10px; }
-header.study .kicker { color: var(--muted); font-size: 13px; letter-spacing: .04em; text-transform: uppercase; }
-h1 { font-size: 28px; margin: 2px 0 4px; overflow-wrap: anywhere; }
-h2 { font-size: 21px; margin: 36px 0 6px; padding-top: 8px; border-top: 1px solid var(--line); }
-#record h2 { border-top: none; margin-top: 22px; }
-h3 { font-size: 16px; margin: 18px 0 4px; }
-p { margin: 4px 0 10px; }
-p.lead { font-size: 16px; color: #333; overflow-wrap: anywhere; }
-p.explain { color: var(--muted); max-width: 900px; }
-nav.toc { font-size: 14px; margin: 10px 0 0; }
-nav.toc a { color: var(--accent); margin-right: 14px; text-decoration: none; white-space: nowrap; }
-nav.toc a:hover { text-decoration: underline; }
-table { border-collapse: collapse; font-size: 14px; }
-th, td { text-align: left; vertical-align: top; padding: 5px 10px; border-bottom: 1px solid var(--line); }
-th { background: var(--soft); font-weight: 600; white-space: nowrap; }
-table.facts th { background: none; color: var(--muted); font-weight: normal; width: 170px; }
-table.facts td { overflow-wrap: anywhere; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-th.fill, td.fill { width: 100%; }
-code, .mono { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12.5px; }
-.table-wrap { overflow-x: auto; max-width: 100%; }
-tr.group td { background: #eef2f6; padding-top: 7px; overflow-wrap: anywhere; }
-tr.trial td { border-bottom: none; padding-bottom: 2px; }
-tr.detail td { padding-top: 0; font-size: 13px; color: #37424d; }
-tr.detail div { display: flex; gap: 8px; align-items: baseline; margin: 1px 0; }
-tr.detail .label { flex: 0 0 78px; color: var(--muted); }
-tr.detail code { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft);
-                 padding: 1px 6px; border-radius: 3px; }
-ol.diagnostics { list-style: none; padding: 0; margin: 0; }
-ol.diagnostics li { border: 1px solid var(--line); border-left: 6px solid #9aa5b1; border-radius: 4px;
-                    padding: 8px 14px; margin: 10px 0; background: #fff; }
-ol.diagnostics li.problem { border-left-color: #c0392b; background: #fdf3f2; }
-ol.diagnostics li.warning { border-left-color: #d68910; background: #fef9ef; }
-ol.diagnostics li.info { border-left-color: #2e86c1; background: #f3f8fc; }
-.badge { display: inline-block; font-size: 11px; font-weight: 700; text-transform: uppercase; letter-spacing: .05em;
-         padding: 1px 7px; border-radius: 10px; color: #fff; background: #7b8794; margin-right: 8px;
-         vertical-align: 2px; }
-li.problem .badge { background: #c0392b; } li.warning .badge { background: #b9770e; } li.info .badge { background: #2e86c1; }
-.diag-title { font-weight: 600; }
-.diag-detail { margin: 4px 0; overflow-wrap: anywhere; }
-.diag-suggestion { margin: 4px 0; }
-.diag-suggestion::before { content: "What to do: "; font-weight: 600; }
-.diag-source { color: var(--muted); font-size: 13px; margin: 2px 0 0; }
-.ok { color: #1e8449; font-weight: 600; }
-.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 14px 18px; }
-figure.chart-box { margin: 0; padding: 10px 10px 6px; border: 1px solid var(--line); border-radius: 4px;
-                   background: #fff; min-width: 0; overflow-x: auto; }
-figure.chart-box.wide { grid-column: 1 / -1; }
-figure.chart-box figcaption { color: var(--muted); font-size: 13px; margin-top: 2px; overflow-wrap: anywhere; }
-.chart.failed { color: #c0392b; }
-.empty { color: var(--muted); font-style: italic; }
-.legend-note { font-size: 13px; color: var(--muted); }
-.infeasible-mark { color: #d62728; font-weight: 700; }
-footer { margin-top: 40px; color: var(--muted); font-size: 13px; border-top: 1px solid var(--line); padding-top: 8px; }
-)css";
-
-// Draws every chart: the specs are data (a JSON script element), never markup.
-constexpr const char* kDrawScript = R"js(
-(function () {
-  'use strict';
-  var charts = JSON.parse(document.getElementById('dltune-chart-specs').textContent);
-  var drawn = charts.map(function (chart) {
-    var element = document.getElementById(chart.id);
-    return vegaEmbed(element, chart.spec, {actions: false, renderer: 'svg'}).catch(function (error) {
-      element.textContent = 'This chart could not be drawn: ' + error;
-      element.className += ' failed';
-      console.error('dltune: ' + chart.id + ': ' + error);
-    });
-  });
-  Promise.all(drawn).then(function () {
-    document.body.setAttribute('data-charts-drawn', String(charts.length));
-  });
-})();
-)js";
-
 void Section(Page& page, std::string_view id, std::string_view title, std::string_view explanation) {
   page.Raw(fmt::format("<section id=\"{}\">\n", id));
   page.Element("h2", title);
   if (!explanation.empty()) page.Element("p", explanation, "class=\"explain\"");
+}
+
+void RenderCharts(Page& page, const std::vector<PageChart>& charts) {
+  page.Raw("<div class=\"charts\">\n");
+  for (const PageChart& chart : charts) page.Chart(chart.id, chart.spec, chart.caption, chart.wide);
+  page.Raw("</div>\n");
+}
+
+void RenderSection(Page& page, const PageSection& section) {
+  Section(page, section.id, section.title, section.explanation);
+  if (section.charts.empty() && section.more_charts.empty()) {
+    page.Element("p", section.empty_text, "class=\"empty\"");
+  } else {
+    RenderCharts(page, section.charts);
+    if (!section.more_charts.empty()) {
+      page.Element("h3", section.more_title);
+      RenderCharts(page, section.more_charts);
+    }
+  }
+  page.Raw("</section>\n");
 }
 
 void FactRow(Page& page, std::string_view label, std::string_view value, bool mono = false) {
@@ -210,15 +151,13 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
           !data.spec.workload.name.empty() ? "workload " + data.spec.workload.name
           : !data.spec.command.empty()     ? "command: " + data.spec.command
                                            : "a program using the ask/tell API");
-  FactRow(page, "objective", DirectionName(summary.objective.direction) + " " + summary.objective.metric);
-  FactRow(
-      page, "max_train_steps",
-      fmt::format("{} (evaluated every {} steps)", data.spec.max_train_steps,
-                  data.spec.training.eval_every_steps > 0 ? data.spec.training.eval_every_steps
-                                                          : std::max<std::int64_t>(1, data.spec.max_train_steps / 10)));
+  FactRow(page, "objective", DirectionName(summary.objective.direction) + " " + summary.objective.Name());
+  FactRow(page, "max_train_steps",
+          fmt::format("{} (evaluated every {} steps)", data.spec.max_train_steps,
+                      data.spec.training.Resolved(data.spec.max_train_steps).eval_every_steps));
   FactRow(page, "trials", summary.StateText());
   auto best_text = [&](const BestTrial& best) {
-    return fmt::format("{} {} — trial {}{}", summary.objective.metric, Format(best.value), best.number,
+    return fmt::format("{} {} — trial {}{}", summary.objective.Name(), Format(best.value), best.number,
                        best.step ? fmt::format(" at step {}", *best.step) : "");
   };
   FactRow(page, "best", summary.best ? best_text(*summary.best) : "- (no trial completed yet)");
@@ -279,7 +218,7 @@ void RenderDiagnostics(Page& page, const std::vector<Diagnostic>& diagnostics) {
   page.Raw("</section>\n");
 }
 
-void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& options, const ObjectiveRef& objective) {
+void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& options, const Objective& objective) {
   Section(page, "best-trials", "Best trials",
           fmt::format("The {} best completed trials of each sub-study by their best {} (the value at their best step, "
                       "where the checkpoint kept for it is), with the command that trains each again.",
@@ -398,50 +337,7 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
   page.Raw("</section>\n");
 }
 
-// A curve's series and where its points come from (training steps or evaluations: both may be "train/loss").
-struct SeriesKey {
-  std::string name;
-  CurveSource source = CurveSource::kEvaluation;
-  bool operator==(const SeriesKey&) const = default;
-  bool operator<(const SeriesKey& other) const { return std::tie(name, source) < std::tie(other.name, other.source); }
-};
-
-// The series in the order the report shows them: the objective, the training loss of every step, then the
-// evaluations by name.
-std::vector<SeriesKey> SeriesOrder(const std::vector<TrainingCurve>& curves, const ObjectiveRef& objective) {
-  std::set<SeriesKey> found;
-  for (const auto& curve : curves) found.insert({curve.series, curve.source});
-  std::vector<SeriesKey> order;
-  for (const SeriesKey& first :
-       {SeriesKey{objective.Name(), CurveSource::kEvaluation}, SeriesKey{"train/loss", CurveSource::kTrainingSteps}}) {
-    if (found.erase(first) > 0) order.push_back(first);
-  }
-  order.insert(order.end(), found.begin(), found.end());
-  return order;
-}
-
-std::string SeriesCaption(const SeriesKey& series, const ObjectiveRef& objective) {
-  if (series.source == CurveSource::kTrainingSteps) return series.name + ", every training step";
-  if (series.name == objective.Name()) return series.name + ", the objective, at each evaluation";
-  return series.name + ", at each evaluation";
-}
-
 }  // namespace
-
-std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
-                                               std::optional<std::int64_t> best_step) {
-  std::optional<CheckpointRecord> found;
-  auto rank = [&](const CheckpointRecord& c) {
-    // Higher is better: at the best step, then in the best pool, then newer.
-    return std::make_tuple(best_step && c.step == *best_step, c.pool == CheckpointPool::kBest, c.step);
-  };
-  for (const auto& c : checkpoints) {
-    if (c.deleted) continue;
-    if (!(best_step && c.step == *best_step) && c.pool != CheckpointPool::kBest) continue;
-    if (!found || rank(c) > rank(*found)) found = c;
-  }
-  return found;
-}
 
 fs::path FindWebDir() {
   std::vector<std::string> looked;
@@ -471,12 +367,6 @@ fs::path FindWebDir() {
                   "{}; run scripts/setup (npm ci --prefix web) or set DLTUNE_WEB_DIR to a directory holding "
                   "them",
                   where.empty() ? "no directory" : where));
-}
-
-std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
-  if (shown.trials.size() >= all.trials.size()) return "";
-  return fmt::format("{} of the {} trials: the running ones and each sub-study's best", shown.trials.size(),
-                     all.trials.size());
 }
 
 std::string HtmlEscape(std::string_view text) {
@@ -547,19 +437,8 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
     libraries += fmt::format("<script>/* {} */\n{}\n</script>\n", file, InlineScript(ReadFile(web_dir / file)));
   }
 
-  const ObjectiveRef objective = ObjectiveOf(data.spec);
+  const Objective objective = data.spec.objective;
   const StudySummary summary = SummarizeStudy(data.study, data.trials);
-  ChartOptions chart;
-  std::set<std::string> seen;
-  for (const auto& trial : data.trials) {
-    if (seen.insert(trial.substudy_label).second) chart.substudies.push_back(trial.substudy_label);
-  }
-  ChartOptions wide = chart;
-  wide.width = 980;
-  wide.height = 300;
-  ChartOptions small_curves = chart;
-  small_curves.width = 400;
-  small_curves.height = 210;
 
   Page page;
   page.Raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -569,168 +448,30 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   page.Raw("\">\n");
   page.Element("title", fmt::format("{} — dltune report", data.study.name));
   page.Raw("\n<style>");
-  page.Raw(kStyle);
+  page.Raw(internal::kReportCss);
   page.Raw("</style>\n</head>\n<body>\n<main>\n");
 
   page.Raw("<header class=\"study\"><div class=\"kicker\">dltune study report</div>");
   page.Element("h1", data.study.name);
   if (!data.study.description.empty()) page.Element("p", data.study.description, "class=\"lead\"");
+  const std::vector<PageSection> sections = StudyPageSections(data, {.max_curve_trials = options.max_curve_trials,
+                                                                     .bootstrap_resamples = options.bootstrap_resamples,
+                                                                     .bootstrap_seed = options.bootstrap_seed});
   page.Raw(
       "<nav class=\"toc\"><a href=\"#record\">Record</a><a href=\"#diagnostics\">Checklist</a>"
-      "<a href=\"#best-trials\">Best trials</a><a href=\"#isolation\">Isolation plots</a>"
-      "<a href=\"#axis-plots\">Axis plots</a><a href=\"#curves\">Training curves</a>"
-      "<a href=\"#best-steps\">Best steps</a><a href=\"#gradients\">Gradient norms</a>"
-      "<a href=\"#enough\">Have we sampled enough?</a></nav></header>\n");
+      "<a href=\"#best-trials\">Best trials</a>");
+  for (const PageSection& section : sections) {
+    page.Raw(fmt::format("<a href=\"#{}\">", section.id));
+    page.Text(section.title.substr(0, section.title.find(':')));
+    page.Raw("</a>");
+  }
+  page.Raw("</nav></header>\n");
 
   RenderTracking(page, data, summary);
   RenderDiagnostics(page, Diagnose(data));
   RenderTopTrials(page, data, options, objective);
 
-  // Isolation plots.
-  Section(page, "isolation", "Isolation plots: is the change useful?",
-          "For each value of a scientific hyperparameter, the best trial once the nuisance hyperparameters are "
-          "optimized away (the best trial among those sharing the value). Compare these, not individual trials.");
-  const auto isolation = IsolationPlots(data);
-  if (isolation.empty()) {
-    page.Element("p", "This study has no scientific hyperparameter to compare.", "class=\"empty\"");
-  } else {
-    page.Raw("<div class=\"charts\">\n");
-    for (const auto& plot : isolation) {
-      page.Chart(IsolationPlotSpec(plot, objective, chart),
-                 fmt::format("best {} per {}", objective.Name(), plot.param_name));
-    }
-    page.Raw("</div>\n");
-  }
-  page.Raw("</section>\n");
-
-  // Axis plots.
-  Section(page, "axis-plots", "Hyperparameter axis plots: are the search space's boundaries good?",
-          "Each point is a trial's best objective against one hyperparameter; dashed lines are the search space's "
-          "bounds. When the best trials crowd against a bound, the space should be expanded that way. Red crosses "
-          "are infeasible trials, at their value (along the edge of worse values when they never produced an "
-          "objective).");
-  const auto axis_plots = HyperparameterAxisPlots(data);
-  if (axis_plots.empty()) {
-    page.Element("p", "No hyperparameter varies in this study.", "class=\"empty\"");
-  } else {
-    page.Raw("<div class=\"charts\">\n");
-    for (const auto& plot : axis_plots) {
-      page.Chart(
-          AxisPlotSpec(plot, objective, chart),
-          fmt::format(
-              "{} ({}{}{})", plot.param_name, RoleName(plot.role),
-              plot.param_id != plot.param_name ? ", id " + plot.param_id : "",
-              plot.lower && plot.upper ? fmt::format(", searched in [{:g}, {:g}]", *plot.lower, *plot.upper) : ""));
-    }
-    page.Raw("</div>\n");
-  }
-  page.Raw("</section>\n");
-
-  // Training curves: of the best trials only when there are too many to draw one line each.
-  const StudyData shown = SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials));
-  const std::string drawn = CurveTrialsNote(shown, data);
-  Section(page, "curves", "Training curves",
-          "Every trial's curves against the step: the 3 best trials of each sub-study drawn strong, the others faint, "
-          "colored by sub-study; diamonds mark each trial's best step (the checkpoint retrospective selection keeps). "
-          "A \"zoomed\" axis covers the strong curves and clips the others. "
-          "Look for overfitting (the validation objective getting worse after its best step), high step-to-step "
-          "variance late in training, and a training loss that rises (often a pipeline bug)." +
-              (drawn.empty() ? "" : " Drawn: " + drawn + "."));
-  const auto curves = TrainingCurves(shown);
-  if (curves.empty()) {
-    page.Element("p", "No trial has reported measurements yet.", "class=\"empty\"");
-  } else {
-    // Wide: the objective, the training loss and the objective's metric on the training split (the generalization
-    // gap); the other evaluations smaller, below.
-    const std::vector<SeriesKey> order = SeriesOrder(curves, objective);
-    const SeriesKey train_objective{"train/" + objective.metric, CurveSource::kEvaluation};
-    auto primary = [&](const SeriesKey& series) {
-      return series == SeriesKey{objective.Name(), CurveSource::kEvaluation} ||
-             series == SeriesKey{"train/loss", CurveSource::kTrainingSteps} || series == train_objective;
-    };
-    page.Raw("<div class=\"charts\">\n");
-    for (const SeriesKey& series : order) {
-      if (!primary(series)) continue;
-      const bool is_objective = series.source == CurveSource::kEvaluation && series.name == objective.Name();
-      page.Chart(TrainingCurvesSpec(curves, series.name, series.source, is_objective, wide),
-                 SeriesCaption(series, objective), "wide");
-    }
-    page.Raw("</div>\n");
-    const auto others = std::count_if(order.begin(), order.end(), [&](const SeriesKey& k) { return !primary(k); });
-    if (others > 0) {
-      page.Element("h3", fmt::format("Other evaluations ({})", others));
-      page.Raw("<div class=\"charts\">\n");
-      for (const SeriesKey& series : order) {
-        if (primary(series)) continue;
-        page.Chart(TrainingCurvesSpec(curves, series.name, series.source, false, small_curves),
-                   SeriesCaption(series, objective));
-      }
-      page.Raw("</div>\n");
-    }
-  }
-  page.Raw("</section>\n");
-
-  // Best steps.
-  Section(page, "best-steps", "Best step vs max_train_steps: is the step budget right?",
-          "Where in training each completed trial reached its best objective. Best steps in the last 25% of training "
-          "mean the trials are likely compute-bound (train longer); all of them in the first 10% mean "
-          "max_train_steps is higher than needed.");
-  const auto best_steps = BestSteps(data);
-  if (best_steps.empty()) {
-    page.Element("p", "No completed trial has a best step yet.", "class=\"empty\"");
-  } else {
-    page.Raw("<div class=\"charts\">\n");
-    page.Chart(BestStepSpec(best_steps, data.spec.max_train_steps, objective, chart),
-               fmt::format("{} completed trials", best_steps.size()));
-    page.Raw("</div>\n");
-  }
-  page.Raw("</section>\n");
-
-  // Gradient norms.
-  const GradientNorms norms = GradientNormAnalysis(data);
-  std::string gradient_text =
-      "The global gradient norm before clipping. The playbook suggests clipping at about the 90th percentile of "
-      "the norms, and lowering the learning rate instead when clipping would act on most steps.";
-  if (norms.p90) gradient_text += fmt::format(" Here: 90th percentile {:.4g} over {} steps.", *norms.p90, norms.steps);
-  if (norms.clipped_fraction) {
-    gradient_text += fmt::format(" Steps clipped: {:.1f}%.", 100 * *norms.clipped_fraction);
-  }
-  Section(page, "gradients", "Gradient norms: how to clip", gradient_text);
-  if (norms.steps == 0 || (norms.curves.empty() && norms.histogram.empty())) {
-    page.Element("p", "No trial reported gradient norms.", "class=\"empty\"");
-  } else {
-    page.Raw("<div class=\"charts\">\n");
-    if (!norms.curves.empty()) {
-      GradientNorms with_shown_curves = norms;
-      if (!drawn.empty()) with_shown_curves.curves = GradientNormAnalysis(shown).curves;
-      page.Chart(GradientNormCurvesSpec(with_shown_curves, chart),
-                 fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
-                             drawn.empty() ? "every trial" : "the trials of the training curves"));
-    }
-    if (!norms.histogram.empty()) page.Chart(GradientNormHistogramSpec(norms, chart), "every recorded gradient norm");
-    page.Raw("</div>\n");
-  }
-  page.Raw("</section>\n");
-
-  // Bootstrap.
-  Section(page, "enough", "Have we sampled enough?",
-          "For each number of trials, the best objective of that many trials drawn (with replacement) from the "
-          "completed ones, over many draws: whiskers from the least to the most, boxes the middle half, ticks the "
-          "median. When the boxes still move or stay wide at the right, more trials would likely find better "
-          "results.");
-  const auto bootstrap = BootstrapBestObjective(data, options.bootstrap_resamples, options.bootstrap_seed);
-  bool any_box = false;
-  page.Raw("<div class=\"charts\">\n");
-  for (const auto& plot : bootstrap) {
-    if (plot.boxes.empty()) continue;
-    any_box = true;
-    page.Chart(BootstrapSpec(plot, objective, chart),
-               fmt::format("sub-study {}: {} completed trial{}", plot.substudy, plot.boxes.back().budget,
-                           plot.boxes.back().budget == 1 ? "" : "s"));
-  }
-  page.Raw("</div>\n");
-  if (!any_box) page.Element("p", "No trial has completed yet.", "class=\"empty\"");
-  page.Raw("</section>\n");
+  for (const PageSection& section : sections) RenderSection(page, section);
 
   page.Raw("<footer>");
   page.Text(fmt::format("Made by dltune {}{}{}. Charts drawn with Vega-Lite; this file needs no network.", kVersion,
@@ -742,7 +483,7 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   page.Raw("<script type=\"application/json\" id=\"dltune-chart-specs\">");
   page.Raw(ScriptJson(page.charts()));
   page.Raw("</script>\n<script>");
-  page.Raw(kDrawScript);
+  page.Raw(internal::kReportJs);
   page.Raw("</script>\n</body>\n</html>\n");
   return std::move(page.out());
 }

@@ -1,5 +1,6 @@
 #include "dltune/report/html_report.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "dltune/core/error.h"
 #include "dltune/report/study_data.h"
+#include "dltune/report/study_page.h"
 #include "dltune/store/store.h"
 
 namespace dltune {
@@ -51,20 +53,6 @@ TEST(InlineScript, RewritesWhatWouldEndOrConfuseTheScriptElement) {
   EXPECT_EQ(InlineScript("var a = '</script>'; var b = \"</SCRIPT \"; var c = /<!--/;"),
             "var a = '<\\/script>'; var b = \"<\\/SCRIPT \"; var c = /\\x3C!--/;");
   EXPECT_EQ(InlineScript("a </b> </scrip"), "a </b> </scrip");
-}
-
-TEST(BestCheckpoint, PrefersAKeptCheckpointAtTheBestStep) {
-  const std::vector<CheckpointRecord> checkpoints = {
-      {.step = 100, .path = "a", .pool = CheckpointPool::kBest, .deleted = true},
-      {.step = 200, .path = "b", .pool = CheckpointPool::kBest},
-      {.step = 300, .path = "c", .pool = CheckpointPool::kLatest},
-      {.step = 300, .path = "d", .pool = CheckpointPool::kBest},
-      {.step = 400, .path = "e", .pool = CheckpointPool::kLatest},
-  };
-  EXPECT_EQ(BestCheckpoint(checkpoints, 300)->path, "d");
-  EXPECT_EQ(BestCheckpoint(checkpoints, 400)->path, "e");
-  EXPECT_EQ(BestCheckpoint(checkpoints, 100)->path, "d");  // deleted: the newest kept best-pool one
-  EXPECT_FALSE(BestCheckpoint({checkpoints[0], checkpoints[2]}, 100));
 }
 
 // A web directory with stand-ins for the three libraries.
@@ -228,6 +216,54 @@ TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
   for (const auto& chart : charts) {
     EXPECT_THAT(html, HasSubstr("id=\"" + chart.at("id").get<std::string>() + "\""));
   }
+}
+
+// The report is a loop over the study page model: every section in its order, with its title and explanation, and
+// every chart under its id — or the section's empty text. The dashboard's two parts are the same sections.
+TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
+  StudyData data = HostileStudy();
+  data.spec.space = ParseStudySpec("name: x\nmax_train_steps: 100\nspace:\n  learning_rate: 0.1\n", "x.yaml").space;
+  for (auto& trial : data.trials) trial.params = {{"learning_rate", 0.1}};  // nothing varies: no axis plot
+  const auto sections = StudyPageSections(data, {});
+  std::vector<std::string> ids;
+  for (const auto& section : sections) ids.push_back(section.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"}));
+
+  const fs::path dir = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = dir;
+  const std::string html = RenderReport(data, options);
+  fs::remove_all(dir);
+  std::size_t at = 0;
+  for (const auto& section : sections) {
+    const auto found = html.find("<section id=\"" + section.id + "\">", at);
+    ASSERT_NE(found, std::string::npos) << section.id << " missing or out of order";
+    at = found;
+    EXPECT_THAT(html, HasSubstr("<h2>" + HtmlEscape(section.title) + "</h2>"));
+    EXPECT_THAT(html, HasSubstr("<a href=\"#" + section.id + "\">"));
+    if (section.charts.empty()) {
+      EXPECT_THAT(html, HasSubstr(HtmlEscape(section.empty_text))) << section.id;
+    }
+    for (const auto& chart : section.charts)
+      EXPECT_THAT(html, HasSubstr("data-chart=\"" + HtmlEscape(chart.id) + "\""));
+  }
+  const auto axis = std::find_if(sections.begin(), sections.end(), [](const auto& s) { return s.id == "axis-plots"; });
+  EXPECT_TRUE(axis->charts.empty());
+  EXPECT_THAT(html, HasSubstr("No hyperparameter varies in this study."));
+
+  // The dashboard asks for the records' sections first and the measurements' second: together, the same page.
+  std::vector<std::string> parts;
+  for (const auto part : {PageParts::kRecords, PageParts::kMeasurements}) {
+    for (const auto& section : StudyPageSections(data, {}, part)) {
+      const auto json = PageSectionJson(section);
+      parts.push_back(json.at("id").get<std::string>() + ":" + std::to_string(json.at("charts").size()));
+    }
+  }
+  std::vector<std::string> whole;
+  for (const auto& section : sections) whole.push_back(section.id + ":" + std::to_string(section.charts.size()));
+  std::sort(parts.begin(), parts.end());
+  std::sort(whole.begin(), whole.end());
+  EXPECT_EQ(parts, whole);
 }
 
 TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {

@@ -1,4 +1,4 @@
-#include "dltune/report/vega_specs.h"
+#include "vega_specs.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,12 +122,12 @@ bool AllPositive(const std::vector<double>& values) {
 
 }  // namespace
 
-std::string ObjectiveTitle(const ObjectiveRef& objective) {
+std::string ObjectiveTitle(const Objective& objective) {
   return objective.Name() +
          (objective.direction == Direction::kMinimize ? " (lower is better)" : " (higher is better)");
 }
 
-json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartOptions& options) {
   json spec = Base(options, 330, 210);
   SeenOrder substudies;
   json completed = json::array();
@@ -237,7 +237,7 @@ json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const Cha
   return spec;
 }
 
-json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, const ChartOptions& options) {
   json spec = Base(options, 330, 210);
   json rows = json::array();
   json labels = json::array();
@@ -390,7 +390,7 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
   return spec;
 }
 
-json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_train_steps, const ObjectiveRef& objective,
+json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_train_steps, const Objective& objective,
                   const ChartOptions& options) {
   json spec = Base(options, 330, 210);
   SeenOrder substudies;
@@ -538,7 +538,7 @@ json GradientNormHistogramSpec(const GradientNorms& norms, const ChartOptions& o
   return spec;
 }
 
-json BootstrapSpec(const BootstrapPlot& plot, const ObjectiveRef& objective, const ChartOptions& options) {
+json BootstrapSpec(const BootstrapPlot& plot, const Objective& objective, const ChartOptions& options) {
   json spec = Base(options, 330, 210);
   json rows = json::array();
   int max_budget = 1;

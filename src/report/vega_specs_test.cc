@@ -1,4 +1,4 @@
-#include "dltune/report/vega_specs.h"
+#include "vega_specs.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@ using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-ObjectiveRef ErrorRate() { return {.split = "valid", .metric = "error_rate", .direction = Direction::kMinimize}; }
+Objective ErrorRate() { return {.split = "valid", .metric = "error_rate", .direction = Direction::kMinimize}; }
 
 // Every field an encoding reads, anywhere in the spec: they must be the specs' own words, never user text.
 void CollectFields(const json& node, std::vector<std::string>& fields) {

@@ -34,7 +34,7 @@ class ReportingCallbacks final : public TrainerCallbacks {
       : report_(std::fopen(report_path.c_str(), "a")),
         predictions_(trial_dir / "predictions.jsonl", std::ios::app),
         stop_requested_(stop_requested) {
-    if (!report_) throw Error(fmt::format("{}: cannot open the report channel", report_path));
+    if (!report_) throw IoError(fmt::format("{}: cannot open the report channel", report_path));
   }
   ~ReportingCallbacks() override { std::fclose(report_); }
   ReportingCallbacks(const ReportingCallbacks&) = delete;
@@ -114,7 +114,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
   std::ifstream in(trial_path);
-  if (!in) throw Error(fmt::format("{}: cannot read the trial description", trial_path));
+  if (!in) throw IoError(fmt::format("{}: cannot read the trial description", trial_path));
   nlohmann::json trial;
   try {
     trial = nlohmann::json::parse(in);
@@ -131,15 +131,15 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
     TrainerOptions options;
     options.max_train_steps = trial.at("max_train_steps").get<std::int64_t>();
-    options.eval_every_steps = training.at("eval_every_steps").get<std::int64_t>();
-    options.threads = training.at("threads").get<int>();
-    options.keep_best_checkpoints = training.at("keep_best_checkpoints").get<int>();
-    options.keep_latest_checkpoints = training.at("keep_latest_checkpoints").get<int>();
-    options.eval_test_at_end = training.at("test_at_end").get<bool>();
-    options.valid_sample_examples = training.at("valid_sample_examples").get<std::int64_t>();
-    options.divergence_factor = training.at("divergence_factor").get<double>();
-    options.objective = trial.at("objective").at("metric").get<std::string>();
-    options.minimize = trial.at("objective").at("direction").get<std::string>() != "maximize";
+    try {
+      options.training = TrainingSettingsFromJson(training);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", trial_path, e.what()));
+    }
+    options.objective =
+        Objective::Parse(trial.at("objective").at("metric").get<std::string>(),
+                         trial.at("objective").at("direction").get<std::string>() == "maximize" ? Direction::kMaximize
+                                                                                                : Direction::kMinimize);
     // The same seeds as `dltune train --seed`, so the reproduction command reproduces the trial exactly.
     options.init_seed = trial.at("seed").get<std::uint64_t>();
     options.data_seed = options.init_seed;

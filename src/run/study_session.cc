@@ -80,25 +80,18 @@ std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
   }
   const StudySpec earlier_spec =
       ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
-  if (earlier_spec.objective.metric != spec.objective.metric ||
-      earlier_spec.objective.direction != spec.objective.direction) {
+  if (earlier_spec.objective != spec.objective) {
     throw Error(fmt::format(
         "{}: sampler.warm_start study '{}' has objective {} ({}), this study {} ({}): its results cannot start this "
         "study's model",
-        spec.sampler.where.ToString(), name, earlier_spec.objective.metric,
-        DirectionName(earlier_spec.objective.direction), spec.objective.metric,
+        spec.sampler.where.ToString(), name, earlier_spec.objective.Name(),
+        DirectionName(earlier_spec.objective.direction), spec.objective.Name(),
         DirectionName(spec.objective.direction)));
   }
   return store.ListTrials(earlier->id);
 }
 
 }  // namespace
-
-std::pair<std::string, std::string> SplitObjective(const std::string& objective) {
-  const auto slash = objective.find('/');
-  if (slash == std::string::npos) return {"valid", objective};
-  return {objective.substr(0, slash), objective.substr(slash + 1)};
-}
 
 std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number) {
   // Below 2^63 so that every language reads it as a signed 64-bit integer.
@@ -196,9 +189,7 @@ std::vector<Observation> StudySession::History(std::uint64_t number, const std::
 }
 
 ActiveTrial::ActiveTrial(Store& store, StudySpec spec, TrialRecord record, TrialLease lease)
-    : store_(&store), spec_(std::move(spec)), record_(std::move(record)), lease_(std::move(lease)) {
-  std::tie(objective_split_, objective_metric_) = SplitObjective(spec_.objective.metric);
-}
+    : store_(&store), spec_(std::move(spec)), record_(std::move(record)), lease_(std::move(lease)) {}
 
 std::map<std::string, Value> ParamsByName(const SearchSpace& space, const Assignment& params) {
   std::map<std::string, Value> by_name;
@@ -221,7 +212,7 @@ void ActiveTrial::Begin(std::int64_t from_step) {
   store_->TruncateAfter(lease_, from_step);
   // The best so far is what the kept evaluations say.
   for (const auto& eval : store_->EvalSeries(lease_.trial_id)) {
-    if (eval.split != objective_split_ || eval.metric != objective_metric_) continue;
+    if (eval.split != spec_.objective.split || eval.metric != spec_.objective.metric) continue;
     final_value_ = eval.value;
     if (!best_value_ || IsBetter(eval.value, *best_value_, spec_.objective.direction)) {
       best_value_ = eval.value;
@@ -255,7 +246,7 @@ void ActiveTrial::ReportEval(std::int64_t step, const std::string& split, const 
                               split, metric, step, value));
     }
     pending_.evals.push_back({.step = step, .split = split, .metric = metric, .value = value, .examples = examples});
-    if (split != objective_split_ || metric != objective_metric_) continue;
+    if (split != spec_.objective.split || metric != spec_.objective.metric) continue;
     final_value_ = value;
     if (!best_value_ || IsBetter(value, *best_value_, spec_.objective.direction)) {
       best_value_ = value;
@@ -295,7 +286,7 @@ TrialState ActiveTrial::Complete() {
   EnsureBegun();
   if (!final_value_) {
     Fail(fmt::format("training ended without reporting the objective {} (an evaluation of split '{}', metric '{}')",
-                     spec_.objective.metric, objective_split_, objective_metric_));
+                     spec_.objective.Name(), spec_.objective.split, spec_.objective.metric));
     return TrialState::kFailed;
   }
   Tell({.state = TrialState::kCompleted, .final_value = final_value_});

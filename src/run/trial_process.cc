@@ -31,7 +31,7 @@ constexpr int kReportFd = 3;
 
 int OpenLog(const std::filesystem::path& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(fmt::format("{}: cannot open for writing: {}", path.string(), std::strerror(errno)));
+  if (fd < 0) throw IoError(fmt::format("{}: cannot open for writing: {}", path.string(), std::strerror(errno)));
   return fd;
 }
 
@@ -193,7 +193,7 @@ TrialProcess::TrialProcess(const TrialCommand& command) : token_(NewToken()) {
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
     ::close(out_fd);
     ::close(err_fd);
-    throw Error(fmt::format("cannot create the report pipe: {}", std::strerror(errno)));
+    throw IoError(fmt::format("cannot create the report pipe: {}", std::strerror(errno)));
   }
   const pid_t parent = ::getpid();
   pid_ = ::fork();

@@ -1,6 +1,7 @@
 #include "dltune/run/trial_setup.h"
 
 #include <algorithm>
+#include <cassert>
 #include <fstream>
 #include <set>
 
@@ -10,9 +11,11 @@
 #include "dltune/core/files.h"
 #include "dltune/core/sha256.h"
 #include "dltune/core/strings.h"
+#include "dltune/run/study_session.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/study/command_template.h"
 #include "dltune/train/blas_kernels.h"
+#include "dltune/train/hyperparams.h"
 #include "dltune/workloads/train.h"
 
 namespace dltune {
@@ -58,14 +61,14 @@ void ClaimStudyDirectory(const std::filesystem::path& dir, const StudyRecord& st
   if (std::ifstream in(path); in) {
     const auto recorded = nlohmann::json::parse(in, nullptr, false);
     if (recorded.is_object() && recorded.value("uid", "") == study.uid) return;
-    throw Error(
-        fmt::format("{}: this directory belongs to {}, not to study '{}' (uid {}); its trials are not "
-                    "touched",
-                    path.string(),
-                    recorded.is_object()
-                        ? fmt::format("study '{}' (uid {})", recorded.value("study", "?"), recorded.value("uid", "?"))
-                        : "another study (unreadable study.json)",
-                    study.name, study.uid));
+    throw Error(fmt::format("{}: this directory belongs to {}, not to study '{}' (uid {}); its trials are not "
+                            "touched",
+                            path.string(),
+                            recorded.is_object() ? fmt::format("study '{}' (uid {})", recorded.value("study", "?"),
+                                                               recorded.value("uid", "?"))
+                                                 : "another study (unreadable study.json)",
+                            study.name, study.uid),
+                ErrorKind::kConflict);
   }
   WriteJson(path, {{"study", study.name}, {"uid", study.uid}, {"created_at", study.created_at}});
 }
@@ -83,8 +86,31 @@ void CheckWorkloadKnown(const StudySpec& spec) {
                   spec.workload.name, DidYouMean(spec.workload.name, names), JoinAlternatives(names, false)));
 }
 
+void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan) {
+  if (spec.workload.name.empty()) return;
+  // Enough trials to meet every sub-study's and every condition's params; each builds a model, in milliseconds.
+  constexpr std::uint64_t kCheckedTrials = 64;
+  std::vector<std::string> problems;
+  std::set<std::string> seen;
+  for (std::uint64_t number = 0; number < plan.TrialCount() && number < kCheckedTrials; ++number) {
+    if (!plan.IsPlanned(number)) continue;
+    const PlannedTrial trial = plan.Trial(number);
+    try {
+      CheckWorkloadParams(spec.workload.name, spec.workload.args,
+                          HyperParams(spec.workload.args, ParamsByName(*spec.space, trial.params)),
+                          spec.max_train_steps);
+    } catch (const Error& e) {
+      if (seen.insert(e.what()).second) problems.push_back(fmt::format("trial {}: {}", number, e.what()));
+    }
+  }
+  if (problems.empty()) return;
+  std::string message = fmt::format("'{}' would fail these trials before training:", spec.workload.name);
+  for (const auto& problem : problems) message += "\n  " + problem;
+  throw SpecError(spec.workload.where, "workload", message);
+}
+
 std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study) {
-  if (study.uid.empty()) throw Error(fmt::format("study '{}' has no uid: open it through a Store", study.name));
+  assert(!study.uid.empty() && "a StudyRecord read through a Store has a uid");
   return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / study.uid).lexically_normal();
 }
 
@@ -107,7 +133,6 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
                                 const std::map<std::string, Value>& params, bool resuming) {
   nlohmann::json by_name = nlohmann::json::object();
   for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
-  const TrainingSettings& t = spec.training;
   return {{"protocol", kTrialProtocolVersion},
           {"study", spec.name},
           {"study_uid", study.uid},
@@ -116,17 +141,10 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
           {"substudy", trial.substudy_label},
           {"seed", trial.seed},
           {"max_train_steps", spec.max_train_steps},
-          {"objective", {{"metric", spec.objective.metric}, {"direction", DirectionName(spec.objective.direction)}}},
+          {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
-          {"training",
-           {{"eval_every_steps",
-             t.eval_every_steps > 0 ? t.eval_every_steps : std::max<std::int64_t>(1, spec.max_train_steps / 10)},
-            {"threads", t.threads},
-            {"keep_best_checkpoints", t.keep_best_checkpoints},
-            {"keep_latest_checkpoints", t.keep_latest_checkpoints},
-            {"test_at_end", t.test_at_end},
-            {"valid_sample_examples", t.valid_sample_examples},
-            {"divergence_factor", t.divergence_factor}}},
+          // Every setting, the derived ones (the evaluation interval) worked out for the program that reads them.
+          {"training", TrainingSettingsToJson(spec.training.Resolved(spec.max_train_steps))},
           {"params", by_name},
           {"resuming", resuming}};
 }
@@ -138,7 +156,8 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, cons
   std::error_code error;
   std::filesystem::create_directories(prepared.trial_dir, error);
   if (error) {
-    throw Error(fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(), error.message()));
+    throw IoError(
+        fmt::format("{}: cannot create the trial directory: {}", prepared.trial_dir.string(), error.message()));
   }
   ClaimStudyDirectory(StudyDirectory(spec, study), study);
   prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
@@ -193,21 +212,11 @@ std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, co
     command += fmt::format(" --set {}", ShellQuote(key + "=" + value.dump()));
   }
   for (const auto& [name, value] : params) command += " --set " + ShellQuote(name + "=" + FormatValue(value));
-  const TrainingSettings& t = spec.training;
   command += fmt::format(" --steps {} --seed {}", spec.max_train_steps, trial.seed);
-  if (t.eval_every_steps > 0) command += fmt::format(" --eval-every {}", t.eval_every_steps);
-  if (t.threads != 1) command += fmt::format(" --threads {}", t.threads);
-  if (t.test_at_end) command += " --test";
-  if (t.valid_sample_examples > 0) command += fmt::format(" --valid-sample {}", t.valid_sample_examples);
-  if (t.divergence_factor != TrainingSettings{}.divergence_factor) {
-    command += fmt::format(" --divergence-factor {}", t.divergence_factor);
-  }
+  if (const std::string flags = TrainingSettingFlags(spec.training); !flags.empty()) command += " " + flags;
   if (spec.objective.metric != Objective{}.metric || spec.objective.direction != Direction::kMinimize) {
     command +=
         fmt::format(" --objective {} --{}", ShellQuote(spec.objective.metric), DirectionName(spec.objective.direction));
-  }
-  if (t.keep_best_checkpoints != TrainingSettings{}.keep_best_checkpoints) {
-    command += fmt::format(" --keep-best {}", t.keep_best_checkpoints);
   }
   return command + " --out " + ShellQuote(out);
 }

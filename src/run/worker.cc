@@ -18,12 +18,12 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dltune/report/tfevents.h"
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/store/tracking.h"
+#include "tfevents.h"
 
 namespace dltune {
 namespace {

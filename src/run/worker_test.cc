@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "dltune/report/tfevents.h"
 #include "dltune/run/study_session.h"
 #include "run_test_util.h"
+#include "tfevents.h"
 
 namespace dltune {
 namespace {

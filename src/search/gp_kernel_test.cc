@@ -7,8 +7,8 @@
 namespace dltune::internal {
 namespace {
 
-// Reference values from ../shared/reference/halton_algoperf.txt: Matern-5/2 k(r2) and dk/d(r2) computed with
-// mpmath at 50 digits.
+// Reference values from a reference file of test vectors (halton_algoperf.txt, not part of this repository): Matern-5/2
+// k(r2) and dk/d(r2) computed with mpmath at 50 digits.
 struct MaternCase {
   double r2;
   double k;

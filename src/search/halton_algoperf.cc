@@ -1,4 +1,4 @@
-#include "dltune/search/halton_algoperf.h"
+#include "halton_algoperf.h"
 
 #include <fmt/format.h>
 

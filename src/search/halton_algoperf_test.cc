@@ -1,4 +1,4 @@
-#include "dltune/search/halton_algoperf.h"
+#include "halton_algoperf.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 #include "dltune/core/discrepancy.h"
 #include "dltune/core/error.h"
 
-// Expected values are /work/shared/reference/halton_algoperf.txt: outputs of mlcommons/algorithmic-efficiency
-// algoperf/halton.py under numpy 1.24.2, Python 3.11.2, written with 17 significant digits (so EXPECT_EQ on the
-// doubles is a bit-exact comparison).
+// Expected values are a reference file of test vectors (halton_algoperf.txt, not part of this repository): outputs of
+// mlcommons/algorithmic-efficiency algoperf/halton.py under numpy 1.24.2, Python 3.11.2, written with 17 significant
+// digits (so EXPECT_EQ on the doubles is a bit-exact comparison).
 
 namespace dltune {
 namespace {

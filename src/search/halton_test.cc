@@ -61,9 +61,10 @@ TEST(HaltonTest, RejectsBadDimensions) {
 }
 
 // Without scrambling and shift it is the plain Halton sequence. Expected values: the reference's "Plain Halton"
-// table (/work/shared/reference/halton_algoperf.txt, i.e. scipy.stats.qmc.Halton(scramble=False)); scipy sums
-// digit * base^-k in floating point while dltune rounds an exact 64-bit fixed-point value once, so the two may
-// differ by an ulp (e.g. 0.6 for index 3 in base 5, where scipy prints 0.60000000000000009).
+// table (a reference file of test vectors (halton_algoperf.txt, not part of this repository), i.e.
+// scipy.stats.qmc.Halton(scramble=False)); scipy sums digit * base^-k in floating point while dltune rounds an exact
+// 64-bit fixed-point value once, so the two may differ by an ulp (e.g. 0.6 for index 3 in base 5, where scipy prints
+// 0.60000000000000009).
 TEST(HaltonTest, UnscrambledUnshiftedIsThePlainHaltonSequence) {
   const double expected[10][3] = {
       {0, 0, 0},

@@ -7,8 +7,8 @@
 namespace dltune::internal {
 namespace {
 
-// Reference values from ../shared/reference/halton_algoperf.txt: h(z) = log(z Phi(z) + phi(z)) computed with
-// mpmath at 50 digits.
+// Reference values from a reference file of test vectors (halton_algoperf.txt, not part of this repository): h(z) =
+// log(z Phi(z) + phi(z)) computed with mpmath at 50 digits.
 struct LogEiCase {
   double z;
   double h;

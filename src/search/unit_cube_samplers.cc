@@ -4,7 +4,7 @@
 
 #include "dltune/core/rng.h"
 #include "dltune/search/halton.h"
-#include "dltune/search/halton_algoperf.h"
+#include "halton_algoperf.h"
 #include "samplers.h"
 
 namespace dltune::internal {

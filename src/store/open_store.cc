@@ -87,4 +87,6 @@ std::string DefaultStoreUrl() {
   return "sqlite://" + (std::filesystem::current_path() / "dltune.db").string();
 }
 
+std::string StoreUrlOrDefault(const std::string& url) { return url.empty() ? DefaultStoreUrl() : url; }
+
 }  // namespace dltune

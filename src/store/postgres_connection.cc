@@ -250,7 +250,15 @@ class PostgresConnection final : public SqlConnection {
       const std::string reason = FirstLine(PQerrorMessage(conn_));
       PQfinish(conn_);
       conn_ = nullptr;
-      throw SqlError(fmt::format("{}: cannot connect: {}", name_, reason));
+      const std::string message = fmt::format("{}: cannot connect: {}", name_, reason);
+      // A refused login or a missing database is the URL's mistake; anything else (refused, timed out, a name not
+      // resolved yet, a server starting up) may pass, so a script can retry it.
+      const bool mistake =
+          reason.find("authentication") != std::string::npos || reason.find("does not exist") != std::string::npos ||
+          reason.find("password") != std::string::npos || reason.find("permission denied") != std::string::npos ||
+          reason.find("invalid") != std::string::npos;
+      if (mistake) throw SqlError(message, ErrorKind::kInvalidInput);
+      throw SqlUnavailableError(message);
     }
     PQsetNoticeProcessor(
         conn_, [](void*, const char*) {}, nullptr);

@@ -146,7 +146,7 @@ int Migrate(SqlConnection& connection, int target) {
     EnsureMetaTable(connection);
     int version = VersionInTransaction(connection);
     if (version > kStoreSchemaVersion) {
-      throw Error(
+      throw CorruptError(
           fmt::format("{}: the store was written by a newer dltune (schema version {}; this dltune knows up "
                       "to {}); upgrade dltune to use it",
                       connection.name(), version, kStoreSchemaVersion));

@@ -21,20 +21,20 @@ enum class SqlDialect { kSqlite, kPostgres };
 // A failure of the database itself (not a broken lease or a user's mistake the store detects).
 class SqlError : public Error {
  public:
-  using Error::Error;
+  explicit SqlError(const std::string& message, ErrorKind kind = ErrorKind::kIo) : Error(message, kind) {}
 };
 
 // The database cannot be reached or written: the server is down or restarting, the connection was lost, the disk is
 // full or failing. Nothing of the transaction is known to have happened; trying again later may succeed.
 class SqlUnavailableError : public SqlError {
  public:
-  using SqlError::SqlError;
+  explicit SqlUnavailableError(const std::string& message) : SqlError(message, ErrorKind::kUnavailable) {}
 };
 
 // A transaction that lost a race (SQLite busy, PostgreSQL serialization failure or deadlock): retry it.
 class SqlConflictError : public SqlError {
  public:
-  using SqlError::SqlError;
+  explicit SqlConflictError(const std::string& message) : SqlError(message, ErrorKind::kConflict) {}
 };
 
 // A unique or primary-key constraint refused a row.

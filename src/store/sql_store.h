@@ -12,7 +12,7 @@ namespace dltune::internal {
 // A store read without writing whose schema is older than this dltune's.
 class StaleSchemaError : public Error {
  public:
-  using Error::Error;
+  explicit StaleSchemaError(const std::string& message) : Error(message, ErrorKind::kConflict) {}
 };
 
 class SqlStore final : public Store {

@@ -12,8 +12,6 @@
 
 namespace dltune {
 
-bool IsBetter(double a, double b, Direction direction) { return direction == Direction::kMinimize ? a < b : a > b; }
-
 std::string StudySummary::StateText() const {
   std::string text;
   for (const TrialState state : {TrialState::kCompleted, TrialState::kRunning, TrialState::kPending,
@@ -117,6 +115,21 @@ StudyRecord RequireStudy(Store& store, const std::string& name) {
     throw Error(fmt::format("{}: no study named '{}': the store has no studies yet", store.url(), name));
   throw Error(fmt::format("{}: no study named '{}'{}; studies: {}", store.url(), name, DidYouMean(name, names),
                           JoinAlternatives(names, false)));
+}
+
+std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
+                                               std::optional<std::int64_t> best_step) {
+  std::optional<CheckpointRecord> found;
+  auto rank = [&](const CheckpointRecord& c) {
+    // Higher is better: at the best step, then in the best pool, then newer.
+    return std::make_tuple(best_step && c.step == *best_step, c.pool == CheckpointPool::kBest, c.step);
+  };
+  for (const auto& c : checkpoints) {
+    if (c.deleted) continue;
+    if (!(best_step && c.step == *best_step) && c.pool != CheckpointPool::kBest) continue;
+    if (!found || rank(c) > rank(*found)) found = c;
+  }
+  return found;
 }
 
 }  // namespace dltune

@@ -36,7 +36,7 @@ TEST(Tracking, SummaryCountsStatesAndFindsTheBestPerSubStudy) {
       Trial(4, 0, TrialState::kRunning, 0.99),  // not finished: not a candidate
       Trial(5, 1, TrialState::kPending, std::nullopt)};
   const StudySummary summary = SummarizeStudy(Study("maximize"), trials);
-  EXPECT_EQ(summary.objective.metric, "valid/accuracy");
+  EXPECT_EQ(summary.objective.Name(), "valid/accuracy");
   EXPECT_EQ(summary.Count(TrialState::kCompleted), 3);
   EXPECT_EQ(summary.StateText(), "3 completed, 1 running, 1 pending, 1 infeasible");
   ASSERT_TRUE(summary.best);
@@ -65,6 +65,20 @@ TEST(Tracking, NewStudyRecordsWhatReproducesIt) {
   EXPECT_EQ(study.spec_path, DLTUNE_SOURCE_DIR "/examples/quickstart.yaml");
   EXPECT_EQ(study.dltune_version, kVersion);
   EXPECT_EQ(study.command_line, "dltune run examples/quickstart.yaml");
+}
+
+TEST(BestCheckpoint, PrefersAKeptCheckpointAtTheBestStep) {
+  const std::vector<CheckpointRecord> checkpoints = {
+      {.step = 100, .path = "a", .pool = CheckpointPool::kBest, .deleted = true},
+      {.step = 200, .path = "b", .pool = CheckpointPool::kBest},
+      {.step = 300, .path = "c", .pool = CheckpointPool::kLatest},
+      {.step = 300, .path = "d", .pool = CheckpointPool::kBest},
+      {.step = 400, .path = "e", .pool = CheckpointPool::kLatest},
+  };
+  EXPECT_EQ(BestCheckpoint(checkpoints, 300)->path, "d");
+  EXPECT_EQ(BestCheckpoint(checkpoints, 400)->path, "e");
+  EXPECT_EQ(BestCheckpoint(checkpoints, 100)->path, "d");  // deleted: the newest kept best-pool one
+  EXPECT_FALSE(BestCheckpoint({checkpoints[0], checkpoints[2]}, 100));
 }
 
 }  // namespace

@@ -1,12 +1,10 @@
 #include "dltune/study/study_spec.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <list>
-#include <map>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -19,7 +17,6 @@
 namespace dltune {
 
 std::string ScientificModeName(ScientificMode mode) { return mode == ScientificMode::kJoint ? "joint" : "separate"; }
-std::string DirectionName(Direction direction) { return direction == Direction::kMaximize ? "maximize" : "minimize"; }
 
 namespace {
 
@@ -61,84 +58,52 @@ WorkloadSpec ParseWorkload(const YamlNode& node) {
   return workload;
 }
 
-// A metric named without its split ("loss") is the validation split's, written out ("valid/loss") so that every
-// reader of the objective — the trainer, the store, the analyses — sees the same name.
-std::string WithSplit(const std::string& metric) {
-  return metric.find('/') == std::string::npos ? "valid/" + metric : metric;
-}
-
+// `objective: valid/loss` or `objective: {metric: valid/accuracy, direction: maximize}`.
 Objective ParseObjective(const YamlNode& node) {
-  Objective objective;
-  if (node.IsScalar()) {
-    objective.metric = node.AsString();
-    if (objective.metric.empty()) throw node.Fail("must name a metric, e.g. valid/error_rate");
-    objective.metric = WithSplit(objective.metric);
-    return objective;
-  }
+  const auto parse = [](const YamlNode& metric, Direction direction) {
+    try {
+      return Objective::Parse(metric.AsString(), direction);
+    } catch (const SpecError&) {
+      throw;
+    } catch (const Error& e) {
+      throw metric.Fail(e.what());
+    }
+  };
+  if (node.IsScalar()) return parse(node, Direction::kMinimize);
   node.ExpectMap({"metric", "direction"});
-  if (const auto metric = node.Find("metric")) {
-    objective.metric = metric->AsString();
-    if (objective.metric.empty()) throw metric->Fail("must name a metric, e.g. valid/error_rate");
-    objective.metric = WithSplit(objective.metric);
-  }
-  if (const auto direction = node.Find("direction")) {
-    const std::string text = direction->AsString();
+  Direction direction = Direction::kMinimize;
+  if (const auto given = node.Find("direction")) {
+    const std::string text = given->AsString();
     if (text == "maximize") {
-      objective.direction = Direction::kMaximize;
+      direction = Direction::kMaximize;
     } else if (text != "minimize") {
-      throw direction->Fail(
+      throw given->Fail(
           fmt::format("must be minimize or maximize, not '{}'{}", text, DidYouMean(text, {"minimize", "maximize"})));
     }
   }
+  if (const auto metric = node.Find("metric")) return parse(*metric, direction);
+  Objective objective;
+  objective.direction = direction;
   return objective;
 }
 
-// A duration: seconds as a number, or a number with a unit: "90s", "45m", "2h", "1.5d".
-double ParseDuration(const YamlNode& node) {
-  const Value value = node.IsScalar() ? node.AsValue() : Value(false);
-  double seconds = 0;
-  if (const auto number = NumericValue(value)) {
-    seconds = *number;
-  } else if (const auto* text = std::get_if<std::string>(&value); text && text->size() >= 2) {
-    const std::map<char, double> units = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
-    const auto unit = units.find(text->back());
-    double amount = 0;
-    const auto [end, error] = std::from_chars(text->data(), text->data() + text->size() - 1, amount);
-    if (unit == units.end() || error != std::errc() || end != text->data() + text->size() - 1) {
-      throw node.Fail(fmt::format("must be seconds, or a number with a unit (90s, 45m, 2h, 1d), not '{}'", *text));
-    }
-    seconds = amount * unit->second;
-  } else {
-    throw node.Fail("must be seconds, or a number with a unit (90s, 45m, 2h, 1d)");
-  }
-  if (!std::isfinite(seconds) || seconds <= 0 || seconds > 365.0 * 86400) {
-    throw node.Fail("must be a positive duration of at most a year");
-  }
-  return seconds;
-}
-
+// The `training:` mapping, key by key as TrainingSettingFields() describes them.
 TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_steps) {
-  node.ExpectMap({"eval_every_steps", "threads", "keep_best_checkpoints", "keep_latest_checkpoints", "test_at_end",
-                  "valid_sample_examples", "divergence_factor", "timeout"});
+  std::vector<std::string> keys;
+  for (const auto& field : TrainingSettingFields()) keys.emplace_back(field.key);
+  node.ExpectMap(keys);
   TrainingSettings training;
-  auto whole = [&](const char* key, std::int64_t min, std::int64_t max, auto& field) {
-    const auto value = node.Find(key);
-    if (!value) return;
-    const std::int64_t number = value->AsInt();
-    if (number < min || number > max) throw value->Fail(fmt::format("must be between {} and {}", min, max));
-    field = static_cast<std::remove_reference_t<decltype(field)>>(number);
-  };
-  whole("eval_every_steps", 1, max_train_steps, training.eval_every_steps);
-  whole("threads", 1, 1024, training.threads);
-  whole("keep_best_checkpoints", 0, 1000, training.keep_best_checkpoints);
-  whole("keep_latest_checkpoints", 1, 1000, training.keep_latest_checkpoints);
-  whole("valid_sample_examples", 0, INT64_MAX, training.valid_sample_examples);
-  if (const auto test = node.Find("test_at_end")) training.test_at_end = test->AsBool();
-  if (const auto factor = node.Find("divergence_factor")) {
-    training.divergence_factor = factor->AsDouble();
-    if (!(training.divergence_factor > 1)) throw factor->Fail("must be a number above 1");
+  for (const auto& field : TrainingSettingFields()) {
+    const auto value = node.Find(std::string(field.key));
+    if (!value) continue;
+    try {
+      field.Set(training, value->IsScalar() ? value->AsValue() : Value(std::string()), max_train_steps);
+    } catch (const SpecError&) {
+      throw;
+    } catch (const Error& e) {
+      throw value->Fail(e.what());
+    }
   }
-  if (const auto timeout = node.Find("timeout")) training.timeout_seconds = ParseDuration(*timeout);
   return training;
 }
 

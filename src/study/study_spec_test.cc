@@ -148,7 +148,8 @@ space:
 }
 
 // The spec's sampler halton_algoperf reproduces algoperf's generate_search bit for bit
-// (../shared/reference/halton_algoperf.txt: np.random.seed(0); generate_search(search_space, 8)).
+// (a reference file of test vectors (halton_algoperf.txt, not part of this repository): np.random.seed(0);
+// generate_search(search_space, 8)).
 TEST(StudySpec, AlgoperfSamplerReproducesGenerateSearch) {
   const StudySpec spec = ParseStudySpec(std::string(kHeader) + R"(
 trials: 8

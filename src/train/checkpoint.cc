@@ -1,4 +1,4 @@
-#include "dltune/train/checkpoint.h"
+#include "checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -233,8 +233,8 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) {
-    throw Error(fmt::format("checkpoint: cannot create directory {}: {}", dir_.string(),
-                            ec ? ec.message() : "not a directory"));
+    throw IoError(fmt::format("checkpoint: cannot create directory {}: {}", dir_.string(),
+                              ec ? ec.message() : "not a directory"));
   }
   fs::directory_iterator it(dir_, ec);
   if (ec) throw Error(fmt::format("checkpoint: cannot list {}: {}", dir_.string(), ec.message()));
@@ -297,7 +297,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
   const fs::path temp = TempPath(dir_, name);
   std::error_code ec;
   if (!fs::create_directory(temp, ec) || ec) {
-    throw Error(fmt::format("checkpoint: cannot create {}: {}", temp.string(), ec ? ec.message() : "exists"));
+    throw IoError(fmt::format("checkpoint: cannot create {}: {}", temp.string(), ec ? ec.message() : "exists"));
   }
   try {
     write(temp);
@@ -319,7 +319,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
       }
       FsyncPath(path, false);
       const std::optional<FileDigest> digest = DigestFile(path);
-      if (!digest) throw Error(fmt::format("checkpoint: cannot read {}", path.string()));
+      if (!digest) throw IoError(fmt::format("checkpoint: cannot read {}", path.string()));
       files[relative] = {{"sha256", digest->sha256}, {"bytes", digest->bytes}};
     }
     for (auto dir = directories.rbegin(); dir != directories.rend(); ++dir) FsyncPath(*dir, true);
@@ -439,7 +439,7 @@ LoadedCheckpoint CheckpointManager::Load(std::int64_t step) {
   }
   const std::string why = Verify(step);
   if (!why.empty()) {
-    throw Error(fmt::format("checkpoint {} is corrupt: {}", (dir_ / CheckpointDirName(step)).string(), why));
+    throw CorruptError(fmt::format("checkpoint {} is corrupt: {}", (dir_ / CheckpointDirName(step)).string(), why));
   }
   return LoadedCheckpoint{Describe(step), {}};
 }

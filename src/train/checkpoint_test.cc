@@ -1,4 +1,4 @@
-#include "dltune/train/checkpoint.h"
+#include "checkpoint.h"
 
 #include <unistd.h>
 

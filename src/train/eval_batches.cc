@@ -1,4 +1,4 @@
-#include "dltune/train/eval_batches.h"
+#include "eval_batches.h"
 
 #include <algorithm>
 #include <numeric>

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "dltune/train/idx.h"
+#include "idx.h"
 
 namespace dltune {
 namespace {

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "dltune/core/error.h"
-#include "dltune/train/idx.h"
+#include "idx.h"
 
 namespace dltune {
 namespace {

@@ -1,4 +1,4 @@
-#include "dltune/train/idx.h"
+#include "idx.h"
 
 #include <zlib.h>
 
@@ -39,7 +39,7 @@ class IdxReader::File {
   explicit File(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
     if (file_ == nullptr) {
       const int error = errno;
-      throw Error(fmt::format("{}: cannot open: {}", path, error != 0 ? std::strerror(error) : "out of memory"));
+      throw IoError(fmt::format("{}: cannot open: {}", path, error != 0 ? std::strerror(error) : "out of memory"));
     }
     gzbuffer(file_, kGzBufferBytes);
   }
@@ -57,7 +57,8 @@ class IdxReader::File {
       if (got < 0) {
         int code = 0;
         const char* message = gzerror(file_, &code);
-        throw Error(fmt::format("{}: corrupt gzip data: {}", path_, message != nullptr ? message : "read error"));
+        throw CorruptError(
+            fmt::format("{}: corrupt gzip data: {}", path_, message != nullptr ? message : "read error"));
       }
       if (got == 0) break;
       done += got;
@@ -81,7 +82,7 @@ IdxReader::IdxReader(const std::string& path, int dims) : path_(path) {
   TORCH_CHECK(dims >= 1 && dims <= 255, "IdxReader: dims must be in [1, 255]");
   std::error_code size_error;
   const std::uint64_t file_bytes = std::filesystem::file_size(path, size_error);
-  if (size_error) throw Error(fmt::format("{}: cannot open: {}", path, size_error.message()));
+  if (size_error) throw IoError(fmt::format("{}: cannot open: {}", path, size_error.message()));
   file_ = std::make_unique<File>(path);
 
   const std::uint32_t expected_magic = (std::uint32_t{kUnsignedByteType} << 8) | static_cast<std::uint32_t>(dims);
@@ -113,8 +114,8 @@ IdxReader::IdxReader(const std::string& path, int dims) : path_(path) {
                  : std::numeric_limits<std::uint64_t>::max();
   }
   if (values > file_bytes * kMaxDeflateRatio) {
-    throw Error(fmt::format("{}: corrupt header: sizes {} need {} bytes, more than a {}-byte file can hold", path,
-                            shape_text_, values, file_bytes));
+    throw CorruptError(fmt::format("{}: corrupt header: sizes {} need {} bytes, more than a {}-byte file can hold",
+                                   path, shape_text_, values, file_bytes));
   }
   values_ = static_cast<std::int64_t>(values);
 }
@@ -136,7 +137,8 @@ void IdxReader::Finish() {
   // Reading past the end also makes zlib verify the gzip checksum (a mismatch throws in Read).
   unsigned char extra = 0;
   const std::int64_t extra_bytes = file_->Read(&extra, 1);
-  if (file_->cut_short()) throw Error(fmt::format("{}: truncated: the gzip stream ends before its checksum", path_));
+  if (file_->cut_short())
+    throw CorruptError(fmt::format("{}: truncated: the gzip stream ends before its checksum", path_));
   if (extra_bytes != 0) {
     throw Error(
         fmt::format("{}: trailing data after the {} = {} bytes the header announces", path_, shape_text_, values_));

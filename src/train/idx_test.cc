@@ -1,4 +1,4 @@
-#include "dltune/train/idx.h"
+#include "idx.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

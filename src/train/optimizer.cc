@@ -1,4 +1,4 @@
-#include "dltune/train/optimizer.h"
+#include "optimizer.h"
 
 #include <algorithm>
 #include <cmath>

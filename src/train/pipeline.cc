@@ -1,4 +1,4 @@
-#include "dltune/train/pipeline.h"
+#include "pipeline.h"
 
 #include <chrono>
 #include <numeric>

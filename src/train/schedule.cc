@@ -1,4 +1,4 @@
-#include "dltune/train/schedule.h"
+#include "schedule.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "dltune/train/threads.h"
+#include "threads.h"
 
 #include <mutex>
 

@@ -11,16 +11,16 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "checkpoint.h"
 #include "dltune/core/error.h"
 #include "dltune/core/rng.h"
 #include "dltune/core/sha256.h"
-#include "dltune/train/checkpoint.h"
-#include "dltune/train/eval_batches.h"
-#include "dltune/train/optimizer.h"
-#include "dltune/train/pipeline.h"
-#include "dltune/train/schedule.h"
-#include "dltune/train/threads.h"
 #include "dltune/train/workload.h"
+#include "eval_batches.h"
+#include "optimizer.h"
+#include "pipeline.h"
+#include "schedule.h"
+#include "threads.h"
 
 namespace dltune {
 
@@ -29,17 +29,9 @@ void TrainerOptions::Validate() const {
     if (!ok) throw Error(message);
   };
   require(max_train_steps > 0, fmt::format("max_train_steps must be > 0, not {}", max_train_steps));
-  require(eval_every_steps >= 0, fmt::format("eval_every_steps must be >= 0, not {}", eval_every_steps));
-  require(log_every_steps >= 0, fmt::format("log_every_steps must be >= 0, not {}", log_every_steps));
-  require(eval_batch_size >= 0, fmt::format("eval_batch_size must be >= 0, not {}", eval_batch_size));
-  require(train_eval_examples >= 0, "train_eval_examples must be >= 0");
-  require(valid_sample_examples >= 0, "valid_sample_examples must be >= 0");
-  require(prediction_examples >= 0, "prediction_examples must be >= 0");
-  require(divergence_factor > 1.0, fmt::format("divergence_factor must be > 1, not {}", divergence_factor));
-  require(objective.find('/') != std::string::npos,
-          fmt::format("objective must be split/metric (e.g. valid/error_rate), not '{}'", objective));
-  require(keep_best_checkpoints >= 0 && keep_latest_checkpoints >= 1, "keep at least one latest checkpoint");
-  require(threads >= 1, fmt::format("threads must be >= 1, not {}", threads));
+  training.Validate(max_train_steps);
+  require(!objective.split.empty() && !objective.metric.empty(),
+          fmt::format("objective must be split/metric (e.g. valid/error_rate), not '{}'", objective.Name()));
 }
 
 namespace {
@@ -116,35 +108,37 @@ struct EvalSums {
 class Loop {
  public:
   Loop(Workload& workload, const HyperParams& params, const TrainerOptions& options, TrainerCallbacks& callbacks)
-      : workload_(workload), params_(params), options_(options), callbacks_(callbacks), device_(options.device) {
+      : workload_(workload),
+        params_(params),
+        options_(options),
+        settings_(options.training.Resolved(options.max_train_steps)),
+        callbacks_(callbacks),
+        device_(options.device) {
     hp_ = ReadTrainingHyperParams(params, options.max_train_steps);
-    eval_every_ = options.eval_every_steps > 0 ? options.eval_every_steps
-                                               : std::max<std::int64_t>(1, options.max_train_steps / 10);
-    log_every_ = options.log_every_steps > 0 ? options.log_every_steps : eval_every_;
-    eval_batch_size_ = options.eval_batch_size > 0 ? options.eval_batch_size : 2 * hp_.batch_size;
+    eval_every_ = settings_.eval_every_steps;
+    log_every_ = settings_.log_every_steps;
+    eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * hp_.batch_size;
     if (eval_batch_size_ < hp_.batch_size) {
       throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
                               hp_.batch_size));
     }
-    const auto slash = options.objective.find('/');
-    objective_split_ = options.objective.substr(0, slash);
-    objective_metric_ = options.objective.substr(slash + 1);
 
     BuildModel();
     params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
     if (!options.checkpoint_dir.empty()) {
       checkpoints_ =
           std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
-                                                                .keep_latest = options.keep_latest_checkpoints,
-                                                                .keep_best = options.keep_best_checkpoints,
-                                                                .minimize = options.minimize,
+                                                                .keep_latest = settings_.keep_latest_checkpoints,
+                                                                .keep_best = settings_.keep_best_checkpoints,
+                                                                .minimize = options.objective.Minimize(),
                                                                 .owner = options.checkpoint_owner});
       if (const auto& foreign = checkpoints_->Foreign(); !foreign.empty()) {
-        throw Error(fmt::format(
-            "{} holds {} checkpoint{} of {}, not of this run ({}): they are neither resumed from nor deleted; train "
-            "into another directory",
-            options.checkpoint_dir, foreign.size(), foreign.size() == 1 ? "" : "s", foreign.front().owner,
-            DescribeCheckpointOwner(options.checkpoint_owner)));
+        throw Error(fmt::format("{} holds {} checkpoint{} of {}, not of this run ({}): they are neither resumed from "
+                                "nor deleted; train "
+                                "into another directory",
+                                options.checkpoint_dir, foreign.size(), foreign.size() == 1 ? "" : "s",
+                                foreign.front().owner, DescribeCheckpointOwner(options.checkpoint_owner)),
+                    ErrorKind::kConflict);
       }
     }
   }
@@ -154,13 +148,13 @@ class Loop {
     Resume(result);
     callbacks_.OnStart(step_);
     const WorkloadData& data = workload_.Data();
-    train_subset_ = FixedSample(data.train, std::min(options_.train_eval_examples, data.train.size()),
+    train_subset_ = FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()),
                                 MixSeed(options_.data_seed, 1));
-    if (options_.valid_sample_examples > 0) {
-      valid_sample_ = FixedSample(data.valid, std::min(options_.valid_sample_examples, data.valid.size()),
+    if (settings_.valid_sample_examples > 0) {
+      valid_sample_ = FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()),
                                   MixSeed(options_.data_seed, 2));
     }
-    prediction_set_ = data.valid.Slice(0, std::min(options_.prediction_examples, data.valid.size()));
+    prediction_set_ = data.valid.Slice(0, std::min(settings_.prediction_examples, data.valid.size()));
     BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_);
 
     auto interval_start = Clock::now();
@@ -249,9 +243,9 @@ class Loop {
       if (!initial_loss_) initial_loss_ = m.loss;
       if (!diverged && !std::isfinite(m.loss)) {
         diverged = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
-      } else if (!diverged && m.loss > options_.divergence_factor * std::max(*initial_loss_, 1e-12)) {
+      } else if (!diverged && m.loss > settings_.divergence_factor * std::max(*initial_loss_, 1e-12)) {
         diverged = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}",
-                               m.loss, m.step, options_.divergence_factor, *initial_loss_);
+                               m.loss, m.step, settings_.divergence_factor, *initial_loss_);
       }
       steps.push_back(m);
       if (diverged) break;
@@ -309,18 +303,19 @@ class Loop {
     AddSplitMetrics("train", train_subset_, metrics);
     if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
     if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", data.valid, metrics);
-    if (last && options_.eval_test_at_end) AddSplitMetrics("test", data.test, metrics);
+    if (last && settings_.test_at_end) AddSplitMetrics("test", data.test, metrics);
 
     // The objective: the named split's metric, or its periodic sample when the full split was not evaluated.
     std::optional<double> objective;
-    for (const std::string& split : {objective_split_, objective_split_ + "_sample"}) {
+    const Objective& wanted = options_.objective;
+    for (const std::string& split : {wanted.split, wanted.split + "_sample"}) {
       for (const auto& m : metrics) {
-        if (!objective && m.split == split && m.metric == objective_metric_) objective = m.value;
+        if (!objective && m.split == split && m.metric == wanted.metric) objective = m.value;
       }
     }
     if (objective) {
       final_value_ = objective;
-      const bool better = !best_value_ || (options_.minimize ? *objective < *best_value_ : *objective > *best_value_);
+      const bool better = !best_value_ || IsBetter(*objective, *best_value_, wanted.direction);
       if (better && std::isfinite(*objective)) {
         best_value_ = objective;
         best_step_ = step_;
@@ -445,14 +440,13 @@ class Loop {
   Workload& workload_;
   const HyperParams& params_;
   const TrainerOptions& options_;
+  const TrainingSettings settings_;  // options_.training with the derived intervals filled in
   TrainerCallbacks& callbacks_;
   torch::Device device_;
   TrainingHyperParams hp_;
   std::int64_t eval_every_ = 1;
   std::int64_t log_every_ = 1;
   std::int64_t eval_batch_size_ = 1;
-  std::string objective_split_;
-  std::string objective_metric_;
   std::shared_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<CheckpointManager> checkpoints_;
@@ -476,9 +470,15 @@ class Loop {
 TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
                           TrainerCallbacks& callbacks) {
   options.Validate();
-  SetTorchThreads(options.threads);
+  SetTorchThreads(options.training.threads);
   Loop loop(workload, params, options, callbacks);
   return loop.Run();
+}
+
+void CheckTrialParams(Workload& workload, const HyperParams& params, std::int64_t max_train_steps) {
+  ReadTrainingHyperParams(params, max_train_steps);
+  workload.BuildModel(params);
+  params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
 }
 
 }  // namespace dltune

@@ -25,6 +25,22 @@ std::int64_t ArgInt(const nlohmann::json& args, const std::string& key, std::int
   return it->get<std::int64_t>();
 }
 
+// An MLP's hidden layer widths: `hidden_sizes` as a list, or `num_layers` layers of `width` units each (the playbook's
+// "number of layers" as a hyperparameter). Naming both is refused, as one would silently win.
+std::vector<std::int64_t> ReadHiddenSizes(const HyperParams& params, std::int64_t default_width,
+                                          std::int64_t default_layers) {
+  const bool by_depth = params.Has("num_layers") || params.Has("width");
+  // Read either way, so that a misspelt one gets a "did you mean".
+  const std::int64_t layers = params.Int("num_layers", default_layers);
+  const std::int64_t width = params.Int("width", default_width);
+  if (!by_depth) return params.IntList("hidden_sizes", std::vector<std::int64_t>(default_layers, default_width));
+  if (params.Has("hidden_sizes")) {
+    throw Error("hyperparameters hidden_sizes and num_layers/width both set the MLP's layers: use one or the other");
+  }
+  if (layers < 1 || layers > 64) throw Error(fmt::format("num_layers must be in [1, 64], not {}", layers));
+  return std::vector<std::int64_t>(layers, width);
+}
+
 // Fashion-MNIST from Debian's dataset-fashion-mnist; the model is chosen by the subclass.
 class FashionMnistWorkload : public Workload {
  public:
@@ -54,7 +70,7 @@ class FashionMnistMlp final : public FashionMnistWorkload {
   std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
     MlpOptions options;
     options.inputs = 28 * 28;
-    options.hidden_sizes = params.IntList("hidden_sizes", {256});
+    options.hidden_sizes = ReadHiddenSizes(params, 256, 1);
     options.activation = params.Text("activation", "relu");
     options.dropout = params.Real("dropout", 0.0);
     options.outputs = 10;
@@ -115,7 +131,7 @@ class SyntheticWorkload final : public Workload {
   std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
     MlpOptions options;
     options.inputs = features_;
-    options.hidden_sizes = params.IntList("hidden_sizes", {32});
+    options.hidden_sizes = ReadHiddenSizes(params, 32, 1);
     options.activation = params.Text("activation", "relu");
     options.dropout = params.Real("dropout", 0.0);
     options.normalization = params.Text("normalization", "none");

@@ -11,4 +11,10 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
   return TrainWorkload(*workload, params, options, callbacks);
 }
 
+void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,
+                         const HyperParams& params, std::int64_t max_train_steps) {
+  const auto workload = MakeWorkload(workload_name, workload_args);
+  CheckTrialParams(*workload, params, max_train_steps);
+}
+
 }  // namespace dltune

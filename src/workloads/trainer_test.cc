@@ -39,10 +39,10 @@ HyperParams Params(std::map<std::string, Value> params) { return HyperParams(nlo
 TEST(Trainer, ReportsEveryStepAndEvaluatesTheDocumentedSplits) {
   TrainerOptions options;
   options.max_train_steps = 90;
-  options.eval_every_steps = 30;
-  options.log_every_steps = 10;
-  options.valid_sample_examples = 100;
-  options.eval_test_at_end = true;
+  options.training.eval_every_steps = 30;
+  options.training.log_every_steps = 10;
+  options.training.valid_sample_examples = 100;
+  options.training.test_at_end = true;
   Recorder recorder;
   const TrainResult result =
       Train("synthetic", {{"examples", 1003}},
@@ -84,19 +84,49 @@ TEST(Trainer, RefusesBadOptionsAndParams) {
   Recorder recorder;
   TrainerOptions options;
   options.max_train_steps = 10;
-  options.eval_batch_size = 16;
+  options.training.eval_batch_size = 16;
   try {
     Train("synthetic", {}, Params({{"batch_size", Value(std::int64_t{32})}}), options, recorder);
     FAIL();
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("eval_batch_size (16) must be at least the training batch size (32)"));
   }
-  options.eval_batch_size = 0;
+  options.training.eval_batch_size = 0;
   EXPECT_THROW(Train("synthetic", {}, Params({{"optimizer", Value("adamw")}}), options, recorder), Error);
   EXPECT_THROW(Train("synthetic", {}, Params({{"schedule", Value("step")}}), options, recorder), Error);
   EXPECT_THROW(Train("nope", {}, Params({}), options, recorder), Error);
   options.max_train_steps = 0;
   EXPECT_THROW(Train("synthetic", {}, Params({}), options, recorder), Error);
+}
+
+// The playbook's "number of layers" as a hyperparameter: num_layers hidden layers of `width` units.
+TEST(Workloads, TheMlpsDepthIsAHyperparameter) {
+  const auto workload = MakeWorkload("fashion_mnist_mlp");
+  const auto count = [&](const std::map<std::string, Value>& params) {
+    std::int64_t weights = 0;
+    for (const auto& tensor : workload->BuildModel(Params(params))->parameters()) weights += tensor.numel();
+    return weights;
+  };
+  const std::int64_t in = 28 * 28, out = 10;
+  EXPECT_EQ(count({}), in * 256 + 256 + 256 * out + out);
+  EXPECT_EQ(count({{"num_layers", Value(std::int64_t{3})}, {"width", Value(std::int64_t{64})}}),
+            in * 64 + 64 + 2 * (64 * 64 + 64) + 64 * out + out);
+  EXPECT_EQ(count({{"num_layers", Value(std::int64_t{2})}}), in * 256 + 256 + 256 * 256 + 256 + 256 * out + out);
+  try {
+    count({{"num_layers", Value(std::int64_t{2})}, {"hidden_sizes", Value(std::int64_t{64})}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("use one or the other"));
+  }
+  // What `dltune space check` runs: a param nobody reads is named before anything trains.
+  try {
+    CheckWorkloadParams("fashion_mnist_mlp", {}, Params({{"num_layer", Value(std::int64_t{2})}}), 100);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("uses no hyperparameter named 'num_layer'"));
+    EXPECT_THAT(e.what(), HasSubstr("did you mean 'num_layers'?"));
+  }
+  EXPECT_NO_THROW(CheckWorkloadParams("fashion_mnist_cnn", {}, Params({{"dense_size", Value(std::int64_t{32})}}), 100));
 }
 
 TEST(Registry, KnowsTheBuiltInsAndAcceptsAUsersOwn) {

@@ -1,8 +1,7 @@
 // Samples the study spec given as argument through the installed libdltune and prints its first trial.
 #include <cstdio>
 
-#include "dltune/study/study_spec.h"
-#include "dltune/version.h"
+#include "dltune/dltune.h"  // the umbrella: every torch-free public header compiles in an installed tree
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;

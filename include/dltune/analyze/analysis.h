@@ -38,15 +38,6 @@ struct StudyData {
   std::map<std::uint64_t, std::vector<TrainMeasurement>> train;
 };
 
-// The objective as (split, metric), e.g. ("valid", "error_rate"), and its direction.
-struct ObjectiveRef {
-  std::string split;
-  std::string metric;
-  Direction direction = Direction::kMinimize;
-  std::string Name() const { return split + "/" + metric; }
-};
-ObjectiveRef ObjectiveOf(const StudySpec& spec);
-
 // The trial's best objective over training (see the terms above); nullopt when it has neither a best value nor a
 // finite evaluation of the objective.
 std::optional<double> BestObjectiveOf(const StudyData& data, const TrialRecord& trial);

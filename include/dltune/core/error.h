@@ -1,8 +1,9 @@
 // Errors dltune reports to its users.
 //
-// A user's mistake (a bad spec, a bad command-line value, a missing file) is thrown as a dltune::Error or a
-// subclass; its what() is one line that says what is wrong and where, ready to print as it is. Programmer errors
-// are assertions, never dltune::Error.
+// Everything that goes wrong outside dltune's own code (a bad spec, an unreachable database, a full disk, a corrupt
+// checkpoint) is thrown as a dltune::Error or a subclass; its what() is one line that says what is wrong and where,
+// ready to print as it is, and its kind says what to do about it (and is the `dltune` command's exit status, see
+// docs/exit-statuses.md). Programmer errors are assertions, never dltune::Error.
 #pragma once
 
 #include <stdexcept>
@@ -10,10 +11,44 @@
 
 namespace dltune {
 
-// Base of every error caused by a user's input. The message is complete and printable as one line.
+// What went wrong, by what a person or a script should do next.
+enum class ErrorKind {
+  kInvalidInput,  // a mistake in a spec, a command line, a param or a file a user wrote: fix it, do not retry
+  kUnavailable,   // the store's database cannot be reached right now: retry later
+  kIo,            // a file could not be read or written (disk full, permissions): fix the machine, then retry
+  kConflict,      // the records changed under the command (a spec changed, a lease lost): look before retrying
+  kCorrupt,       // recorded data is damaged or from another version (a checkpoint, a trial report, the schema)
+};
+
+// "invalid input", "unavailable", ...
+const char* ErrorKindName(ErrorKind kind);
+
+// The `dltune` command's exit status for an error of `kind`, following sysexits.h where it has a value:
+// 2 invalid input, 69 unavailable (EX_UNAVAILABLE), 74 I/O (EX_IOERR), 76 conflict, 65 corrupt (EX_DATAERR).
+int ExitStatusFor(ErrorKind kind);
+
+// Base of every error dltune reports. The message is complete and printable as one line.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message, ErrorKind kind = ErrorKind::kInvalidInput)
+      : std::runtime_error(message), kind_(kind) {}
+
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+// A file that could not be read or written for a reason of the machine's (ErrorKind::kIo).
+class IoError : public Error {
+ public:
+  explicit IoError(const std::string& message) : Error(message, ErrorKind::kIo) {}
+};
+
+// Recorded data that is damaged (ErrorKind::kCorrupt).
+class CorruptError : public Error {
+ public:
+  explicit CorruptError(const std::string& message) : Error(message, ErrorKind::kCorrupt) {}
 };
 
 // A position in a text file a user wrote; line and column count from 1, 0 when unknown.

@@ -36,4 +36,8 @@ std::string LineDiff(std::string_view old_text, std::string_view new_text, std::
 enum class TimeZone { kUtc, kLocal };
 std::string FormatClockTime(double seconds, const char* format, TimeZone zone);
 
+// `text` as one CSV field (RFC 4180): as it is, or quoted with inner quotes doubled when it holds a comma, a quote
+// or a line break.
+std::string CsvField(const std::string& text);
+
 }  // namespace dltune

@@ -26,11 +26,11 @@ nlohmann::json StudiesJson(Store& store);
 enum class StudyPart {
   // {"name", "description", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at", "updated_at",
   //  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
-  //  "charts": [{"id", "title", "spec"}] (Vega-Lite: isolation, axis, best-step and bootstrap plots),
+  //  "sections": [PageSectionJson] (study_page.h: isolation, axis plots, best steps, have we sampled enough?),
   //  "trials": [{"number", "substudy", "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.
   kRecords,
   // {"updated_at", "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
-  //  "charts": [...] (training curves, gradient norms)}.
+  //  "sections": [...] (training curves, gradient norms)}.
   kMeasurements,
 };
 // Throws Error for an unknown study.
@@ -55,7 +55,8 @@ class StudyJsonCache {
 
 // {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",
 //  "best_step", "final", "exit_status", "stderr_tail", "params", "checkpoints": [{"step", "path", "objective",
-//  "pool", "deleted"}], "charts": [...]}. Throws Error for an unknown study or trial.
+//  "pool", "deleted"}], "sections": [...] (the trial's training curves and gradient norms)}. Throws Error for an
+// unknown study or trial.
 nlohmann::json TrialJson(Store& store, const std::string& name, std::uint64_t number);
 
 // A file the dashboard serves.

@@ -45,15 +45,6 @@ struct ReportOptions {
   std::string generated_at;
 };
 
-// "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
-// `all` out; "" otherwise. The report's and the dashboard's curve charts say it.
-std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
-
-// The checkpoint that holds a trial's best step: a kept one at `best_step` (the best pool first), else the newest
-// kept best-pool checkpoint; nullopt when none is kept.
-std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
-                                               std::optional<std::int64_t> best_step);
-
 // The directory that holds vega/build/vega.min.js, vega-lite/build/vega-lite.min.js and
 // vega-embed/build/vega-embed.min.js (a node_modules directory), looking in the first of: $DLTUNE_WEB_DIR; the
 // installed tree's share/dltune/web (found from the running program: <prefix>/bin/dltune); the source tree's web/

@@ -31,7 +31,7 @@ namespace dltune {
 // new study.
 class SpecChangedError : public Error {
  public:
-  using Error::Error;
+  explicit SpecChangedError(const std::string& message) : Error(message, ErrorKind::kConflict) {}
 };
 
 class ActiveTrial;
@@ -128,8 +128,6 @@ class ActiveTrial {
   StudySpec spec_;
   TrialRecord record_;
   TrialLease lease_;
-  std::string objective_split_;
-  std::string objective_metric_;
   MeasurementBatch pending_;
   bool begun_ = false;
   bool finished_ = false;
@@ -139,9 +137,6 @@ class ActiveTrial {
   std::optional<double> final_value_;
   bool best_changed_ = false;
 };
-
-// The objective "valid/error_rate" as split and metric; a metric without a split ("loss") is on "valid".
-std::pair<std::string, std::string> SplitObjective(const std::string& objective);
 
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one
 // present in the trial.

@@ -21,7 +21,7 @@ inline constexpr int kTrialStoppedExitStatus = 75;
 // A report line that breaks the protocol; the message names the line number.
 class ProtocolError : public Error {
  public:
-  using Error::Error;
+  explicit ProtocolError(const std::string& message) : Error(message, ErrorKind::kCorrupt) {}
 };
 
 struct ReportStart {

@@ -33,6 +33,11 @@ nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord&
 // workload of your own is known to the program that registers it: examples/custom_workload).
 void CheckWorkloadKnown(const StudySpec& spec);
 
+// For a spec whose trials are a built-in (registered) workload's: reads the params of its first planned trials as
+// the trainer and the workload would, and throws SpecError, at the spec's workload: key, naming each problem a trial
+// would fail with before training (a param nobody reads, a value refused, one needed and missing).
+void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan);
+
 // trial.json's content (see docs/trial-protocol.md).
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming);

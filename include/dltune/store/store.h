@@ -36,13 +36,13 @@ namespace dltune {
 // lost, its disk is full): the call changed nothing that is known of, and may succeed if tried again later.
 class StoreUnavailableError : public Error {
  public:
-  using Error::Error;
+  explicit StoreUnavailableError(const std::string& message) : Error(message, ErrorKind::kUnavailable) {}
 };
 
 // A write about a trial the worker no longer holds (reclaimed after a missed heartbeat, or finished).
 class LeaseLostError : public Error {
  public:
-  using Error::Error;
+  explicit LeaseLostError(const std::string& message) : Error(message, ErrorKind::kConflict) {}
 };
 
 // A study as the store records it.
@@ -280,6 +280,8 @@ std::unique_ptr<Store> OpenStoreReadOnly(const std::string& url);
 
 // The URL used when none is given: $DLTUNE_STORAGE if set, else sqlite:///<cwd>/dltune.db.
 std::string DefaultStoreUrl();
+// `url`, or DefaultStoreUrl() when it is empty (a --storage option not given).
+std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
 inline constexpr int kStoreSchemaVersion = 3;

@@ -40,13 +40,15 @@ struct StudySummary {
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line);
 
 // Summarizes a study from its record and trials (as ListTrials returns them).
+// The checkpoint that holds a trial's best step, as `dltune run`, `show` and the report name it: a kept one at
+// `best_step` (the best pool first), else the newest kept best-pool checkpoint; nullopt when none is kept.
+std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
+                                               std::optional<std::int64_t> best_step);
+
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials);
 // The same from the store's counts and best trials, at a cost that does not grow with the study (for the tracking
 // table, `dltune show` and the dashboard's first page); at most `max_substudies` sub-studies' bests.
 StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t max_substudies = 100);
-
-// Whether `a` is a better objective value than `b` in `direction`.
-bool IsBetter(double a, double b, Direction direction);
 
 // The study named `name`, or an Error naming the store and suggesting close names.
 StudyRecord RequireStudy(Store& store, const std::string& name);

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/objective.h"
+#include "dltune/core/training_settings.h"
 #include "dltune/search/sampler.h"
 #include "dltune/space/search_space.h"
 
@@ -18,13 +20,6 @@ namespace dltune {
 // One sub-study per scientific combination (the playbook's simplest design), or one study sampling the scientific
 // params together with the nuisance ones.
 enum class ScientificMode { kSeparate, kJoint };
-enum class Direction { kMinimize, kMaximize };
-
-// The metric a trial is judged by, e.g. "valid/error_rate", and whether lower or higher is better.
-struct Objective {
-  std::string metric = "valid/error_rate";
-  Direction direction = Direction::kMinimize;
-};
 
 // What each trial trains: a registered workload and its fixed arguments (not hyperparameters).
 struct WorkloadSpec {
@@ -33,29 +28,16 @@ struct WorkloadSpec {
   SourceLocation where;  // the workload: key, for errors about it
 };
 
-// How each trial trains: the spec's `training:` mapping. The built-in trainer follows every setting; a `command:`
-// program receives them in trial.json, and the runner itself applies the checkpoint counts (docs/trial-protocol.md).
-struct TrainingSettings {
-  std::int64_t eval_every_steps = 0;       // 0: max_train_steps / 10 (at least 1); always at the last step too
-  int threads = 1;                         // threads per trial; the runner runs cores / threads trials at once
-  int keep_best_checkpoints = 1;           // the best pool (retrospective optimal checkpoint selection)
-  int keep_latest_checkpoints = 2;         // the latest pool (resuming after preemption)
-  bool test_at_end = false;                // also evaluate the test split after the last step
-  std::int64_t valid_sample_examples = 0;  // >0: periodic evals on a fixed sample of valid, the full split at the end
-  double divergence_factor = 100.0;        // a training loss above this multiple of the first one is divergence
-  double timeout_seconds = 0;              // >0: a trial process running longer than this is stopped and failed
-};
-
 // A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
 // names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see
 // docs/study-spec.md for every key and its default.
 struct StudySpec {
   std::string name;
   std::string description;
-  WorkloadSpec workload;  // what each trial trains; empty name when `command` is given, or neither (ask/tell)
-  std::string command;    // the trial program of a study without a built-in workload (docs/trial-protocol.md)
-  std::string run_dir;    // where trial directories go: `run_dir:`, default "runs/<name>"
-  TrainingSettings training;
+  WorkloadSpec workload;      // what each trial trains; empty name when `command` is given, or neither (ask/tell)
+  std::string command;        // the trial program of a study without a built-in workload (docs/trial-protocol.md)
+  std::string run_dir;        // where trial directories go: `run_dir:`, default "runs/<name>"
+  TrainingSettings training;  // the `training:` mapping: how each trial trains (dltune/core/training_settings.h)
   std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
   Objective objective;
   std::uint64_t trials = 20;  // per sub-study (separate) or in all (joint)
@@ -70,7 +52,6 @@ struct StudySpec {
 };
 
 std::string ScientificModeName(ScientificMode mode);
-std::string DirectionName(Direction direction);
 
 // Parses and validates a spec. Throws SpecError ("file:line:column: key message") for every mistake.
 StudySpec ParseStudySpec(const std::string& text, const std::string& file_name);

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/objective.h"
+#include "dltune/core/training_settings.h"
 #include "dltune/train/hyperparams.h"
 
 namespace dltune {
@@ -23,29 +25,21 @@ namespace dltune {
 // How to train, apart from the hyperparameters (which come in a HyperParams). Documented value struct;
 // Validate() throws Error naming a bad value.
 struct TrainerOptions {
-  std::int64_t max_train_steps = 0;          // required, > 0; the same for every trial of a study
-  std::int64_t eval_every_steps = 0;         // 0: every max_train_steps / 10 steps; always at the last step too
-  std::int64_t log_every_steps = 0;          // 0: every eval; training metrics are pulled from the device this often
-  std::int64_t eval_batch_size = 0;          // 0: twice the training batch size; smaller than it is an error
-  std::int64_t train_eval_examples = 10000;  // size of the fixed subset of training data evaluated for training error
-  std::int64_t valid_sample_examples = 0;  // >0: periodic evals use a fixed sample of valid; the full split at the end
-  bool eval_test_at_end = false;           // also evaluate the test split after the last step
-  std::int64_t prediction_examples = 32;   // validation examples whose predictions are reported at every eval
-  double divergence_factor = 100.0;        // a loss above this multiple of the first logged loss is divergence
-  std::string objective = "valid/error_rate";  // split/metric used for the best checkpoint
-  bool minimize = true;
+  std::int64_t max_train_steps = 0;  // required, > 0; the same for every trial of a study
+  // Evaluation schedule and sets, divergence, checkpoint pools, threads: the settings a spec's `training:` block and
+  // `dltune train`'s flags give (dltune/core/training_settings.h). An evaluation batch smaller than the training
+  // batch is an error.
+  TrainingSettings training;
+  Objective objective;         // what picks the best checkpoint (retrospective selection): valid/error_rate, minimized
   std::string checkpoint_dir;  // "" = no checkpoints (and no resume)
   // Whose checkpoints they are (CheckpointOptions::owner): a directory holding another owner's checkpoints is refused
   // (Error) rather than resumed from or pruned. null: any owner.
   nlohmann::json checkpoint_owner;
-  int keep_best_checkpoints = 1;
-  int keep_latest_checkpoints = 2;
   // Resume only from a checkpoint at or before this step (the newest whose measurements the caller has recorded; a
   // newer one on disk is ignored and later replaced); -1: from the newest checkpoint.
   std::int64_t max_resume_step = -1;
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
-  int threads = 1;              // LibTorch intra-op threads
   std::string device = "cpu";   // a torch device string: "cpu", "cuda:0", ...
 
   void Validate() const;
@@ -136,5 +130,10 @@ class Workload;
 // Throws Error for bad options or params and for unreadable data; divergence is a result, not an exception.
 TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
                           TrainerCallbacks& callbacks);
+
+// Reads `params` as TrainWorkload would (the training hyperparameters, then the workload's model, built on the CPU
+// without touching data) and throws the Error a trial with them would fail with: a bad value, a value the workload
+// needs and lacks, or a param nobody reads.
+void CheckTrialParams(Workload& workload, const HyperParams& params, std::int64_t max_train_steps);
 
 }  // namespace dltune

@@ -15,6 +15,11 @@ namespace dltune {
 TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
                   const TrainerOptions& options, TrainerCallbacks& callbacks);
 
+// Throws the Error a trial of workload `workload_name` with these params would fail with before training (see
+// CheckTrialParams): a param the workload and the trainer do not read, a value they refuse or one they need.
+void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,
+                         const HyperParams& params, std::int64_t max_train_steps);
+
 // Every registered workload's name, sorted; the built-in ones included.
 std::vector<std::string> WorkloadNames();
 

@@ -13,7 +13,7 @@
 // out, while a oneof member (file_version, summary, simple_value) is always written, so the bytes equal what the
 // protobuf library produces for the same message (tools/tfevents_reference.py checks this with protoc).
 
-#include "dltune/report/tfevents.h"
+#include "tfevents.h"
 
 #include <unistd.h>
 
@@ -291,7 +291,7 @@ TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir) : TfEventsWrite
 TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir, double wall_time) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (error) throw Error(dir.string() + ": cannot create the directory for TensorBoard events: " + error.message());
+  if (error) throw IoError(dir.string() + ": cannot create the directory for TensorBoard events: " + error.message());
 
   // TensorFlow's EventsWriter names files "events.out.tfevents.%010lld.<hostname>".
   char seconds[32];
@@ -304,7 +304,7 @@ TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir, double wall_tim
     file_.reset(std::fopen(path_.c_str(), "wbx"));
     if (file_) break;
     if (errno != EEXIST || attempt >= 1000) {
-      throw Error(path_.string() + ": cannot create the TensorBoard event file: " + ErrnoText());
+      throw IoError(path_.string() + ": cannot create the TensorBoard event file: " + ErrnoText());
     }
   }
   WriteRecord(EncodeFileVersionEvent(wall_time));
@@ -329,7 +329,8 @@ void TfEventsWriter::AddEvalMeasurement(const EvalMeasurement& eval, double wall
 
 void TfEventsWriter::Flush() {
   if (!file_) throw std::logic_error("TfEventsWriter::Flush on a closed writer");
-  if (std::fflush(file_.get()) != 0) throw Error(path_.string() + ": cannot write TensorBoard events: " + ErrnoText());
+  if (std::fflush(file_.get()) != 0)
+    throw IoError(path_.string() + ": cannot write TensorBoard events: " + ErrnoText());
 }
 
 void TfEventsWriter::Close() {
@@ -338,7 +339,7 @@ void TfEventsWriter::Close() {
   std::string failure;
   if (std::fflush(file) != 0) failure = ErrnoText();
   if (std::fclose(file) != 0 && failure.empty()) failure = ErrnoText();
-  if (!failure.empty()) throw Error(path_.string() + ": cannot write TensorBoard events: " + failure);
+  if (!failure.empty()) throw IoError(path_.string() + ": cannot write TensorBoard events: " + failure);
 }
 
 void TfEventsWriter::WriteRecord(std::string_view data) {
@@ -351,16 +352,16 @@ void TfEventsWriter::WriteRecord(std::string_view data) {
   record += data;
   AppendLittleEndian(record, crc32c::Mask(crc32c::Value(data)), 4);
   if (std::fwrite(record.data(), 1, record.size(), file_.get()) != record.size()) {
-    throw Error(path_.string() + ": cannot write TensorBoard events: " + ErrnoText());
+    throw IoError(path_.string() + ": cannot write TensorBoard events: " + ErrnoText());
   }
 }
 
 std::vector<TfEvent> ReadTfEvents(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path.string() + ": cannot open the TensorBoard event file");
+  if (!in) throw IoError(path.string() + ": cannot open the TensorBoard event file");
   std::ostringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) throw Error(path.string() + ": cannot read the TensorBoard event file");
+  if (in.bad()) throw IoError(path.string() + ": cannot read the TensorBoard event file");
   const std::string contents = std::move(buffer).str();
   const std::string_view bytes = contents;
 

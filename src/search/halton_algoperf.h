@@ -2,11 +2,11 @@
 // Learning Tuning Playbook links to), for users reproducing studies made with it.
 //
 // Every function returns the same doubles, bit for bit, as the Python code under numpy's legacy RandomState
-// (verified against /work/shared/reference/halton_algoperf.txt: numpy 1.24.2, Python 3.11), quirks included:
-// base 2 is never used and 0 and 1 count as "prime", the sequence starts at index 1 and skips 100 more, each
-// dimension's digit permutation comes from RandomState(base), and the points are shuffled with the GLOBAL numpy
-// RNG (here an explicit `shuffle_seed`, as after np.random.seed(shuffle_seed)). AlgoperfScaleLog uses std::exp
-// and std::log, identical to Python's math module when both use the same libm (glibc here).
+// (verified against a reference file of test vectors (halton_algoperf.txt, not part of this repository): numpy 1.24.2,
+// Python 3.11), quirks included: base 2 is never used and 0 and 1 count as "prime", the sequence starts at index 1 and
+// skips 100 more, each dimension's digit permutation comes from RandomState(base), and the points are shuffled with the
+// GLOBAL numpy RNG (here an explicit `shuffle_seed`, as after np.random.seed(shuffle_seed)). AlgoperfScaleLog uses
+// std::exp and std::log, identical to Python's math module when both use the same libm (glibc here).
 //
 // Why this is not dltune's default sampler: its default bases are the primes just below 1000 (971, 977, 983, 991
 // for 4 dims), whose first few hundred radical inverses are nearly a straight line, so at typical study sizes it is

@@ -1,4 +1,4 @@
-#include "dltune/report/tfevents.h"
+#include "tfevents.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -29,16 +29,16 @@ struct ChartOptions {
 };
 
 // The objective's axis title: "valid/error_rate (lower is better)".
-std::string ObjectiveTitle(const ObjectiveRef& objective);
+std::string ObjectiveTitle(const Objective& objective);
 
 // A hyperparameter axis plot ("Identifying bad search space boundaries"): the best objective of each trial against
 // the param's value, log x for log params, the search space's bounds as dashed rules, infeasible trials as red
 // crosses at their value (at their objective when they have one, else along the worse edge of the plot).
-nlohmann::json AxisPlotSpec(const AxisPlot& plot, const ObjectiveRef& objective, const ChartOptions& options = {});
+nlohmann::json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartOptions& options = {});
 
 // An isolation plot: the best objective reached for each value (or bucket) of a scientific param, the nuisance
 // params optimized away.
-nlohmann::json IsolationPlotSpec(const IsolationPlot& plot, const ObjectiveRef& objective,
+nlohmann::json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective,
                                  const ChartOptions& options = {});
 
 // One series of every trial against the step — `series` from `source` ("train/loss" of the training steps, or an
@@ -53,7 +53,7 @@ nlohmann::json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, cons
 // Each completed trial's best step against its best objective, with the first 10% and the last 25% of
 // max_train_steps shaded (the playbook's "max_train_steps too high" and "compute-bound" regions).
 nlohmann::json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_train_steps,
-                            const ObjectiveRef& objective, const ChartOptions& options = {});
+                            const Objective& objective, const ChartOptions& options = {});
 
 // The gradient norm (before clipping) of every trial against the step, log y when every norm is positive, with the
 // 90th percentile as a dashed red rule (its value in the rule's tooltip).
@@ -65,7 +65,6 @@ nlohmann::json GradientNormHistogramSpec(const GradientNorms& norms, const Chart
 
 // "Have we sampled enough?": for each budget of trials, the distribution of the best objective of that many trials
 // drawn from the completed ones, as box plots (whiskers min..max, box q1..q3, median tick).
-nlohmann::json BootstrapSpec(const BootstrapPlot& plot, const ObjectiveRef& objective,
-                             const ChartOptions& options = {});
+nlohmann::json BootstrapSpec(const BootstrapPlot& plot, const Objective& objective, const ChartOptions& options = {});
 
 }  // namespace dltune

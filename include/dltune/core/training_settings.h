@@ -1,0 +1,86 @@
+// How every trial of a study trains, apart from its hyperparameters: the spec's `training:` block, the `dltune
+// train` options, trial.json's "training" and the trainer's options are all this one struct, described once by
+// TrainingSettingFields(). A new setting is a member here, its row in that table, and the trainer code that uses it:
+// the spec parser, trial.json, the `dltune train` flags and the reproduction command follow from the table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/value.h"
+
+namespace dltune {
+
+// A documented value struct; Validate() names a bad value.
+struct TrainingSettings {
+  std::int64_t eval_every_steps = 0;         // evaluate every this many steps, and at the last; 0: max_train_steps / 10
+  std::int64_t log_every_steps = 0;          // training metrics leave the device this often; 0: at every evaluation
+  std::int64_t eval_batch_size = 0;          // 0: twice the training batch size
+  std::int64_t train_eval_examples = 10000;  // the fixed subset of training data evaluated for training error
+  std::int64_t valid_sample_examples = 0;    // >0: periodic evaluations on a fixed sample of valid, the full split at
+                                             // the end
+  std::int64_t prediction_examples = 32;     // validation examples whose predictions are reported at every evaluation
+  bool test_at_end = false;                  // also evaluate the test split after the last step
+  double divergence_factor = 100.0;          // a training loss above this multiple of the first one is divergence
+  int keep_best_checkpoints = 1;             // the best pool (retrospective optimal checkpoint selection)
+  int keep_latest_checkpoints = 2;           // the latest pool (resuming after preemption)
+  int threads = 1;                           // threads per trial; the runner runs cores / threads trials at once
+  double timeout_seconds = 0;  // >0: a trial process running longer than this is stopped and failed (runner)
+
+  // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
+  void Validate(std::int64_t max_train_steps) const;
+  // These settings with the derived ones filled in: eval_every_steps from max_train_steps, log_every_steps from it.
+  TrainingSettings Resolved(std::int64_t max_train_steps) const;
+
+  bool operator==(const TrainingSettings&) const = default;
+};
+
+// What one setting is, for everything that reads or writes settings by name.
+struct TrainingSettingField {
+  enum class Kind {
+    kCount,     // a whole number
+    kNumber,    // a real number
+    kSwitch,    // true or false (a flag without a value on the command line)
+    kDuration,  // seconds; in a spec also "90s", "45m", "2h", "1d"
+  };
+  std::string_view key;   // in the spec's training: block and in trial.json's "training"
+  std::string_view flag;  // the `dltune train` option; empty for a setting of the runner alone
+  std::string_view help;  // one line
+  Kind kind = Kind::kCount;
+  double min = 0;  // the range a value must be in (kCount, kNumber, kDuration); min is excluded when min_exclusive
+  double max = 0;
+  bool min_exclusive = false;
+  bool at_most_steps = false;  // also at most max_train_steps (a step interval)
+  std::variant<std::int64_t TrainingSettings::*, int TrainingSettings::*, double TrainingSettings::*,
+               bool TrainingSettings::*>
+      member;
+
+  Value Get(const TrainingSettings& settings) const;
+  // Sets the value, checked: throws Error, with a message to follow the setting's name ("must be between 1 and
+  // 3000"), when it is of the wrong kind or out of range. `max_train_steps` (0: unknown) bounds step intervals.
+  void Set(TrainingSettings& settings, const Value& value, std::int64_t max_train_steps = 0) const;
+};
+
+// Every setting, in the order the docs list them.
+const std::vector<TrainingSettingField>& TrainingSettingFields();
+
+// trial.json's "training": every setting by key.
+nlohmann::json TrainingSettingsToJson(const TrainingSettings& settings);
+// The settings a "training" object holds (keys it lacks keep their defaults; unknown keys are ignored, so a newer
+// writer's file still reads). Throws Error for a value of the wrong kind or out of range.
+TrainingSettings TrainingSettingsFromJson(const nlohmann::json& json);
+
+// `dltune train` options that reproduce `settings`: every setting that differs from its default and has a flag, as
+// shell words ("--eval-every 500 --test").
+std::string TrainingSettingFlags(const TrainingSettings& settings);
+
+// A duration as a person writes it: a number of seconds, or a number with a unit ("90s", "45m", "2h", "1.5d").
+// Throws Error for anything else.
+double ParseDurationText(const std::string& text);
+
+}  // namespace dltune

@@ -1,0 +1,59 @@
+// The study page as a model: the analyses' sections in page order, each with its id, title, explanation, the text
+// shown when it has nothing to draw, and its charts (Vega-Lite specs). The HTML report (html_report.h) and the
+// dashboard's JSON (dashboard_api.h) both render it, so a section or a chart is added here, once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/analyze/analysis.h"
+
+namespace dltune {
+
+struct PageChart {
+  std::string id;       // stable within the page: "isolation_<param>", "curves_valid_loss", "best_steps", ...
+  std::string caption;  // what the chart shows, under it
+  nlohmann::json spec;  // Vega-Lite
+  bool wide = false;    // spans the page's width
+};
+
+struct PageSection {
+  std::string id;  // the HTML anchor: "isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"
+  std::string title;
+  std::string explanation;  // what to look for, in the playbook's terms
+  std::string empty_text;   // shown instead of charts when there are none
+  std::vector<PageChart> charts;
+  std::string more_title;  // a second, smaller group of charts below the first ("Other evaluations (3)"), if any
+  std::vector<PageChart> more_charts;
+};
+
+// Which sections: those drawn from the trial records alone, those that need every measurement (training curves,
+// gradient norms: the dashboard loads them second), or all of them.
+enum class PageParts { kRecords, kMeasurements, kAll };
+
+struct StudyPageOptions {
+  // Trials drawn in the training-curve charts: beyond this many, the running ones and each sub-study's best
+  // (CurveTrials in analysis.h).
+  std::size_t max_curve_trials = 200;
+  // Resamples of the "Have we sampled enough?" bootstrap, and its seed.
+  int bootstrap_resamples = 1000;
+  std::uint64_t bootstrap_seed = 0;
+};
+
+// The analyses' sections of `data`'s study page, in page order: isolation, axis plots, training curves, best steps,
+// gradient norms, "have we sampled enough?" (those of `parts`).
+std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options,
+                                           PageParts parts = PageParts::kAll);
+
+// "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
+// `all` out; "" otherwise.
+std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
+
+// A section as the dashboard reads it: {id, title, explanation, empty, charts: [{id, title, spec, wide}], more_title,
+// more_charts}.
+nlohmann::json PageSectionJson(const PageSection& section);
+
+}  // namespace dltune

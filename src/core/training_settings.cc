@@ -1,0 +1,201 @@
+#include "dltune/core/training_settings.h"
+
+#include <charconv>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+using Field = TrainingSettingField;
+using Kind = TrainingSettingField::Kind;
+
+constexpr double kMaxSteps = 1e12;
+
+}  // namespace
+
+const std::vector<TrainingSettingField>& TrainingSettingFields() {
+  static const std::vector<Field> kFields = {
+      {"eval_every_steps", "--eval-every",
+       "evaluate every this many steps, and always at the last step (default: "
+       "max_train_steps / 10, at least 1)",
+       Kind::kCount, 1, kMaxSteps, false, true, &TrainingSettings::eval_every_steps},
+      {"log_every_steps", "--log-every",
+       "pull the training metrics from the device every this many steps (default: at "
+       "every evaluation)",
+       Kind::kCount, 1, kMaxSteps, false, true, &TrainingSettings::log_every_steps},
+      {"eval_batch_size", "--eval-batch-size", "examples per evaluation batch (default: twice the training batch size)",
+       Kind::kCount, 1, 1e9, false, false, &TrainingSettings::eval_batch_size},
+      {"train_eval_examples", "--train-eval-examples",
+       "training examples evaluated for the training error, a fixed "
+       "subset (default 10000)",
+       Kind::kCount, 0, 1e12, false, false, &TrainingSettings::train_eval_examples},
+      {"valid_sample_examples", "--valid-sample",
+       "when > 0, periodic evaluations use a fixed sample of this many "
+       "validation examples and the full split is evaluated at the end (default 0)",
+       Kind::kCount, 0, 1e12, false, false, &TrainingSettings::valid_sample_examples},
+      {"prediction_examples", "--prediction-examples",
+       "validation examples whose predictions are reported at every "
+       "evaluation (default 32)",
+       Kind::kCount, 0, 1e6, false, false, &TrainingSettings::prediction_examples},
+      {"test_at_end", "--test", "also evaluate the test split after the last step", Kind::kSwitch, 0, 0, false, false,
+       &TrainingSettings::test_at_end},
+      {"divergence_factor", "--divergence-factor",
+       "a training loss above this multiple of the first one is divergence: "
+       "the trial ends as infeasible (default 100)",
+       Kind::kNumber, 1, 1e300, true, false, &TrainingSettings::divergence_factor},
+      {"keep_best_checkpoints", "--keep-best", "checkpoints kept for their objective (default 1)", Kind::kCount, 0,
+       1000, false, false, &TrainingSettings::keep_best_checkpoints},
+      {"keep_latest_checkpoints", "--keep-latest", "newest checkpoints kept for resuming (default 2)", Kind::kCount, 1,
+       1000, false, false, &TrainingSettings::keep_latest_checkpoints},
+      {"threads", "--threads", "threads each trial uses (default 1)", Kind::kCount, 1, 1024, false, false,
+       &TrainingSettings::threads},
+      {"timeout", "", "a trial process running longer than this is stopped and failed (default: none)", Kind::kDuration,
+       0, 365.0 * 86400, true, false, &TrainingSettings::timeout_seconds},
+  };
+  return kFields;
+}
+
+Value TrainingSettingField::Get(const TrainingSettings& settings) const {
+  return std::visit(
+      [&](auto pointer) -> Value {
+        const auto& value = settings.*pointer;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          return value;
+        } else if constexpr (std::is_integral_v<T>) {
+          return static_cast<std::int64_t>(value);
+        } else {
+          return value;
+        }
+      },
+      member);
+}
+
+void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, std::int64_t max_train_steps) const {
+  const double upper = at_most_steps && max_train_steps > 0 ? static_cast<double>(max_train_steps) : max;
+  double number = 0;
+  switch (kind) {
+    case Kind::kSwitch: {
+      const auto* on = std::get_if<bool>(&value);
+      if (!on) throw Error("must be true or false");
+      settings.*std::get<bool TrainingSettings::*>(member) = *on;
+      return;
+    }
+    case Kind::kDuration:
+      if (const auto* text = std::get_if<std::string>(&value)) {
+        number = ParseDurationText(*text);
+      } else if (const auto seconds = NumericValue(value); seconds && !std::holds_alternative<bool>(value)) {
+        number = *seconds;
+      } else {
+        throw Error("must be seconds, or a number with a unit (90s, 45m, 2h, 1d)");
+      }
+      if (!std::isfinite(number) || number <= min || number > upper) {
+        throw Error("must be a positive duration of at most a year");
+      }
+      break;
+    case Kind::kCount: {
+      const auto real = NumericValue(value);
+      if (!real || std::holds_alternative<bool>(value) || std::floor(*real) != *real) {
+        throw Error("must be a whole number");
+      }
+      number = *real;
+      if (number < min || number > upper) throw Error(fmt::format("must be between {:.0f} and {:.0f}", min, upper));
+      break;
+    }
+    case Kind::kNumber: {
+      const auto real = NumericValue(value);
+      if (!real || std::holds_alternative<bool>(value) || !std::isfinite(*real)) throw Error("must be a number");
+      number = *real;
+      if ((min_exclusive ? number <= min : number < min) || number > upper) {
+        throw Error(min_exclusive ? fmt::format("must be a number above {:g}", min)
+                                  : fmt::format("must be a number between {:g} and {:g}", min, upper));
+      }
+      break;
+    }
+  }
+  std::visit(
+      [&](auto pointer) {
+        using T = std::decay_t<decltype(settings.*pointer)>;
+        if constexpr (!std::is_same_v<T, bool>) settings.*pointer = static_cast<T>(number);
+      },
+      member);
+}
+
+void TrainingSettings::Validate(std::int64_t max_train_steps) const {
+  TrainingSettings checked;
+  for (const Field& field : TrainingSettingFields()) {
+    const Value value = field.Get(*this);
+    // Zero is the "derived" default of the step intervals and of the evaluation batch size, and no timeout.
+    const bool derived = (field.key == "eval_every_steps" || field.key == "log_every_steps" ||
+                          field.key == "eval_batch_size" || field.key == "timeout") &&
+                         NumericValue(value) == 0.0;
+    if (derived) continue;
+    try {
+      field.Set(checked, value, max_train_steps);
+    } catch (const Error& e) {
+      throw Error(fmt::format("training.{} {}, not {}", field.key, e.what(), FormatValue(value)));
+    }
+  }
+}
+
+TrainingSettings TrainingSettings::Resolved(std::int64_t max_train_steps) const {
+  TrainingSettings resolved = *this;
+  if (resolved.eval_every_steps <= 0) resolved.eval_every_steps = std::max<std::int64_t>(1, max_train_steps / 10);
+  if (resolved.log_every_steps <= 0) resolved.log_every_steps = resolved.eval_every_steps;
+  return resolved;
+}
+
+nlohmann::json TrainingSettingsToJson(const TrainingSettings& settings) {
+  nlohmann::json json = nlohmann::json::object();
+  for (const Field& field : TrainingSettingFields()) json[std::string(field.key)] = ValueToJson(field.Get(settings));
+  return json;
+}
+
+TrainingSettings TrainingSettingsFromJson(const nlohmann::json& json) {
+  TrainingSettings settings;
+  if (!json.is_object()) throw Error("\"training\" must be an object of settings");
+  for (const Field& field : TrainingSettingFields()) {
+    const auto it = json.find(std::string(field.key));
+    if (it == json.end() || it->is_null()) continue;
+    const auto value = ValueFromJson(*it);
+    // The derived defaults (0) are written as they are.
+    if (value && NumericValue(*value) == 0.0 && SameValue(field.Get(TrainingSettings{}), *value)) continue;
+    try {
+      if (!value) throw Error("must be a number, true or false");
+      field.Set(settings, *value);
+    } catch (const Error& e) {
+      throw Error(fmt::format("training.{} {}, not {}", field.key, e.what(), it->dump()));
+    }
+  }
+  return settings;
+}
+
+std::string TrainingSettingFlags(const TrainingSettings& settings) {
+  static const TrainingSettings kDefaults;
+  std::string flags;
+  for (const Field& field : TrainingSettingFields()) {
+    if (field.flag.empty() || field.Get(settings) == field.Get(kDefaults)) continue;
+    flags += (flags.empty() ? "" : " ") + std::string(field.flag);
+    if (field.kind != Kind::kSwitch) flags += " " + FormatValue(field.Get(settings));
+  }
+  return flags;
+}
+
+double ParseDurationText(const std::string& text) {
+  static const std::map<char, double> kUnits = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}};
+  const auto unit = text.empty() ? kUnits.end() : kUnits.find(text.back());
+  const std::size_t digits = text.size() - (unit == kUnits.end() ? 0 : 1);
+  double amount = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + digits, amount);
+  if (digits == 0 || error != std::errc() || end != text.data() + digits) {
+    throw Error(fmt::format("must be seconds, or a number with a unit (90s, 45m, 2h, 1d), not '{}'", text));
+  }
+  return amount * (unit == kUnits.end() ? 1 : unit->second);
+}
+
+}  // namespace dltune

@@ -1,0 +1,266 @@
+#include "dltune/report/study_page.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "vega_specs.h"
+
+namespace dltune {
+namespace {
+
+// A curve's series and where its points come from (training steps or evaluations: both may be "train/loss").
+struct SeriesKey {
+  std::string name;
+  CurveSource source = CurveSource::kEvaluation;
+  bool operator==(const SeriesKey&) const = default;
+  bool operator<(const SeriesKey& other) const { return std::tie(name, source) < std::tie(other.name, other.source); }
+};
+
+// The series in page order: the objective, the training loss of every step, then the evaluations by name.
+std::vector<SeriesKey> SeriesOrder(const std::vector<TrainingCurve>& curves, const Objective& objective) {
+  std::set<SeriesKey> found;
+  for (const auto& curve : curves) found.insert({curve.series, curve.source});
+  std::vector<SeriesKey> order;
+  for (const SeriesKey& first :
+       {SeriesKey{objective.Name(), CurveSource::kEvaluation}, SeriesKey{"train/loss", CurveSource::kTrainingSteps}}) {
+    if (found.erase(first) > 0) order.push_back(first);
+  }
+  order.insert(order.end(), found.begin(), found.end());
+  return order;
+}
+
+std::string SeriesCaption(const SeriesKey& series, const Objective& objective) {
+  if (series.source == CurveSource::kTrainingSteps) return series.name + ", every training step";
+  if (series.name == objective.Name()) return series.name + ", the objective, at each evaluation";
+  return series.name + ", at each evaluation";
+}
+
+// "curves_valid_error_rate", "curves_train_loss_steps": a chart id from a series.
+std::string SeriesChartId(const SeriesKey& series) {
+  std::string id = "curves_";
+  for (const char c : series.name) id += (c == '/' ? '_' : c);
+  return series.source == CurveSource::kTrainingSteps ? id + "_steps" : id;
+}
+
+struct Charting {
+  ChartOptions normal, wide, small;
+};
+
+Charting ChartSizes(const StudyData& data) {
+  Charting sizes;
+  std::set<std::string> seen;
+  for (const auto& trial : data.trials) {
+    if (seen.insert(trial.substudy_label).second) sizes.normal.substudies.push_back(trial.substudy_label);
+  }
+  sizes.wide = sizes.normal;
+  sizes.wide.width = 980;
+  sizes.wide.height = 300;
+  sizes.small = sizes.normal;
+  sizes.small.width = 400;
+  sizes.small.height = 210;
+  return sizes;
+}
+
+PageSection IsolationSection(const StudyData& data, const Charting& sizes) {
+  const Objective& objective = data.spec.objective;
+  PageSection section{.id = "isolation",
+                      .title = "Isolation plots: is the change useful?",
+                      .explanation =
+                          "For each value of a scientific hyperparameter, the best trial once the nuisance "
+                          "hyperparameters are optimized away (the best trial among those sharing the "
+                          "value). Compare these, not individual trials.",
+                      .empty_text = "This study has no scientific hyperparameter to compare."};
+  for (const auto& plot : IsolationPlots(data)) {
+    section.charts.push_back({.id = "isolation_" + plot.param_id,
+                              .caption = fmt::format("best {} per {}", objective.Name(), plot.param_name),
+                              .spec = IsolationPlotSpec(plot, objective, sizes.normal)});
+  }
+  return section;
+}
+
+PageSection AxisPlotSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{
+      .id = "axis-plots",
+      .title = "Hyperparameter axis plots: are the search space's boundaries good?",
+      .explanation =
+          "Each point is a trial's best objective against one hyperparameter; dashed lines are the search "
+          "space's bounds. When the best trials crowd against a bound, the space should be expanded that "
+          "way. Red crosses are infeasible trials, at their value (along the edge of worse values when "
+          "they never produced an objective).",
+      .empty_text = "No hyperparameter varies in this study."};
+  for (const auto& plot : HyperparameterAxisPlots(data)) {
+    section.charts.push_back(
+        {.id = "axis_" + plot.param_id,
+         .caption = fmt::format(
+             "{} ({}{}{})", plot.param_name, RoleName(plot.role),
+             plot.param_id != plot.param_name ? ", id " + plot.param_id : "",
+             plot.lower && plot.upper ? fmt::format(", searched in [{:g}, {:g}]", *plot.lower, *plot.upper) : ""),
+         .spec = AxisPlotSpec(plot, data.spec.objective, sizes.normal)});
+  }
+  return section;
+}
+
+PageSection CurvesSection(const StudyData& data, const StudyData& shown, const Charting& sizes) {
+  const Objective& objective = data.spec.objective;
+  const std::string drawn = CurveTrialsNote(shown, data);
+  PageSection section{
+      .id = "curves",
+      .title = "Training curves",
+      .explanation =
+          "Every trial's curves against the step: the 3 best trials of each sub-study drawn strong, the others "
+          "faint, colored by sub-study; diamonds mark each trial's best step (the checkpoint retrospective "
+          "selection keeps). A \"zoomed\" axis covers the strong curves and clips the others. Look for overfitting "
+          "(the validation objective getting worse after its best step), high step-to-step variance late in "
+          "training, and a training loss that rises (often a pipeline bug)." +
+          (drawn.empty() ? "" : " Drawn: " + drawn + "."),
+      .empty_text = "No trial has reported measurements yet."};
+  const auto curves = TrainingCurves(shown);
+  if (curves.empty()) return section;
+  // Wide: the objective, the training loss and the objective's metric on the training split (the generalization
+  // gap); the other evaluations smaller, below.
+  const SeriesKey train_objective{"train/" + objective.metric, CurveSource::kEvaluation};
+  const auto primary = [&](const SeriesKey& series) {
+    return series == SeriesKey{objective.Name(), CurveSource::kEvaluation} ||
+           series == SeriesKey{"train/loss", CurveSource::kTrainingSteps} || series == train_objective;
+  };
+  for (const SeriesKey& series : SeriesOrder(curves, objective)) {
+    const bool is_objective = series.source == CurveSource::kEvaluation && series.name == objective.Name();
+    if (primary(series)) {
+      section.charts.push_back(
+          {.id = SeriesChartId(series),
+           .caption = SeriesCaption(series, objective),
+           .spec = TrainingCurvesSpec(curves, series.name, series.source, is_objective, sizes.wide),
+           .wide = true});
+    } else {
+      section.more_charts.push_back(
+          {.id = SeriesChartId(series),
+           .caption = SeriesCaption(series, objective),
+           .spec = TrainingCurvesSpec(curves, series.name, series.source, false, sizes.small)});
+    }
+  }
+  if (!section.more_charts.empty())
+    section.more_title = fmt::format("Other evaluations ({})", section.more_charts.size());
+  return section;
+}
+
+PageSection BestStepSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{.id = "best-steps",
+                      .title = "Best step vs max_train_steps: is the step budget right?",
+                      .explanation =
+                          "Where in training each completed trial reached its best objective. Best steps "
+                          "in the last 25% of training mean the trials are likely compute-bound (train "
+                          "longer); all of them in the first 10% mean max_train_steps is higher than "
+                          "needed.",
+                      .empty_text = "No completed trial has a best step yet."};
+  if (const auto best_steps = BestSteps(data); !best_steps.empty()) {
+    section.charts.push_back(
+        {.id = "best_steps",
+         .caption = fmt::format("{} completed trials", best_steps.size()),
+         .spec = BestStepSpec(best_steps, data.spec.max_train_steps, data.spec.objective, sizes.normal)});
+  }
+  return section;
+}
+
+PageSection GradientSection(const StudyData& data, const StudyData& shown, const Charting& sizes) {
+  const GradientNorms norms = GradientNormAnalysis(data);
+  PageSection section{.id = "gradients",
+                      .title = "Gradient norms: how to clip",
+                      .explanation =
+                          "The global gradient norm before clipping. The playbook suggests clipping at "
+                          "about the 90th percentile of the norms, and lowering the learning rate instead "
+                          "when clipping would act on most steps.",
+                      .empty_text = "No trial reported gradient norms."};
+  if (norms.p90) {
+    section.explanation += fmt::format(" Here: 90th percentile {:.4g} over {} steps.", *norms.p90, norms.steps);
+  }
+  if (norms.clipped_fraction) {
+    section.explanation += fmt::format(" Steps clipped: {:.1f}%.", 100 * *norms.clipped_fraction);
+  }
+  if (norms.steps == 0) return section;
+  if (!norms.curves.empty()) {
+    const bool all_drawn = shown.trials.size() >= data.trials.size();
+    GradientNorms with_shown_curves = norms;
+    if (!all_drawn) with_shown_curves.curves = GradientNormAnalysis(shown).curves;
+    section.charts.push_back({.id = "grad_norms",
+                              .caption = fmt::format("gradient norm by step, {}; dashed red: the 90th percentile",
+                                                     all_drawn ? "every trial" : "the trials of the training curves"),
+                              .spec = GradientNormCurvesSpec(with_shown_curves, sizes.normal)});
+  }
+  if (!norms.histogram.empty()) {
+    section.charts.push_back({.id = "grad_norm_histogram",
+                              .caption = "every recorded gradient norm",
+                              .spec = GradientNormHistogramSpec(norms, sizes.normal)});
+  }
+  return section;
+}
+
+PageSection BootstrapSection(const StudyData& data, const StudyPageOptions& options, const Charting& sizes) {
+  PageSection section{
+      .id = "enough",
+      .title = "Have we sampled enough?",
+      .explanation =
+          "For each number of trials, the best objective of that many trials drawn (with replacement) from "
+          "the completed ones, over many draws: whiskers from the least to the most, boxes the middle "
+          "half, ticks the median. When the boxes still move or stay wide at the right, more trials would "
+          "likely find better results.",
+      .empty_text = "No trial has completed yet."};
+  for (const auto& plot : BootstrapBestObjective(data, options.bootstrap_resamples, options.bootstrap_seed)) {
+    if (plot.boxes.empty()) continue;
+    section.charts.push_back(
+        {.id = "bootstrap_" + plot.substudy,
+         .caption = fmt::format("sub-study {}: {} completed trial{}", plot.substudy, plot.boxes.back().budget,
+                                plot.boxes.back().budget == 1 ? "" : "s"),
+         .spec = BootstrapSpec(plot, data.spec.objective, sizes.normal)});
+  }
+  return section;
+}
+
+nlohmann::json ChartsJson(const std::vector<PageChart>& charts) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& chart : charts) {
+    out.push_back({{"id", chart.id}, {"title", chart.caption}, {"spec", chart.spec}, {"wide", chart.wide}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options, PageParts parts) {
+  const Charting sizes = ChartSizes(data);
+  const bool records = parts != PageParts::kMeasurements;
+  const bool measurements = parts != PageParts::kRecords;
+  std::vector<PageSection> sections;
+  if (records) {
+    sections.push_back(IsolationSection(data, sizes));
+    sections.push_back(AxisPlotSection(data, sizes));
+  }
+  // The curves of the best trials only, when there are too many to draw one line each.
+  const StudyData shown =
+      measurements ? SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials)) : StudyData{};
+  if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
+  if (records) sections.push_back(BestStepSection(data, sizes));
+  if (measurements) sections.push_back(GradientSection(data, shown, sizes));
+  if (records) sections.push_back(BootstrapSection(data, options, sizes));
+  return sections;
+}
+
+std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
+  if (shown.trials.size() >= all.trials.size()) return "";
+  return fmt::format("{} of the {} trials: the running ones and each sub-study's best", shown.trials.size(),
+                     all.trials.size());
+}
+
+nlohmann::json PageSectionJson(const PageSection& section) {
+  return {{"id", section.id},
+          {"title", section.title},
+          {"explanation", section.explanation},
+          {"empty", section.empty_text},
+          {"charts", ChartsJson(section.charts)},
+          {"more_title", section.more_title},
+          {"more_charts", ChartsJson(section.more_charts)}};
+}
+
+}  // namespace dltune

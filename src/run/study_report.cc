@@ -1,0 +1,38 @@
+#include "dltune/run/study_report.h"
+
+#include <ctime>
+
+#include "dltune/analyze/diagnostics.h"
+#include "dltune/core/files.h"
+#include "dltune/core/strings.h"
+#include "dltune/report/html_report.h"
+#include "dltune/report/study_data.h"
+#include "dltune/run/trial_setup.h"
+
+namespace dltune {
+
+WrittenReport WriteStudyReport(Store& store, const std::string& study, const std::filesystem::path& output,
+                               std::size_t top) {
+  const StudyData data = LoadStudyData(store, study);
+
+  ReportOptions options;
+  options.top_trials = top;
+  options.generated_at = FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%d %H:%M UTC", TimeZone::kUtc);
+  for (const std::uint64_t number : TopTrials(data, static_cast<int>(top))) {
+    for (const TrialRecord& trial : data.trials) {
+      if (trial.number != number) continue;
+      options.extras[number] = {.checkpoints = store.ListCheckpoints(trial.id),
+                                .reproduce = ReproduceCommand(data.spec, data.study, trial)};
+    }
+  }
+  const std::string html = RenderReport(data, options);
+
+  const std::filesystem::path path = output.empty() ? std::filesystem::path(data.study.name + "-report.html") : output;
+  WriteFileAtomically(path, html);
+  return {.path = std::filesystem::absolute(path).lexically_normal(),
+          .study = data.study.name,
+          .trials = data.trials.size(),
+          .findings = Diagnose(data).size()};
+}
+
+}  // namespace dltune

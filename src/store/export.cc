@@ -1,0 +1,135 @@
+#include "dltune/store/export.h"
+
+#include <cmath>
+#include <ctime>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+#include "dltune/core/strings.h"
+
+namespace dltune {
+namespace {
+
+// ISO 8601 in UTC with milliseconds, for exports: "2026-11-22T07:01:47.046Z".
+nlohmann::json IsoTime(std::optional<double> seconds) {
+  if (!seconds) return nullptr;
+  const auto whole = static_cast<std::time_t>(std::floor(*seconds));
+  const int millis = static_cast<int>(std::lround((*seconds - std::floor(*seconds)) * 1000)) % 1000;
+  return fmt::format("{}.{:03d}Z", FormatClockTime(static_cast<double>(whole), "%Y-%m-%dT%H:%M:%S", TimeZone::kUtc),
+                     millis);
+}
+
+nlohmann::json OptionalJson(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
+nlohmann::json OptionalJson(const std::optional<std::int64_t>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
+}
+
+}  // namespace
+
+ExportFormat ParseExportFormat(const std::string& name) {
+  if (name == "csv") return ExportFormat::kCsv;
+  if (name == "json") return ExportFormat::kJson;
+  if (name == "jsonl") return ExportFormat::kJsonLines;
+  throw Error(fmt::format("export format '{}' is not one of csv, json, jsonl", name));
+}
+
+std::string ExportedTable::Render(ExportFormat format) const {
+  std::ostringstream out;
+  if (format == ExportFormat::kJson) {
+    out << nlohmann::json(rows).dump(2) << "\n";
+    return out.str();
+  }
+  if (format == ExportFormat::kJsonLines) {
+    for (const auto& row : rows) out << row.dump() << "\n";
+    return out.str();
+  }
+  for (std::size_t i = 0; i < columns.size(); ++i) out << (i ? "," : "") << CsvField(columns[i]);
+  out << "\n";
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      if (i) out << ",";
+      const auto it = row.find(columns[i]);
+      if (it == row.end() || it->is_null()) continue;
+      out << CsvField(it->is_string() ? it->get<std::string>() : it->dump());
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
+  const auto trials = store.ListTrials(study.id);
+  ExportedTable table;
+  table.columns = {"trial",     "substudy",   "state",       "reason",     "seed",     "retries",
+                   "best_step", "best_value", "final_value", "started_at", "ended_at", "worker"};
+  const std::set<std::string> fixed(table.columns.begin(), table.columns.end());
+  std::set<std::string> seen;
+  std::vector<std::string> params;
+  for (const auto& trial : trials) {
+    for (const auto& [id, value] : trial.params) {
+      if (seen.insert(id).second) params.push_back(id);
+    }
+  }
+  // Params are columns under their ids; an id that collides with a fixed column gets a "param_" prefix.
+  auto column_of = [&](const std::string& id) { return fixed.count(id) ? "param_" + id : id; };
+  for (const auto& id : params) table.columns.push_back(column_of(id));
+  for (const auto& trial : trials) {
+    nlohmann::json row = {{"trial", trial.number},
+                          {"substudy", trial.substudy_label},
+                          {"state", TrialStateName(trial.state)},
+                          {"reason", trial.reason},
+                          {"seed", trial.seed},
+                          {"retries", trial.retries},
+                          {"best_step", OptionalJson(trial.best_step)},
+                          {"best_value", OptionalJson(trial.best_value)},
+                          {"final_value", OptionalJson(trial.final_value)},
+                          {"started_at", IsoTime(trial.started_at)},
+                          {"ended_at", IsoTime(trial.ended_at)},
+                          {"worker", trial.worker}};
+    for (const auto& [id, value] : trial.params) row[column_of(id)] = ValueToJson(value);
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
+ExportedTable ExportMeasurements(Store& store, const StudyRecord& study) {
+  ExportedTable table;
+  table.columns = {"trial", "step", "split", "metric", "value", "examples"};
+  for (const auto& [number, m] : store.StudyTraining(study.id)) {
+    {
+      const std::pair<const char*, std::optional<double>> values[] = {
+          {"loss", m.loss},
+          {"learning_rate", m.learning_rate},
+          {"grad_norm", m.grad_norm},
+          {"clipped", m.clipped ? std::optional<double>(*m.clipped ? 1.0 : 0.0) : std::nullopt},
+          {"step_time", m.step_time},
+          {"data_wait", m.data_wait},
+          {"examples_per_second", m.examples_per_second}};
+      for (const auto& [metric, value] : values) {
+        if (!value) continue;
+        table.rows.push_back({{"trial", number},
+                              {"step", m.step},
+                              {"split", "train_step"},
+                              {"metric", metric},
+                              {"value", *value},
+                              {"examples", nullptr}});
+      }
+    }
+  }
+  for (const auto& [number, e] : store.StudyEvaluations(study.id)) {
+    table.rows.push_back({{"trial", number},
+                          {"step", e.step},
+                          {"split", e.split},
+                          {"metric", e.metric},
+                          {"value", e.value},
+                          {"examples", e.examples}});
+  }
+  return table;
+}
+
+}  // namespace dltune

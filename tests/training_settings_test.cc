@@ -1,0 +1,118 @@
+// Every training setting travels whole: from a spec's `training:` block into trial.json, from there into the
+// trainer's options, into the reproduction command, and from that command's flags back to the same settings. The
+// test walks TrainingSettingFields(), so a setting added to the table is covered without a line here.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dltune/core/training_settings.h"
+#include "dltune/run/study_session.h"
+#include "dltune/run/trial_setup.h"
+#include "src/cli/commands.h"
+
+namespace dltune {
+namespace {
+
+using Kind = TrainingSettingField::Kind;
+
+// A value of `field` that is not its default and is in range for a study of 1000 steps.
+std::string OtherValue(const TrainingSettingField& field) {
+  switch (field.kind) {
+    case Kind::kSwitch: return "true";
+    case Kind::kDuration: return "90s";
+    case Kind::kNumber: return "37.5";
+    case Kind::kCount: {
+      const auto fallback = NumericValue(field.Get(TrainingSettings{})).value_or(0);
+      const double value = fallback == field.min + 3 ? field.min + 4 : field.min + 3;
+      return std::to_string(static_cast<long long>(value));
+    }
+  }
+  return "";
+}
+
+// The flags of a command line, parsed back as `dltune train` parses them.
+TrainingSettings ParseFlags(const std::string& command) {
+  CLI::App app;
+  cli::TrainingSettingOptions options;
+  cli::AddTrainingSettingOptions(&app, options);
+  app.allow_extras();  // the command's other words: the workload, --set, --steps, --out, ...
+  std::vector<std::string> words;
+  std::istringstream in(command);
+  for (std::string word; in >> word;) words.push_back(word);
+  std::reverse(words.begin(), words.end());  // CLI11 takes them last first
+  app.parse(words);
+  return options.Settings();
+}
+
+TEST(TrainingSettings, EverySettingTravelsFromSpecToTrialJsonToTheTrainerToTheReproduceCommandAndBack) {
+  std::string training;
+  for (const auto& field : TrainingSettingFields()) {
+    training += "  " + std::string(field.key) + ": " + OtherValue(field) + "\n";
+  }
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_settings_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = OpenStore("sqlite://" + (dir / "s.db").string());
+  const StudySpec spec = ParseStudySpec(
+      "name: all_settings\nworkload: synthetic\nmax_train_steps: 1000\nrun_dir: " + (dir / "runs").string() +
+          "\ntraining:\n" + training + "space:\n  learning_rate: {min: 0.01, max: 0.1}\n",
+      "spec.yaml");
+  // Every setting was read from the spec, none left at its default.
+  for (const auto& field : TrainingSettingFields()) {
+    EXPECT_FALSE(SameValue(field.Get(spec.training), field.Get(TrainingSettings{}))) << field.key;
+  }
+
+  StudySession session = StudySession::OpenOrCreate(*store, spec, "");
+  const auto trial = session.Ask("w:1");
+  const nlohmann::json description = TrialDescription(spec, session.study(), trial->record(), {}, false);
+  // trial.json -> the trainer's options: the same settings.
+  EXPECT_EQ(TrainingSettingsFromJson(description.at("training")), spec.training.Resolved(spec.max_train_steps));
+
+  // The reproduction command's flags -> `dltune train`'s options: the same settings, but the runner's own ones.
+  TrainingSettings expected = spec.training;
+  for (const auto& field : TrainingSettingFields()) {
+    if (field.flag.empty())
+      std::visit([&](auto member) { expected.*member = TrainingSettings{}.*member; }, field.member);
+  }
+  const std::string command = ReproduceCommand(spec, session.study(), trial->record());
+  EXPECT_EQ(ParseFlags(command), expected) << command;
+
+  // Defaults give no flag at all.
+  EXPECT_EQ(TrainingSettingFlags(TrainingSettings{}), "");
+  std::filesystem::remove_all(dir);
+}
+
+// Every setting is documented with the spec (docs/study-spec.md, the training table).
+TEST(TrainingSettings, EverySettingIsDocumented) {
+  std::ifstream in(DLTUNE_SOURCE_DIR "/docs/study-spec.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const auto& field : TrainingSettingFields()) {
+    EXPECT_NE(doc.find("| `" + std::string(field.key) + "` |"), std::string::npos) << field.key;
+  }
+}
+
+TEST(TrainingSettings, BadValuesAreRefusedNamingTheSetting) {
+  EXPECT_THROW(TrainingSettingsFromJson({{"threads", 0}}), Error);
+  try {
+    TrainingSettingsFromJson({{"divergence_factor", 0.5}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("training.divergence_factor must be a number above 1"));
+  }
+  TrainingSettings settings;
+  settings.eval_every_steps = 2000;
+  EXPECT_THROW(settings.Validate(1000), Error);
+  EXPECT_NO_THROW(settings.Validate(5000));
+  EXPECT_EQ(TrainingSettings{}.Resolved(1000).eval_every_steps, 100);
+  EXPECT_EQ(TrainingSettings{}.Resolved(5).eval_every_steps, 1);
+  EXPECT_EQ(ParseDurationText("2h"), 7200);
+  EXPECT_THROW(ParseDurationText("2 weeks"), Error);
+}
+
+}  // namespace
+}  // namespace dltune
