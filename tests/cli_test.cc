@@ -81,9 +81,10 @@ TEST(Cli, SpaceCheckReadsTheParamsAsTheWorkloadWould) {
       "name: depth\nworkload: fashion_mnist_mlp\nmax_train_steps: 100\ntrials: 2\nspace:\n"
       "  num_layers: {values: [1, 2, 3], role: scientific}\n  width: 64\n"
       "  learning_rate: {min: 0.001, max: 0.1, scale: log}\n";
-  const Result ok = RunDltune("space check " + WriteSpec("dltune_cli_depth.yaml", layers));
+  const Result ok = RunDltune("space check " DLTUNE_SOURCE_DIR "/examples/depth.yaml");
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
-  EXPECT_THAT(ok.out, HasSubstr("3 sub-studies, 6 trials in all"));
+  EXPECT_THAT(ok.out, HasSubstr("3 sub-studies, 36 trials in all"));
+  EXPECT_THAT(ok.out, HasSubstr("num_layers=3"));
 
   const Result typo =
       RunDltune("space check " + WriteSpec("dltune_cli_typo.yaml", layers + "  dropuot: {values: [0.0, 0.1]}\n"));

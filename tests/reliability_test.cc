@@ -137,8 +137,8 @@ TEST_F(Reliability, SpecsThatWouldExplodeAreRefusedQuicklyInBoundedMemory) {
 }
 
 TEST_F(Reliability, AHundredThousandValueListIsCheckedInSeconds) {
-  std::string list = "name: many\nworkload: synthetic\nmax_train_steps: 10\nspace:\n  hidden: {values: [";
-  for (int v = 0; v < 100000; ++v) list += (v ? ", " : "") + std::to_string(v);
+  std::string list = "name: many\nworkload: synthetic\nmax_train_steps: 10\nspace:\n  dropout: {values: [";
+  for (int v = 0; v < 100000; ++v) list += (v ? ", " : "") + std::to_string(v / 100000.0);
   list += "]}\n";
   const Outcome check = Run("space check " + Write("many.yaml", list).string(), 1500000, 20);
   EXPECT_EQ(check.exit_code, 0) << check.err;

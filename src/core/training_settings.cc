@@ -65,10 +65,8 @@ Value TrainingSettingField::Get(const TrainingSettings& settings) const {
       [&](auto pointer) -> Value {
         const auto& value = settings.*pointer;
         using T = std::decay_t<decltype(value)>;
-        if constexpr (std::is_same_v<T, bool>) {
-          return value;
-        } else if constexpr (std::is_integral_v<T>) {
-          return static_cast<std::int64_t>(value);
+        if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+          return static_cast<std::int64_t>(value);  // every whole-number setting is an int64 Value
         } else {
           return value;
         }

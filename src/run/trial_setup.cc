@@ -214,9 +214,9 @@ std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, co
   for (const auto& [name, value] : params) command += " --set " + ShellQuote(name + "=" + FormatValue(value));
   command += fmt::format(" --steps {} --seed {}", spec.max_train_steps, trial.seed);
   if (const std::string flags = TrainingSettingFlags(spec.training); !flags.empty()) command += " " + flags;
-  if (spec.objective.metric != Objective{}.metric || spec.objective.direction != Direction::kMinimize) {
+  if (spec.objective.Name() != Objective{}.Name() || spec.objective.direction != Direction::kMinimize) {
     command +=
-        fmt::format(" --objective {} --{}", ShellQuote(spec.objective.metric), DirectionName(spec.objective.direction));
+        fmt::format(" --objective {} --{}", ShellQuote(spec.objective.Name()), DirectionName(spec.objective.direction));
   }
   return command + " --out " + ShellQuote(out);
 }

@@ -51,7 +51,7 @@ TEST(StudySpec, DefaultsAndTopLevelKeys) {
   EXPECT_FALSE(spec.trials_given);
   EXPECT_EQ(spec.seed, 0u);
   EXPECT_EQ(spec.sampler.name, "halton");
-  EXPECT_EQ(spec.objective.metric, "valid/error_rate");
+  EXPECT_EQ(spec.objective.Name(), "valid/error_rate");
   EXPECT_EQ(spec.objective.direction, Direction::kMinimize);
   EXPECT_EQ(spec.scientific_mode, ScientificMode::kSeparate);
   const StudyPlan plan(spec);
