@@ -104,9 +104,11 @@ function addCharts(container, charts) {
 function addSections(container, sections) {
   for (const section of sections || []) {
     const charts = el('div', { class: 'charts' });
-    const box = el('section', { id: `section-${section.id}`, class: 'page-section' }, el('h3', {}, section.title),
-      el('p', { class: 'muted explain' }, section.explanation), charts);
-    container.append(box);
+    const box = el('section', { id: `section-${section.id}`, class: 'page-section', 'data-position': section.position },
+      el('h3', {}, section.title), el('p', { class: 'muted explain' }, section.explanation), charts);
+    // In the page's order, also when the sections of the measurements arrive after the others.
+    const next = [...container.children].find((other) => Number(other.dataset.position) > section.position);
+    container.insertBefore(box, next || null);
     if (!section.charts.length && !section.more_charts.length) {
       charts.append(el('p', { class: 'muted empty' }, section.empty));
       continue;

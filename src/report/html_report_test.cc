@@ -251,16 +251,20 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   EXPECT_TRUE(axis->charts.empty());
   EXPECT_THAT(html, HasSubstr("No hyperparameter varies in this study."));
 
-  // The dashboard asks for the records' sections first and the measurements' second: together, the same page.
+  // The dashboard asks for the records' sections first and the measurements' second: together, the same page, each
+  // section knowing its place in it.
   std::vector<std::string> parts;
   for (const auto part : {PageParts::kRecords, PageParts::kMeasurements}) {
     for (const auto& section : StudyPageSections(data, {}, part)) {
       const auto json = PageSectionJson(section);
-      parts.push_back(json.at("id").get<std::string>() + ":" + std::to_string(json.at("charts").size()));
+      parts.push_back(json.at("id").get<std::string>() + ":" + json.at("position").dump() + ":" +
+                      std::to_string(json.at("charts").size()));
     }
   }
   std::vector<std::string> whole;
-  for (const auto& section : sections) whole.push_back(section.id + ":" + std::to_string(section.charts.size()));
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    whole.push_back(sections[i].id + ":" + std::to_string(i) + ":" + std::to_string(sections[i].charts.size()));
+  }
   std::sort(parts.begin(), parts.end());
   std::sort(whole.begin(), whole.end());
   EXPECT_EQ(parts, whole);

@@ -244,6 +244,11 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (records) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
   if (records) sections.push_back(BootstrapSection(data, options, sizes));
+  // Places on the whole page, in the order above, whichever parts were asked for.
+  const std::vector<std::string> order = {"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"};
+  for (auto& section : sections) {
+    section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
+  }
   return sections;
 }
 
@@ -255,6 +260,7 @@ std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
 
 nlohmann::json PageSectionJson(const PageSection& section) {
   return {{"id", section.id},
+          {"position", section.position},
           {"title", section.title},
           {"explanation", section.explanation},
           {"empty", section.empty_text},

@@ -21,7 +21,8 @@ struct PageChart {
 };
 
 struct PageSection {
-  std::string id;  // the HTML anchor: "isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"
+  std::string id;    // the HTML anchor: "isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"
+  int position = 0;  // its place on the whole page (0 first), also when asked for in parts
   std::string title;
   std::string explanation;  // what to look for, in the playbook's terms
   std::string empty_text;   // shown instead of charts when there are none
@@ -52,8 +53,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
 // `all` out; "" otherwise.
 std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
 
-// A section as the dashboard reads it: {id, title, explanation, empty, charts: [{id, title, spec, wide}], more_title,
-// more_charts}.
+// A section as the dashboard reads it: {id, position, title, explanation, empty, charts: [{id, title, spec, wide}],
+// more_title, more_charts}.
 nlohmann::json PageSectionJson(const PageSection& section);
 
 }  // namespace dltune
