@@ -85,6 +85,7 @@ TEST(Cli, SpaceCheckReadsTheParamsAsTheWorkloadWould) {
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   EXPECT_THAT(ok.out, HasSubstr("3 sub-studies, 36 trials in all"));
   EXPECT_THAT(ok.out, HasSubstr("num_layers=3"));
+  EXPECT_THAT(ok.out, HasSubstr("goal: Does a model with more hidden layers reduce validation error?"));
 
   const Result typo =
       RunDltune("space check " + WriteSpec("dltune_cli_typo.yaml", layers + "  dropuot: {values: [0.0, 0.1]}\n"));

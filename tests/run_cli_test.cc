@@ -166,6 +166,47 @@ TEST_F(RunCli, AChangedSpecIsRefusedWithTheDifference) {
   EXPECT_THAT(changed.err, HasSubstr("study 'smoke' already exists"));
   EXPECT_THAT(changed.err, HasSubstr("- trials: 1"));
   EXPECT_THAT(changed.err, HasSubstr("+ trials: 2"));
+  EXPECT_THAT(changed.err, HasSubstr("run with --extend"));
+  EXPECT_THAT(changed.err, Not(HasSubstr("--name")));  // no such flag
+
+  // The recorded spec, byte for byte, to restore or compare.
+  const std::string recorded = Slurp(WriteSpec(1, 20, 10));
+  const Result shown = Dltune("show smoke --spec");
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(shown.out, recorded);
+}
+
+// Raising trials: with --extend appends exactly the trials a study that large would have made from the start: the
+// same numbers, sub-studies, params and seeds; the finished ones stay as they were.
+TEST_F(RunCli, ExtendAppendsTheTrialsALargerStudyWouldHaveMade) {
+  ASSERT_EQ(Dltune("run " + WriteSpec(1, 20, 10).string() + " --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const auto before = store->ListTrials(store->FindStudy("smoke")->id);
+  ASSERT_EQ(before.size(), 2u);
+  const Result extended = Dltune("run " + WriteSpec(3, 20, 10).string() + " --no-report --extend");
+  ASSERT_EQ(extended.exit_code, 0) << extended.out << extended.err;
+  const auto after = store->ListTrials(store->FindStudy("smoke")->id);
+  ASSERT_EQ(after.size(), 6u);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(after[i].best_value, before[i].best_value);  // not trained again
+    EXPECT_EQ(after[i].ended_at, before[i].ended_at);
+  }
+  // The same study made with trials: 3 from the start, in a store of its own.
+  const std::string fresh_url = "sqlite://" + (dir_ / "fresh.db").string();
+  ASSERT_EQ(
+      test::RunDltune("run " + WriteSpec(3, 20, 10).string() + " --no-report --storage " + fresh_url, dir_).exit_code,
+      0);
+  auto fresh_store = OpenStore(fresh_url);
+  const auto fresh = fresh_store->ListTrials(fresh_store->FindStudy("smoke")->id);
+  ASSERT_EQ(fresh.size(), after.size());
+  for (std::size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_EQ(after[i].number, fresh[i].number);
+    EXPECT_EQ(after[i].substudy_label, fresh[i].substudy_label);
+    EXPECT_EQ(after[i].params, fresh[i].params) << "trial " << i;
+    EXPECT_EQ(after[i].seed, fresh[i].seed) << "trial " << i;
+    EXPECT_EQ(after[i].state, TrialState::kCompleted) << after[i].reason;
+  }
+  EXPECT_EQ(Dltune("show smoke --spec").out, Slurp(WriteSpec(3, 20, 10)));
 }
 
 TEST_F(RunCli, CtrlCStopsTrialsWithACheckpointAndTheNextRunResumesThem) {

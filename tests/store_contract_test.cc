@@ -324,6 +324,23 @@ TEST_P(StoreContract, FailedTrialsAreRetriedOnRequest) {
   EXPECT_EQ(store_->ClaimNext(study.id, "w")->first.number, 0u);
 }
 
+// An extended study keeps its id, uid and trials; only its spec is new.
+TEST_P(StoreContract, AnExtendedStudyKeepsItsTrials) {
+  const StudyRecord study = NewStudyWithTrials(2);
+  auto claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = 0.5});
+  store_->ExtendStudy(study.id, "trials: 4\n", "h4");
+  const StudyRecord extended = *store_->FindStudy(study.name);
+  EXPECT_EQ(extended.id, study.id);
+  EXPECT_EQ(extended.uid, study.uid);
+  EXPECT_EQ(extended.spec_text, "trials: 4\n");
+  EXPECT_EQ(extended.spec_hash, "h4");
+  EXPECT_GE(extended.updated_at, study.updated_at);
+  EXPECT_EQ(store_->CountTrials(study.id).made, 2);
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+  EXPECT_THROW(store_->ExtendStudy(study.id + 1000, "x", "h"), Error);
+}
+
 // Counts and best trials come from indexed queries, the same as from the trial list.
 TEST_P(StoreContract, CountsAndBestTrialsWithoutListingTrials) {
   const StudyRecord study = store_->CreateStudy({.name = "counted", .spec_text = "x", .spec_hash = "h"});

@@ -143,7 +143,7 @@ function showStudies(data) {
 
 async function showStudy(data) {
   setCrumbs({ text: 'studies', href: '#/' }, { text: data.name });
-  const facts = [['description', data.description], ['spec', `${data.spec_path} (sha256 ${data.spec_hash.slice(0, 12)})`],
+  const facts = [['description', data.description], ...(data.goal ? [['goal', data.goal]] : []), ['spec', `${data.spec_path} (sha256 ${data.spec_hash.slice(0, 12)})`],
     ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}` : ''}`],
     ['objective', `${data.direction} ${data.objective}`], ['max_train_steps', data.max_train_steps],
     ['trials', statesText(data.states)],

@@ -6,6 +6,7 @@
 
 #include "analysis_util.h"
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/trial_variance.h"
 
 namespace dltune {
 namespace {
@@ -45,6 +46,21 @@ IsolationPlot EmptyPlot(const Param& param, int buckets) {
   return plot;
 }
 
+// The point of `plot` that `params` fall on, if any.
+std::optional<std::size_t> PointOf(const IsolationPlot& plot, const Param& param, const Assignment& params,
+                                   int buckets) {
+  const auto value = params.find(param.id);
+  if (value == params.end()) return std::nullopt;
+  if (plot.categorical) {
+    for (std::size_t i = 0; i < param.values.size(); ++i) {
+      if (SameValue(param.values[i], value->second)) return i;
+    }
+    return std::nullopt;
+  }
+  if (const auto number = NumericValue(value->second)) return BucketOf(param, *number, buckets);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::vector<IsolationPlot> IsolationPlots(const StudyData& data, int buckets) {
@@ -52,29 +68,35 @@ std::vector<IsolationPlot> IsolationPlots(const StudyData& data, int buckets) {
   if (!data.spec.space) return plots;
   buckets = std::max(buckets, 1);
   const Direction direction = data.spec.objective.direction;
+  const bool replicated = data.spec.replicas > 1;
+  const TrialVariance variance = replicated ? AnalyzeTrialVariance(data) : TrialVariance{};
   for (const Param* param : data.spec.space->WithRole(Role::kScientific)) {
     IsolationPlot plot = EmptyPlot(*param, buckets);
     for (const TrialRecord& trial : data.trials) {
-      const auto value = trial.params.find(param->id);
-      if (value == trial.params.end()) continue;
-      std::optional<std::size_t> index;
-      if (plot.categorical) {
-        for (std::size_t i = 0; i < param->values.size(); ++i) {
-          if (SameValue(param->values[i], value->second)) index = i;
-        }
-      } else if (const auto number = NumericValue(value->second)) {
-        index = BucketOf(*param, *number, buckets);
-      }
+      const auto index = PointOf(plot, *param, trial.params, buckets);
       if (!index) continue;
       IsolationPoint& point = plot.points[*index];
       ++point.trials;
       if (trial.state != TrialState::kCompleted) continue;
       ++point.completed;
+      if (replicated) continue;
       const auto objective = BestObjectiveOf(data, trial);
       if (objective && (!point.best || IsBetter(*objective, *point.best, direction))) {
         point.best = objective;
         point.best_trial = trial.number;
       }
+    }
+    // With replicas a point is a configuration's mean over its seeds, never one lucky seed.
+    for (const ConfigurationReplicas& c : variance.configurations) {
+      const auto index = PointOf(plot, *param, c.params, buckets);
+      if (!index || c.values.empty()) continue;
+      IsolationPoint& point = plot.points[*index];
+      if (point.best && !IsBetter(c.stats.mean, *point.best, direction)) continue;
+      point.best = c.stats.mean;
+      point.best_trial = c.median_trial;
+      point.replicas = c.stats.n;
+      point.low = c.stats.low;
+      point.high = c.stats.high;
     }
     plots.push_back(std::move(plot));
   }

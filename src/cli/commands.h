@@ -28,6 +28,8 @@ void RegisterReportCommand(CLI::App& app);
 void RegisterServeCommand(CLI::App& app);
 // `dltune doctor`.
 void RegisterDoctorCommand(CLI::App& app);
+// `dltune plan retrain` and `dltune plan round2`.
+void RegisterPlanCommand(CLI::App& app);
 
 // Shared by the commands.
 // The command line as typed (set by main), recorded with new studies.

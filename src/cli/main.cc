@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr int kUsageError = 2;      // the user's mistake: a bad spec, option or file
+constexpr int kUsageError = 2;      // a command line CLI11 refused (a dltune::Error exits with its kind's status)
 constexpr int kInternalError = 70;  // a bug in dltune (EX_SOFTWARE)
 
 void PrintError(const std::string& message) {
@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterTrainCommand(app);
   dltune::cli::RegisterRunCommands(app);
   dltune::cli::RegisterDoctorCommand(app);
+  dltune::cli::RegisterPlanCommand(app);
   dltune::cli::RegisterServeCommand(app);
   dltune::cli::RegisterReportCommand(app);
   dltune::cli::SetCommandLine(argc, argv);

@@ -217,6 +217,7 @@ void RegisterRunCommands(CLI::App& app) {
     struct Args : WorkerArgs {
       std::string spec;
       bool no_report = false;
+      bool extend = false;
     };
     auto args = std::make_shared<Args>();
     auto* run = app.add_subcommand(
@@ -227,12 +228,16 @@ void RegisterRunCommands(CLI::App& app) {
         "trials stay, stopped and lost ones resume from their "
         "latest checkpoint. Ctrl-C once: trials checkpoint and stop (exit status 75, resumable); twice: they are "
         "killed and resume from their latest checkpoint.\n\n"
-        "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2" +
+        "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2\n"
+        "  dltune run examples/synthetic.yaml --extend   # after raising its trials: adds the new ones" +
             std::string(kExitStatusHelp));
     run->add_option("SPEC", args->spec, "The study spec (YAML; see docs/study-spec.md)")->required();
     AddWorkerOptions(run, *args);
     run->add_flag("--no-report", args->no_report,
                   "Do not write the study's HTML report (./STUDY-report.html, as dltune report does) at the end");
+    run->add_flag("--extend", args->extend,
+                  "When the study exists and the spec only raises its trials:, add the new trials (the same ones a "
+                  "study with that many trials would have made from the start) and run them");
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
       CheckWorkloadKnown(spec);
@@ -244,7 +249,7 @@ void RegisterRunCommands(CLI::App& app) {
                         spec.file));
       }
       const auto store = OpenStore(StoreUrlOrDefault(args->storage));
-      const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText());
+      const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText(), args->extend);
       PrintStartLine(*store, session);
       WorkerOptions options = ToWorkerOptions(*args);
       options.study = spec.name;

@@ -33,7 +33,9 @@ std::string TrialCountText(const StudyPlan& plan) {
 void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   std::string out = fmt::format("study {}", spec.name);
   if (!spec.description.empty()) out += ": " + spec.description;
-  out += "\n\n";
+  out += "\n";
+  if (!spec.goal.empty()) out += "goal: " + spec.goal + "\n";
+  out += "\n";
   TextTable summary({"", ""});
   summary.AddRow({"trials run by", !spec.command.empty()         ? "command: " + spec.command
                                    : !spec.workload.name.empty() ? "workload " + spec.workload.name

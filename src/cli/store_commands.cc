@@ -97,6 +97,7 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   if (!study.description.empty()) out += ": " + study.description;
   out += "\n\n";
   TextTable facts({"", ""});
+  if (!summary.goal.empty()) facts.AddRow({"goal", summary.goal});
   facts.AddRow({"spec", fmt::format("{} (sha256 {})", study.spec_path, study.spec_hash.substr(0, 12))});
   facts.AddRow({"created", fmt::format("{} by dltune {}{}", FormatTime(study.created_at), study.dltune_version,
                                        study.git_commit.empty() ? "" : ", user's commit " + study.git_commit)});
@@ -234,12 +235,14 @@ void RegisterStoreCommands(CLI::App& app) {
     std::optional<std::uint64_t> trial;
     std::size_t limit = 100;
     bool all = false;
+    bool spec = false;
   };
   auto show_args = std::make_shared<ShowArgs>();
   auto* show =
       app.add_subcommand("show",
                          "A study's record and its trials, or one trial's details, measurements and checkpoints.\n\n"
-                         "Examples:\n  dltune show quickstart\n  dltune show quickstart 3");
+                         "Examples:\n  dltune show quickstart\n  dltune show quickstart 3\n"
+                         "  dltune show quickstart --spec > quickstart.yaml   # the spec the study was made from");
   show->add_option("STUDY", show_args->study, "Study name")->required();
   show->add_option("TRIAL", show_args->trial, "Trial number")->check(WholeNumberIn(0, kMaxTrialNumber));
   show->add_option("--limit", show_args->limit,
@@ -247,11 +250,17 @@ void RegisterStoreCommands(CLI::App& app) {
                    "best this many (default 100)")
       ->check(WholeNumberIn(1, 1000000));
   show->add_flag("--all", show_args->all, "List every trial, however many");
+  show->add_flag("--spec", show_args->spec,
+                 "Print the study's recorded spec, as it was written, and nothing else (to restore or compare it)");
   AddStorageOption(show, *storage);
   show->callback([storage, show_args] {
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, show_args->study);
-    if (show_args->trial) {
+    if (show_args->spec) {
+      if (show_args->trial) throw Error("--spec shows a study's spec, not a trial's: leave out TRIAL");
+      std::fputs(TerminalSafe(study.spec_text).c_str(), stdout);
+      if (!study.spec_text.empty() && study.spec_text.back() != '\n') std::fputs("\n", stdout);
+    } else if (show_args->trial) {
       PrintTrial(*store, study, *show_args->trial);
     } else {
       PrintStudy(*store, study, show_args->limit, show_args->all);

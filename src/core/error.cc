@@ -10,17 +10,6 @@ std::string SourceLocation::ToString() const {
   return fmt::format("{}:{}:{}", file, line, column);
 }
 
-const char* ErrorKindName(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kInvalidInput: return "invalid input";
-    case ErrorKind::kUnavailable: return "unavailable";
-    case ErrorKind::kIo: return "I/O";
-    case ErrorKind::kConflict: return "conflict";
-    case ErrorKind::kCorrupt: return "corrupt";
-  }
-  return "invalid input";
-}
-
 int ExitStatusFor(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kInvalidInput: return 2;

@@ -1,7 +1,10 @@
 #include "dltune/core/git.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "dltune/core/strings.h"
 
 namespace dltune {
 namespace {
@@ -63,6 +66,20 @@ std::optional<std::string> GitCommitOf(const std::filesystem::path& directory) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<bool> GitDirtyOf(const std::filesystem::path& directory) {
+  if (!FindGitDir(directory)) return std::nullopt;
+  // Reading the index and comparing the work tree is git's own job; its exit status tells whether it could.
+  const std::string command =
+      "git -C " + ShellQuote(directory.string()) + " status --porcelain --untracked-files=no 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  bool any = false;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) any = true;
+  if (pclose(pipe) != 0) return std::nullopt;
+  return any;
 }
 
 }  // namespace dltune

@@ -1,6 +1,11 @@
 #include "dltune/core/sha256.h"
 
 #include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
 
 namespace dltune {
 namespace {
@@ -99,6 +104,18 @@ std::string Sha256Hex(std::string_view bytes) {
   Sha256 hash;
   hash.Update(bytes);
   return hash.HexDigest();
+}
+
+std::string Sha256File(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(fmt::format("{}: cannot be read", file.string()));
+  Sha256 hash;
+  char buffer[1 << 16];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    hash.Update(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
+  }
+  if (in.bad()) throw IoError(fmt::format("{}: reading it failed", file.string()));
+  return "sha256:" + hash.HexDigest();
 }
 
 }  // namespace dltune

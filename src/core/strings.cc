@@ -214,4 +214,21 @@ std::string CsvField(const std::string& text) {
   return quoted + "\"";
 }
 
+std::string ShellQuote(const std::string& text) {
+  const auto safe_char = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("._+-/=:,@%").find(c) != std::string_view::npos;
+  };
+  if (!text.empty() && std::all_of(text.begin(), text.end(), safe_char)) return text;
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace dltune

@@ -104,6 +104,7 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
   }
   return {{"name", data.study.name},
           {"description", data.study.description},
+          {"goal", data.spec.goal},
           {"spec_path", data.study.spec_path},
           {"spec_hash", data.study.spec_hash},
           {"dltune_version", data.study.dltune_version},

@@ -140,6 +140,7 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
   page.Raw("<table class=\"facts\">\n");
   FactRow(page, "study", study.name);
   FactRow(page, "description", study.description.empty() ? "-" : study.description);
+  if (!data.spec.goal.empty()) FactRow(page, "goal", data.spec.goal);
   FactRow(page, "spec", study.spec_path.empty() ? "-" : study.spec_path, true);
   FactRow(page, "spec sha256", study.spec_hash.empty() ? "-" : study.spec_hash, true);
   FactRow(page, "created",

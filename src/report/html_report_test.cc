@@ -134,6 +134,7 @@ StudyData HostileStudy() {
   StudyData data;
   const std::string spec_text = R"(name: hostile
 description: '<img src=x onerror=alert(1)> & "quotes" </script>'
+goal: 'is <i>adam</i> better?'
 max_train_steps: 100
 objective: valid/error_rate
 trials: 2
@@ -197,6 +198,7 @@ TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
   EXPECT_THAT(html, HasSubstr("<code>runs/&lt;x&gt;/ckpt</code> (step 50)"));
   EXPECT_THAT(html, HasSubstr("--set &#39;optimizer=&lt;b&gt;bold&lt;/b&gt;&#39;"));
   EXPECT_THAT(html, HasSubstr("specs/&lt;hostile&gt;.yaml"));
+  EXPECT_THAT(html, HasSubstr("<tr><th>goal</th><td>is &lt;i&gt;adam&lt;/i&gt; better?</td></tr>"));
 
   // Exactly our script elements, and each closes where we closed it.
   const std::regex script_open("<script[ >]");

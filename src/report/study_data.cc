@@ -17,6 +17,14 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
                     name, made, kMaxLoadedTrials, name, name));
   }
   data.trials = store.ListTrials(data.study.id);
+  // A planned study's parent trials, for comparing against them; a parent no longer in this store leaves none.
+  if (!data.spec.procedure.from_trials.empty()) {
+    if (const auto parent = store.FindStudy(data.spec.procedure.parent)) {
+      for (const ParentTrial& from : data.spec.procedure.from_trials) {
+        if (auto trial = store.FindTrial(parent->id, from.trial)) data.parent_trials.push_back(std::move(*trial));
+      }
+    }
+  }
   if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
   for (const auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(row.train);

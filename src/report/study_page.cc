@@ -103,6 +103,14 @@ PageSection AxisPlotSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+// "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
+// `all` out; "" otherwise.
+std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
+  if (shown.trials.size() >= all.trials.size()) return "";
+  return fmt::format("{} of the {} trials: the running ones and each sub-study's best", shown.trials.size(),
+                     all.trials.size());
+}
+
 PageSection CurvesSection(const StudyData& data, const StudyData& shown, const Charting& sizes) {
   const Objective& objective = data.spec.objective;
   const std::string drawn = CurveTrialsNote(shown, data);
@@ -250,12 +258,6 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
     section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
   }
   return sections;
-}
-
-std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
-  if (shown.trials.size() >= all.trials.size()) return "";
-  return fmt::format("{} of the {} trials: the running ones and each sub-study's best", shown.trials.size(),
-                     all.trials.size());
 }
 
 nlohmann::json PageSectionJson(const PageSection& section) {

@@ -110,6 +110,35 @@ class ReportingCallbacks final : public TrainerCallbacks {
 
 }  // namespace
 
+BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where) {
+  try {
+    BuiltinTrialRun run;
+    const auto& workload = trial.at("workload");
+    run.workload = workload.at("name").get<std::string>();
+    run.args = workload.at("args");
+    for (const auto& [name, value] : trial.at("params").items()) {
+      if (auto scalar = ValueFromJson(value)) run.params[name] = *scalar;
+    }
+    run.options.max_train_steps = trial.at("max_train_steps").get<std::int64_t>();
+    try {
+      run.options.training = TrainingSettingsFromJson(trial.at("training"));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
+    }
+    run.options.objective =
+        Objective::Parse(trial.at("objective").at("metric").get<std::string>(),
+                         trial.at("objective").at("direction").get<std::string>() == "maximize" ? Direction::kMaximize
+                                                                                                : Direction::kMinimize);
+    // The same seeds as `dltune train --seed`, so the reproduction command reproduces the trial exactly.
+    run.options.init_seed = trial.at("seed").get<std::uint64_t>();
+    run.options.data_seed = run.options.init_seed;
+    if (const auto owner = trial.find("checkpoint_owner"); owner != trial.end()) run.options.checkpoint_owner = *owner;
+    return run;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: missing or mistyped field: {}", where, e.what()));
+  }
+}
+
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
@@ -121,45 +150,18 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not valid JSON: {}", trial_path, e.what()));
   }
-  try {
-    const auto& workload = trial.at("workload");
-    const auto& training = trial.at("training");
-    std::map<std::string, Value> params;
-    for (const auto& [name, value] : trial.at("params").items()) {
-      if (auto scalar = ValueFromJson(value)) params[name] = *scalar;
-    }
-    const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
-    TrainerOptions options;
-    options.max_train_steps = trial.at("max_train_steps").get<std::int64_t>();
-    try {
-      options.training = TrainingSettingsFromJson(training);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", trial_path, e.what()));
-    }
-    options.objective =
-        Objective::Parse(trial.at("objective").at("metric").get<std::string>(),
-                         trial.at("objective").at("direction").get<std::string>() == "maximize" ? Direction::kMaximize
-                                                                                                : Direction::kMinimize);
-    // The same seeds as `dltune train --seed`, so the reproduction command reproduces the trial exactly.
-    options.init_seed = trial.at("seed").get<std::uint64_t>();
-    options.data_seed = options.init_seed;
-    options.checkpoint_dir = (trial_dir / "checkpoints").string();
-    if (const auto owner = trial.find("checkpoint_owner"); owner != trial.end()) options.checkpoint_owner = *owner;
-    if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
-      options.max_resume_step = std::stoll(limit);
-    }
-
-    ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
-    const nlohmann::json& args = workload.at("args");
-    const TrainResult result =
-        Train(workload.at("name").get<std::string>(), args, HyperParams(args, params), options, callbacks);
-    switch (result.outcome) {
-      case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
-      case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;
-      case TrainOutcome::kStopped: return kTrialStoppedExitStatus;
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: missing or mistyped field: {}", trial_path, e.what()));
+  const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
+  BuiltinTrialRun run = ReadBuiltinTrial(trial, trial_path);
+  run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
+  if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
+    run.options.max_resume_step = std::stoll(limit);
+  }
+  ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
+  const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, callbacks);
+  switch (result.outcome) {
+    case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
+    case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;
+    case TrainOutcome::kStopped: return kTrialStoppedExitStatus;
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/rng.h"
+#include "dltune/core/sha256.h"
 #include "dltune/core/strings.h"
 #include "dltune/space/yaml_node.h"
 #include "dltune/store/tracking.h"
@@ -23,16 +24,50 @@ bool SameSpec(const std::string& a, const std::string& b) {
   }
 }
 
+// Whether `raised` is `recorded` with only `trials:` raised (comments and layout aside).
+bool OnlyTrialsRaised(const StudySpec& recorded, const StudySpec& raised) {
+  nlohmann::json a = YamlNode::Parse(recorded.text, recorded.file).AsJson();
+  nlohmann::json b = YamlNode::Parse(raised.text, raised.file).AsJson();
+  if (!a.is_object() || !b.is_object()) return false;
+  a.erase("trials");
+  b.erase("trials");
+  return a == b && StudyPlan(raised).TrialCount() > StudyPlan(recorded).TrialCount();
+}
+
+// Checks that the trials `store` made for the study are the first trials of `raised`'s plan, param for param (a
+// sampler whose points depend on the trial count, such as grid, would change them), then records `raised`.
+void ExtendRecordedStudy(Store& store, const StudyRecord& study, const StudySpec& raised) {
+  if (raised.replicas > 1) {
+    throw SpecChangedError(fmt::format(
+        "study '{}' cannot be extended: it trains each configuration {} times (replicas:), and its trial numbers "
+        "interleave the replicas of all its configurations; run the larger study under another name",
+        study.name, raised.replicas));
+  }
+  const StudyPlan plan(raised);
+  for (const TrialRecord& trial : store.ListTrials(study.id)) {
+    if (!plan.IsPlanned(trial.number)) continue;  // an adaptive sampler's: chosen from the results, not the plan
+    if (!(plan.Trial(trial.number).params == trial.params)) {
+      throw SpecChangedError(fmt::format(
+          "study '{}' cannot be extended to {} trials: with the new trials: its trial {} would have other params "
+          "(the {} sampler places its points by the trial count); run the larger study under another name",
+          study.name, plan.TrialCount(), trial.number, raised.sampler.name));
+    }
+  }
+  store.ExtendStudy(study.id, raised.text, Sha256Hex(raised.text));
+}
+
 // A study makes its planned trials as it goes, this many at a time: a study of a million trials costs no more to
 // create than one of ten, and holds rows only for trials it got to.
 constexpr std::uint64_t kTrialsMadeAhead = 256;
 
-NewTrial ToNewTrial(const StudySpec& spec, const StudyPlan& plan, const PlannedTrial& planned) {
+NewTrial ToNewTrial(const StudyPlan& plan, const PlannedTrial& planned) {
   return {.number = planned.number,
           .substudy = planned.substudy,
           .substudy_label = plan.SubStudyAt(planned.substudy).label,
           .params = planned.params,
-          .seed = TrialSeed(spec.seed, planned.number)};
+          .seed = planned.seed,
+          .configuration = planned.configuration,
+          .replica = planned.replica};
 }
 
 // The first number the study has not made yet (numbers are made in order).
@@ -43,11 +78,11 @@ std::uint64_t NextNumber(Store& store, std::int64_t study_id) {
 
 // Planned trials from `next` on, up to the first one that is not planned (an adaptive sampler's), at most
 // kTrialsMadeAhead.
-std::vector<NewTrial> NextPlannedTrials(const StudySpec& spec, const StudyPlan& plan, std::uint64_t next) {
+std::vector<NewTrial> NextPlannedTrials(const StudyPlan& plan, std::uint64_t next) {
   std::vector<NewTrial> trials;
   for (std::uint64_t number = next; number < plan.TrialCount() && number < next + kTrialsMadeAhead; ++number) {
     if (!plan.IsPlanned(number)) break;
-    trials.push_back(ToNewTrial(spec, plan, plan.Trial(number)));
+    trials.push_back(ToNewTrial(plan, plan.Trial(number)));
   }
   return trials;
 }
@@ -93,11 +128,6 @@ std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
 
 }  // namespace
 
-std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number) {
-  // Below 2^63 so that every language reads it as a signed 64-bit integer.
-  return MixSeed(study_seed, trial_number) >> 1;
-}
-
 StudySession::StudySession(Store& store, StudyRecord study, StudySpec spec)
     : store_(&store),
       study_(std::move(study)),
@@ -105,7 +135,8 @@ StudySession::StudySession(Store& store, StudyRecord study, StudySpec spec)
       plan_(std::make_shared<const StudyPlan>(spec_)),
       warm_start_(WarmStartTrials(store, spec_)) {}
 
-StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line) {
+StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line,
+                                        bool extend) {
   std::optional<StudyRecord> study = store.FindStudy(spec.name);
   if (!study) {
     try {
@@ -116,17 +147,28 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
     }
   }
   if (!SameSpec(study->spec_text, spec.text)) {
-    throw SpecChangedError(fmt::format(
-        "study '{}' already exists in {} with a different spec (recorded from {}); an existing study's spec cannot "
-        "change, since its trials were made and judged by it. Differences (- recorded, + {}):\n{}"
-        "To start a new study, give it another name: change name: in the spec (or pass --name NEW_NAME); to "
-        "continue this one, restore the recorded spec (dltune show {} prints it).",
-        spec.name, store.url(), study->spec_path.empty() ? "an unknown file" : study->spec_path, spec.file,
-        LineDiff(study->spec_text, spec.text), spec.name));
+    const StudySpec recorded =
+        ParseStudySpec(study->spec_text, study->spec_path.empty() ? spec.name : study->spec_path);
+    const bool appends = OnlyTrialsRaised(recorded, spec);
+    if (extend && appends) {
+      ExtendRecordedStudy(store, *study, spec);
+      study = store.FindStudy(spec.name);
+    } else {
+      throw SpecChangedError(fmt::format(
+          "study '{}' already exists in {} with a different spec (recorded from {}); an existing study's spec "
+          "cannot change, since its trials were made and judged by it. Differences (- recorded, + {}):\n{}{}",
+          spec.name, store.url(), study->spec_path.empty() ? "an unknown file" : study->spec_path, spec.file,
+          LineDiff(study->spec_text, spec.text),
+          appends
+              ? fmt::format("Only trials: is raised: run with --extend to add the new trials to study '{}'.", spec.name)
+              : fmt::format("To start a new study, give it another name (name: in the spec); to continue this "
+                            "one, restore the recorded spec (dltune show {} --spec prints it).",
+                            spec.name)));
+    }
   }
   StudySession session(store, *study, spec);
   // The first planned trials, so that a new study shows them (an adaptive sampler's wait for a worker to ask).
-  if (const auto first = NextPlannedTrials(spec, *session.plan_, 0); store.CountTrials(study->id).made == 0) {
+  if (const auto first = NextPlannedTrials(*session.plan_, 0); store.CountTrials(study->id).made == 0) {
     try {
       store.AddTrials(study->id, first);
     } catch (const Error&) {
@@ -154,10 +196,10 @@ std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
 bool StudySession::MakeNextTrials() {
   const std::uint64_t next = NextNumber(*store_, study_.id);
   if (next >= plan_->TrialCount()) return false;
-  std::vector<NewTrial> trials = NextPlannedTrials(spec_, *plan_, next);
+  std::vector<NewTrial> trials = NextPlannedTrials(*plan_, next);
   if (trials.empty()) {
     const std::vector<TrialRecord> made = store_->ListTrials(study_.id);
-    trials.push_back(ToNewTrial(spec_, *plan_, plan_->TrialFromHistory(next, History(next, made))));
+    trials.push_back(ToNewTrial(*plan_, plan_->TrialFromHistory(next, History(next, made))));
   }
   try {
     store_->AddTrials(study_.id, trials);

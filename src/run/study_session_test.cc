@@ -44,7 +44,15 @@ TEST(StudySession, AChangedSpecIsRefusedWithItsDifference) {
     const std::string message = e.what();
     EXPECT_NE(message.find("- trials: 5"), std::string::npos) << message;
     EXPECT_NE(message.find("+ trials: 6"), std::string::npos) << message;
-    EXPECT_NE(message.find("change name:"), std::string::npos) << message;
+    EXPECT_NE(message.find("run with --extend"), std::string::npos) << message;  // only trials: was raised
+  }
+  try {
+    (void)StudySession::OpenOrCreate(temp.store(), CommandSpec("s", "false", temp.dir(), 5), "", /*extend=*/true);
+    FAIL() << "--extend takes only a raised trials:";
+  } catch (const SpecChangedError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("give it another name (name: in the spec)"), std::string::npos) << message;
+    EXPECT_NE(message.find("dltune show s --spec"), std::string::npos) << message;
   }
 }
 

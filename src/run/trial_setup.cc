@@ -9,13 +9,13 @@
 
 #include "dltune/core/error.h"
 #include "dltune/core/files.h"
+#include "dltune/core/hyperparams.h"
 #include "dltune/core/sha256.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/study/command_template.h"
 #include "dltune/train/blas_kernels.h"
-#include "dltune/train/hyperparams.h"
 #include "dltune/workloads/train.h"
 
 namespace dltune {
@@ -25,6 +25,8 @@ namespace {
 void WriteJson(const std::filesystem::path& path, const nlohmann::json& json) {
   WriteFileAtomically(path, json.dump(2) + "\n", /*sync=*/false);
 }
+
+}  // namespace
 
 std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,
                                                 const std::map<std::string, Value>& params,
@@ -38,6 +40,8 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
   values["params_file"] = (trial_dir / "params.json").string();
   return values;
 }
+
+namespace {
 
 // A command that is one simple command ("python3 train.py --lr 0.1") runs as `exec ...`, so the program replaces
 // the shell: it then receives dltune's signals itself and dies with its worker (parent-death signal).

@@ -10,6 +10,8 @@ namespace dltune {
 
 std::string CheckpointPoolName(CheckpointPool pool) { return pool == CheckpointPool::kBest ? "best" : "latest"; }
 
+std::string NoteKindName(NoteKind kind) { return kind == NoteKind::kDecision ? "decision" : "note"; }
+
 namespace {
 
 bool StartsWith(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }

@@ -112,6 +112,53 @@ CREATE TABLE trial_counts (
 );
 INSERT INTO trial_counts (study_id, state, count) SELECT study_id, state, COUNT(*) FROM trials GROUP BY study_id, state;
 )",
+    // 4: the process across studies. A trial's configuration and replica (trials of one configuration differ only
+    // by seed; earlier trials are each their own configuration). A study's parent (the study it was planned from)
+    // and whether the user's checkout had uncommitted changes (unknown before). Notes and decisions about a study;
+    // evaluations of a chosen checkpoint on a split; launches.
+    R"(
+ALTER TABLE trials ADD COLUMN configuration {int} NOT NULL DEFAULT 0;
+ALTER TABLE trials ADD COLUMN replica {int} NOT NULL DEFAULT 0;
+UPDATE trials SET configuration = number;
+ALTER TABLE studies ADD COLUMN parent TEXT NOT NULL DEFAULT '';
+ALTER TABLE studies ADD COLUMN git_dirty {int};
+CREATE TABLE study_notes (
+  id {pk},
+  study_id {int} NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+  kind TEXT NOT NULL,
+  adopt TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL,
+  author TEXT NOT NULL DEFAULT '',
+  created_at {real} NOT NULL
+);
+CREATE INDEX study_notes_by_study ON study_notes (study_id, id);
+CREATE TABLE checkpoint_evaluations (
+  id {pk},
+  study_id {int} NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+  trial_id {int} NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+  step {int} NOT NULL,
+  checkpoint_path TEXT NOT NULL,
+  checksum TEXT NOT NULL,
+  split TEXT NOT NULL,
+  metrics TEXT NOT NULL,
+  examples {int} NOT NULL,
+  created_at {real} NOT NULL
+);
+CREATE INDEX checkpoint_evaluations_by_study ON checkpoint_evaluations (study_id, split, id);
+CREATE TABLE launches (
+  id {pk},
+  study_id {int} NOT NULL REFERENCES studies(id) ON DELETE CASCADE,
+  trial_id {int} NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+  evaluation_id {int} NOT NULL REFERENCES checkpoint_evaluations(id) ON DELETE CASCADE,
+  reason TEXT NOT NULL,
+  author TEXT NOT NULL DEFAULT '',
+  git_commit TEXT NOT NULL DEFAULT '',
+  git_dirty {int},
+  export_path TEXT NOT NULL DEFAULT '',
+  created_at {real} NOT NULL
+);
+CREATE INDEX launches_by_study ON launches (study_id, id);
+)",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");
 

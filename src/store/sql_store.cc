@@ -79,7 +79,7 @@ Assignment ParamsFromJson(const std::string& text) {
 
 constexpr const char* kStudyColumns =
     "id, name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, git_commit, created_at, "
-    "updated_at, uid";
+    "updated_at, uid, parent, git_dirty";
 
 StudyRecord StudyFromRow(const SqlRow& row) {
   StudyRecord study;
@@ -95,12 +95,14 @@ StudyRecord StudyFromRow(const SqlRow& row) {
   study.created_at = AsDouble(row[9]);
   study.updated_at = AsDouble(row[10]);
   study.uid = AsText(row[11]);
+  study.parent = AsText(row[12]);
+  if (const auto dirty = AsOptionalInt(row[13])) study.git_dirty = *dirty != 0;
   return study;
 }
 
 constexpr const char* kTrialColumns =
     "id, study_id, number, substudy, substudy_label, params, seed, state, worker, heartbeat_at, started_at, ended_at, "
-    "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail";
+    "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail, configuration, replica";
 
 TrialRecord TrialFromRow(const SqlRow& row) {
   TrialRecord trial;
@@ -123,6 +125,8 @@ TrialRecord TrialFromRow(const SqlRow& row) {
   trial.final_value = AsOptionalDouble(row[16]);
   if (const auto status = AsOptionalInt(row[17])) trial.exit_status = static_cast<int>(*status);
   trial.stderr_tail = AsText(row[18]);
+  trial.configuration = static_cast<std::uint64_t>(AsInt(row[19]));
+  trial.replica = static_cast<std::uint64_t>(AsInt(row[20]));
   return trial;
 }
 
@@ -201,11 +205,11 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
     try {
       const auto rows = connection_->Query(
           Sql("INSERT INTO studies (name, uid, description, spec_text, spec_hash, spec_path, command_line, "
-              "dltune_version, git_commit, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) "
-              "RETURNING ") +
+              "dltune_version, git_commit, git_dirty, parent, created_at, updated_at) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) RETURNING ") +
               kStudyColumns,
           {study.name, NewStudyUid(), study.description, study.spec_text, study.spec_hash, study.spec_path,
-           study.command_line, study.dltune_version, study.git_commit});
+           study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty), study.parent});
       return StudyFromRow(rows.front());
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: a study named '{}' already exists", url_, study.name));
@@ -239,12 +243,13 @@ void SqlStore::AddTrials(std::int64_t study_id, const std::vector<NewTrial>& tri
     rows.reserve(trials.size());
     for (const auto& trial : trials) {
       rows.push_back({study_id, static_cast<std::int64_t>(trial.number), static_cast<std::int64_t>(trial.substudy),
-                      trial.substudy_label, ParamsToJson(trial.params), static_cast<std::int64_t>(trial.seed)});
+                      trial.substudy_label, ParamsToJson(trial.params), static_cast<std::int64_t>(trial.seed),
+                      static_cast<std::int64_t>(trial.configuration), static_cast<std::int64_t>(trial.replica)});
     }
     try {
       connection_->ExecuteMany(
-          "INSERT INTO trials (study_id, number, substudy, substudy_label, params, seed, state) "
-          "VALUES (?, ?, ?, ?, ?, ?, 'pending')",
+          "INSERT INTO trials (study_id, number, substudy, substudy_label, params, seed, configuration, replica, "
+          "state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
           rows);
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: the study already has a trial with one of these numbers", url_));
@@ -530,6 +535,15 @@ int SqlStore::ResumeStopped(std::int64_t study_id) {
   });
 }
 
+void SqlStore::ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) {
+  Transaction(true, [&] {
+    const auto rows = connection_->Query(
+        Sql("UPDATE studies SET spec_text = ?, spec_hash = ?, updated_at = {now} WHERE id = ? RETURNING id"),
+        {spec_text, spec_hash, study_id});
+    if (rows.empty()) throw Error(fmt::format("{}: no study with id {}", url_, study_id));
+  });
+}
+
 int SqlStore::RetryFailed(std::int64_t study_id) {
   return Transaction(true, [&] {
     const auto rows = connection_->Query(
@@ -653,6 +667,158 @@ std::vector<CheckpointRecord> SqlStore::ListCheckpoints(std::int64_t trial_id) {
       checkpoints.push_back(std::move(c));
     }
     return checkpoints;
+  });
+}
+
+namespace {
+
+std::string MetricsToJson(const std::map<std::string, double>& metrics) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [name, value] : metrics) object[name] = value;
+  return object.dump();
+}
+
+std::map<std::string, double> MetricsFromJson(const std::string& text) {
+  std::map<std::string, double> metrics;
+  const auto object = nlohmann::json::parse(text, nullptr, false);
+  if (!object.is_object()) return metrics;
+  for (const auto& [name, value] : object.items()) {
+    if (value.is_number()) metrics[name] = value.get<double>();
+  }
+  return metrics;
+}
+
+constexpr const char* kEvaluationColumns =
+    "e.id, t.number, e.step, e.checkpoint_path, e.checksum, e.split, e.metrics, e.examples, e.created_at";
+
+CheckpointEvaluation EvaluationFromRow(const SqlRow& row, std::size_t first = 0) {
+  CheckpointEvaluation evaluation;
+  evaluation.id = AsInt(row[first]);
+  evaluation.trial = static_cast<std::uint64_t>(AsInt(row[first + 1]));
+  evaluation.step = AsInt(row[first + 2]);
+  evaluation.checkpoint_path = AsText(row[first + 3]);
+  evaluation.checksum = AsText(row[first + 4]);
+  evaluation.split = AsText(row[first + 5]);
+  evaluation.metrics = MetricsFromJson(AsText(row[first + 6]));
+  evaluation.examples = AsInt(row[first + 7]);
+  evaluation.created_at = AsDouble(row[first + 8]);
+  return evaluation;
+}
+
+}  // namespace
+
+StudyNote SqlStore::AddNote(std::int64_t study_id, const StudyNote& note) {
+  return Transaction(true, [&] {
+    const auto rows = connection_->Query(
+        Sql("INSERT INTO study_notes (study_id, kind, adopt, text, author, created_at) VALUES (?, ?, ?, ?, ?, {now}) "
+            "RETURNING id, created_at"),
+        {study_id, NoteKindName(note.kind), SanitizeUtf8(note.adopt), SanitizeUtf8(note.text),
+         SanitizeUtf8(note.author)});
+    TouchStudy(study_id);
+    StudyNote stored = note;
+    stored.id = AsInt(rows.front()[0]);
+    stored.created_at = AsDouble(rows.front()[1]);
+    return stored;
+  });
+}
+
+std::vector<StudyNote> SqlStore::ListNotes(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<StudyNote> notes;
+    for (const auto& row : connection_->Query(
+             "SELECT id, kind, adopt, text, author, created_at FROM study_notes WHERE study_id = ? ORDER BY id",
+             {study_id})) {
+      notes.push_back({.id = AsInt(row[0]),
+                       .kind = AsText(row[1]) == "decision" ? NoteKind::kDecision : NoteKind::kNote,
+                       .adopt = AsText(row[2]),
+                       .text = AsText(row[3]),
+                       .author = AsText(row[4]),
+                       .created_at = AsDouble(row[5])});
+    }
+    return notes;
+  });
+}
+
+std::int64_t SqlStore::InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) {
+  const auto trial = connection_->Query("SELECT id FROM trials WHERE study_id = ? AND number = ?",
+                                        {study_id, static_cast<std::int64_t>(evaluation.trial)});
+  if (trial.empty()) throw Error(fmt::format("{}: the study has no trial {}", url_, evaluation.trial));
+  const auto rows = connection_->Query(
+      Sql("INSERT INTO checkpoint_evaluations (study_id, trial_id, step, checkpoint_path, checksum, split, metrics, "
+          "examples, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}) RETURNING id"),
+      {study_id, AsInt(trial.front()[0]), evaluation.step, evaluation.checkpoint_path, evaluation.checksum,
+       evaluation.split, MetricsToJson(evaluation.metrics), evaluation.examples});
+  TouchStudy(study_id);
+  return AsInt(rows.front()[0]);
+}
+
+CheckpointEvaluation SqlStore::ReadEvaluation(std::int64_t evaluation_id) {
+  const auto rows = connection_->Query(std::string("SELECT ") + kEvaluationColumns +
+                                           " FROM checkpoint_evaluations e JOIN trials t ON t.id = e.trial_id "
+                                           "WHERE e.id = ?",
+                                       {evaluation_id});
+  return EvaluationFromRow(rows.front());
+}
+
+CheckpointEvaluation SqlStore::AddEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) {
+  return Transaction(true, [&] { return ReadEvaluation(InsertEvaluation(study_id, evaluation)); });
+}
+
+std::vector<CheckpointEvaluation> SqlStore::ListEvaluations(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<CheckpointEvaluation> evaluations;
+    for (const auto& row : connection_->Query(std::string("SELECT ") + kEvaluationColumns +
+                                                  " FROM checkpoint_evaluations e JOIN trials t ON t.id = e.trial_id "
+                                                  "WHERE e.study_id = ? ORDER BY e.id",
+                                              {study_id})) {
+      evaluations.push_back(EvaluationFromRow(row));
+    }
+    return evaluations;
+  });
+}
+
+LaunchRecord SqlStore::AddLaunch(std::int64_t study_id, const LaunchRecord& launch) {
+  const std::int64_t id = Transaction(true, [&] {
+    const std::int64_t evaluation_id = InsertEvaluation(study_id, launch.evaluation);
+    const auto rows = connection_->Query(
+        Sql("INSERT INTO launches (study_id, trial_id, evaluation_id, reason, author, git_commit, git_dirty, "
+            "export_path, created_at) SELECT study_id, trial_id, id, ?, ?, ?, ?, ?, {now} "
+            "FROM checkpoint_evaluations WHERE id = ? RETURNING id"),
+        {SanitizeUtf8(launch.reason), SanitizeUtf8(launch.author), launch.git_commit, Optional(launch.git_dirty),
+         launch.export_path, evaluation_id});
+    return AsInt(rows.front()[0]);
+  });
+  for (LaunchRecord& stored : ListLaunches(study_id)) {
+    if (stored.id == id) return stored;
+  }
+  throw Error(fmt::format("{}: launch {} was recorded but cannot be read back", url_, id));
+}
+
+std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    std::vector<LaunchRecord> launches;
+    const std::string sql = std::string(
+                                "SELECT l.id, s.name, l.reason, l.author, l.git_commit, l.git_dirty, "
+                                "l.export_path, l.created_at, ") +
+                            kEvaluationColumns +
+                            " FROM launches l JOIN studies s ON s.id = l.study_id JOIN checkpoint_evaluations e ON "
+                            "e.id = l.evaluation_id JOIN trials t ON t.id = l.trial_id" +
+                            (study_id != 0 ? " WHERE l.study_id = ?" : "") + " ORDER BY l.id";
+    const std::vector<SqlValue> args = study_id != 0 ? std::vector<SqlValue>{study_id} : std::vector<SqlValue>{};
+    for (const auto& row : connection_->Query(sql, args)) {
+      LaunchRecord launch;
+      launch.id = AsInt(row[0]);
+      launch.study = AsText(row[1]);
+      launch.reason = AsText(row[2]);
+      launch.author = AsText(row[3]);
+      launch.git_commit = AsText(row[4]);
+      if (const auto dirty = AsOptionalInt(row[5])) launch.git_dirty = *dirty != 0;
+      launch.export_path = AsText(row[6]);
+      launch.created_at = AsDouble(row[7]);
+      launch.evaluation = EvaluationFromRow(row, 8);
+      launches.push_back(std::move(launch));
+    }
+    return launches;
   });
 }
 

@@ -43,6 +43,7 @@ class SqlStore final : public Store {
   std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) override;
   int ResumeStopped(std::int64_t study_id) override;
   int RetryFailed(std::int64_t study_id) override;
+  void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) override;
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
   std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) override;
@@ -50,6 +51,12 @@ class SqlStore final : public Store {
   std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) override;
   void MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) override;
   std::vector<CheckpointRecord> ListCheckpoints(std::int64_t trial_id) override;
+  StudyNote AddNote(std::int64_t study_id, const StudyNote& note) override;
+  std::vector<StudyNote> ListNotes(std::int64_t study_id) override;
+  CheckpointEvaluation AddEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) override;
+  std::vector<CheckpointEvaluation> ListEvaluations(std::int64_t study_id) override;
+  LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) override;
+  std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) override;
 
  private:
   // Runs `body` in a transaction, retrying it when it loses a race with another writer.
@@ -63,6 +70,9 @@ class SqlStore final : public Store {
                                       const SqlValue& condition_arg, const std::string& why, int max_retries);
   std::int64_t CheckLease(const TrialLease& lease);
   void TouchStudy(std::int64_t study_id);
+  // Inside a write transaction: inserts the evaluation and returns its id; ReadEvaluation reads one back.
+  std::int64_t InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation);
+  CheckpointEvaluation ReadEvaluation(std::int64_t evaluation_id);
   // Moves `count` trials of the study from state `from` to state `to` in trial_counts ("" for none: trials added).
   void CountMove(std::int64_t study_id, const std::string& from, const std::string& to, std::int64_t count = 1);
 

@@ -31,7 +31,9 @@ NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line
           .spec_path = spec.file,
           .command_line = command_line,
           .dltune_version = kVersion,
-          .git_commit = GitCommitOf(std::filesystem::current_path()).value_or("")};
+          .git_commit = GitCommitOf(std::filesystem::current_path()).value_or(""),
+          .git_dirty = GitDirtyOf(std::filesystem::current_path()),
+          .parent = spec.procedure.parent};
 }
 
 namespace {
@@ -45,6 +47,7 @@ StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned) {
   try {
     const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
     summary.objective = spec.objective;
+    summary.goal = spec.goal;
     *planned = static_cast<std::int64_t>(StudyPlan(spec).TrialCount());
   } catch (const Error&) {
     // A spec this dltune cannot read keeps the default objective; the records are still worth showing.

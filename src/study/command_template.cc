@@ -11,11 +11,6 @@ bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-bool IsShellSafe(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         std::string_view("._+-/=:,@%").find(c) != std::string_view::npos;
-}
-
 // Calls on_text for literal text and on_name for each placeholder, in order.
 template <typename OnText, typename OnName>
 void Scan(const std::string& command, OnText on_text, OnName on_name) {
@@ -87,21 +82,6 @@ std::string RenderCommand(const std::string& command, const std::map<std::string
         out += ShellQuote(it->second);
       });
   return out;
-}
-
-std::string ShellQuote(const std::string& text) {
-  bool safe = !text.empty();
-  for (char c : text) safe = safe && IsShellSafe(c);
-  if (safe) return text;
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
 }
 
 }  // namespace dltune

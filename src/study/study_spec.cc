@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/core/rng.h"
 #include "dltune/core/strings.h"
 #include "dltune/study/command_template.h"
 
@@ -21,8 +22,12 @@ std::string ScientificModeName(ScientificMode mode) { return mode == ScientificM
 namespace {
 
 const std::vector<std::string> kTopLevelKeys = {
-    "name", "description",     "workload", "command", "max_train_steps", "objective", "trials",
-    "seed", "scientific_mode", "sampler",  "space",   "run_dir",         "training"};
+    "name",      "description", "goal",     "workload",  "command",         "max_train_steps",
+    "objective", "trials",      "replicas", "seed",      "scientific_mode", "sampler",
+    "space",     "run_dir",     "training", "procedure", "evaluate_command"};
+
+// The most replicas of a configuration a spec may ask for.
+constexpr std::int64_t kMaxReplicas = 1000;
 
 // Where the playbook says why a study never searches its step budget.
 constexpr const char* kStepsSection =
@@ -107,10 +112,12 @@ TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_step
   return training;
 }
 
-// Every placeholder of `command:` must name a param of the space or a built-in placeholder.
-void CheckCommand(const YamlNode& node, const std::string& command, const SearchSpace& space) {
+// Every placeholder of `command:` must name a param of the space or a built-in placeholder (or one of `extra`).
+void CheckCommand(const YamlNode& node, const std::string& command, const SearchSpace& space,
+                  const std::vector<std::string>& extra = {}) {
   if (command.empty()) throw node.Fail("must not be empty");
   std::vector<std::string> names = BuiltinPlaceholders();
+  names.insert(names.end(), extra.begin(), extra.end());
   for (const auto& param : space.params()) {
     if (std::find(names.begin(), names.end(), param.name) == names.end()) names.push_back(param.name);
   }
@@ -150,7 +157,64 @@ void CheckScientificParams(const StudySpec& spec, const YamlNode& space_node) {
   }
 }
 
+// `procedure: {kind, parent, options, from_trials}`, as `dltune plan` writes it.
+ProcedureSpec ParseProcedure(const YamlNode& node) {
+  node.ExpectMap({"kind", "parent", "options", "from_trials"});
+  ProcedureSpec procedure;
+  procedure.where = node.Location();
+  const auto kind = node.Find("kind");
+  if (!kind) throw node.Fail("needs kind: what the study was planned as, e.g. retrain");
+  procedure.kind = kind->AsString();
+  const auto& kinds = ProcedureSpec::Kinds();
+  if (std::find(kinds.begin(), kinds.end(), procedure.kind) == kinds.end()) {
+    throw kind->Fail(fmt::format("must be {}, not '{}'{}", JoinAlternatives(kinds, false), procedure.kind,
+                                 DidYouMean(procedure.kind, kinds)));
+  }
+  const auto parent = node.Find("parent");
+  if (!parent) throw node.Fail("needs parent: the study this one was planned from");
+  procedure.parent = parent->AsString();
+  if (const auto options = node.Find("options")) {
+    if (!options->IsMap()) throw options->Fail("must map option names to values");
+    procedure.options = options->AsJson();
+  }
+  if (const auto from = node.Find("from_trials")) {
+    if (!from->IsSequence()) throw from->Fail("must list {trial, seed} for each config of the list sampler");
+    for (const YamlNode& entry : from->Elements()) {
+      entry.ExpectMap({"trial", "seed"});
+      const auto trial = entry.Find("trial");
+      const auto seed = entry.Find("seed");
+      if (!trial || !seed) throw entry.Fail("needs trial: and seed: (the parent trial and the seed it trained with)");
+      const std::int64_t number = trial->AsInt();
+      const std::int64_t value = seed->AsInt();
+      if (number < 0) throw trial->Fail("must be >= 0");
+      if (value < 0) throw seed->Fail("must be >= 0");
+      procedure.from_trials.push_back({static_cast<std::uint64_t>(number), static_cast<std::uint64_t>(value)});
+    }
+  }
+  return procedure;
+}
+
 }  // namespace
+
+const std::vector<std::string>& EvaluatePlaceholders() {
+  static const std::vector<std::string> kNames = {"checkpoint", "split"};
+  return kNames;
+}
+
+const std::vector<std::string>& ProcedureSpec::Kinds() {
+  static const std::vector<std::string> kKinds = {"retrain", "round2"};
+  return kKinds;
+}
+
+std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number) {
+  // Below 2^63 so that every language reads it as a signed 64-bit integer.
+  return MixSeed(study_seed, trial_number) >> 1;
+}
+
+std::uint64_t ReplicaSeed(std::uint64_t study_seed, std::uint64_t replica) {
+  constexpr std::uint64_t kReplicaStream = 0x7265706c69636173;  // "replicas"
+  return MixSeed(MixSeed(study_seed, kReplicaStream), replica) >> 1;
+}
 
 StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) {
   const YamlNode root = YamlNode::Parse(text, file_name);
@@ -170,6 +234,7 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
 
   spec.name = ParseName(required("name", "name the study, e.g. name: nesterov_vs_adam"));
   if (const auto description = root.Find("description")) spec.description = description->AsString();
+  if (const auto goal = root.Find("goal")) spec.goal = goal->AsString();
   const auto workload = root.Find("workload");
   const auto command = root.Find("command");
   if (workload && command) {
@@ -213,7 +278,30 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
     if (value < 0) throw seed->Fail("must be >= 0");
     spec.seed = static_cast<std::uint64_t>(value);
   }
+  if (const auto replicas = root.Find("replicas")) {
+    const std::int64_t count = replicas->AsInt();
+    if (count < 1 || count > kMaxReplicas) throw replicas->Fail(fmt::format("must be between 1 and {}", kMaxReplicas));
+    spec.replicas = static_cast<std::uint64_t>(count);
+  }
   if (const auto sampler = root.Find("sampler")) spec.sampler = ParseSamplerOptions(*sampler);
+  if (spec.replicas > 1 && spec.sampler.name == "gp") {
+    throw root.Find("replicas")
+        ->Fail(
+            "needs a sampler that plans its trials up front; gp chooses each trial from the results so far (retrain "
+            "its "
+            "best trials afterwards with dltune plan retrain)");
+  }
+  if (const auto procedure = root.Find("procedure")) {
+    spec.procedure = ParseProcedure(*procedure);
+    if (!spec.procedure.from_trials.empty() &&
+        (spec.sampler.name != "list" || spec.procedure.from_trials.size() != spec.sampler.configs.size())) {
+      throw procedure->Find("from_trials")
+          ->Fail(fmt::format("lists {} parent trials; it needs one per config of the list sampler ({})",
+                             spec.procedure.from_trials.size(),
+                             spec.sampler.name == "list" ? std::to_string(spec.sampler.configs.size())
+                                                         : "the sampler is " + spec.sampler.name));
+    }
+  }
   if (spec.sampler.name == "halton_algoperf" && spec.seed > UINT32_MAX) {
     throw root.Find("seed")->Fail("must be below 2^32 for halton_algoperf (numpy's seed range)");
   }
@@ -224,6 +312,14 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
   spec.space_where = space_node.Location();
   RefuseSearchedStepBudget(*spec.space);
   if (command) CheckCommand(*command, spec.command, *spec.space);
+  if (const auto evaluate = root.Find("evaluate_command")) {
+    if (!command) {
+      throw evaluate->Fail(
+          "applies to a study with its own command: (a built-in workload's checkpoints are evaluated by the trainer)");
+    }
+    spec.evaluate_command = evaluate->AsString();
+    CheckCommand(*evaluate, spec.evaluate_command, *spec.space, EvaluatePlaceholders());
+  }
   CheckScientificParams(spec, space_node);
 
   // Samplers with their own trial counts must agree with an explicit `trials:`.
@@ -351,6 +447,13 @@ StudyPlan::StudyPlan(const StudySpec& spec)
                                 Grouped(substudy_count_), substudy_count_ == 1 ? "y" : "ies", Grouped(uniform_count_),
                                 Grouped(total_), Grouped(kMaxStudyTrials)));
   }
+  configurations_ = total_;
+  replicas_ = spec.replicas;
+  total_ = configurations_ * replicas_;
+  if (total_ > kMaxStudyTrials) {
+    throw too_large(fmt::format("makes {} configurations trained {} times each: {} trials, and a study runs at most {}",
+                                Grouped(configurations_), replicas_, Grouped(total_), Grouped(kMaxStudyTrials)));
+  }
   if (!counts_.empty()) {
     std::vector<std::uint64_t> distinct = counts_;
     std::sort(distinct.begin(), distinct.end());
@@ -365,9 +468,29 @@ StudyPlan::StudyPlan(const StudySpec& spec)
       below = level;
     }
   }
+  if (!spec.procedure.from_trials.empty() && sampler_options_.name == "list") AssignParents(spec);
 }
 
 StudyPlan::~StudyPlan() = default;
+
+void StudyPlan::AssignParents(const StudySpec& spec) {
+  // Config i of the list goes to the sub-study whose scientific values it gives, keeping its order there (as the list
+  // sampler places it): its parent trial follows it.
+  parents_.assign(substudy_count_, {});
+  for (std::size_t i = 0; i < spec.sampler.configs.size(); ++i) {
+    const Assignment& values = spec.sampler.configs[i].values;
+    for (std::size_t s = 0; s < substudy_count_; ++s) {
+      const Assignment scientific = joint_ ? Assignment{} : ScientificCombination(*space_, s);
+      const bool belongs = std::all_of(scientific.begin(), scientific.end(), [&](const auto& entry) {
+        const auto it = values.find(entry.first);
+        return it != values.end() && SameValue(it->second, entry.second);
+      });
+      if (!belongs) continue;
+      parents_[s].push_back(spec.procedure.from_trials[i]);
+      break;
+    }
+  }
+}
 
 SubStudy StudyPlan::SubStudyAt(std::size_t index) const {
   if (index >= substudy_count_) {
@@ -412,6 +535,11 @@ std::shared_ptr<const Sampler> StudyPlan::SamplerOf(std::size_t index) const {
 
 std::pair<std::size_t, std::uint64_t> StudyPlan::SubStudyOf(std::uint64_t number) const {
   if (number >= total_) throw Error(fmt::format("trial {} is beyond the study's {} trials", number, total_));
+  return SubStudyOfConfiguration(number % configurations_);
+}
+
+std::pair<std::size_t, std::uint64_t> StudyPlan::SubStudyOfConfiguration(std::uint64_t configuration) const {
+  const std::uint64_t number = configuration;
   if (counts_.empty()) return {static_cast<std::size_t>(number % substudy_count_), number / substudy_count_};
   // Round-robin over the sub-studies that still have trials: between two distinct trial counts the set of such
   // sub-studies is constant, so walk those stretches instead of single rounds.
@@ -431,14 +559,41 @@ bool StudyPlan::IsPlanned(std::uint64_t number) const {
   return index < (counts_.empty() ? uniform_planned_ : counts_[substudy]);
 }
 
+std::optional<ParentTrial> StudyPlan::ParentOf(std::uint64_t configuration) const {
+  if (parents_.empty() || configuration >= configurations_) return std::nullopt;
+  const auto [substudy, index] = SubStudyOfConfiguration(configuration);
+  if (index >= parents_[substudy].size()) return std::nullopt;
+  return parents_[substudy][index];
+}
+
+std::uint64_t StudyPlan::SeedOf(std::uint64_t number, std::uint64_t replica, std::size_t substudy,
+                                std::uint64_t index) const {
+  if (replica == 0 && !parents_.empty() && index < parents_[substudy].size()) return parents_[substudy][index].seed;
+  return replicas_ == 1 ? TrialSeed(seed_, number) : ReplicaSeed(seed_, replica);
+}
+
 PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
   const auto [substudy, index] = SubStudyOf(number);
-  return {number, substudy, index, SamplerOf(substudy)->Suggest(index)};
+  const std::uint64_t replica = number / configurations_;
+  return {.number = number,
+          .configuration = number % configurations_,
+          .replica = replica,
+          .substudy = substudy,
+          .index = index,
+          .seed = SeedOf(number, replica, substudy, index),
+          .params = SamplerOf(substudy)->Suggest(index)};
 }
 
 PlannedTrial StudyPlan::TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const {
   const auto [substudy, index] = SubStudyOf(number);
-  return {number, substudy, index, SamplerOf(substudy)->SuggestFromHistory(index, history)};
+  const std::uint64_t replica = number / configurations_;
+  return {.number = number,
+          .configuration = number % configurations_,
+          .replica = replica,
+          .substudy = substudy,
+          .index = index,
+          .seed = SeedOf(number, replica, substudy, index),
+          .params = SamplerOf(substudy)->SuggestFromHistory(index, history)};
 }
 
 }  // namespace dltune

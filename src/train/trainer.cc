@@ -9,17 +9,21 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/csrc/jit/passes/fixup_trace_scope_blocks.h>
+#include <torch/csrc/jit/passes/normalize_ops.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include "checkpoint.h"
 #include "dltune/core/error.h"
 #include "dltune/core/rng.h"
+#include "dltune/core/schedule.h"
 #include "dltune/core/sha256.h"
 #include "dltune/train/workload.h"
 #include "eval_batches.h"
 #include "optimizer.h"
 #include "pipeline.h"
-#include "schedule.h"
 #include "threads.h"
 
 namespace dltune {
@@ -39,16 +43,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-// "sha256:<hex>" of a file's bytes.
-std::string Sha256File(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  Sha256 hash;
-  char buffer[1 << 16];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0)
-    hash.Update(std::string_view(buffer, static_cast<std::size_t>(in.gcount())));
-  return "sha256:" + hash.HexDigest();
-}
 
 // The step in a checkpoint directory's name (step_00001200 -> 1200); 0 if it has none.
 std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir) {
@@ -88,13 +82,7 @@ TrainingHyperParams ReadTrainingHyperParams(const HyperParams& params, std::int6
   hp.optimizer.weight_decay = params.Real("weight_decay", 0.0);
   hp.optimizer.decoupled_weight_decay = params.Bool("decoupled_weight_decay", false);
   hp.optimizer.Validate();
-  hp.schedule.kind = params.Text("schedule", "constant");
-  hp.schedule.base_learning_rate = params.Real("learning_rate", 0.01);
-  hp.schedule.warmup_steps = params.Int("warmup_steps", 0);
-  hp.schedule.decay_steps = params.Int("decay_steps", 0);
-  hp.schedule.final_fraction = params.Real("final_lr_fraction", 0.0);
-  hp.schedule.max_train_steps = max_train_steps;
-  hp.schedule.Validate();
+  hp.schedule = ReadSchedule(params, max_train_steps);
   hp.grad_clip_norm = params.Real("grad_clip_norm", 0.0);
   if (hp.grad_clip_norm < 0) throw Error(fmt::format("grad_clip_norm must be >= 0, not {}", hp.grad_clip_norm));
   return hp;
@@ -104,6 +92,45 @@ TrainingHyperParams ReadTrainingHyperParams(const HyperParams& params, std::int6
 struct EvalSums {
   torch::Tensor loss, correct, weight, class_correct;
 };
+
+// A trainer's callbacks that listen to nothing (evaluating a stored checkpoint reports through its result).
+class NullCallbacks final : public TrainerCallbacks {};
+
+// `model` (in eval mode) as a TorchScript module: its parameters and buffers as attributes, its forward traced on
+// `example` (a batch of inputs). Python reads it with torch.jit.load; forward(inputs) returns the logits.
+void ExportTorchScript(Model& model, const torch::Tensor& example, const std::string& path) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  torch::jit::Module exported("__torch__.dltune.ExportedModel");
+  // The same tensors, registered under names TorchScript accepts: the tracer reads them as attributes of self.
+  for (const auto& item : model.named_parameters()) {
+    std::string name = item.key();
+    std::replace(name.begin(), name.end(), '.', '_');
+    exported.register_parameter(name, item.value(), /*is_buffer=*/false);
+  }
+  for (const auto& item : model.named_buffers()) {
+    std::string name = item.key();
+    std::replace(name.begin(), name.end(), '.', '_');
+    exported.register_buffer(name, item.value());
+  }
+  for (auto& parameter : model.parameters()) parameter.set_requires_grad(false);
+  auto traced = torch::jit::tracer::trace(
+      {example},
+      [&](torch::jit::Stack inputs) -> torch::jit::Stack { return {model.Forward(inputs.at(0).toTensor())}; },
+      [](const torch::autograd::Variable&) { return std::string(); }, /*strict=*/false, /*force_outplace=*/false,
+      &exported, {"inputs"});
+  std::shared_ptr<torch::jit::Graph> graph = traced.first->graph;
+  torch::jit::FixupTraceScopeBlocks(graph, &exported);
+  torch::jit::NormalizeOps(graph);
+  auto* forward = exported._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*exported.type()->name(), "forward"), graph);
+  exported.type()->addMethod(forward);
+  try {
+    exported.save(path);
+  } catch (const c10::Error& e) {
+    throw IoError(fmt::format("{}: cannot write the exported model: {}", path, e.what_without_backtrace()));
+  }
+}
 
 class Loop {
  public:
@@ -141,6 +168,32 @@ class Loop {
                     ErrorKind::kConflict);
       }
     }
+  }
+
+  // Restores the checkpoint in step directory `checkpoint` and evaluates `split` as an evaluation during training
+  // does; `export_path`, when given, receives the model as TorchScript.
+  CheckpointMetrics EvaluateSaved(const std::filesystem::path& checkpoint, const std::string& split,
+                                  const std::string& export_path) {
+    RestoreState(checkpoint / "state.pt");
+    const WorkloadData& data = workload_.Data();
+    Dataset set;
+    if (split == "train") {
+      set = FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()),
+                        MixSeed(options_.data_seed, 1));
+    } else if (split == "valid_sample") {
+      set = FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()),
+                        MixSeed(options_.data_seed, 2));
+    } else if (split == "valid" || split == "test") {
+      set = split == "valid" ? data.valid : data.test;
+    } else {
+      throw Error(fmt::format("no split '{}' to evaluate; splits: train, valid, valid_sample, test", split));
+    }
+    if (set.size() == 0) throw Error(fmt::format("workload {} has no {} examples", workload_.name(), split));
+    CheckpointMetrics result;
+    result.step = step_;
+    AddSplitMetrics(split, set, result.metrics);
+    if (!export_path.empty()) ExportTorchScript(*model_, set.Slice(0, 1).inputs, export_path);
+    return result;
   }
 
   TrainResult Run() {
@@ -473,6 +526,18 @@ TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const T
   SetTorchThreads(options.training.threads);
   Loop loop(workload, params, options, callbacks);
   return loop.Run();
+}
+
+CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& params, const TrainerOptions& options,
+                                     const std::string& checkpoint_path, const std::string& split,
+                                     const std::string& export_path) {
+  TrainerOptions evaluation = options;
+  evaluation.checkpoint_dir.clear();  // read the one checkpoint named; manage none
+  evaluation.Validate();
+  SetTorchThreads(options.training.threads);
+  NullCallbacks callbacks;
+  Loop loop(workload, params, evaluation, callbacks);
+  return loop.EvaluateSaved(checkpoint_path, split, export_path);
 }
 
 void CheckTrialParams(Workload& workload, const HyperParams& params, std::int64_t max_train_steps) {

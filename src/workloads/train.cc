@@ -11,6 +11,14 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
   return TrainWorkload(*workload, params, options, callbacks);
 }
 
+CheckpointMetrics EvaluateWorkloadCheckpoint(const std::string& workload_name, const nlohmann::json& workload_args,
+                                             const HyperParams& params, const TrainerOptions& options,
+                                             const std::string& checkpoint_path, const std::string& split,
+                                             const std::string& export_path) {
+  const auto workload = MakeWorkload(workload_name, workload_args);
+  return EvaluateCheckpoint(*workload, params, options, checkpoint_path, split, export_path);
+}
+
 void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,
                          const HyperParams& params, std::int64_t max_train_steps) {
   const auto workload = MakeWorkload(workload_name, workload_args);

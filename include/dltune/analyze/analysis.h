@@ -36,6 +36,9 @@ struct StudyData {
   std::vector<TrialRecord> trials;
   std::map<std::uint64_t, std::vector<EvalMeasurement>> evals;
   std::map<std::uint64_t, std::vector<TrainMeasurement>> train;
+  // For a study planned from another (spec.procedure.from_trials): those trials of the parent, as the parent
+  // records them; empty otherwise, or when the parent is not in the store.
+  std::vector<TrialRecord> parent_trials;
 };
 
 // The trial's best objective over training (see the terms above); nullopt when it has neither a best value nor a
@@ -97,6 +100,10 @@ struct IsolationPoint {
   std::optional<std::uint64_t> best_trial;
   int trials = 0;     // trials with this value (any state)
   int completed = 0;  // of which completed
+  // With replicas (spec.replicas > 1) the point is the configuration with the best mean, `best` that mean and these
+  // its replicas and the mean's 95% interval; a single run otherwise (replicas 1, no interval: variance unknown).
+  int replicas = 1;
+  std::optional<double> low, high;
 };
 struct IsolationPlot {
   std::string param_id;
@@ -107,9 +114,10 @@ struct IsolationPlot {
 };
 // One plot per scientific param, in spec order (none when the study has no scientific param). Each point is the best
 // completed trial (by best objective) among all trials holding that value, whatever the other params; running and
-// stopped trials are counted in `trials` but never chosen, so every point is a whole training run. Lists (separate
-// mode: one point per sub-study value) get one point per value in spec order, values no trial has included; a
-// continuous one (joint mode) is cut into `buckets` (at least 1) equal buckets of its (log) range.
+// stopped trials are counted in `trials` but never chosen, so every point is a whole training run. With replicas,
+// configurations are compared by their means (AnalyzeTrialVariance) and `best_trial` is the best one's median replica.
+// Lists (separate mode: one point per sub-study value) get one point per value in spec order, values no trial has
+// included; a continuous one (joint mode) is cut into `buckets` (at least 1) equal buckets of its (log) range.
 std::vector<IsolationPlot> IsolationPlots(const StudyData& data, int buckets = 5);
 
 // ---- Training curves ("Examining the training curves") ----

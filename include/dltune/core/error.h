@@ -20,9 +20,6 @@ enum class ErrorKind {
   kCorrupt,       // recorded data is damaged or from another version (a checkpoint, a trial report, the schema)
 };
 
-// "invalid input", "unavailable", ...
-const char* ErrorKindName(ErrorKind kind);
-
 // The `dltune` command's exit status for an error of `kind`, following sysexits.h where it has a value:
 // 2 invalid input, 69 unavailable (EX_UNAVAILABLE), 74 I/O (EX_IOERR), 76 conflict, 65 corrupt (EX_DATAERR).
 int ExitStatusFor(ErrorKind kind);

@@ -11,4 +11,9 @@ namespace dltune {
 // packed refs understood); nullopt when there is no checkout or HEAD has no commit yet.
 std::optional<std::string> GitCommitOf(const std::filesystem::path& directory);
 
+// Whether the git checkout containing `directory` has uncommitted changes to tracked files (`git status
+// --porcelain --untracked-files=no` prints anything); nullopt when there is no checkout or git cannot tell (not
+// installed, not a repository it can read).
+std::optional<bool> GitDirtyOf(const std::filesystem::path& directory);
+
 }  // namespace dltune

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -28,5 +29,9 @@ class Sha256 {
 
 // SHA-256 of `bytes` as 64 lowercase hex digits.
 std::string Sha256Hex(std::string_view bytes);
+
+// "sha256:<64 hex digits>" of a file's bytes, as checkpoint records name a checkpoint's state file; throws IoError
+// when the file cannot be read.
+std::string Sha256File(const std::filesystem::path& file);
 
 }  // namespace dltune

@@ -40,4 +40,7 @@ std::string FormatClockTime(double seconds, const char* format, TimeZone zone);
 // or a line break.
 std::string CsvField(const std::string& text);
 
+// `text` as one /bin/sh word: unchanged when it holds only letters, digits and `._+-/=:,@%`, else in single quotes.
+std::string ShellQuote(const std::string& text);
+
 }  // namespace dltune

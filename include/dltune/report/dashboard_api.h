@@ -24,7 +24,8 @@ nlohmann::json StudiesJson(Store& store);
 // The study page comes in two parts, so that the page shows what the trial records alone tell while the
 // measurements (of a 10,000-trial study: half a million rows) are read and analysed.
 enum class StudyPart {
-  // {"name", "description", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at", "updated_at",
+  // {"name", "description", "goal", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at",
+  // "updated_at",
   //  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
   //  "sections": [PageSectionJson] (study_page.h: isolation, axis plots, best steps, have we sampled enough?),
   //  "trials": [{"number", "substudy", "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.

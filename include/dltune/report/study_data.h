@@ -15,8 +15,8 @@ inline constexpr std::int64_t kMaxLoadedTrials = 100000;
 
 // Every record of study `name`: its spec (parsed from the text the store keeps), trials, evaluations and training
 // measurements (without `with_measurements`, `evals` and `train` stay empty: what the trial records alone show, read
-// in a fraction of the time for a large study). Throws Error when there is no such study, its spec cannot be read
-// by this dltune, or it has more than kMaxLoadedTrials trials.
+// in a fraction of the time for a large study), and the parent trials a planned study names. Throws Error when there is
+// no such study, its spec cannot be read by this dltune, or it has more than kMaxLoadedTrials trials.
 StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements = true);
 
 }  // namespace dltune

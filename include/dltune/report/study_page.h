@@ -49,10 +49,6 @@ struct StudyPageOptions {
 std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options,
                                            PageParts parts = PageParts::kAll);
 
-// "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
-// `all` out; "" otherwise.
-std::string CurveTrialsNote(const StudyData& shown, const StudyData& all);
-
 // A section as the dashboard reads it: {id, position, title, explanation, empty, charts: [{id, title, spec, wide}],
 // more_title, more_charts}.
 nlohmann::json PageSectionJson(const PageSection& section);

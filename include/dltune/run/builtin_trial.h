@@ -4,8 +4,26 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/value.h"
+#include "dltune/train/trainer.h"
 
 namespace dltune {
+
+// What a trial.json (TrialDescription) says about training a built-in trial: the workload, its arguments, the
+// params by name and the trainer's options (without a checkpoint directory: the caller names one).
+struct BuiltinTrialRun {
+  std::string workload;
+  nlohmann::json args;
+  std::map<std::string, Value> params;
+  TrainerOptions options;
+};
+// Reads `trial` (trial.json's content; `where` names it in errors). Throws Error for a missing or mistyped field.
+BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where);
 
 // Trains the trial described by $DLTUNE_TRIAL, writing report lines to $DLTUNE_REPORT; returns the exit status
 // (0, or kTrialStoppedExitStatus when `stop_requested` became true, set by the caller's SIGTERM handler). Throws

@@ -42,8 +42,11 @@ class StudySession {
   // others are made as workers ask for them: MakeNextTrials); `command_line` is recorded as the command that
   // reproduces the study. An existing study must have the same spec (comments and formatting aside), or
   // SpecChangedError is thrown. A gp sampler's warm_start study must exist in the store and measure the same
-  // objective, or Error is thrown.
-  static StudySession OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line);
+  // objective, or Error is thrown. With `extend`, an existing study whose spec differs only by a larger `trials:`
+  // takes the new spec and makes the added trials as workers ask: the same trials, params and seeds, that the larger
+  // spec would have made from the start (SpecChangedError when its sampler would place the made trials elsewhere).
+  static StudySession OpenOrCreate(Store& store, const StudySpec& spec, const std::string& command_line,
+                                   bool extend = false);
   // Opens an existing study by name, with the spec recorded in the store. Throws Error when there is none.
   static StudySession Open(Store& store, const std::string& name);
 
@@ -141,8 +144,5 @@ class ActiveTrial {
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one
 // present in the trial.
 std::map<std::string, Value> ParamsByName(const SearchSpace& space, const Assignment& params);
-
-// A trial's seed: a pure function of the study's seed and the trial number.
-std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number);
 
 }  // namespace dltune

@@ -38,6 +38,12 @@ void CheckWorkloadKnown(const StudySpec& spec);
 // would fail with before training (a param nobody reads, a value refused, one needed and missing).
 void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan);
 
+// The values of a `command:` template's placeholders for a trial (docs/trial-protocol.md, "Placeholders"): its params
+// by name and the built-in ones.
+std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,
+                                                const std::map<std::string, Value>& params,
+                                                const std::filesystem::path& trial_dir);
+
 // trial.json's content (see docs/trial-protocol.md).
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming);

@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,12 +52,14 @@ struct StudyRecord {
   std::string name;
   std::string uid;  // random, set when the study is created: names its trial directories, so no two studies share one
   std::string description;
-  std::string spec_text;       // the spec exactly as read
-  std::string spec_hash;       // SHA-256 of spec_text, hex
-  std::string spec_path;       // where the spec was read from
-  std::string command_line;    // the command that created the study
-  std::string dltune_version;  // the dltune that created it
-  std::string git_commit;      // commit of the user's working directory, if it was a git checkout
+  std::string spec_text;          // the spec exactly as read
+  std::string spec_hash;          // SHA-256 of spec_text, hex
+  std::string spec_path;          // where the spec was read from
+  std::string command_line;       // the command that created the study
+  std::string dltune_version;     // the dltune that created it
+  std::string git_commit;         // commit of the user's working directory, if it was a git checkout
+  std::optional<bool> git_dirty;  // whether that checkout had uncommitted changes; unknown for older studies
+  std::string parent;             // the study it was planned from (its spec's procedure: block), "" if none
   double created_at = 0;
   double updated_at = 0;  // last change to the study or any of its trials
 };
@@ -71,6 +74,8 @@ struct NewStudy {
   std::string command_line;
   std::string dltune_version;
   std::string git_commit;
+  std::optional<bool> git_dirty;
+  std::string parent;
 };
 
 // A trial to add as pending.
@@ -80,6 +85,8 @@ struct NewTrial {
   std::string substudy_label;  // "optimizer=adam"
   Assignment params;
   std::uint64_t seed = 0;
+  std::uint64_t configuration = 0;  // the params' number (StudyPlan): the trial number in a study without replicas
+  std::uint64_t replica = 0;
 };
 
 // A trial as the store records it.
@@ -91,6 +98,8 @@ struct TrialRecord {
   std::string substudy_label;
   Assignment params;
   std::uint64_t seed = 0;
+  std::uint64_t configuration = 0;  // trials of one configuration share their params and differ by seed
+  std::uint64_t replica = 0;
   TrialState state = TrialState::kPending;
   std::string worker;  // holder while running; last holder afterwards
   std::optional<double> heartbeat_at;
@@ -182,6 +191,45 @@ struct ReclaimedTrial {
   bool counted = false;    // it made no progress since it was claimed, so the reclaim counted as a retry
 };
 
+// A note about a study, or a decision taken from it (the playbook's decision log: what was adopted and why).
+enum class NoteKind { kNote, kDecision };
+std::string NoteKindName(NoteKind kind);  // "note", "decision"
+struct StudyNote {
+  std::int64_t id = 0;  // set by the store
+  NoteKind kind = NoteKind::kNote;
+  std::string adopt;  // a decision's choice: "trial 12", "configuration 3"; "" for a note
+  std::string text;   // the note, or why the decision was taken
+  std::string author;
+  double created_at = 0;  // set by the store
+};
+
+// One evaluation of a stored checkpoint on a split (dltune evaluate, dltune launch): its own record, apart from the
+// trial's measurements, which stay as training left them.
+struct CheckpointEvaluation {
+  std::int64_t id = 0;  // set by the store
+  std::uint64_t trial = 0;
+  std::int64_t step = 0;
+  std::string checkpoint_path;
+  std::string checksum;  // sha256: of the checkpoint's state file, verified before evaluating
+  std::string split;     // "test", "valid", ...
+  std::map<std::string, double> metrics;
+  std::int64_t examples = 0;
+  double created_at = 0;  // set by the store
+};
+
+// A launch: the chosen checkpoint, evaluated once on the test split, adopted for use.
+struct LaunchRecord {
+  std::int64_t id = 0;  // set by the store
+  std::string study;    // set by the store on reads
+  CheckpointEvaluation evaluation;
+  std::string reason;
+  std::string author;      // user@host
+  std::string git_commit;  // of the working directory the launch was made from
+  std::optional<bool> git_dirty;
+  std::string export_path;  // the exported model (TorchScript, or the checkpoint of an external program)
+  double created_at = 0;    // set by the store
+};
+
 // How many trials of a study are in each state, read without loading them.
 struct TrialCounts {
   std::array<std::int64_t, 6> by_state{};   // indexed by TrialState
@@ -248,6 +296,9 @@ class Store {
   // Failed trials of the study go back to pending, to be tried again (they resume from their latest checkpoint);
   // the one way out of `failed`, asked for explicitly (`dltune run --retry-failed`). Returns how many.
   virtual int RetryFailed(std::int64_t study_id) = 0;
+  // Records a new spec for the study whose trials it keeps (the caller checked that the new spec only appends
+  // trials: `dltune run --extend`); the trials it adds are made as workers ask, like the study's others.
+  virtual void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) = 0;
 
   // Measurements, ordered by step (evals by step, split, metric).
   virtual std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) = 0;
@@ -261,6 +312,18 @@ class Store {
   virtual std::int64_t AddCheckpoint(const TrialLease& lease, const CheckpointRecord& checkpoint) = 0;
   virtual void MarkCheckpointDeleted(const TrialLease& lease, std::int64_t checkpoint_id) = 0;
   virtual std::vector<CheckpointRecord> ListCheckpoints(std::int64_t trial_id) = 0;  // ordered by step, id
+
+  // The decision log. AddNote returns the note as stored; ListNotes orders by time of writing.
+  virtual StudyNote AddNote(std::int64_t study_id, const StudyNote& note) = 0;
+  virtual std::vector<StudyNote> ListNotes(std::int64_t study_id) = 0;
+  // Evaluations of chosen checkpoints (of trial `evaluation.trial` of the study), in order of recording; throws
+  // Error for a trial the study does not have.
+  virtual CheckpointEvaluation AddEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) = 0;
+  virtual std::vector<CheckpointEvaluation> ListEvaluations(std::int64_t study_id) = 0;
+  // Records the launch and its evaluation together (one transaction). ListLaunches: of the study, or of every study
+  // when study_id is 0, in order of recording.
+  virtual LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) = 0;
+  virtual std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) = 0;
 
  protected:
   Store() = default;
@@ -284,6 +347,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 3;
+inline constexpr int kStoreSchemaVersion = 4;
 
 }  // namespace dltune

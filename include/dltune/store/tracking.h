@@ -23,6 +23,7 @@ struct BestTrial {
 struct StudySummary {
   StudyRecord study;
   Objective objective;                         // from the study's spec (minimize valid/error_rate if unreadable)
+  std::string goal;                            // the spec's goal: (the round's question), "" when it has none
   std::array<std::int64_t, 6> state_counts{};  // indexed by TrialState; trials not made yet count as pending
   std::int64_t trial_count = 0;                // every trial the study has or will make
   std::optional<BestTrial> best;               // over completed trials with a best value
@@ -39,12 +40,12 @@ struct StudySummary {
 // creates it, this dltune's version, and the commit of the git checkout of the working directory, if any.
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line);
 
-// Summarizes a study from its record and trials (as ListTrials returns them).
 // The checkpoint that holds a trial's best step, as `dltune run`, `show` and the report name it: a kept one at
 // `best_step` (the best pool first), else the newest kept best-pool checkpoint; nullopt when none is kept.
 std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,
                                                std::optional<std::int64_t> best_step);
 
+// Summarizes a study from its record and trials (as ListTrials returns them).
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials);
 // The same from the store's counts and best trials, at a cost that does not grow with the study (for the tracking
 // table, `dltune show` and the dashboard's first page); at most `max_substudies` sub-studies' bests.

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "dltune/core/strings.h"
+
 namespace dltune {
 
 // Names the runner substitutes besides the trial's params.
@@ -18,8 +20,5 @@ std::vector<std::string> CommandPlaceholders(const std::string& command);
 // `command` with each `{name}` replaced by values.at(name), quoted for /bin/sh when it holds anything but letters,
 // digits and `._+-/=:,@%`. Throws Error naming the first placeholder that has no value.
 std::string RenderCommand(const std::string& command, const std::map<std::string, std::string>& values);
-
-// `text` as one /bin/sh word: unchanged when it is safe, else in single quotes.
-std::string ShellQuote(const std::string& text);
 
 }  // namespace dltune

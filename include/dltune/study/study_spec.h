@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -28,23 +29,55 @@ struct WorkloadSpec {
   SourceLocation where;  // the workload: key, for errors about it
 };
 
+// Where a listed config of a planned study comes from: a trial of the parent study, and the seed it trained with.
+struct ParentTrial {
+  std::uint64_t trial = 0;
+  std::uint64_t seed = 0;
+};
+
+// A study planned from another by `dltune plan KIND --from PARENT` (the spec's `procedure:` block): what it was
+// planned as, from which study, with which options. The runner runs it as any study; the analyses read it.
+struct ProcedureSpec {
+  std::string kind;                                   // "retrain", "round2"; "" for a study written by hand
+  std::string parent;                                 // the parent study's name
+  nlohmann::json options = nlohmann::json::object();  // the options `dltune plan` was given
+  // Aligned with sampler.configs: the parent trial each config was taken from; replica 0 of the config trains with
+  // that trial's seed, so it reproduces the trial. Empty when the configs are not parent trials.
+  std::vector<ParentTrial> from_trials;
+  SourceLocation where;
+
+  bool empty() const { return kind.empty(); }
+  // The procedure kinds `dltune plan` makes.
+  static const std::vector<std::string>& Kinds();
+};
+
 // A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
 // names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see
 // docs/study-spec.md for every key and its default.
 struct StudySpec {
   std::string name;
   std::string description;
-  WorkloadSpec workload;      // what each trial trains; empty name when `command` is given, or neither (ask/tell)
-  std::string command;        // the trial program of a study without a built-in workload (docs/trial-protocol.md)
-  std::string run_dir;        // where trial directories go: `run_dir:`, default "runs/<name>"
-  TrainingSettings training;  // the `training:` mapping: how each trial trains (dltune/core/training_settings.h)
+  // The round's goal, as the playbook asks each round to have one ("which scientific hyperparameter's effect do we
+  // want to learn?"): free text shown in the tracking record; "" when the spec has none.
+  std::string goal;
+  WorkloadSpec workload;  // what each trial trains; empty name when `command` is given, or neither (ask/tell)
+  std::string command;    // the trial program of a study without a built-in workload (docs/trial-protocol.md)
+  // How that program evaluates a stored checkpoint on a split (dltune launch, dltune evaluate): a command template
+  // with the trial's placeholders and {checkpoint}, {split}; "" when it has none.
+  std::string evaluate_command;
+  std::string run_dir;               // where trial directories go: `run_dir:`, default "runs/<name>"
+  TrainingSettings training;         // the `training:` mapping: how each trial trains (dltune/core/training_settings.h)
   std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
   Objective objective;
-  std::uint64_t trials = 20;  // per sub-study (separate) or in all (joint)
+  std::uint64_t trials = 20;  // configurations per sub-study (separate) or in all (joint)
   bool trials_given = false;  // whether the spec set `trials:` itself
+  // Times each configuration is trained, each time with another seed (the playbook's trial variance): replica r of
+  // every configuration has the same seed, so configurations are compared on the same seeds.
+  std::uint64_t replicas = 1;
   std::uint64_t seed = 0;
   ScientificMode scientific_mode = ScientificMode::kSeparate;
   SamplerOptions sampler;
+  ProcedureSpec procedure;                   // `procedure:`; empty for a study written by hand
   std::shared_ptr<const SearchSpace> space;  // shared so plans and samplers can point into it
   SourceLocation space_where;                // where `space:` is, for errors about the space as a whole
   std::string file;                          // where it was read from
@@ -52,6 +85,10 @@ struct StudySpec {
 };
 
 std::string ScientificModeName(ScientificMode mode);
+
+// The placeholders an evaluate_command has besides a trial command's: {checkpoint} (the checkpoint's path) and
+// {split}.
+const std::vector<std::string>& EvaluatePlaceholders();
 
 // Parses and validates a spec. Throws SpecError ("file:line:column: key message") for every mistake.
 StudySpec ParseStudySpec(const std::string& text, const std::string& file_name);
@@ -68,19 +105,30 @@ struct SubStudy {
   std::string label;  // "optimizer=adam", or "all" when there is a single sub-study
 };
 
-// One trial the study will run.
+// One trial the study will run: replica `replica` of configuration `configuration`.
 struct PlannedTrial {
-  std::uint64_t number = 0;  // 0-based number within the study
-  std::size_t substudy = 0;  // index into StudyPlan::substudies()
-  std::uint64_t index = 0;   // index within its sub-study (the sampler's trial index)
+  std::uint64_t number = 0;         // 0-based number within the study
+  std::uint64_t configuration = 0;  // the params' number: what a study without replicas calls its trial number
+  std::uint64_t replica = 0;        // 0 to replicas - 1
+  std::size_t substudy = 0;         // index into StudyPlan::substudies()
+  std::uint64_t index = 0;          // the configuration's index within its sub-study (the sampler's trial index)
+  std::uint64_t seed = 0;           // the trial's seed (TrialSeed, ReplicaSeed or the parent trial's)
   Assignment params;
 };
+
+// A trial's seed in a study without replicas: a pure function of the study's seed and the trial number, below 2^63.
+std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number);
+// Replica `replica`'s seed in a study with replicas, the same for every configuration; from a stream of its own, so
+// it is never the seed of a trial of a study without replicas made from the same seed.
+std::uint64_t ReplicaSeed(std::uint64_t study_seed, std::uint64_t replica);
 
 // The most trials a study has (all sub-studies together).
 inline constexpr std::uint64_t kMaxStudyTrials = 1000000;
 
-// The trials of a study, made by its sampler. Trials of the sub-studies are interleaved (0 of each, then 1 of
-// each, ...) so a study stopped early has compared its scientific values on equal budgets. Lazy: sub-studies and
+// The trials of a study, made by its sampler. Configurations of the sub-studies are interleaved (0 of each, then 1
+// of each, ...) so a study stopped early has compared its scientific values on equal budgets; with replicas, trial
+// number n is replica n / C of configuration n % C (C configurations), so every configuration has its replica r
+// before any has its replica r + 1. Lazy: sub-studies and
 // their samplers are made when a trial of theirs is asked for (a few are kept), so a plan's size does not grow with
 // the study's. Immutable (apart from that cache) and thread-safe; keeps the spec's space alive.
 class StudyPlan {
@@ -93,9 +141,14 @@ class StudyPlan {
   StudyPlan& operator=(const StudyPlan&) = delete;
 
   std::size_t SubStudyCount() const { return substudy_count_; }
+  // Configurations (sets of params) in all sub-studies; each is trained Replicas() times.
+  std::uint64_t ConfigurationCount() const { return configurations_; }
+  std::uint64_t Replicas() const { return replicas_; }
   // Sub-study `index` (< SubStudyCount()).
   SubStudy SubStudyAt(std::size_t index) const;
+  // Configurations times replicas.
   std::uint64_t TrialCount() const { return total_; }
+  // The sub-study's configurations.
   std::uint64_t SubStudyTrialCount(std::size_t substudy) const;
   // Whether trial `number`'s params are known up front. An adaptive sampler (gp) chooses the others from the
   // results so far, when a worker asks for them (TrialFromHistory).
@@ -107,10 +160,19 @@ class StudyPlan {
   // Trial `number` (< TrialCount()) given its sub-study's history (see Sampler::SuggestFromHistory); the sub-study
   // is SubStudyOf(number). Planned trials ignore the history.
   PlannedTrial TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const;
-  // The sub-study trial `number` belongs to, and its index there.
+  // The sub-study trial `number` belongs to, and its configuration's index there.
   std::pair<std::size_t, std::uint64_t> SubStudyOf(std::uint64_t number) const;
+  // The parent trial configuration `configuration` was taken from (the spec's procedure.from_trials); nullopt for a
+  // study whose configs are not parent trials.
+  std::optional<ParentTrial> ParentOf(std::uint64_t configuration) const;
 
  private:
+  // SubStudyOf for configuration `configuration`.
+  std::pair<std::size_t, std::uint64_t> SubStudyOfConfiguration(std::uint64_t configuration) const;
+  // The seed of trial `number`: replica `replica` of the configuration that is index `index` of `substudy`.
+  std::uint64_t SeedOf(std::uint64_t number, std::uint64_t replica, std::size_t substudy, std::uint64_t index) const;
+  // Fills parents_ from the spec's procedure.from_trials.
+  void AssignParents(const StudySpec& spec);
   struct SamplerCache;
   // The sampler of sub-study `index`, made on first use.
   std::shared_ptr<const Sampler> SamplerOf(std::size_t index) const;
@@ -129,7 +191,11 @@ class StudyPlan {
   // level below it (SubStudyOf walks these stretches).
   std::vector<std::pair<std::uint64_t, std::vector<std::size_t>>> levels_;
   bool adaptive_ = false;
+  std::uint64_t configurations_ = 0;
+  std::uint64_t replicas_ = 1;
   std::uint64_t total_ = 0;
+  // The parent trials of the configs by sub-study and index within it, when the configs are parent trials.
+  std::vector<std::vector<ParentTrial>> parents_;
   std::unique_ptr<SamplerCache> cache_;
 };
 

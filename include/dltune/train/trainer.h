@@ -16,9 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/hyperparams.h"
 #include "dltune/core/objective.h"
 #include "dltune/core/training_settings.h"
-#include "dltune/train/hyperparams.h"
 
 namespace dltune {
 
@@ -130,6 +130,23 @@ class Workload;
 // Throws Error for bad options or params and for unreadable data; divergence is a result, not an exception.
 TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
                           TrainerCallbacks& callbacks);
+
+// What one evaluation of a stored checkpoint measured.
+struct CheckpointMetrics {
+  std::int64_t step = 0;            // the checkpoint's step
+  std::vector<EvalMetric> metrics;  // of the one split, as an evaluation during training reports them
+};
+
+// Evaluates the model saved in the checkpoint directory `checkpoint_path` (a step directory, docs/checkpoint-layout.md)
+// of a run of `workload` with `params` and `options` on `split` (train: the fixed training subset; valid,
+// valid_sample, test), exactly as the trainer's evaluation at that step did or would have: the same batches, the same
+// zero-weight padding, the same metrics. With `export_path`, also writes the model as a TorchScript file that Python
+// loads with torch.jit.load (forward: a batch of inputs, as the workload's dataset holds them, to logits). Throws
+// Error for an unknown split, CorruptError-like errors from LibTorch for an unreadable checkpoint, IoError when the
+// export cannot be written.
+CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& params, const TrainerOptions& options,
+                                     const std::string& checkpoint_path, const std::string& split,
+                                     const std::string& export_path = "");
 
 // Reads `params` as TrainWorkload would (the training hyperparameters, then the workload's model, built on the CPU
 // without touching data) and throws the Error a trial with them would fail with: a bad value, a value the workload

@@ -10,8 +10,8 @@
 
 #include <torch/torch.h>
 
+#include "dltune/core/hyperparams.h"
 #include "dltune/train/dataset.h"
-#include "dltune/train/hyperparams.h"
 
 namespace dltune {
 

@@ -15,6 +15,13 @@ namespace dltune {
 TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
                   const TrainerOptions& options, TrainerCallbacks& callbacks);
 
+// Evaluates a stored checkpoint of a run of workload `workload_name` on `split`, and exports it as TorchScript when
+// `export_path` is given (see EvaluateCheckpoint in dltune/train/trainer.h).
+CheckpointMetrics EvaluateWorkloadCheckpoint(const std::string& workload_name, const nlohmann::json& workload_args,
+                                             const HyperParams& params, const TrainerOptions& options,
+                                             const std::string& checkpoint_path, const std::string& split,
+                                             const std::string& export_path = "");
+
 // Throws the Error a trial of workload `workload_name` with these params would fail with before training (see
 // CheckTrialParams): a param the workload and the trainer do not read, a value they refuse or one they need.
 void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,

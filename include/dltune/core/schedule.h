@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "dltune/core/hyperparams.h"
+
 namespace dltune {
 
 // A learning-rate schedule (formulas in the file comment). All fields are validated whatever the kind.
@@ -36,6 +38,18 @@ struct ScheduleOptions {
   // Throws Error naming the first bad field and its value, e.g. "schedule: warmup_steps must be in [0, 100), not 100".
   void Validate() const;
 };
+
+// The hyperparameters a schedule is read from, and their defaults: schedule (constant), learning_rate (0.01),
+// warmup_steps (0), decay_steps (0), final_lr_fraction (0).
+struct ScheduleParamNames {
+  static constexpr const char* kKind = "schedule";
+  static constexpr const char* kLearningRate = "learning_rate";
+  static constexpr const char* kWarmupSteps = "warmup_steps";
+  static constexpr const char* kDecaySteps = "decay_steps";
+  static constexpr const char* kFinalFraction = "final_lr_fraction";
+};
+// The schedule of a trial with `params`, as the trainer reads it; throws Error for a bad value.
+ScheduleOptions ReadSchedule(const HyperParams& params, std::int64_t max_train_steps);
 
 // The schedule kinds.
 const std::vector<std::string>& ScheduleKinds();

@@ -1,4 +1,4 @@
-#include "dltune/train/hyperparams.h"
+#include "dltune/core/hyperparams.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "schedule.h"
+#include "dltune/core/schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -44,6 +44,19 @@ void ScheduleOptions::Validate() const {
   if (!(final_fraction >= 0.0 && final_fraction <= 1.0)) {
     throw Error(fmt::format("schedule: final_fraction must be in [0, 1], not {}", final_fraction));
   }
+}
+
+ScheduleOptions ReadSchedule(const HyperParams& params, std::int64_t max_train_steps) {
+  using Names = ScheduleParamNames;
+  ScheduleOptions schedule;
+  schedule.kind = params.Text(Names::kKind, "constant");
+  schedule.base_learning_rate = params.Real(Names::kLearningRate, 0.01);
+  schedule.warmup_steps = params.Int(Names::kWarmupSteps, 0);
+  schedule.decay_steps = params.Int(Names::kDecaySteps, 0);
+  schedule.final_fraction = params.Real(Names::kFinalFraction, 0.0);
+  schedule.max_train_steps = max_train_steps;
+  schedule.Validate();
+  return schedule;
 }
 
 double LearningRate(const ScheduleOptions& options, std::int64_t step) {

@@ -1,4 +1,4 @@
-#include "schedule.h"
+#include "dltune/core/schedule.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,54 @@
+// Procedures: studies planned from a parent study (`dltune plan KIND --from PARENT`).
+//
+// A procedure is an ordinary study. Planning one reads the parent's records and writes a spec a person can read,
+// commit and edit: the parent's workload, training and space, the configurations the procedure trains (a `list`
+// sampler), and a `procedure:` block naming the kind, the parent, the options and the parent trials the configurations
+// come from. The same request on the same records writes the same bytes, so planning again and running again resumes.
+// `dltune run` runs it like any study; its analyses (dltune/analyze/trial_variance.h) read its records and the
+// parent trials it names.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+// `dltune plan retrain`: the best configurations of the parent, each trained `replicas` times (the playbook's "run
+// the best trial N times to characterize the run-to-run trial variance"). Replica 0 trains with the parent trial's
+// seed and so reproduces it.
+struct RetrainRequest {
+  std::string parent;          // the parent study's name
+  std::uint64_t top = 1;       // the best `top` configurations of each sub-study
+  std::uint64_t replicas = 5;  // at least 2: one run tells nothing of the variance
+  std::string name;            // the new study's name; "" = "<parent>-retrain"
+};
+
+// `dltune plan round2`: the best configurations of round 1 trained longer, with the playbook's round-2 schedule
+// (ExtendForRound2: the extra steps extend the time at a high learning rate; warmup kept as it was, in steps).
+struct Round2Request {
+  std::string parent;
+  std::uint64_t top = 3;  // the best `top` configurations of each sub-study
+  std::string steps;      // "4x" (a multiple of the parent's max_train_steps) or a number of steps, larger
+  std::string name;       // "" = "<parent>-round2"
+};
+
+// A spec written by a plan.
+struct PlannedStudy {
+  std::string name;
+  std::string text;  // the spec, ending in a newline
+  std::uint64_t configurations = 0;
+  std::uint64_t trials = 0;  // configurations × replicas
+};
+
+// Throws Error (invalid input) for an unknown parent, a parent with no completed trial, a parent whose spec this
+// dltune cannot read, replicas < 2, top < 1, or a round-2 budget that is not larger than the parent's.
+PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request);
+PlannedStudy PlanRound2(Store& store, const Round2Request& request);
+
+// The `--steps` of round 2 ("4x", "8000") against round 1's max_train_steps; throws Error naming the text.
+std::int64_t Round2Steps(const std::string& steps, std::int64_t round1_steps);
+
+}  // namespace dltune

@@ -1,0 +1,64 @@
+// Evaluating a chosen checkpoint on a split, and launching it: the playbook's last step of a study, checking the
+// test set once, at the end, on the chosen checkpoint ("After exploration concludes": "we should also consider
+// checking the performance on the test set").
+//
+// A built-in workload's checkpoint is evaluated by the trainer's own evaluation (the batches and metrics of an
+// evaluation during training); an external program's by the spec's `evaluate_command:`, which reports `eval` lines
+// like a trial (docs/trial-protocol.md, "Evaluating a checkpoint"). Each evaluation is a record of its own
+// (Store::AddEvaluation), never a change to the trial, whose records stay as training left them.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "dltune/analyze/analysis.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+
+// The trial and checkpoint a launch or an evaluation takes.
+struct ChosenCheckpoint {
+  TrialRecord trial;
+  CheckpointRecord checkpoint;
+  std::string why;  // "the best trial", "configuration 3 (best mean of 5 replicas), its median replica"
+};
+
+// The trial `trial` (any completed one), or the study's best: by best objective, or in a study with replicas the
+// configuration with the best mean and its median replica (not a lucky seed); with its best step's checkpoint
+// (BestCheckpoint). Throws Error (invalid input) when the trial does not exist or did not complete, or when none
+// completed; IoError-free: the files are not read here.
+ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::optional<std::uint64_t> trial);
+
+// Checks that the checkpoint's files are the ones recorded: a "sha256:" checksum is compared with the file at its
+// path (for a directory, the built-in trainer's state.pt in it). Returns false when there is no checksum to compare
+// (an external program that reports none); throws CorruptError when it differs, IoError when it cannot be read.
+bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
+
+// Evaluates the checkpoint on `split` (see the file comment) and, when `export_path` is given and the workload is
+// built in, writes its model as TorchScript there. Returns the evaluation, not yet recorded. `dltune_executable` runs
+// nothing for built-in workloads (they are evaluated in this process); an evaluate_command runs with /bin/sh.
+CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoint& chosen, const std::string& split,
+                                    const std::filesystem::path& export_path);
+
+// What `dltune launch` is asked.
+struct LaunchRequest {
+  std::string study;
+  std::optional<std::uint64_t> trial;  // the study's best when absent
+  std::string reason;                  // why this launch: required, non-empty
+  bool again = false;                  // evaluate the test set although it was evaluated before
+  std::filesystem::path export_path;   // "" = <study directory>/launches/launch_<n>/model.pt
+};
+
+// How many times the study's test split was evaluated through dltune (launches and evaluations).
+int TestEvaluations(Store& store, const StudyRecord& study);
+
+// Chooses, verifies, evaluates on the test split once, exports and records a launch (its evaluation, the user's git
+// commit and dirty flag, the reason, who, when). Refuses (Error, invalid input) a study whose test split was
+// evaluated before unless `again`, an empty reason, and everything ChooseCheckpoint refuses.
+LaunchRecord Launch(Store& store, const LaunchRequest& request);
+
+// "user@host" of whoever runs this process.
+std::string CurrentAuthor();
+
+}  // namespace dltune

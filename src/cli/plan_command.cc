@@ -1,0 +1,142 @@
+// `dltune plan KIND --from PARENT`: a study planned from its parent, written as a spec to read, commit and run.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dltune/core/files.h"
+#include "dltune/core/strings.h"
+#include "dltune/plan/plan.h"
+
+namespace dltune::cli {
+namespace {
+
+struct OutputArgs {
+  std::string from;
+  std::string name;
+  std::string output;
+  bool force = false;
+  std::string storage;
+};
+
+void AddOutputOptions(CLI::App* command, OutputArgs& args) {
+  command->add_option("--from", args.from, "The parent study (see dltune studies)")->required();
+  command->add_option("--name", args.name, "The new study's name (default: the parent's with a suffix)");
+  command->add_option("-o,--output", args.output, "Where to write the spec (default: NAME.yaml; - for the terminal)");
+  command->add_flag("--force", args.force, "Overwrite an existing spec file that differs from the planned one");
+  AddStorageOption(command, args.storage);
+}
+
+std::string ReadWhole(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Writes the planned spec and says what it is and how to run it. The same plan twice writes the same bytes, so an
+// unchanged file is left alone; a file that differs (edited since, or another plan) is kept unless --force.
+void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std::string& what) {
+  if (args.output == "-") {
+    std::fputs(planned.text.c_str(), stdout);
+    return;
+  }
+  const std::filesystem::path path = args.output.empty() ? planned.name + ".yaml" : args.output;
+  std::error_code error;
+  if (std::filesystem::exists(path, error)) {
+    if (ReadWhole(path) == planned.text) {
+      std::printf("%s is up to date: %s\n", path.c_str(), what.c_str());
+      std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
+      return;
+    }
+    if (!args.force) {
+      throw Error(
+          fmt::format("{} exists and differs from the planned spec (edited since it was planned, or another "
+                      "plan); pass --force to replace it, or -o to write elsewhere",
+                      path.string()));
+    }
+  }
+  WriteFileAtomically(path, planned.text);
+  std::printf("wrote %s: %s\n", path.c_str(), what.c_str());
+  std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
+}
+
+}  // namespace
+
+void RegisterPlanCommand(CLI::App& app) {
+  auto* plan = app.add_subcommand(
+      "plan",
+      "Plan a study from a parent study's records: the playbook's procedures between studies. Each writes a spec "
+      "(a list of the parent's best configurations and a procedure: block naming the parent) to read, commit and "
+      "run with dltune run; planning again on the same records writes the same file.\n\n"
+      "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
+      "  dltune plan round2 --from quickstart --top 3 --steps 4x");
+  plan->require_subcommand(1);
+
+  {
+    struct Args : OutputArgs {
+      std::uint64_t top = 1;
+      bool best_per_substudy = false;
+      std::uint64_t replicas = 5;
+    };
+    auto args = std::make_shared<Args>();
+    auto* retrain = plan->add_subcommand(
+        "retrain",
+        "Train the parent's best configurations again, each from several seeds, to see the run-to-run (trial) "
+        "variance before adopting a change: the playbook's \"consider running the best trial N times\". Replica 0 "
+        "reuses the parent trial's seed and reproduces its value; replica r of every configuration shares a seed, "
+        "so configurations are compared pair by pair. The report and dltune doctor give each configuration's mean "
+        "and 95% interval and say when a difference is within the noise.\n\n"
+        "Examples:\n  dltune plan retrain --from quickstart --replicas 5          # the best of each sub-study\n"
+        "  dltune plan retrain --from quickstart --top 2 --replicas 3 -o retrain.yaml");
+    AddOutputOptions(retrain, *args);
+    auto* top = retrain->add_option("--top", args->top, "The best K configurations of each sub-study (default 1)")
+                    ->check(WholeNumberIn(1, 1000));
+    retrain->add_flag("--best-per-substudy", args->best_per_substudy, "The best configuration of each sub-study")
+        ->excludes(top);
+    retrain->add_option("--replicas", args->replicas, "Runs of each configuration, 2 or more (default 5)")
+        ->check(WholeNumberIn(0, 1000000));
+    retrain->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanRetrain(*store, {.parent = args->from, .top = args->top, .replicas = args->replicas, .name = args->name});
+      WritePlanned(
+          planned, *args,
+          fmt::format("study {}, {} configuration{} × {} replicas = {} trials", planned.name, planned.configurations,
+                      planned.configurations == 1 ? "" : "s", args->replicas, planned.trials));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::uint64_t top = 3;
+      std::string steps;
+    };
+    auto args = std::make_shared<Args>();
+    auto* round2 = plan->add_subcommand(
+        "round2",
+        "Round 2 of the playbook's tuning in rounds (\"Deciding how long to train when training is compute-bound\"): "
+        "the parent's best configurations trained longer, their learning-rate schedules extended by the playbook's "
+        "rule (the extra steps at a high learning rate: a linear decay keeps its length, a cosine decay stretches; "
+        "warmup keeps its length in steps). The report ranks the configurations in both rounds and says whether the "
+        "winner changed.\n\n"
+        "Example:\n  dltune plan round2 --from quickstart --top 3 --steps 4x");
+    AddOutputOptions(round2, *args);
+    round2->add_option("--top", args->top, "The best K configurations of each sub-study (default 3)")
+        ->check(WholeNumberIn(1, 1000));
+    round2->add_option("--steps", args->steps, "Round 2's max_train_steps: a factor of round 1's (4x) or a number")
+        ->required();
+    round2->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanRound2(*store, {.parent = args->from, .top = args->top, .steps = args->steps, .name = args->name});
+      WritePlanned(planned, *args,
+                   fmt::format("study {}, {} configuration{} at --steps {}", planned.name, planned.configurations,
+                               planned.configurations == 1 ? "" : "s", args->steps));
+    });
+  }
+}
+
+}  // namespace dltune::cli

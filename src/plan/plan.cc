@@ -1,0 +1,380 @@
+// dltune plan: retrain and round 2, written as specs from the parent's records.
+#include "dltune/plan/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "dltune/analyze/trial_variance.h"
+#include "dltune/core/schedule.h"
+#include "dltune/core/strings.h"
+#include "dltune/report/study_data.h"
+#include "dltune/space/yaml_writer.h"
+#include "dltune/store/tracking.h"
+
+namespace dltune {
+namespace {
+
+// A parent trial chosen to be trained again.
+struct Chosen {
+  TrialRecord trial;
+  double value = 0;  // its best objective, or its configuration's mean over replicas
+  int rank = 0;      // 1 = best of its sub-study
+  int replicas = 1;  // how many replicas the value is the mean of
+};
+
+// The best `top` configurations of each sub-study, listed rank by rank (each sub-study's best, then each one's
+// second...). A parent with replicas is ranked by its configurations' means, each represented by its median replica.
+std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top) {
+  std::vector<std::vector<Chosen>> by_substudy;
+  const auto trial_of = [&](std::uint64_t number) -> const TrialRecord& {
+    return *std::find_if(parent.trials.begin(), parent.trials.end(),
+                         [&](const TrialRecord& t) { return t.number == number; });
+  };
+  if (parent.spec.replicas > 1) {
+    const TrialVariance variance = AnalyzeTrialVariance(parent);
+    std::map<std::string, std::vector<const ConfigurationReplicas*>> groups;
+    for (const auto& c : variance.configurations) {
+      if (c.median_trial) groups[c.substudy].push_back(&c);
+    }
+    for (auto& [label, group] : groups) {
+      std::stable_sort(group.begin(), group.end(), [&](const auto* a, const auto* b) {
+        return IsBetter(a->stats.mean, b->stats.mean, parent.spec.objective.direction);
+      });
+      std::vector<Chosen> chosen;
+      for (std::size_t i = 0; i < group.size() && i < top; ++i) {
+        chosen.push_back(
+            {trial_of(*group[i]->median_trial), group[i]->stats.mean, static_cast<int>(i) + 1, group[i]->stats.n});
+      }
+      by_substudy.push_back(std::move(chosen));
+    }
+    std::sort(by_substudy.begin(), by_substudy.end(),
+              [](const auto& a, const auto& b) { return a.front().trial.substudy < b.front().trial.substudy; });
+  } else {
+    std::map<std::size_t, std::vector<Chosen>> groups;
+    for (const std::uint64_t number : TopTrials(parent, static_cast<int>(std::min<std::uint64_t>(top, 1000000)))) {
+      const TrialRecord& trial = trial_of(number);
+      auto& group = groups[trial.substudy];
+      group.push_back({trial, *BestObjectiveOf(parent, trial), static_cast<int>(group.size()) + 1, 1});
+    }
+    for (auto& [substudy, group] : groups) by_substudy.push_back(std::move(group));
+  }
+  std::vector<Chosen> listed;
+  for (std::size_t rank = 0;; ++rank) {
+    bool any = false;
+    for (const auto& group : by_substudy) {
+      if (rank < group.size()) {
+        listed.push_back(group[rank]);
+        any = true;
+      }
+    }
+    if (!any) break;
+  }
+  return listed;
+}
+
+// The parent's records, checked to be something a procedure can start from.
+StudyData LoadParent(Store& store, const std::string& name) {
+  if (name.empty()) throw Error("--from needs the parent study's name (dltune studies lists them)");
+  StudyData parent = LoadStudyData(store, name, /*with_measurements=*/false);
+  const bool any = std::any_of(parent.trials.begin(), parent.trials.end(), [&](const TrialRecord& t) {
+    return t.state == TrialState::kCompleted && BestObjectiveOf(parent, t).has_value();
+  });
+  if (!any) {
+    throw Error(fmt::format("study '{}' has no completed trial with an objective yet; run it first (dltune run {})",
+                            name, parent.study.spec_path.empty() ? name + ".yaml" : parent.study.spec_path));
+  }
+  return parent;
+}
+
+// Every sub-study of a separate-mode parent needs a configuration (the list sampler gives each sub-study its own).
+void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen) {
+  const StudyPlan plan(parent.spec);
+  std::set<std::size_t> covered;
+  for (const Chosen& c : chosen) covered.insert(c.trial.substudy);
+  for (std::size_t s = 0; s < plan.SubStudyCount(); ++s) {
+    if (covered.count(s) == 0) {
+      throw Error(
+          fmt::format("sub-study {} of study '{}' has no completed trial to train again; run more of its "
+                      "trials first (dltune run {} --retry-failed, or raise trials: and --extend)",
+                      plan.SubStudyAt(s).label, parent.study.name,
+                      parent.study.spec_path.empty() ? parent.study.name + ".yaml" : parent.study.spec_path));
+    }
+  }
+}
+
+std::string PlannedName(const std::string& given, const std::string& parent, const std::string& suffix) {
+  const std::string name = given.empty() ? parent + "-" + suffix : given;
+  static const std::regex kNamePattern(R"([A-Za-z0-9][A-Za-z0-9_.\-]{0,127})");
+  if (!std::regex_match(name, kNamePattern)) {
+    throw Error(
+        fmt::format("'{}' cannot name a study (1-128 letters, digits, '_', '.' or '-', starting with a "
+                    "letter or digit){}",
+                    name, given.empty() ? "; give one with --name" : ""));
+  }
+  return name;
+}
+
+// The params of `trial` that a list config gives: every param that varies (fixed ones come from the space).
+YamlTree ConfigOf(const SearchSpace& space, const Assignment& params) {
+  YamlTree config = YamlTree::Map(/*flow=*/true);
+  for (const Param& param : space.params()) {
+    const auto it = params.find(param.id);
+    if (it != params.end() && param.Varies()) config.Set(param.id, YamlTree::Of(it->second));
+  }
+  return config;
+}
+
+std::string Num(double value) { return fmt::format("{:.6g}", value); }
+
+// The pieces of a planned spec; Write puts them together in the order people read a spec.
+struct SpecParts {
+  std::string header;  // the comment at the top
+  std::string name, description, goal;
+  std::int64_t max_train_steps = 0;
+  std::uint64_t replicas = 1;
+  YamlTree training;  // kNull: as the parent (copied), or replaced
+  YamlTree configs = YamlTree::Sequence();
+  YamlTree space;  // the parent's, possibly changed
+  YamlTree procedure = YamlTree::Map();
+};
+
+std::string Write(const StudyData& parent, const SpecParts& parts) {
+  const YamlNode source = YamlNode::Parse(parent.study.spec_text, parent.study.name + ".yaml");
+  YamlTree root = YamlTree::Map();
+  root.comment = parts.header;
+  root.Set("name", YamlTree::Of(parts.name));
+  root.Set("description", YamlTree::Of(parts.description));
+  root.Set("goal", YamlTree::Of(parts.goal));
+  for (const char* key : {"workload", "command", "run_dir"}) {
+    if (const auto node = source.Find(key)) root.Set(key, YamlTree::From(*node));
+  }
+  root.Set("max_train_steps", YamlTree::Of(parts.max_train_steps));
+  if (parts.training.kind != YamlTree::Kind::kNull) {
+    root.Set("training", parts.training);
+  } else if (const auto node = source.Find("training")) {
+    root.Set("training", YamlTree::From(*node));
+  }
+  for (const char* key : {"objective", "scientific_mode"}) {
+    if (const auto node = source.Find(key)) root.Set(key, YamlTree::From(*node));
+  }
+  root.Set("seed", YamlTree::Of(static_cast<std::int64_t>(parent.spec.seed)));
+  if (parts.replicas > 1) {
+    YamlTree& replicas = root.Set("replicas", YamlTree::Of(static_cast<std::int64_t>(parts.replicas)));
+    replicas.comment =
+        "each configuration is trained this many times; replica r of every configuration has the same seed";
+  }
+  YamlTree sampler = YamlTree::Map();
+  sampler.Set("name", YamlTree::Of(std::string("list")));
+  sampler.Set("configs", parts.configs);
+  root.Set("sampler", sampler);
+  root.Set("space", parts.space);
+  YamlTree& procedure = root.Set("procedure", parts.procedure);
+  procedure.comment = "how this study was planned (dltune plan): it runs as any study; its report reads the parent";
+  return ToYamlText(root);
+}
+
+// The procedure block: kind, parent, options, and the parent trial (with its seed) of each config.
+YamlTree ProcedureBlock(const std::string& kind, const StudyData& parent, YamlTree options,
+                        const std::vector<Chosen>& chosen) {
+  YamlTree procedure = YamlTree::Map();
+  procedure.Set("kind", YamlTree::Of(kind));
+  procedure.Set("parent", YamlTree::Of(parent.study.name));
+  options.flow = true;
+  procedure.Set("options", options);
+  YamlTree from = YamlTree::Sequence();
+  from.comment = "config i of the list is this trial of the parent; its replica 0 trains with the trial's seed";
+  for (const Chosen& c : chosen) {
+    YamlTree entry = YamlTree::Map(/*flow=*/true);
+    entry.Set("trial", YamlTree::Of(static_cast<std::int64_t>(c.trial.number)));
+    entry.Set("seed", YamlTree::Of(static_cast<std::int64_t>(c.trial.seed)));
+    from.Append(entry);
+  }
+  procedure.Set("from_trials", from);
+  return procedure;
+}
+
+std::string ChosenComment(const StudyData& parent, const Chosen& c) {
+  const std::string where = c.trial.substudy_label == "all" ? "" : " of " + c.trial.substudy_label;
+  const std::string value =
+      c.replicas > 1 ? fmt::format("mean {} over {} replicas", Num(c.value), c.replicas) : Num(c.value);
+  return fmt::format("trial {} of {}: #{}{}, {} {}", c.trial.number, parent.study.name, c.rank, where,
+                     parent.spec.objective.Name(), value);
+}
+
+// The spec must read back, and describe what was planned: a mistake here is dltune's.
+PlannedStudy Finish(const std::string& name, std::string text) {
+  const StudySpec spec = ParseStudySpec(text, name + ".yaml");
+  const StudyPlan plan(spec);
+  return {
+      .name = name, .text = std::move(text), .configurations = plan.ConfigurationCount(), .trials = plan.TrialCount()};
+}
+
+}  // namespace
+
+PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request) {
+  if (request.replicas < 2) {
+    throw Error(
+        fmt::format("--replicas must be 2 or more to measure the run-to-run variance, not {}", request.replicas));
+  }
+  if (request.replicas > 1000) throw Error(fmt::format("--replicas must be at most 1000, not {}", request.replicas));
+  if (request.top < 1) throw Error("--top must be 1 or more");
+  const StudyData parent = LoadParent(store, request.parent);
+  const std::string name = PlannedName(request.name, parent.study.name, "retrain");
+  const std::vector<Chosen> chosen = ChooseBest(parent, request.top);
+  RequireEverySubStudy(parent, chosen);
+
+  SpecParts parts;
+  parts.name = name;
+  const std::string which = request.top == 1 ? "the best configuration of each sub-study"
+                                             : fmt::format("the best {} configurations of each sub-study", request.top);
+  parts.header = fmt::format(
+      "Planned by: dltune plan retrain --from {} --top {} --replicas {}{}\n"
+      "Trains {} of study {} {} times, each time from another seed, to measure the run-to-run (trial) variance\n"
+      "before adopting a change (the playbook's \"Determining whether to adopt a training pipeline change or\n"
+      "hyperparameter configuration\"). Replica 0 of each reuses its parent trial's seed and reproduces it.",
+      parent.study.name, request.top, request.replicas, request.name.empty() ? "" : " --name " + request.name, which,
+      parent.study.name, request.replicas);
+  parts.description = fmt::format("{} of {}, trained {} times each", which, parent.study.name, request.replicas);
+  parts.description[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(parts.description[0])));
+  parts.goal = "Is the difference between these configurations larger than the run-to-run variance of one?";
+  parts.max_train_steps = parent.spec.max_train_steps;
+  parts.replicas = request.replicas;
+  for (const Chosen& c : chosen) {
+    YamlTree config = ConfigOf(*parent.spec.space, c.trial.params);
+    config.comment = ChosenComment(parent, c);
+    parts.configs.Append(config);
+  }
+  parts.space = YamlTree::From(*YamlNode::Parse(parent.study.spec_text, name).Find("space"));
+  YamlTree options = YamlTree::Map();
+  options.Set("top", YamlTree::Of(static_cast<std::int64_t>(request.top)));
+  options.Set("replicas", YamlTree::Of(static_cast<std::int64_t>(request.replicas)));
+  parts.procedure = ProcedureBlock("retrain", parent, options, chosen);
+  return Finish(name, Write(parent, parts));
+}
+
+std::int64_t Round2Steps(const std::string& steps, std::int64_t round1_steps) {
+  static const std::regex kFactor(R"(([0-9]+(\.[0-9]+)?)x)");
+  static const std::regex kCount(R"([0-9]+)");
+  std::smatch match;
+  std::int64_t result = 0;
+  if (std::regex_match(steps, match, kFactor)) {
+    const double factor = std::stod(match[1].str());
+    const double total = std::round(factor * static_cast<double>(round1_steps));
+    if (!(factor > 1.0) || total > 1e12) {
+      throw Error(fmt::format("--steps {}: a round-2 factor must be above 1 (4x: four times round 1's {} steps)", steps,
+                              round1_steps));
+    }
+    result = static_cast<std::int64_t>(total);
+  } else if (std::regex_match(steps, kCount) && steps.size() <= 12) {
+    result = std::stoll(steps);
+  } else {
+    throw Error(fmt::format("--steps must be a factor such as 4x or a number of steps, not '{}'", steps));
+  }
+  if (result <= round1_steps) {
+    throw Error(
+        fmt::format("--steps {} gives {} steps; round 2 trains longer than round 1's {}", steps, result, round1_steps));
+  }
+  return result;
+}
+
+PlannedStudy PlanRound2(Store& store, const Round2Request& request) {
+  if (request.top < 1) throw Error("--top must be 1 or more");
+  const StudyData parent = LoadParent(store, request.parent);
+  const std::string name = PlannedName(request.name, parent.study.name, "round2");
+  const std::int64_t round1 = parent.spec.max_train_steps;
+  const std::int64_t round2 = Round2Steps(request.steps, round1);
+  const std::vector<Chosen> chosen = ChooseBest(parent, request.top);
+  RequireEverySubStudy(parent, chosen);
+  const SearchSpace& space = *parent.spec.space;
+
+  // Each configuration's schedule extended by the playbook's rule; only decay_steps can change (linear keeps its
+  // decay's length, an explicit cosine decay grows with the run), and warmup stays the same number of steps.
+  std::vector<std::int64_t> decay_steps;
+  bool decay_changes = false;
+  for (const Chosen& c : chosen) {
+    std::map<std::string, Value> by_name;
+    for (const auto& [id, value] : c.trial.params) {
+      const Param* param = space.Find(id);
+      by_name[param ? param->name : id] = value;
+    }
+    const ScheduleOptions before = ReadSchedule(HyperParams(parent.spec.workload.args, by_name), round1);
+    ScheduleOptions after;
+    try {
+      after = ExtendForRound2(before, round2);
+    } catch (const Error& e) {
+      throw Error(fmt::format("trial {} of study '{}': {}", c.trial.number, parent.study.name, e.what()));
+    }
+    decay_steps.push_back(after.decay_steps);
+    decay_changes = decay_changes || after.decay_steps != before.decay_steps;
+  }
+
+  YamlTree space_tree = YamlTree::From(*YamlNode::Parse(parent.study.spec_text, name).Find("space"));
+  std::string decay_id;
+  if (decay_changes) {
+    // decay_steps becomes a param of the space, the list of the values the configurations need (or fixed at one).
+    for (const Param& param : space.params()) {
+      if (param.name == ScheduleParamNames::kDecaySteps) decay_id = param.id;
+    }
+    if (decay_id.empty()) decay_id = ScheduleParamNames::kDecaySteps;
+    std::vector<std::int64_t> distinct = decay_steps;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    YamlTree definition = YamlTree::Map(/*flow=*/true);
+    if (decay_id != ScheduleParamNames::kDecaySteps) {
+      definition.Set("name", YamlTree::Of(std::string(ScheduleParamNames::kDecaySteps)));
+    }
+    if (distinct.size() == 1) {
+      definition.Set("value", YamlTree::Of(distinct.front()));
+    } else {
+      YamlTree values = YamlTree::Sequence(/*flow=*/true);
+      for (const std::int64_t d : distinct) values.Append(YamlTree::Of(d));
+      definition.Set("values", values);
+    }
+    definition.comment = "round 2: each schedule's decay as the playbook's round-2 rule extends it";
+    space_tree.Set(decay_id, definition);
+  }
+
+  SpecParts parts;
+  parts.name = name;
+  parts.header = fmt::format(
+      "Planned by: dltune plan round2 --from {} --top {} --steps {}{}\n"
+      "Round 2 of study {}: its best configurations trained for {} steps instead of {}, with the playbook's\n"
+      "round-2 schedule (\"Deciding how long to train when training is compute-bound\", Round 2): the extra steps\n"
+      "extend the time at a high learning rate; warmup keeps its length in steps.",
+      parent.study.name, request.top, request.steps, request.name.empty() ? "" : " --name " + request.name,
+      parent.study.name, round2, round1);
+  parts.description = fmt::format("Round 2 of {}: its best {} configuration{} of each sub-study at {} steps",
+                                  parent.study.name, request.top, request.top == 1 ? "" : "s", round2);
+  parts.goal = "Do round 1's best configurations stay best when trained longer?";
+  parts.max_train_steps = round2;
+  // Step intervals set in round 1 grow with the run, so round 2 evaluates as often per run.
+  if (const auto node = YamlNode::Parse(parent.study.spec_text, name).Find("training")) {
+    parts.training = YamlTree::From(*node);
+    const double ratio = static_cast<double>(round2) / static_cast<double>(round1);
+    for (const char* key : {"eval_every_steps", "log_every_steps"}) {
+      if (YamlTree* entry = parts.training.Find(key); entry && entry->kind == YamlTree::Kind::kScalar) {
+        if (const auto* steps = std::get_if<std::int64_t>(&entry->scalar)) {
+          entry->scalar = std::min<std::int64_t>(round2, std::llround(static_cast<double>(*steps) * ratio));
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    YamlTree config = ConfigOf(space, chosen[i].trial.params);
+    if (decay_changes) config.Set(decay_id, YamlTree::Of(decay_steps[i]));
+    config.comment = ChosenComment(parent, chosen[i]);
+    parts.configs.Append(config);
+  }
+  parts.space = space_tree;
+  YamlTree options = YamlTree::Map();
+  options.Set("top", YamlTree::Of(static_cast<std::int64_t>(request.top)));
+  options.Set("steps", YamlTree::Of(request.steps));
+  parts.procedure = ProcedureBlock("round2", parent, options, chosen);
+  return Finish(name, Write(parent, parts));
+}
+
+}  // namespace dltune

@@ -1,0 +1,252 @@
+#include "dltune/run/launch.h"
+
+#include <poll.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dltune/analyze/trial_variance.h"
+#include "dltune/core/git.h"
+#include "dltune/core/sha256.h"
+#include "dltune/core/strings.h"
+#include "dltune/report/study_data.h"
+#include "dltune/run/builtin_trial.h"
+#include "dltune/run/trial_process.h"
+#include "dltune/run/trial_report.h"
+#include "dltune/run/trial_setup.h"
+#include "dltune/store/tracking.h"
+#include "dltune/study/command_template.h"
+#include "dltune/workloads/train.h"
+
+namespace dltune {
+namespace {
+
+const TrialRecord& TrialNumbered(const StudyData& data, std::uint64_t number) {
+  const auto it =
+      std::find_if(data.trials.begin(), data.trials.end(), [&](const TrialRecord& t) { return t.number == number; });
+  if (it == data.trials.end()) {
+    throw Error(
+        fmt::format("study '{}' has no trial {} (it has {} trials)", data.study.name, number, data.trials.size()));
+  }
+  return *it;
+}
+
+// The best completed trial and why it was chosen.
+std::pair<std::uint64_t, std::string> BestChoice(const StudyData& data) {
+  if (data.spec.replicas > 1) {
+    const TrialVariance variance = AnalyzeTrialVariance(data);
+    if (variance.best_configuration) {
+      for (const ConfigurationReplicas& c : variance.configurations) {
+        if (c.configuration != *variance.best_configuration || !c.median_trial) continue;
+        return {*c.median_trial,
+                fmt::format("configuration {}{} has the best mean ({}); trial {} is its median replica",
+                            c.configuration, c.scientific.empty() ? "" : " (" + c.scientific + ")",
+                            ReplicaValueText(c.stats), *c.median_trial)};
+      }
+    }
+  } else {
+    std::optional<std::uint64_t> best;
+    std::optional<double> best_value;
+    for (const TrialRecord& trial : data.trials) {
+      if (trial.state != TrialState::kCompleted) continue;
+      const auto value = BestObjectiveOf(data, trial);
+      if (value && (!best_value || IsBetter(*value, *best_value, data.spec.objective.direction))) {
+        best = trial.number;
+        best_value = value;
+      }
+    }
+    if (best) {
+      return {*best, fmt::format("trial {} has the study's best {} ({:.6g}; a single run)", *best,
+                                 data.spec.objective.Name(), *best_value)};
+    }
+  }
+  throw Error(fmt::format("study '{}' has no completed trial with an objective to launch", data.study.name));
+}
+
+// Runs the spec's evaluate_command for the checkpoint and collects the `eval` lines it reports for `split`.
+CheckpointEvaluation EvaluateExternally(const StudyData& data, const ChosenCheckpoint& chosen,
+                                        const std::string& split) {
+  const StudySpec& spec = data.spec;
+  if (spec.evaluate_command.empty()) {
+    throw Error(fmt::format(
+        "study '{}' trains with its own command: and has no evaluate_command: to evaluate a checkpoint with; add one "
+        "(docs/trial-protocol.md, \"Evaluating a checkpoint\")",
+        data.study.name));
+  }
+  const std::filesystem::path trial_dir = TrialDirectory(spec, data.study, chosen.trial.number);
+  std::error_code error;
+  std::filesystem::create_directories(trial_dir, error);
+  auto values = Placeholders(spec, chosen.trial, ParamsByName(*spec.space, chosen.trial.params), trial_dir);
+  std::filesystem::path checkpoint = chosen.checkpoint.path;
+  if (checkpoint.is_relative()) checkpoint = trial_dir / checkpoint;
+  values["checkpoint"] = checkpoint.string();
+  values["split"] = split;
+  TrialCommand command;
+  command.shell_command = RenderCommand(spec.evaluate_command, values);
+  command.environment = {{"DLTUNE_TRIAL_DIR", trial_dir.string()},
+                         {"DLTUNE_CHECKPOINT", checkpoint.string()},
+                         {"DLTUNE_SPLIT", split},
+                         {"DLTUNE_SEED", std::to_string(chosen.trial.seed)}};
+  command.stdout_path = trial_dir / "evaluate.log";
+  command.stderr_path = trial_dir / "evaluate.log";
+  TrialProcess process(command);
+  ReportReader reader;
+  CheckpointEvaluation evaluation;
+  std::string bytes;
+  bool open = true;
+  std::optional<ExitStatus> status;
+  while (open || !status) {
+    if (open) {
+      pollfd poll_fd{process.report_fd(), POLLIN, 0};
+      ::poll(&poll_fd, 1, 100);
+      open = process.ReadReport(bytes);
+      reader.Feed(bytes);
+      bytes.clear();
+      while (auto line = reader.Next(!open)) {
+        if (line->eval && line->eval->split == split) {
+          evaluation.metrics = line->eval->metrics;
+          evaluation.examples = line->eval->examples;
+        }
+      }
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!status) status = process.TryWait();
+  }
+  if (!status->ok()) {
+    throw Error(fmt::format("evaluate_command for trial {} ended with {}: {}", chosen.trial.number, status->Describe(),
+                            TailOfFile(command.stderr_path, 5)));
+  }
+  if (evaluation.metrics.empty()) {
+    throw Error(fmt::format("evaluate_command for trial {} reported no eval line for split '{}' (see {})",
+                            chosen.trial.number, split, command.stdout_path.string()));
+  }
+  return evaluation;
+}
+
+}  // namespace
+
+ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::optional<std::uint64_t> trial) {
+  ChosenCheckpoint chosen;
+  if (trial) {
+    chosen.trial = TrialNumbered(data, *trial);
+    if (chosen.trial.state != TrialState::kCompleted) {
+      throw Error(fmt::format("trial {} of study '{}' is {}, not completed: only a finished run is launched", *trial,
+                              data.study.name, TrialStateName(chosen.trial.state)));
+    }
+    chosen.why = fmt::format("trial {}, as asked", *trial);
+  } else {
+    const auto [number, why] = BestChoice(data);
+    chosen.trial = TrialNumbered(data, number);
+    chosen.why = why;
+  }
+  const auto checkpoint = BestCheckpoint(store.ListCheckpoints(chosen.trial.id), chosen.trial.best_step);
+  if (!checkpoint) {
+    throw Error(fmt::format("trial {} of study '{}' keeps no checkpoint of its best step {}", chosen.trial.number,
+                            data.study.name,
+                            chosen.trial.best_step ? std::to_string(*chosen.trial.best_step) : "(none recorded)"));
+  }
+  chosen.checkpoint = *checkpoint;
+  return chosen;
+}
+
+bool VerifyCheckpoint(const CheckpointRecord& checkpoint) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (checkpoint.checksum.rfind(kPrefix, 0) != 0) return false;
+  std::filesystem::path file = checkpoint.path;
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error)) file /= "state.pt";
+  if (!std::filesystem::exists(file, error)) {
+    throw IoError(fmt::format("{}: the checkpoint of step {} is gone", file.string(), checkpoint.step));
+  }
+  const std::string actual = Sha256File(file);
+  if (actual != checkpoint.checksum) {
+    throw CorruptError(
+        fmt::format("{}: the checkpoint of step {} changed since it was recorded (checksum {}, "
+                    "recorded {}); it is not the one training selected",
+                    file.string(), checkpoint.step, actual, checkpoint.checksum));
+  }
+  return true;
+}
+
+CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoint& chosen, const std::string& split,
+                                    const std::filesystem::path& export_path) {
+  CheckpointEvaluation evaluation;
+  if (data.spec.workload.name.empty()) {
+    evaluation = EvaluateExternally(data, chosen, split);
+  } else {
+    const auto params = ParamsByName(*data.spec.space, chosen.trial.params);
+    const nlohmann::json description = TrialDescription(data.spec, data.study, chosen.trial, params, true);
+    const BuiltinTrialRun run = ReadBuiltinTrial(description, "trial " + std::to_string(chosen.trial.number));
+    if (!export_path.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(export_path.parent_path(), error);
+    }
+    const CheckpointMetrics measured =
+        EvaluateWorkloadCheckpoint(run.workload, run.args, HyperParams(run.args, run.params), run.options,
+                                   chosen.checkpoint.path, split, export_path.string());
+    for (const EvalMetric& metric : measured.metrics) {
+      evaluation.metrics[metric.metric] = metric.value;
+      evaluation.examples = metric.examples;
+    }
+  }
+  evaluation.trial = chosen.trial.number;
+  evaluation.step = chosen.checkpoint.step;
+  evaluation.checkpoint_path = chosen.checkpoint.path;
+  evaluation.checksum = chosen.checkpoint.checksum;
+  evaluation.split = split;
+  return evaluation;
+}
+
+int TestEvaluations(Store& store, const StudyRecord& study) {
+  const auto evaluations = store.ListEvaluations(study.id);
+  return static_cast<int>(std::count_if(evaluations.begin(), evaluations.end(),
+                                        [](const CheckpointEvaluation& e) { return e.split == "test"; }));
+}
+
+std::string CurrentAuthor() {
+  std::string user;
+  if (const char* name = std::getenv("USER"); name && *name) user = name;
+  if (user.empty()) {
+    if (const passwd* entry = ::getpwuid(::getuid())) user = entry->pw_name;
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  return (user.empty() ? "unknown" : user) + "@" + host;
+}
+
+LaunchRecord Launch(Store& store, const LaunchRequest& request) {
+  if (request.reason.empty()) throw Error("a launch needs --reason: why this model is adopted, for the decision log");
+  const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
+  if (const int before = TestEvaluations(store, data.study); before > 0 && !request.again) {
+    throw Error(fmt::format(
+        "the test split of study '{}' was evaluated {} time{} already (dltune launches {} lists them); the playbook "
+        "checks the test set once, at the end: pass --again to evaluate it once more (the count is kept)",
+        request.study, before, before == 1 ? "" : "s", request.study));
+  }
+  const ChosenCheckpoint chosen = ChooseCheckpoint(store, data, request.trial);
+  VerifyCheckpoint(chosen.checkpoint);
+  const bool built_in = !data.spec.workload.name.empty();
+  std::filesystem::path export_path = request.export_path;
+  if (export_path.empty() && built_in) {
+    const auto launches = store.ListLaunches(data.study.id);
+    export_path = std::filesystem::absolute(StudyDirectory(data.spec, data.study) / "launches" /
+                                            fmt::format("launch_{}", launches.size() + 1) / "model.pt");
+  }
+  LaunchRecord launch;
+  launch.evaluation = EvaluateChosen(data, chosen, "test", built_in ? export_path : std::filesystem::path());
+  launch.reason = request.reason;
+  launch.author = CurrentAuthor();
+  launch.git_commit = GitCommitOf(std::filesystem::current_path()).value_or("");
+  launch.git_dirty = GitDirtyOf(std::filesystem::current_path());
+  // An external program's model is its checkpoint.
+  launch.export_path = built_in ? export_path.string() : chosen.checkpoint.path;
+  return store.AddLaunch(data.study.id, launch);
+}
+
+}  // namespace dltune
