@@ -141,14 +141,19 @@ function showStudies(data) {
       : el('p', {}, 'This store has no studies yet. Run one with: dltune run study.yaml'));
 }
 
+// A best trial as the report says it: its value (a mean with its interval when replicas exist), trial and step.
+function bestText(b) {
+  return `${b.text} — trial ${b.trial}${b.replicas ? ' (median replica)' : ''}, step ${fmt(b.step)}`;
+}
+
 async function showStudy(data) {
   setCrumbs({ text: 'studies', href: '#/' }, { text: data.name });
   const facts = [['description', data.description], ...(data.goal ? [['goal', data.goal]] : []), ['spec', `${data.spec_path} (sha256 ${data.spec_hash.slice(0, 12)})`],
     ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}` : ''}`],
     ['objective', `${data.direction} ${data.objective}`], ['max_train_steps', data.max_train_steps],
     ['trials', statesText(data.states)],
-    ['best', data.best ? `${fmt(data.best.value)} (trial ${data.best.trial}, step ${fmt(data.best.step)})` : '-']];
-  for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, `${fmt(b.value)} (trial ${b.trial}, step ${fmt(b.step)})`]);
+    ['best', data.best ? bestText(data.best) : '-']];
+  for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, bestText(b)]);
   const diagnosticsBox = el('div', {}, el('p', { class: 'muted' }, 'Reading the measurements…'));
   const chartBox = el('div', {});
   const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];

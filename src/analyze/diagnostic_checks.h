@@ -17,6 +17,9 @@ inline constexpr const char* kCurvesSection = "Examining the training curves";
 inline constexpr const char* kStepsSection = "Deciding how long to train when training is not compute-bound";
 inline constexpr const char* kInputSection = "Optimizing the input pipeline";
 inline constexpr const char* kClippingSection = "Gradient clipping";
+inline constexpr const char* kAdoptSection =
+    "Determining whether to adopt a training pipeline change or hyperparameter configuration";
+inline constexpr const char* kRoundsSection = "Deciding how long to train when training is compute-bound";
 
 // What the checks share.
 struct Context {
@@ -46,5 +49,9 @@ void CheckStepsTooHigh(const Context& context, std::vector<Diagnostic>& out);
 void CheckTrainingLossRising(const Context& context, std::vector<Diagnostic>& out);
 void CheckInputBound(const Context& context, std::vector<Diagnostic>& out);
 void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& out);
+// diagnostics_across.cc
+void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out);
+void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);
+void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out);
 
 }  // namespace dltune::diagnostic_checks

@@ -49,9 +49,11 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 10> kOrder = {
-      "boundary",      "infeasible_share", "instability",          "overfitting", "late_variance",
-      "compute_bound", "steps_too_high",   "training_loss_rising", "input_bound", "aggressive_clipping"};
+  constexpr std::array<std::string_view, 16> kOrder = {
+      "within_noise",   "winner_changed",   "boundary",      "infeasible_share",
+      "instability",    "overfitting",      "late_variance", "compute_bound",
+      "steps_too_high", "training_loss_rising", "input_bound", "aggressive_clipping",
+      "beyond_noise",   "winner_held",      "single_runs",   ""};
   const Context context(data);
   std::vector<Diagnostic> found;
   CheckBoundary(context, found);
@@ -64,6 +66,9 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   CheckTrainingLossRising(context, found);
   CheckInputBound(context, found);
   CheckAggressiveClipping(context, found);
+  CheckTrialVariance(context, found);
+  CheckSingleRuns(context, found);
+  CheckAgainstParent(context, found);
   const auto rank = [&kOrder](const Diagnostic& d) {
     return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();
   };

@@ -35,17 +35,7 @@ std::string LabelOf(const ConfigurationReplicas& c) {
 // The replica whose value is the median (see ConfigurationReplicas::median_trial).
 std::optional<std::uint64_t> MedianTrial(const ConfigurationReplicas& c) {
   if (c.values.empty()) return std::nullopt;
-  std::vector<std::size_t> order(c.values.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return c.values[a] < c.values[b]; });
-  const std::size_t n = order.size();
-  if (n % 2 == 1) return c.completed[order[n / 2]];
-  const std::size_t a = order[n / 2 - 1];
-  const std::size_t b = order[n / 2];
-  const double da = std::fabs(c.values[a] - c.stats.mean);
-  const double db = std::fabs(c.values[b] - c.stats.mean);
-  if (da != db) return c.completed[da < db ? a : b];
-  return std::min(c.completed[a], c.completed[b]);
+  return c.completed[MedianIndex(c.values, c.stats.mean)];
 }
 
 // Which mean is better by the objective's direction (ties: the lower configuration number).

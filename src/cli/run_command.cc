@@ -110,9 +110,11 @@ void PrintOutcome(Store& store, const StudySession& session) {
   }
   for (const auto& best : summary.best_per_substudy) {
     const TrialRecord trial = *store.FindTrial(session.study().id, best.number);
-    std::printf("\nbest of %s: trial %llu, %s %.6g at step %lld of %lld\n", best.substudy_label.c_str(),
-                static_cast<unsigned long long>(best.number), summary.objective.Name().c_str(), best.value,
-                static_cast<long long>(best.step.value_or(0)), static_cast<long long>(session.spec().max_train_steps));
+    std::printf("\nbest of %s: %s%llu, %s %s, best step %lld of %lld\n", best.substudy_label.c_str(),
+                best.stats ? "configuration's median replica, trial " : "trial ",
+                static_cast<unsigned long long>(best.number), summary.objective.Name().c_str(),
+                best.ValueText().c_str(), static_cast<long long>(best.step.value_or(0)),
+                static_cast<long long>(session.spec().max_train_steps));
     std::string params;
     for (const auto& [name, value] : ParamsByName(*session.spec().space, trial.params)) {
       params += fmt::format("{}{}={}", params.empty() ? "" : ", ", name, FormatValue(value));

@@ -33,7 +33,7 @@ std::string FormatNumber(std::optional<double> value) { return value ? fmt::form
 
 std::string BestText(const std::optional<BestTrial>& best) {
   if (!best) return "-";
-  return fmt::format("{:.6g} (trial {}{})", best->value, best->number,
+  return fmt::format("{} — trial {}{}{}", best->ValueText(), best->number, best->stats ? " (median replica)" : "",
                      best->step ? fmt::format(", step {}", *best->step) : std::string());
 }
 

@@ -120,6 +120,20 @@ MeanInterval SummarizeMean(std::span<const double> values, double confidence) {
   return summary;
 }
 
+std::size_t MedianIndex(std::span<const double> values, double mean) {
+  std::vector<std::size_t> order(values.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+  const std::size_t n = order.size();
+  if (n % 2 == 1) return order[n / 2];
+  const std::size_t a = order[n / 2 - 1];
+  const std::size_t b = order[n / 2];
+  const double da = std::fabs(values[a] - mean);
+  const double db = std::fabs(values[b] - mean);
+  if (da != db) return da < db ? a : b;
+  return std::min(a, b);
+}
+
 std::optional<double> SpearmanCorrelation(std::span<const double> x, std::span<const double> y) {
   if (x.size() != y.size() || x.size() < 2) return std::nullopt;
   const std::vector<double> rx = Ranks(x);

@@ -130,6 +130,27 @@ YamlTree ConfigOf(const SearchSpace& space, const Assignment& params) {
 
 std::string Num(double value) { return fmt::format("{:.6g}", value); }
 
+// `text` wrapped at 100 columns for a comment, its paragraphs ("\n") kept.
+std::string WrapComment(const std::string& text) {
+  constexpr std::size_t kWidth = 98;
+  std::string out, line;
+  const auto flush = [&] {
+    out += line + "\n";
+    line.clear();
+  };
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find_first_of(" \n", start), text.size());
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > kWidth) flush();
+    line += (line.empty() ? "" : " ") + word;
+    if (end < text.size() && text[end] == '\n') flush();
+    start = end + 1;
+  }
+  if (!line.empty()) flush();
+  out.pop_back();
+  return out;
+}
+
 // The pieces of a planned spec; Write puts them together in the order people read a spec.
 struct SpecParts {
   std::string header;  // the comment at the top
@@ -145,7 +166,7 @@ struct SpecParts {
 std::string Write(const StudyData& parent, const SpecParts& parts) {
   const YamlNode source = YamlNode::Parse(parent.study.spec_text, parent.study.name + ".yaml");
   YamlTree root = YamlTree::Map();
-  root.comment = parts.header;
+  root.comment = WrapComment(parts.header);
   root.Set("name", YamlTree::Of(parts.name));
   root.Set("description", YamlTree::Of(parts.description));
   root.Set("goal", YamlTree::Of(parts.goal));
@@ -233,8 +254,8 @@ PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request) {
                                              : fmt::format("the best {} configurations of each sub-study", request.top);
   parts.header = fmt::format(
       "Planned by: dltune plan retrain --from {} --top {} --replicas {}{}\n"
-      "Trains {} of study {} {} times, each time from another seed, to measure the run-to-run (trial) variance\n"
-      "before adopting a change (the playbook's \"Determining whether to adopt a training pipeline change or\n"
+      "Trains {} of study {} {} times, each time from another seed, to measure the run-to-run (trial) variance "
+      "before adopting a change (the playbook's \"Determining whether to adopt a training pipeline change or "
       "hyperparameter configuration\"). Replica 0 of each reuses its parent trial's seed and reproduces it.",
       parent.study.name, request.top, request.replicas, request.name.empty() ? "" : " --name " + request.name, which,
       parent.study.name, request.replicas);
@@ -342,8 +363,8 @@ PlannedStudy PlanRound2(Store& store, const Round2Request& request) {
   parts.name = name;
   parts.header = fmt::format(
       "Planned by: dltune plan round2 --from {} --top {} --steps {}{}\n"
-      "Round 2 of study {}: its best configurations trained for {} steps instead of {}, with the playbook's\n"
-      "round-2 schedule (\"Deciding how long to train when training is compute-bound\", Round 2): the extra steps\n"
+      "Round 2 of study {}: its best configurations trained for {} steps instead of {}, with the playbook's "
+      "round-2 schedule (\"Deciding how long to train when training is compute-bound\", Round 2): the extra steps "
       "extend the time at a high learning rate; warmup keeps its length in steps.",
       parent.study.name, request.top, request.steps, request.name.empty() ? "" : " --name " + request.name,
       parent.study.name, round2, round1);

@@ -30,10 +30,17 @@ json StatesJson(const StudySummary& summary) {
 
 json BestJson(const std::optional<BestTrial>& best) {
   if (!best) return nullptr;
-  return {{"value", best->value},
-          {"trial", best->number},
-          {"substudy", best->substudy_label},
-          {"step", Optional(best->step)}};
+  json out = {{"value", best->value},
+              {"trial", best->number},
+              {"substudy", best->substudy_label},
+              {"step", Optional(best->step)},
+              {"text", best->ValueText()}};
+  if (best->stats) {
+    out["replicas"] = best->stats->n;
+    out["low"] = Optional(best->stats->low);
+    out["high"] = Optional(best->stats->high);
+  }
+  return out;
 }
 
 json SectionsJson(const StudyData& data, PageParts parts) {

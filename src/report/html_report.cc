@@ -158,8 +158,8 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
                       data.spec.training.Resolved(data.spec.max_train_steps).eval_every_steps));
   FactRow(page, "trials", summary.StateText());
   auto best_text = [&](const BestTrial& best) {
-    return fmt::format("{} {} — trial {}{}", summary.objective.Name(), Format(best.value), best.number,
-                       best.step ? fmt::format(" at step {}", *best.step) : "");
+    return fmt::format("{} {} — trial {}{}{}", summary.objective.Name(), best.ValueText(), best.number,
+                       best.stats ? " (median replica)" : "", best.step ? fmt::format(" at step {}", *best.step) : "");
   };
   FactRow(page, "best", summary.best ? best_text(*summary.best) : "- (no trial completed yet)");
   if (summary.best_per_substudy.size() > 1) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/analyze/trial_variance.h"
 #include "vega_specs.h"
 
 namespace dltune {
@@ -78,6 +79,63 @@ PageSection IsolationSection(const StudyData& data, const Charting& sizes) {
                               .caption = fmt::format("best {} per {}", objective.Name(), plot.param_name),
                               .spec = IsolationPlotSpec(plot, objective, sizes.normal)});
   }
+  return section;
+}
+
+// Trial variance: a study whose configurations are trained several times (replicas:).
+PageSection VarianceSection(const StudyData& data, const Charting& sizes) {
+  const Objective& objective = data.spec.objective;
+  PageSection section{
+      .id = "variance",
+      .title = "Trial variance: is the difference larger than the noise?",
+      .explanation =
+          "Each configuration trained several times from different seeds (replica r of every configuration from the "
+          "same seed): its runs as points, their mean with its 95% interval, and the parent study's single run as a "
+          "red diamond. Below, each comparison pair by pair: when its interval holds 0, the difference is within the "
+          "run-to-run noise and the playbook would not adopt the change on this evidence.",
+      .empty_text = "No configuration has a completed replica yet."};
+  const TrialVariance variance = AnalyzeTrialVariance(data);
+  if (std::none_of(variance.configurations.begin(), variance.configurations.end(),
+                   [](const ConfigurationReplicas& c) { return !c.values.empty(); })) {
+    return section;
+  }
+  ChartOptions wide = sizes.wide;
+  wide.height = 260;
+  section.charts.push_back(
+      {.id = "variance_replicas",
+       .caption = fmt::format("{} of each configuration's replicas{}", objective.Name(),
+                              variance.pooled_sd ? fmt::format("; run-to-run sd {:.3g}", *variance.pooled_sd) : ""),
+       .spec = ReplicaSpec(variance, objective, wide),
+       .wide = true});
+  if (!variance.comparisons.empty()) {
+    section.charts.push_back({.id = "variance_differences",
+                              .caption = "paired differences between configurations, with the parent's gap",
+                              .spec = PairedDifferenceSpec(variance, objective, wide),
+                              .wide = true});
+  }
+  return section;
+}
+
+// A planned study against its parent: round 2 against round 1, a retrain against the single runs.
+PageSection ParentSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{.id = "parent",
+                      .title = "Against the parent study: do the rankings hold?",
+                      .explanation = fmt::format(
+                          "Each configuration's value in study {} (the run it was taken from) and here. A rank "
+                          "correlation near 1 says the parent's ranking holds; a changed winner says the parent's "
+                          "conclusion does not carry over.",
+                          data.spec.procedure.parent),
+                      .empty_text = "No configuration has completed here yet, or the parent's trials are not in "
+                                    "this store."};
+  const RoundComparison rounds = CompareWithParent(data);
+  if (rounds.rows.empty()) return section;
+  std::string caption = fmt::format("{} configurations", rounds.rows.size());
+  if (rounds.rank_correlation) caption += fmt::format("; Spearman rank correlation {:.2f}", *rounds.rank_correlation);
+  caption += rounds.winner_changed ? "; the winner changed" : "; the same winner";
+  section.charts.push_back({.id = "parent_ranks",
+                            .caption = caption,
+                            .spec = RoundComparisonSpec(rounds, data.spec.objective, data.spec.procedure.parent,
+                                                        sizes.normal)});
   return section;
 }
 
@@ -242,6 +300,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   const bool measurements = parts != PageParts::kRecords;
   std::vector<PageSection> sections;
   if (records) {
+    if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
+    if (!data.spec.procedure.from_trials.empty()) sections.push_back(ParentSection(data, sizes));
     sections.push_back(IsolationSection(data, sizes));
     sections.push_back(AxisPlotSection(data, sizes));
   }
@@ -253,7 +313,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
   if (records) sections.push_back(BootstrapSection(data, options, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
-  const std::vector<std::string> order = {"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"};
+  const std::vector<std::string> order = {"variance",   "parent",    "isolation", "axis-plots",
+                                          "curves",     "best-steps", "gradients", "enough"};
   for (auto& section : sections) {
     section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
   }

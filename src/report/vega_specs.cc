@@ -241,10 +241,17 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
   json spec = Base(options, 330, 210);
   json rows = json::array();
   json labels = json::array();
+  bool intervals = false;
+  std::vector<double> values;
   for (const IsolationPoint& point : plot.points) {
     labels.push_back(point.label);
+    intervals = intervals || (point.low && point.high);
+    if (point.best) values.push_back(*point.best);
     rows.push_back({{"label", point.label},
                     {"y", Number(point.best)},
+                    {"low", Number(point.low)},
+                    {"high", Number(point.high)},
+                    {"replicas", point.replicas},
                     {"trial", point.best_trial ? json(*point.best_trial) : json()},
                     {"trials", point.trials},
                     {"completed", point.completed}});
@@ -259,15 +266,29 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
             {"type", "quantitative"},
             {"title", "best " + ObjectiveTitle(objective)},
             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
-  if (std::none_of(plot.points.begin(), plot.points.end(),
-                   [](const IsolationPoint& p) { return p.best.has_value(); })) {
+  if (values.empty()) {
     y["scale"]["domain"] = {0, 1};  // no value completed yet: an empty axis rather than a scale over nothing
+  } else if (!intervals) {
+    // Single runs carry no measure of their noise: an axis zoomed to their difference would make any difference
+    // look large. The values' spread takes at most a third of the axis, and at least 5% of their size is shown.
+    const auto [low, high] = std::minmax_element(values.begin(), values.end());
+    const double pad = std::max({*high - *low, 0.05 * std::max(std::fabs(*low), std::fabs(*high)), 1e-12});
+    y["scale"]["domain"] = {*low - pad, *high + pad};
+    y["scale"]["nice"] = false;
   }
-  const json tooltip = json::array({Tooltip("label", plot.param_name.c_str()),
-                                    Tooltip("y", ("best " + objective.Name()).c_str(), "quantitative", ".4~g"),
-                                    Tooltip("trial", "best trial"), Tooltip("completed", "completed trials"),
-                                    Tooltip("trials", "trials")});
+  if (intervals) y["title"] = "mean " + ObjectiveTitle(objective) + ", 95% CI";
+  const json tooltip = json::array(
+      {Tooltip("label", plot.param_name.c_str()),
+       Tooltip("y", ((intervals ? "mean " : "best ") + objective.Name()).c_str(), "quantitative", ".4~g"),
+       Tooltip("low", "95% CI from", "quantitative", ".4~g"), Tooltip("high", "95% CI to", "quantitative", ".4~g"),
+       Tooltip("replicas", "runs"), Tooltip("trial", intervals ? "median replica" : "best trial"),
+       Tooltip("completed", "completed trials"), Tooltip("trials", "trials")});
   spec["data"] = {{"values", rows}};
+  spec["title"] = {{"text", ""},
+                   {"subtitle", intervals ? "each point: the best configuration's mean over its replicas, 95% CI"
+                                          : "single runs: variance unknown (dltune plan retrain measures it)"},
+                   {"subtitleFontSize", 11},
+                   {"subtitleColor", "#555"}};
   spec["encoding"] = {{"x", x}, {"y", y}, {"tooltip", tooltip}};
   // Points, labelled with their value; joined by a line only for buckets of a continuous param, where neighbours mean
   // something.
@@ -279,6 +300,143 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
     const json line = {{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"strokeWidth", 1.5}}}};
     spec["layer"].insert(spec["layer"].begin(), line);
   }
+  if (intervals) {
+    spec["layer"].insert(spec["layer"].begin(),
+                         {{"mark", {{"type", "rule"}, {"color", "#4c78a8"}, {"strokeWidth", 2}}},
+                          {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}}}});
+  }
+  return spec;
+}
+
+json ReplicaSpec(const TrialVariance& variance, const Objective& objective, const ChartOptions& options) {
+  json spec = Base(options, 700, 260);
+  json runs = json::array();
+  json means = json::array();
+  json labels = json::array();
+  SeenOrder substudies;
+  for (const ConfigurationReplicas& c : variance.configurations) {
+    const std::string label = c.scientific.empty() ? fmt::format("configuration {}", c.configuration)
+                                                   : fmt::format("{} (configuration {})", c.scientific, c.configuration);
+    labels.push_back(label);
+    substudies.Add(c.substudy);
+    for (std::size_t i = 0; i < c.values.size(); ++i) {
+      runs.push_back({{"label", label}, {"substudy", c.substudy}, {"y", Number(c.values[i])}, {"trial", c.completed[i]}});
+    }
+    if (c.values.empty()) continue;
+    means.push_back({{"label", label},
+                     {"substudy", c.substudy},
+                     {"y", Number(c.stats.mean)},
+                     {"low", Number(c.stats.low)},
+                     {"high", Number(c.stats.high)},
+                     {"sd", Number(c.stats.sd)},
+                     {"n", c.stats.n},
+                     {"parent", Number(c.parent_value)}});
+  }
+  const json x = {{"field", "label"},
+                  {"type", "nominal"},
+                  {"title", nullptr},
+                  {"sort", labels},
+                  {"scale", {{"domain", labels}}},
+                  {"axis", {{"labelAngle", 0}, {"labelLimit", 220}}}};
+  const json y = {{"field", "y"},
+                  {"type", "quantitative"},
+                  {"title", ObjectiveTitle(objective)},
+                  {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}};
+  const json color = SubstudyColor(options, substudies.order());
+  spec["encoding"] = {{"x", x}};
+  spec["layer"] = json::array(
+      {{{"data", {{"values", runs}}},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 40}, {"opacity", 0.55}}},
+        {"encoding",
+         {{"y", y},
+          {"color", color},
+          {"xOffset", {{"value", -10}}},
+          {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("trial", "trial"),
+                                   Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g")})}}}},
+       {{"data", {{"values", means}}},
+        {"mark", {{"type", "rule"}, {"strokeWidth", 2}}},
+        {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}, {"color", color},
+                      {"xOffset", {{"value", 10}}}}}},
+       {{"data", {{"values", means}}},
+        {"mark", {{"type", "tick"}, {"thickness", 2}, {"size", 18}}},
+        {"encoding",
+         {{"y", y},
+          {"color", color},
+          {"xOffset", {{"value", 10}}},
+          {"tooltip",
+           json::array({Tooltip("label", "configuration"), Tooltip("y", "mean", "quantitative", ".4~g"),
+                        Tooltip("low", "95% CI from", "quantitative", ".4~g"),
+                        Tooltip("high", "95% CI to", "quantitative", ".4~g"), Tooltip("sd", "sd", "quantitative", ".3~g"),
+                        Tooltip("n", "replicas"), Tooltip("parent", "parent trial", "quantitative", ".4~g")})}}}},
+       {{"data", {{"values", means}}},
+        {"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
+        {"encoding", {{"y", {{"field", "parent"}, {"type", "quantitative"}}}, {"xOffset", {{"value", 10}}}}}}});
+  return spec;
+}
+
+json PairedDifferenceSpec(const TrialVariance& variance, const Objective& objective, const ChartOptions& options) {
+  json spec = Base(options, 620, 0);
+  json rows = json::array();
+  for (const ReplicaComparison& c : variance.comparisons) {
+    rows.push_back({{"label", c.better_label + " better than " + c.other_label},
+                    {"x", Number(c.advantage.mean)},
+                    {"low", Number(c.advantage.low)},
+                    {"high", Number(c.advantage.high)},
+                    {"pairs", c.advantage.n},
+                    {"parent", Number(c.parent_gap)},
+                    {"verdict", c.within_noise ? "within the noise" : "beyond the noise"}});
+  }
+  spec["height"] = std::max<std::size_t>(1, rows.size()) * 36;
+  const json y = {{"field", "label"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 360}}}};
+  const json x = {{"field", "x"},
+                  {"type", "quantitative"},
+                  {"title", fmt::format("how much better, in {} (paired by seed, 95% CI)", objective.Name())}};
+  spec["data"] = {{"values", rows}};
+  spec["encoding"] = {{"y", y}};
+  spec["layer"] = json::array(
+      {{{"mark", {{"type", "rule"}, {"color", "#888"}, {"strokeDash", {4, 3}}}},
+        {"data", {{"values", json::array({json::object()})}}},
+        {"encoding", {{"x", {{"datum", 0}}}, {"y", nullptr}}}},
+       {{"mark", {{"type", "rule"}, {"strokeWidth", 2}, {"color", "#4c78a8"}}},
+        {"encoding", {{"x", {{"field", "low"}, {"type", "quantitative"}}}, {"x2", {{"field", "high"}}}}}},
+       {{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}},
+        {"encoding",
+         {{"x", x},
+          {"tooltip", json::array({Tooltip("label", "comparison"), Tooltip("x", "mean", "quantitative", ".4~g"),
+                                   Tooltip("low", "95% CI from", "quantitative", ".4~g"),
+                                   Tooltip("high", "95% CI to", "quantitative", ".4~g"), Tooltip("pairs", "pairs"),
+                                   Tooltip("parent", "parent's single runs", "quantitative", ".4~g"),
+                                   Tooltip("verdict", "verdict")})}}}},
+       {{"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
+        {"encoding", {{"x", {{"field", "parent"}, {"type", "quantitative"}}}}}}});
+  return spec;
+}
+
+json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objective, const std::string& parent,
+                         const ChartOptions& options) {
+  json spec = Base(options, 420, 300);
+  json rows = json::array();
+  for (const RoundRow& row : rounds.rows) {
+    rows.push_back({{"label", row.label},
+                    {"x", Number(row.parent_value)},
+                    {"y", Number(row.value)},
+                    {"parent_rank", row.parent_rank},
+                    {"rank", row.rank},
+                    {"trial", row.parent_trial}});
+  }
+  spec["data"] = {{"values", rows}};
+  spec["encoding"] = {
+      {"x", {{"field", "x"}, {"type", "quantitative"}, {"title", objective.Name() + " in " + parent},
+             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}}},
+      {"y", {{"field", "y"}, {"type", "quantitative"}, {"title", objective.Name() + " here"},
+             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}}},
+      {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("trial", "parent trial"),
+                               Tooltip("x", "parent", "quantitative", ".4~g"), Tooltip("parent_rank", "rank there"),
+                               Tooltip("y", "here", "quantitative", ".4~g"), Tooltip("rank", "rank here")})}};
+  spec["layer"] =
+      json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}}},
+                   {{"mark", {{"type", "text"}, {"dy", -11}, {"fontSize", 10}, {"color", "#333"}}},
+                    {"encoding", {{"text", {{"field", "rank"}, {"type", "nominal"}}}}}}});
   return spec;
 }
 

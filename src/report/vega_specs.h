@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/trial_variance.h"
 
 namespace dltune {
 
@@ -37,9 +38,24 @@ std::string ObjectiveTitle(const Objective& objective);
 nlohmann::json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartOptions& options = {});
 
 // An isolation plot: the best objective reached for each value (or bucket) of a scientific param, the nuisance
-// params optimized away.
+// params optimized away. With replicas each point is a mean with its 95% interval as a bar; with single runs the
+// subtitle says their variance is unknown and the axis is not zoomed to their difference.
 nlohmann::json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective,
                                  const ChartOptions& options = {});
+
+// Trial variance: each configuration's replicas as points, their mean as a tick with its 95% interval as a bar,
+// and the parent trial's single run as a red diamond.
+nlohmann::json ReplicaSpec(const TrialVariance& variance, const Objective& objective, const ChartOptions& options = {});
+
+// Paired comparisons: how much better one configuration is than another over replicas trained from the same seeds,
+// with its 95% interval against 0, and the gap between their parent trials as a red diamond.
+nlohmann::json PairedDifferenceSpec(const TrialVariance& variance, const Objective& objective,
+                                    const ChartOptions& options = {});
+
+// This study against its parent: each configuration's value in the parent (x) and here (y), labelled with its rank
+// here.
+nlohmann::json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objective, const std::string& parent,
+                                   const ChartOptions& options = {});
 
 // One series of every trial against the step — `series` from `source` ("train/loss" of the training steps, or an
 // evaluation such as "valid/error_rate"): the highlighted (best few of each sub-study) strong, the others faint,

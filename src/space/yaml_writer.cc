@@ -1,6 +1,8 @@
 #include "dltune/space/yaml_writer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <regex>
 
 #include <fmt/format.h>
@@ -11,15 +13,18 @@ namespace {
 
 constexpr std::size_t kFlowWidth = 100;  // a flow collection longer than this is written in block style
 
-// Whether `text`, written plain, reads back as that text (not a number, bool or null) and parses as a plain scalar.
-bool IsPlainText(const std::string& text) {
-  if (text.empty() || text != std::string(text.c_str())) return false;
+// Whether `text`, written plain, reads back as that text (not a number, bool or null) and parses as a plain scalar:
+// in flow context ({a: b}, [a]) without flow indicators either.
+bool IsPlainText(const std::string& text, bool flow) {
+  if (text.empty() || text.front() == ' ' || text.back() == ' ' || text.back() == ':') return false;
   static const std::regex kNotText(
       R"([-+]?[0-9]+|[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|true|True|TRUE|false|False|FALSE|)"
       R"(null|Null|NULL|~|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
   if (std::regex_match(text, kNotText)) return false;
-  static const std::regex kPlain(R"([A-Za-z0-9_./()+=$^][A-Za-z0-9_./()+=$^ @-]*)");
-  return std::regex_match(text, kPlain) && text.back() != ' ' && text.find(" #") == std::string::npos;
+  if (std::string_view("-?:,[]{}#&*!|>'\"%@`").find(text.front()) != std::string_view::npos) return false;
+  if (text.find(": ") != std::string::npos || text.find(" #") != std::string::npos) return false;
+  if (flow && text.find_first_of(",[]{}") != std::string::npos) return false;
+  return std::none_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 std::string RealText(double value) {
@@ -50,23 +55,24 @@ bool IsLeafCollection(const YamlTree& tree) {
 }
 
 std::string KeyText(const std::string& key) {
-  return IsPlainText(key) ? key : nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return IsPlainText(key, true) ? key : nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string FlowText(const YamlTree& tree) {
+// The tree on one line; `nested`: inside a flow collection, where flow indicators end a plain scalar.
+std::string FlowText(const YamlTree& tree, bool nested = false) {
   switch (tree.kind) {
     case YamlTree::Kind::kNull: return "null";
-    case YamlTree::Kind::kScalar: return YamlScalarText(tree.scalar);
+    case YamlTree::Kind::kScalar: return YamlScalarText(tree.scalar, nested);
     case YamlTree::Kind::kMap: {
       std::string out = "{";
       for (const auto& [key, value] : tree.entries) {
-        out += (out.size() > 1 ? ", " : "") + KeyText(key) + ": " + FlowText(value);
+        out += (out.size() > 1 ? ", " : "") + KeyText(key) + ": " + FlowText(value, true);
       }
       return out + "}";
     }
     case YamlTree::Kind::kSequence: {
       std::string out = "[";
-      for (const auto& item : tree.items) out += (out.size() > 1 ? ", " : "") + FlowText(item);
+      for (const auto& item : tree.items) out += (out.size() > 1 ? ", " : "") + FlowText(item, true);
       return out + "]";
     }
   }
@@ -192,12 +198,12 @@ std::string ToYamlText(const YamlTree& tree) {
   return out;
 }
 
-std::string YamlScalarText(const Value& value) {
+std::string YamlScalarText(const Value& value, bool in_flow) {
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<std::int64_t>(&value)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&value)) return RealText(*d);
   const std::string& text = std::get<std::string>(value);
-  return IsPlainText(text) ? text : nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return IsPlainText(text, in_flow) ? text : nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace dltune

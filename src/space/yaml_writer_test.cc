@@ -91,6 +91,10 @@ TEST(YamlWriter, CommentsFlowAndNesting) {
             "# first line\n# second line\nname: s\n# the configurations\nconfigs:\n  # trial 3\n  - {lr: 0.5}\n"
             "  - a: 1\n    b: []\n");
   EXPECT_EQ(YamlNode::Parse(text, "t").Find("configs")->Elements()[1].Find("a")->AsInt(), 1);
+  YamlTree block = YamlTree::Map();
+  block.Set("description", YamlTree::Of(std::string("Nesterov vs Adam, at 2000 steps?")));
+  block.Set("values", YamlTree::Sequence(true)).Append(YamlTree::Of(std::string("a, b")));
+  EXPECT_EQ(ToYamlText(block), "description: Nesterov vs Adam, at 2000 steps?\nvalues: [\"a, b\"]\n");
   root.Erase("name");
   EXPECT_EQ(root.Find("name"), nullptr);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "dltune/core/git.h"
 #include "dltune/core/sha256.h"
@@ -23,6 +24,11 @@ std::string StudySummary::StateText() const {
   return text.empty() ? "no trials" : text;
 }
 
+std::string BestTrial::ValueText() const {
+  if (!stats || !stats->HalfWidth()) return fmt::format("{:.6g} (single run, variance unknown)", value);
+  return fmt::format("mean {:.6g} ± {:.2g} (95% CI, {} replicas)", value, *stats->HalfWidth(), stats->n);
+}
+
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line) {
   return {.name = spec.name,
           .description = spec.description,
@@ -38,8 +44,9 @@ NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line
 
 namespace {
 
-// A summary with what the spec says: the objective, and how many trials the study will have in all.
-StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned) {
+// A summary with what the spec says: the objective, and how many trials the study will have in all (and, through
+// `replicas`, whether its configurations are trained several times).
+StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned, std::uint64_t* replicas) {
   StudySummary summary;
   summary.study = study;
   summary.reproduce = study.command_line;
@@ -48,6 +55,7 @@ StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned) {
     const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
     summary.objective = spec.objective;
     summary.goal = spec.goal;
+    *replicas = spec.replicas;
     *planned = static_cast<std::int64_t>(StudyPlan(spec).TrialCount());
   } catch (const Error&) {
     // A spec this dltune cannot read keeps the default objective; the records are still worth showing.
@@ -66,11 +74,44 @@ BestTrial BestOf(const TrialRecord& trial) {
   return {trial.number, trial.substudy_label, trial.best_value.value_or(0), trial.best_step};
 }
 
+// In a study with replicas, the best configurations by their means over completed replicas (`completed`: the
+// study's completed trials), overall and per sub-study; each named by its median replica.
+void BestByMeans(StudySummary& summary, const std::vector<TrialRecord>& completed) {
+  struct Group {
+    std::vector<const TrialRecord*> trials;
+    std::vector<double> values;
+  };
+  std::map<std::uint64_t, Group> groups;
+  for (const TrialRecord& trial : completed) {
+    if (trial.state != TrialState::kCompleted || !trial.best_value) continue;
+    groups[trial.configuration].trials.push_back(&trial);
+    groups[trial.configuration].values.push_back(*trial.best_value);
+  }
+  summary.best.reset();
+  summary.best_per_substudy.clear();
+  std::map<std::size_t, BestTrial> per_substudy;
+  for (const auto& [configuration, group] : groups) {
+    const MeanInterval stats = SummarizeMean(group.values);
+    const TrialRecord& median = *group.trials[MedianIndex(group.values, stats.mean)];
+    BestTrial candidate{median.number, median.substudy_label, stats.mean, median.best_step, stats, configuration};
+    const Direction direction = summary.objective.direction;
+    if (!summary.best || IsBetter(candidate.value, summary.best->value, direction)) summary.best = candidate;
+    const auto slot = per_substudy.find(median.substudy);
+    if (slot == per_substudy.end()) {
+      per_substudy.emplace(median.substudy, candidate);
+    } else if (IsBetter(candidate.value, slot->second.value, direction)) {
+      slot->second = candidate;
+    }
+  }
+  for (const auto& [substudy, best] : per_substudy) summary.best_per_substudy.push_back(best);
+}
+
 }  // namespace
 
 StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRecord>& trials) {
   std::int64_t planned = 0;
-  StudySummary summary = SummaryFromSpec(study, &planned);
+  std::uint64_t replicas = 1;
+  StudySummary summary = SummaryFromSpec(study, &planned, &replicas);
   std::vector<std::optional<BestTrial>> per_substudy;
   for (const auto& trial : trials) {
     ++summary.state_counts[static_cast<std::size_t>(trial.state)];
@@ -87,13 +128,15 @@ StudySummary SummarizeStudy(const StudyRecord& study, const std::vector<TrialRec
   for (const auto& slot : per_substudy) {
     if (slot) summary.best_per_substudy.push_back(*slot);
   }
+  if (replicas > 1) BestByMeans(summary, trials);
   CountUnmade(summary, planned);
   return summary;
 }
 
 StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t max_substudies) {
   std::int64_t planned = 0;
-  StudySummary summary = SummaryFromSpec(study, &planned);
+  std::uint64_t replicas = 1;
+  StudySummary summary = SummaryFromSpec(study, &planned, &replicas);
   const TrialCounts counts = store.CountTrials(study.id);
   summary.state_counts = counts.by_state;
   summary.trial_count = counts.made;
@@ -102,7 +145,10 @@ StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t 
   for (const auto& trial : store.BestTrials(study.id, minimize, max_substudies + 1, true)) {
     summary.best_per_substudy.push_back(BestOf(trial));
   }
+  // Replicated configurations are compared by their means: that needs their completed trials.
+  if (replicas > 1) BestByMeans(summary, store.ListTrialsInState(study.id, TrialState::kCompleted));
   if (summary.best_per_substudy.size() > max_substudies) {
+    summary.best_per_substudy.resize(max_substudies + 1);
     summary.best_per_substudy.pop_back();
     summary.more_substudies = true;
   }

@@ -17,7 +17,8 @@ std::string SeverityName(Severity severity);  // "info", "warning", "problem"
 struct Diagnostic {
   std::string id;  // stable: "boundary", "infeasible_share", "instability", "overfitting",
                    // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
-                   // "input_bound", "aggressive_clipping"
+                   // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
+                   // "winner_changed", "winner_held"
   Severity severity = Severity::kWarning;
   std::string title;       // one line: what was found
   std::string detail;      // the evidence: trials, values, fractions
@@ -69,6 +70,16 @@ std::string PlaybookAnchor(const std::string& section);
 //   more than 10% of step time.
 // - aggressive_clipping (warning; "Gradient clipping"): one of the best trials clipped more than 50% of the steps
 //   that carry a `clipped` flag: "lower the learning rate instead" (the playbook's "extremely aggressive").
+// Across studies ("Determining whether to adopt a training pipeline change or hyperparameter configuration"):
+// - within_noise (warning) / beyond_noise (info): in a study with replicas, each comparison of AnalyzeTrialVariance
+//   (trial_variance.h) whose paired interval holds 0 (or has fewer than 2 pairs), or does not: the evidence, the
+//   run-to-run standard deviation and the parent's single-run gap, and what to do next (more replicas; or decide and
+//   launch, with the commands).
+// - single_runs (info): a study without replicas whose sub-studies' bests are single runs: how far apart the two
+//   best are, and the command that retrains them (dltune plan retrain).
+// - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
+//   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner
+//   than in the parent, or the same; with the rank correlation.
 std::vector<Diagnostic> Diagnose(const StudyData& data);
 
 }  // namespace dltune

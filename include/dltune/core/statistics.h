@@ -23,6 +23,10 @@ struct MeanInterval {
 // An empty input gives n = 0 and a mean of 0.
 MeanInterval SummarizeMean(std::span<const double> values, double confidence = 0.95);
 
+// The index of the median of `values` (non-empty): the middle one of an odd count; of an even count, the one of the
+// two middle values nearer `mean` (the lower index on a tie). What a launch takes of replicas: a typical run.
+std::size_t MedianIndex(std::span<const double> values, double mean);
+
 // The quantile function of Student's t distribution with `dof` (>= 1) degrees of freedom at probability p in (0, 1),
 // to about 1e-12 relative (bisection on the CDF written with the regularized incomplete beta function).
 double StudentTQuantile(double p, double dof);

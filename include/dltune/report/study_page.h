@@ -21,7 +21,8 @@ struct PageChart {
 };
 
 struct PageSection {
-  std::string id;    // the HTML anchor: "isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"
+  std::string id;    // the HTML anchor: "variance", "parent", "isolation", "axis-plots", "curves", "best-steps",
+                     // "gradients", "enough"
   int position = 0;  // its place on the whole page (0 first), also when asked for in parts
   std::string title;
   std::string explanation;  // what to look for, in the playbook's terms
@@ -44,8 +45,9 @@ struct StudyPageOptions {
   std::uint64_t bootstrap_seed = 0;
 };
 
-// The analyses' sections of `data`'s study page, in page order: isolation, axis plots, training curves, best steps,
-// gradient norms, "have we sampled enough?" (those of `parts`).
+// The analyses' sections of `data`'s study page, in page order: trial variance (a study with replicas), against the
+// parent (a study planned from one), isolation, axis plots, training curves, best steps, gradient norms, "have we
+// sampled enough?" (those of `parts`).
 std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options,
                                            PageParts parts = PageParts::kAll);
 

@@ -41,7 +41,8 @@ struct YamlTree {
 std::string ToYamlText(const YamlTree& tree);
 
 // One scalar as YAML text that reads back (YamlNode::AsValue) as `value`: shortest round-trip numbers (reals always
-// with a `.` or an exponent, so they stay reals), texts quoted when needed.
-std::string YamlScalarText(const Value& value);
+// with a `.` or an exponent, so they stay reals), texts quoted when needed (`in_flow`: inside {...} or [...], where
+// commas and brackets need quotes too).
+std::string YamlScalarText(const Value& value, bool in_flow = true);
 
 }  // namespace dltune

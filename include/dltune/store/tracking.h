@@ -7,17 +7,25 @@
 #include <string>
 #include <vector>
 
+#include "dltune/core/statistics.h"
 #include "dltune/store/store.h"
 #include "dltune/study/study_spec.h"
 
 namespace dltune {
 
-// The best trial of a set: its number, sub-study, best objective value and the step it was reached at.
+// The best trial of a set: its number, sub-study, best objective value and the step it was reached at. In a study
+// with replicas, the best configuration by its mean over completed replicas: `value` is that mean, `stats` its
+// spread, and `number` and `step` those of its median replica.
 struct BestTrial {
   std::uint64_t number = 0;
   std::string substudy_label;
   double value = 0;
   std::optional<std::int64_t> step;
+  std::optional<MeanInterval> stats;  // with replicas
+  std::optional<std::uint64_t> configuration;
+
+  // "0.03375 (single run, variance unknown)", or "mean 0.0367 ± 0.0041 (95% CI, 3 replicas)".
+  std::string ValueText() const;
 };
 
 struct StudySummary {

@@ -1,0 +1,123 @@
+// Checks across studies: trial variance over replicas, single runs compared, and a planned study against its parent.
+#include <fmt/format.h>
+
+#include "diagnostic_checks.h"
+#include "dltune/analyze/trial_variance.h"
+
+namespace dltune::diagnostic_checks {
+namespace {
+
+using analysis_util::Num;
+
+std::string IntervalText(const MeanInterval& m) {
+  if (!m.low || !m.high) return fmt::format("{} (one pair: no interval)", Num(m.mean));
+  return fmt::format("{} (95% CI [{}, {}], {} pairs)", Num(m.mean), Num(*m.low), Num(*m.high), m.n);
+}
+
+// How the study was made: the name of its spec file, for commands.
+std::string SpecPath(const StudyData& data) {
+  return data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
+}
+
+}  // namespace
+
+void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.replicas < 2) return;
+  const TrialVariance variance = AnalyzeTrialVariance(data);
+  const std::string noise =
+      variance.pooled_sd ? fmt::format("; the runs of one configuration spread by a standard deviation of {}",
+                                       Num(*variance.pooled_sd))
+                         : "";
+  for (const ReplicaComparison& c : variance.comparisons) {
+    const std::string parent =
+        c.parent_gap ? fmt::format(" In the parent study their single runs differed by {}.", Num(*c.parent_gap)) : "";
+    Diagnostic d{.id = c.within_noise ? "within_noise" : "beyond_noise",
+                 .severity = c.within_noise ? Severity::kWarning : Severity::kInfo,
+                 .section = kAdoptSection};
+    if (c.within_noise) {
+      d.title = fmt::format("{} and {} are within the run-to-run noise", c.better_label, c.other_label);
+      d.detail = fmt::format("Trained from the same seeds, {} is better by {}{}.{}", c.better_label,
+                             IntervalText(c.advantage), noise, parent);
+      d.suggestion =
+          data.spec.procedure.kind == "retrain"
+              ? fmt::format("do not adopt either on this evidence: more replicas narrow the interval (dltune plan "
+                            "retrain --from {} --replicas {} --name {}-more), or keep the simpler option",
+                            data.spec.procedure.parent, 2 * data.spec.replicas, data.study.name)
+              : fmt::format("do not adopt either on this evidence: more replicas narrow the interval (raise "
+                            "replicas: in {} and run it under another name), or keep the simpler option",
+                            SpecPath(data));
+    } else {
+      d.title = fmt::format("{} is better than {} beyond the run-to-run noise", c.better_label, c.other_label);
+      d.detail = fmt::format("Trained from the same seeds, it is better by {}{}.{}", IntervalText(c.advantage), noise,
+                             parent);
+      d.suggestion = fmt::format(
+          "adopt it if the gain is worth its complexity: dltune decide {0} --adopt configuration {1} --because "
+          "'...', then dltune launch {0} --reason '...' evaluates its median replica on the test set once",
+          data.study.name, c.better);
+    }
+    out.push_back(std::move(d));
+  }
+}
+
+void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.replicas > 1 || context.ranked.size() < 2) return;
+  // Sub-studies compared through their best single runs: how close are they?
+  std::vector<std::pair<std::string, double>> bests;
+  for (const auto& group : context.ranked) {
+    if (!group.empty()) bests.emplace_back(group.front().trial->substudy_label, group.front().objective);
+  }
+  if (bests.size() < 2) return;
+  std::sort(bests.begin(), bests.end(), [&](const auto& a, const auto& b) {
+    return IsBetter(a.second, b.second, context.objective.direction);
+  });
+  out.push_back(
+      {.id = "single_runs",
+       .severity = Severity::kInfo,
+       .title = fmt::format("{} leads {} by {}, on single runs: variance unknown", bests[0].first, bests[1].first,
+                            Num(std::fabs(bests[0].second - bests[1].second))),
+       .detail = "Each sub-study's best is one training run; a run from another seed can land elsewhere, and the "
+                 "playbook warns that this trial variance alone can exceed the differences being compared.",
+       .suggestion = fmt::format("before adopting, retrain the best of each sub-study from several seeds: dltune "
+                                 "plan retrain --from {} --replicas 5",
+                                 data.study.name),
+       .section = kAdoptSection});
+}
+
+void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.from_trials.empty()) return;
+  const RoundComparison rounds = CompareWithParent(data);
+  if (rounds.rows.size() < 2) return;
+  const auto label_of = [&](std::uint64_t configuration) {
+    for (const RoundRow& row : rounds.rows) {
+      if (row.configuration == configuration) return row.label;
+    }
+    return fmt::format("configuration {}", configuration);
+  };
+  const std::string correlation =
+      rounds.rank_correlation ? fmt::format("Spearman rank correlation {:.2f}", *rounds.rank_correlation)
+                              : "no rank correlation (the values tie)";
+  const bool round2 = data.spec.procedure.kind == "round2";
+  // A retrain's comparisons are its trial-variance findings; only a parent's winner that does not hold is news.
+  if (!round2 && !rounds.winner_changed) return;
+  Diagnostic d{.severity = rounds.winner_changed ? Severity::kWarning : Severity::kInfo,
+               .section = round2 ? kRoundsSection : kAdoptSection};
+  if (rounds.winner_changed) {
+    d.id = "winner_changed";
+    d.title = fmt::format("the winner changed from study {}: {} was best there, {} is best here",
+                          data.spec.procedure.parent, label_of(*rounds.parent_winner), label_of(*rounds.winner));
+    d.suggestion = round2 ? "conclusions from the shorter runs do not carry over: keep this round's winner, and "
+                            "check the other conclusions of round 1 at this length"
+                          : "the parent's winner was a lucky seed: compare configurations by their means here";
+  } else {
+    d.id = "winner_held";
+    d.title = fmt::format("{} is best both here and in study {}", label_of(*rounds.winner), data.spec.procedure.parent);
+    d.suggestion = fmt::format("dltune launch {} --reason '...' evaluates it on the test set once", data.study.name);
+  }
+  d.detail = fmt::format("{} configurations ranked in both studies; {}.", rounds.rows.size(), correlation);
+  out.push_back(std::move(d));
+}
+
+}  // namespace dltune::diagnostic_checks
