@@ -30,6 +30,8 @@ void RegisterServeCommand(CLI::App& app);
 void RegisterDoctorCommand(CLI::App& app);
 // `dltune plan retrain` and `dltune plan round2`.
 void RegisterPlanCommand(CLI::App& app);
+// `dltune note`, `decide`, `evaluate`, `launch` and `launches`.
+void RegisterDecisionCommands(CLI::App& app);
 
 // Shared by the commands.
 // The command line as typed (set by main), recorded with new studies.

@@ -68,7 +68,9 @@ const std::string& CommandLineText() { return command_line; }
 
 int main(int argc, char** argv) {
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
-  if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial")) {
+  // `launch` and `evaluate` evaluate with the same kernels as training did, so their numbers are training's.
+  if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial" ||
+                   std::string(argv[1]) == "launch" || std::string(argv[1]) == "evaluate")) {
     dltune::ReexecWithFasterBlasKernels(argv);
   }
   CLI::App app{
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterRunCommands(app);
   dltune::cli::RegisterDoctorCommand(app);
   dltune::cli::RegisterPlanCommand(app);
+  dltune::cli::RegisterDecisionCommands(app);
   dltune::cli::RegisterServeCommand(app);
   dltune::cli::RegisterReportCommand(app);
   dltune::cli::SetCommandLine(argc, argv);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -31,6 +32,28 @@ std::string FormatTime(std::optional<double> seconds) {
 
 std::string FormatNumber(std::optional<double> value) { return value ? fmt::format("{:.6g}", *value) : "-"; }
 
+// ", user's commit abc…" (with uncommitted changes when they were); "" without a commit.
+std::string CommitText(const std::string& commit, std::optional<bool> dirty) {
+  if (commit.empty()) return "";
+  return ", user's commit " + commit + (dirty.value_or(false) ? " with uncommitted changes" : "");
+}
+
+std::string NoteLabel(const StudyNote& note) {
+  return NoteKindName(note.kind) + " " + FormatClockTime(note.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal);
+}
+
+// "adopt trial 12 (optimizer=adam): because ..." or the note's text, with its author.
+std::string NoteText(const StudyNote& note) {
+  const std::string text = note.kind == NoteKind::kDecision ? "adopt " + note.adopt + ": " + note.text : note.text;
+  return note.author.empty() ? text : text + " (" + note.author + ")";
+}
+
+// The metric of an evaluation, e.g. "error_rate 0.1123"; "-" when it lacks it.
+std::string FormatMetric(const std::map<std::string, double>& metrics, const std::string& metric) {
+  const auto it = metrics.find(metric);
+  return it == metrics.end() ? "-" : fmt::format("{} {:.6g}", metric, it->second);
+}
+
 std::string BestText(const std::optional<BestTrial>& best) {
   if (!best) return "-";
   return fmt::format("{} — trial {}{}{}", best->ValueText(), best->number, best->stats ? " (median replica)" : "",
@@ -40,14 +63,58 @@ std::string BestText(const std::optional<BestTrial>& best) {
 }  // namespace
 
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies) {
-  TextTable table({"study", "description", "spec", "trials", "best", "reproduce with"});
+  TextTable table({"study", "goal", "spec", "trials", "best", "decision", "reproduce with"});
   for (const auto& study : studies) {
     const StudySummary summary = SummarizeStudy(store, study);
-    table.AddRow({study.name, study.description, study.spec_path, summary.StateText(),
-                  summary.best ? fmt::format("{} {}", summary.objective.Name(), BestText(summary.best)) : "-",
+    std::string decision = "-";
+    for (const StudyNote& note : store.ListNotes(study.id)) {
+      if (note.kind == NoteKind::kDecision) decision = NoteText(note);
+    }
+    table.AddRow({study.name, summary.goal.empty() ? study.description : summary.goal, study.spec_path,
+                  summary.StateText(),
+                  summary.best ? fmt::format("{} {}", summary.objective.Name(), BestText(summary.best)) : "-", decision,
                   summary.reproduce});
   }
   return table.Render();
+}
+
+std::string StudyTree(Store& store) {
+  const auto studies = store.ListStudies();
+  std::map<std::string, std::vector<const StudyRecord*>> children;
+  std::set<std::string> names;
+  for (const auto& study : studies) names.insert(study.name);
+  std::vector<const StudyRecord*> roots;
+  for (const auto& study : studies) {
+    // A parent no longer in this store leaves its children as roots.
+    if (study.parent.empty() || names.count(study.parent) == 0) {
+      roots.push_back(&study);
+    } else {
+      children[study.parent].push_back(&study);
+    }
+  }
+  std::string out;
+  const std::function<void(const StudyRecord&, const std::string&, bool, bool)> draw =
+      [&](const StudyRecord& study, const std::string& prefix, bool last, bool root) {
+        const StudySummary summary = SummarizeStudy(store, study, 0);
+        std::string line = root ? "" : prefix + (last ? "└─ " : "├─ ");
+        line += study.name;
+        std::string kind;
+        try {
+          kind = ParseStudySpec(study.spec_text, study.name).procedure.kind;
+        } catch (const Error&) {
+        }
+        if (!kind.empty()) line += " (" + kind + ")";
+        line += fmt::format("  {}; best {}", summary.StateText(),
+                            summary.best ? summary.best->ValueText() : std::string("-"));
+        if (!study.parent.empty() && names.count(study.parent) == 0) line += " [parent " + study.parent + " not here]";
+        out += TerminalSafe(line, false) + "\n";
+        const auto& kids = children[study.name];
+        for (std::size_t i = 0; i < kids.size(); ++i) {
+          draw(*kids[i], root ? "" : prefix + (last ? "   " : "│  "), i + 1 == kids.size(), false);
+        }
+      };
+  for (const StudyRecord* root : roots) draw(*root, "", true, true);
+  return out;
 }
 
 void AddStorageOption(CLI::App* command, std::string& storage) {
@@ -100,7 +167,8 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   if (!summary.goal.empty()) facts.AddRow({"goal", summary.goal});
   facts.AddRow({"spec", fmt::format("{} (sha256 {})", study.spec_path, study.spec_hash.substr(0, 12))});
   facts.AddRow({"created", fmt::format("{} by dltune {}{}", FormatTime(study.created_at), study.dltune_version,
-                                       study.git_commit.empty() ? "" : ", user's commit " + study.git_commit)});
+                                       CommitText(study.git_commit, study.git_dirty))});
+  if (!study.parent.empty()) facts.AddRow({"planned from", "study " + study.parent});
   facts.AddRow({"updated", FormatTime(study.updated_at)});
   facts.AddRow({"objective", DirectionName(summary.objective.direction) + " " + summary.objective.Name()});
   facts.AddRow({"trials", summary.StateText()});
@@ -108,6 +176,14 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
   if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
   facts.AddRow({"reproduce with", summary.reproduce});
+  for (const StudyNote& logged : store.ListNotes(study.id)) facts.AddRow({NoteLabel(logged), NoteText(logged)});
+  for (const LaunchRecord& launch : store.ListLaunches(study.id)) {
+    facts.AddRow({fmt::format("launch {}", launch.id),
+                  fmt::format("{} by {}: trial {} step {}, test {}; {} ({})", FormatTime(launch.created_at),
+                              launch.author, launch.evaluation.trial, launch.evaluation.step,
+                              FormatMetric(launch.evaluation.metrics, summary.objective.metric), launch.reason,
+                              launch.export_path)});
+  }
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
 
@@ -115,12 +191,16 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   struct Seen {
     Value first;
     bool varies = false;
+    std::size_t count = 0;
   };
   std::map<std::string, Seen> seen_by_id;
   std::vector<std::string> param_ids;
+  bool replicated = false;
   for (const auto& trial : trials) {
+    replicated = replicated || trial.replica > 0;
     for (const auto& [id, value] : trial.params) {
       const auto [it, added] = seen_by_id.try_emplace(id, Seen{value});
+      ++it->second.count;
       if (added) {
         param_ids.push_back(id);
       } else if (!it->second.varies && !SameValue(it->second.first, value)) {
@@ -131,11 +211,12 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   std::string constant;
   std::erase_if(param_ids, [&](const std::string& id) {
     const Seen& seen = seen_by_id.at(id);
-    if (seen.varies) return false;
+    if (seen.varies || seen.count < trials.size()) return false;  // a conditional param is absent from some
     constant += (constant.empty() ? "" : ", ") + id + "=" + FormatValue(seen.first);
     return true;
   });
   std::vector<std::string> header = {"trial", "sub-study", "state", "best", "best step", "final"};
+  if (replicated) header.insert(header.begin() + 1, {"config", "replica"});
   header.insert(header.end(), param_ids.begin(), param_ids.end());
   TextTable table(header);
   for (const auto& trial : trials) {
@@ -145,6 +226,7 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
                                     FormatNumber(trial.best_value),
                                     trial.best_step ? fmt::format("{}", *trial.best_step) : "-",
                                     FormatNumber(trial.final_value)};
+    if (replicated) row.insert(row.begin() + 1, {std::to_string(trial.configuration), std::to_string(trial.replica)});
     for (const auto& id : param_ids) {
       const auto it = trial.params.find(id);
       if (it == trial.params.end()) {
@@ -224,11 +306,22 @@ void RegisterStoreCommands(CLI::App& app) {
 
   auto* studies = app.add_subcommand(
       "studies",
-      "The tracking table of every study in the store: description, spec, trials by state, best objective (with its "
-      "trial and step) and the command that reproduces it.\n\nExample:\n  dltune studies --storage "
-      "sqlite:///runs/dltune.db");
+      "The tracking table of every study in the store: its goal (or description), spec, trials by state, best "
+      "objective (with its trial and step; a mean with its interval when replicas exist), the latest decision and "
+      "the command that reproduces it. --tree shows which study was planned from which.\n\nExamples:\n  dltune "
+      "studies --storage sqlite:///runs/dltune.db\n  dltune studies --tree");
   AddStorageOption(studies, *storage);
-  studies->callback([storage] { PrintStudies(*OpenForReading(*storage)); });
+  auto tree = std::make_shared<bool>(false);
+  studies->add_flag("--tree", *tree,
+                    "Studies as a tree of lineage: each study planned from another (dltune plan) under its parent");
+  studies->callback([storage, tree] {
+    const auto store = OpenForReading(*storage);
+    if (*tree) {
+      std::fputs(StudyTree(*store).c_str(), stdout);
+    } else {
+      PrintStudies(*store);
+    }
+  });
 
   struct ShowArgs {
     std::string study;

@@ -1,0 +1,230 @@
+// The decision log and the end of a study: `dltune note`, `dltune decide`, `dltune evaluate`, `dltune launch` and
+// `dltune launches`.
+#include <cstdio>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dltune/core/strings.h"
+#include "dltune/report/study_data.h"
+#include "dltune/run/launch.h"
+#include "dltune/store/tracking.h"
+#include "text_table.h"
+
+namespace dltune::cli {
+namespace {
+
+std::unique_ptr<Store> OpenForWriting(const std::string& storage) {
+  return OpenStore(StoreUrlOrDefault(storage), /*create_if_missing=*/false);
+}
+
+// "trial 12" or "configuration 3", from what --adopt was given: 12, trial:12, configuration:3 (config:3, c3).
+std::string AdoptedChoice(const StudyData& data, const std::string& text) {
+  static const std::regex kTrial(R"((?:trial[: ]?)?([0-9]+))");
+  static const std::regex kConfiguration(R"((?:configuration|config|c)[: ]?([0-9]+))");
+  std::smatch match;
+  if (std::regex_match(text, match, kConfiguration)) {
+    const std::uint64_t configuration = std::stoull(match[1].str());
+    for (const TrialRecord& trial : data.trials) {
+      if (trial.configuration == configuration) {
+        return fmt::format("configuration {} ({})", configuration, trial.substudy_label);
+      }
+    }
+    throw Error(fmt::format("study '{}' has no configuration {}", data.study.name, configuration));
+  }
+  if (std::regex_match(text, match, kTrial) && match[1].length() <= 18) {
+    const std::uint64_t number = std::stoull(match[1].str());
+    for (const TrialRecord& trial : data.trials) {
+      if (trial.number == number) return fmt::format("trial {} ({})", number, trial.substudy_label);
+    }
+    throw Error(fmt::format("study '{}' has no trial {}", data.study.name, number));
+  }
+  throw Error(fmt::format("--adopt takes a trial (12, trial:12) or a configuration (configuration:3), not '{}'", text));
+}
+
+std::string MetricsText(const std::map<std::string, double>& metrics) {
+  std::string text;
+  for (const char* name : {"error_rate", "accuracy", "loss"}) {
+    if (const auto it = metrics.find(name); it != metrics.end()) {
+      text += fmt::format("{}{} {:.6g}", text.empty() ? "" : ", ", name, it->second);
+    }
+  }
+  for (const auto& [name, value] : metrics) {
+    if (name == "error_rate" || name == "accuracy" || name == "loss" || name.rfind("correct_class_", 0) == 0) continue;
+    text += fmt::format("{}{} {:.6g}", text.empty() ? "" : ", ", name, value);
+  }
+  return text.empty() ? "-" : text;
+}
+
+}  // namespace
+
+void RegisterDecisionCommands(CLI::App& app) {
+  {
+    struct Args {
+      std::string study, text, storage;
+    };
+    auto args = std::make_shared<Args>();
+    auto* note = app.add_subcommand(
+        "note",
+        "Add a note to a study's decision log (shown by dltune show, dltune studies, the report and the dashboard): "
+        "what you saw, what you suspect, what to try next.\n\n"
+        "Example:\n  dltune note quickstart \"Adam's best learning rate is at the top of its range\"");
+    note->add_option("STUDY", args->study, "The study's name")->required();
+    note->add_option("TEXT", args->text, "The note")->required();
+    AddStorageOption(note, args->storage);
+    note->callback([args] {
+      if (args->text.empty()) throw Error("a note needs some text");
+      const auto store = OpenForWriting(args->storage);
+      const StudyRecord study = RequireStudy(*store, args->study);
+      const StudyNote stored =
+          store->AddNote(study.id, {.kind = NoteKind::kNote, .text = args->text, .author = CurrentAuthor()});
+      std::printf("noted on study %s (note %lld)\n", study.name.c_str(), static_cast<long long>(stored.id));
+    });
+  }
+  {
+    struct Args {
+      std::string study, adopt, because, storage;
+    };
+    auto args = std::make_shared<Args>();
+    auto* decide = app.add_subcommand(
+        "decide",
+        "Record a decision taken from a study: which trial or configuration is adopted as the new baseline, and why "
+        "(the playbook's \"Determining whether to adopt a training pipeline change or hyperparameter "
+        "configuration\"). Shown by dltune show, dltune studies, the report and the dashboard.\n\n"
+        "Examples:\n  dltune decide quickstart-retrain --adopt configuration:0 --because 'Nesterov beats Adam beyond "
+        "the noise'\n  dltune decide quickstart --adopt 12 --because 'best single run; retrained next'");
+    decide->add_option("STUDY", args->study, "The study's name")->required();
+    decide->add_option("--adopt", args->adopt, "A trial (12, trial:12) or a configuration (configuration:3)")
+        ->required();
+    decide->add_option("--because", args->because, "Why it is adopted")->required();
+    AddStorageOption(decide, args->storage);
+    decide->callback([args] {
+      if (args->because.empty()) throw Error("a decision needs --because: why it is taken");
+      const auto store = OpenForWriting(args->storage);
+      const StudyData data = LoadStudyData(*store, args->study, /*with_measurements=*/false);
+      const std::string adopt = AdoptedChoice(data, args->adopt);
+      store->AddNote(data.study.id,
+                     {.kind = NoteKind::kDecision, .adopt = adopt, .text = args->because, .author = CurrentAuthor()});
+      std::printf("decided on study %s: adopt %s, because %s\n", data.study.name.c_str(), adopt.c_str(),
+                  TerminalSafe(args->because).c_str());
+      std::printf("next: dltune launch %s --reason '...' (evaluates the chosen checkpoint on the test set, once)\n",
+                  ShellQuote(data.study.name).c_str());
+    });
+  }
+  {
+    struct Args {
+      std::string study, split = "valid", storage;
+      std::optional<std::uint64_t> trial;
+      bool again = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* evaluate = app.add_subcommand(
+        "evaluate",
+        "Evaluate a trial's best checkpoint (the study's best trial by default; in a study with replicas, the best "
+        "configuration's median replica) on a split, and record the result apart from the trial's measurements. A "
+        "built-in workload is evaluated by the trainer's own evaluation; a study with its own command: by its "
+        "evaluate_command:. The test split counts as the study's test evaluation (see dltune launch).\n\n"
+        "Examples:\n  dltune evaluate quickstart --split valid\n  dltune evaluate quickstart --trial 12 --split train");
+    evaluate->add_option("STUDY", args->study, "The study's name")->required();
+    evaluate->add_option("--trial", args->trial, "The trial (default: the study's best)");
+    evaluate->add_option("--split", args->split, "train, valid, valid_sample or test (default valid)");
+    evaluate->add_flag("--again", args->again, "Evaluate the test split although it was evaluated before");
+    AddStorageOption(evaluate, args->storage);
+    evaluate->callback([args] {
+      const auto store = OpenForWriting(args->storage);
+      const StudyData data = LoadStudyData(*store, args->study, /*with_measurements=*/false);
+      if (args->split == "test" && TestEvaluations(*store, data.study) > 0 && !args->again) {
+        throw Error(
+            fmt::format("the test split of study '{}' was evaluated before; the playbook checks it once, at "
+                        "the end: pass --again to evaluate it once more (the count is kept)",
+                        data.study.name));
+      }
+      const ChosenCheckpoint chosen = ChooseCheckpoint(*store, data, args->trial);
+      std::printf("%s\n", TerminalSafe(chosen.why).c_str());
+      const bool verified = VerifyCheckpoint(chosen.checkpoint);
+      std::printf("checkpoint: %s (step %lld%s)\n", chosen.checkpoint.path.c_str(),
+                  static_cast<long long>(chosen.checkpoint.step), verified ? ", checksum verified" : ", no checksum");
+      const CheckpointEvaluation stored =
+          store->AddEvaluation(data.study.id, EvaluateChosen(data, chosen, args->split, {}));
+      std::printf("%s: %s over %lld examples\n", args->split.c_str(), MetricsText(stored.metrics).c_str(),
+                  static_cast<long long>(stored.examples));
+    });
+  }
+  {
+    struct Args {
+      std::string study, reason, storage, export_path;
+      std::optional<std::uint64_t> trial;
+      bool again = false;
+    };
+    auto args = std::make_shared<Args>();
+    auto* launch = app.add_subcommand(
+        "launch",
+        "Launch a study's chosen model: its best trial (in a study with replicas, the configuration with the best "
+        "mean and its median replica, not a lucky seed), or --trial. Verifies the best checkpoint's checksum, "
+        "evaluates it on the test split once, records the launch (test metrics, your git commit and whether the "
+        "checkout had uncommitted changes, the reason, who, when) and exports the model: a TorchScript file for a "
+        "built-in workload (torch.jit.load reads it), the checkpoint itself for a program of your own. A second test "
+        "evaluation of a study is refused unless --again, and counted.\n\n"
+        "Example:\n  dltune launch quickstart-retrain --reason 'Nesterov beats Adam beyond the noise'");
+    launch->add_option("STUDY", args->study, "The study's name")->required();
+    launch->add_option("--trial", args->trial, "The trial to launch (default: the study's best)");
+    launch->add_option("--reason", args->reason, "Why this model is launched, for the decision log")->required();
+    launch->add_option("--export", args->export_path,
+                       "Where to write the TorchScript model (default: <run_dir>/<uid>/launches/launch_<n>/model.pt)");
+    launch->add_flag("--again", args->again, "Evaluate the test split although it was evaluated before");
+    AddStorageOption(launch, args->storage);
+    launch->callback([args] {
+      const auto store = OpenForWriting(args->storage);
+      const LaunchRecord launched = Launch(*store, {.study = args->study,
+                                                    .trial = args->trial,
+                                                    .reason = args->reason,
+                                                    .again = args->again,
+                                                    .export_path = args->export_path});
+      const CheckpointEvaluation& e = launched.evaluation;
+      const int count = TestEvaluations(*store, *store->FindStudy(args->study));
+      std::printf("launched study %s, trial %llu, checkpoint of step %lld (checksum verified)\n",
+                  launched.study.c_str(), static_cast<unsigned long long>(e.trial), static_cast<long long>(e.step));
+      std::printf("  test:     %s over %lld examples\n", MetricsText(e.metrics).c_str(),
+                  static_cast<long long>(e.examples));
+      std::printf("  model:    %s\n", launched.export_path.c_str());
+      std::printf("  commit:   %s%s\n",
+                  launched.git_commit.empty() ? "- (not a git checkout)" : launched.git_commit.c_str(),
+                  launched.git_dirty.value_or(false) ? " with uncommitted changes" : "");
+      std::printf("  test evaluations of this study: %d%s\n", count,
+                  count > 1 ? " (the test set was seen before)" : "");
+    });
+  }
+  {
+    struct Args {
+      std::string study, storage;
+    };
+    auto args = std::make_shared<Args>();
+    auto* launches = app.add_subcommand(
+        "launches",
+        "The launches of every study, or of one: when, who, which trial and checkpoint, the test metrics, the model "
+        "file, the commit and the reason.\n\nExamples:\n  dltune launches\n  dltune launches quickstart-retrain");
+    launches->add_option("STUDY", args->study, "Only this study's launches");
+    AddStorageOption(launches, args->storage);
+    launches->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const std::int64_t study_id = args->study.empty() ? 0 : RequireStudy(*store, args->study).id;
+      const auto list = store->ListLaunches(study_id);
+      if (list.empty()) {
+        std::printf("no launches yet%s\n", args->study.empty() ? "" : (" of study " + args->study).c_str());
+        return;
+      }
+      TextTable table({"launch", "when", "who", "study", "trial", "step", "test", "commit", "model", "reason"});
+      for (const LaunchRecord& l : list) {
+        table.AddRow(
+            {std::to_string(l.id), FormatClockTime(l.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), l.author, l.study,
+             std::to_string(l.evaluation.trial), std::to_string(l.evaluation.step), MetricsText(l.evaluation.metrics),
+             l.git_commit.empty() ? "-" : l.git_commit.substr(0, 12) + (l.git_dirty.value_or(false) ? "+dirty" : ""),
+             l.export_path, l.reason});
+      }
+      std::fputs(table.Render().c_str(), stdout);
+    });
+  }
+}
+
+}  // namespace dltune::cli
