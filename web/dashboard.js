@@ -149,26 +149,41 @@ function bestText(b) {
 async function showStudy(data) {
   setCrumbs({ text: 'studies', href: '#/' }, { text: data.name });
   const facts = [['description', data.description], ...(data.goal ? [['goal', data.goal]] : []), ['spec', `${data.spec_path} (sha256 ${data.spec_hash.slice(0, 12)})`],
-    ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}` : ''}`],
+    ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}${data.git_dirty ? ' with uncommitted changes' : ''}` : ''}`],
     ['objective', `${data.direction} ${data.objective}`], ['max_train_steps', data.max_train_steps],
     ['trials', statesText(data.states)],
     ['best', data.best ? bestText(data.best) : '-']];
   for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, bestText(b)]);
+  // Lineage, decisions and launches: where the study comes from, what was decided, what was launched.
+  const studyLink = (name) => el('a', { href: `#/study/${encodeURIComponent(name)}` }, name);
+  if (data.parent) facts.push(['planned from', el('span', {}, studyLink(data.parent), ` (dltune plan ${data.procedure})`)]);
+  if (data.children.length) {
+    facts.push(['planned from it', el('span', {}, ...data.children.flatMap((c, i) => (i ? [', ', studyLink(c)] : [studyLink(c)])))]);
+  }
+  for (const n of data.notes) {
+    facts.push([`${n.kind} ${time(n.created_at)}`, `${n.kind === 'decision' ? `adopt ${n.adopt}: ` : ''}${n.text}${n.author ? ` (${n.author})` : ''}`]);
+  }
+  for (const l of data.launches) {
+    const metric = l.metrics[data.objective.split('/').pop()];
+    facts.push([`launch ${l.id}`, `${time(l.created_at)} by ${l.author}: trial ${l.trial} at step ${l.step}, test ${fmt(metric)}; ${l.reason} — model ${l.export_path}`]);
+  }
+  if (data.test_evaluations) facts.push(['test evaluations', `${data.test_evaluations} (the playbook checks the test set once)`]);
   const diagnosticsBox = el('div', {}, el('p', { class: 'muted' }, 'Reading the measurements…'));
   const chartBox = el('div', {});
   const paramNames = [...new Set(data.trials.flatMap((t) => Object.keys(t.params)))];
   const listed = allTrialRows ? data.trials : data.trials.slice(0, TRIAL_ROWS);
-  const rows = listed.map((t) => [t.number, t.substudy, el('span', { class: `state-${t.state}` }, t.state),
-    t.best, t.best_step, t.final, ...paramNames.map((p) => t.params[p])]);
+  const replicated = data.replicas > 1;
+  const rows = listed.map((t) => [t.number, ...(replicated ? [t.configuration, t.replica] : []), t.substudy,
+    el('span', { class: `state-${t.state}` }, t.state), t.best, t.best_step, t.final, ...paramNames.map((p) => t.params[p])]);
   const more = listed.length < data.trials.length
     ? el('p', {}, `First ${listed.length} of ${data.trials.length} trials. `,
       el('button', { id: 'all-trials', onclick: () => { allTrialRows = true; showStudy(data); } }, 'Show all'))
     : '';
   main.replaceChildren(el('h1', {}, data.name),
-    el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
+    el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, v instanceof Node ? v : fmt(v)))))),
     el('h2', {}, 'Diagnostics'), diagnosticsBox,
     el('h2', {}, 'Charts'), chartBox,
-    el('h2', {}, 'Trials'), table(['trial', 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
+    el('h2', {}, 'Trials'), table(['trial', ...(replicated ? ['config', 'replica'] : []), 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
       (i) => { location.hash = `#/study/${encodeURIComponent(data.name)}/trial/${listed[i].number}`; }), more);
   resetCharts();
   addSections(chartBox, data.sections);

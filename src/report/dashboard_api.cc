@@ -101,6 +101,8 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
   json trials = json::array();
   for (const auto& trial : data.trials) {
     trials.push_back({{"number", trial.number},
+                      {"configuration", trial.configuration},
+                      {"replica", trial.replica},
                       {"substudy", trial.substudy_label},
                       {"state", TrialStateName(trial.state)},
                       {"best", Optional(trial.best_value)},
@@ -109,13 +111,43 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
                       {"reason", trial.reason},
                       {"params", ParamsJson(data.spec, trial.params)}});
   }
+  json notes = json::array();
+  for (const StudyNote& note : data.notes) {
+    notes.push_back({{"kind", NoteKindName(note.kind)},
+                     {"adopt", note.adopt},
+                     {"text", note.text},
+                     {"author", note.author},
+                     {"created_at", note.created_at}});
+  }
+  json launches = json::array();
+  for (const LaunchRecord& launch : data.launches) {
+    launches.push_back({{"id", launch.id},
+                        {"trial", launch.evaluation.trial},
+                        {"step", launch.evaluation.step},
+                        {"metrics", launch.evaluation.metrics},
+                        {"reason", launch.reason},
+                        {"author", launch.author},
+                        {"git_commit", launch.git_commit},
+                        {"export_path", launch.export_path},
+                        {"created_at", launch.created_at}});
+  }
+  const auto tests = std::count_if(data.evaluations.begin(), data.evaluations.end(),
+                                   [](const CheckpointEvaluation& e) { return e.split == "test"; });
   return {{"name", data.study.name},
           {"description", data.study.description},
           {"goal", data.spec.goal},
+          {"parent", data.spec.procedure.parent},
+          {"procedure", data.spec.procedure.kind},
+          {"children", data.children},
+          {"notes", notes},
+          {"launches", launches},
+          {"test_evaluations", tests},
+          {"replicas", data.spec.replicas},
           {"spec_path", data.study.spec_path},
           {"spec_hash", data.study.spec_hash},
           {"dltune_version", data.study.dltune_version},
           {"git_commit", data.study.git_commit},
+          {"git_dirty", data.study.git_dirty ? json(*data.study.git_dirty) : json()},
           {"created_at", data.study.created_at},
           {"updated_at", data.study.updated_at},
           {"objective", data.spec.objective.Name()},

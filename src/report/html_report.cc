@@ -147,7 +147,16 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
           fmt::format("{} by dltune {}", FormatTime(study.created_at),
                       study.dltune_version.empty() ? "?" : study.dltune_version));
   FactRow(page, "last change", FormatTime(study.updated_at));
-  FactRow(page, "git commit", study.git_commit.empty() ? "- (not created in a git checkout)" : study.git_commit, true);
+  FactRow(page, "git commit",
+          study.git_commit.empty()
+              ? "- (not created in a git checkout)"
+              : study.git_commit + (study.git_dirty.value_or(false) ? " (with uncommitted changes)" : ""),
+          true);
+  if (!data.spec.procedure.empty()) {
+    FactRow(page, "planned from",
+            fmt::format("study {} (dltune plan {})", data.spec.procedure.parent, data.spec.procedure.kind));
+  }
+  if (!data.children.empty()) FactRow(page, "planned from it", fmt::format("{}", fmt::join(data.children, ", ")));
   FactRow(page, "trains",
           !data.spec.workload.name.empty() ? "workload " + data.spec.workload.name
           : !data.spec.command.empty()     ? "command: " + data.spec.command
@@ -166,6 +175,22 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
     for (const auto& best : summary.best_per_substudy) FactRow(page, "best of " + best.substudy_label, best_text(best));
   }
   FactRow(page, "created with", summary.reproduce.empty() ? "-" : summary.reproduce, true);
+  for (const StudyNote& note : data.notes) {
+    FactRow(page, fmt::format("{} {}", NoteKindName(note.kind), FormatTime(note.created_at)),
+            (note.kind == NoteKind::kDecision ? "adopt " + note.adopt + ": " : std::string()) + note.text +
+                (note.author.empty() ? "" : " (" + note.author + ")"));
+  }
+  const auto tests = std::count_if(data.evaluations.begin(), data.evaluations.end(),
+                                   [](const CheckpointEvaluation& e) { return e.split == "test"; });
+  for (const LaunchRecord& launch : data.launches) {
+    const auto metric = launch.evaluation.metrics.find(summary.objective.metric);
+    FactRow(page, fmt::format("launch {}", launch.id),
+            fmt::format("{} by {}: trial {} at step {}, test {} {}; {} — model {}", FormatTime(launch.created_at),
+                        launch.author, launch.evaluation.trial, launch.evaluation.step, summary.objective.metric,
+                        metric == launch.evaluation.metrics.end() ? "-" : Format(metric->second), launch.reason,
+                        launch.export_path));
+  }
+  if (tests > 0) FactRow(page, "test evaluations", fmt::format("{} (the playbook checks the test set once)", tests));
   page.Raw("</table>\n</section>\n");
 }
 

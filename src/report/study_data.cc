@@ -25,6 +25,12 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
       }
     }
   }
+  data.notes = store.ListNotes(data.study.id);
+  data.launches = store.ListLaunches(data.study.id);
+  data.evaluations = store.ListEvaluations(data.study.id);
+  for (const StudyRecord& other : store.ListStudies()) {
+    if (other.parent == data.study.name) data.children.push_back(other.name);
+  }
   if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
   for (const auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(row.train);

@@ -75,8 +75,15 @@ PageSection IsolationSection(const StudyData& data, const Charting& sizes) {
                           "value). Compare these, not individual trials.",
                       .empty_text = "This study has no scientific hyperparameter to compare."};
   for (const auto& plot : IsolationPlots(data)) {
+    const bool intervals =
+        std::any_of(plot.points.begin(), plot.points.end(), [](const IsolationPoint& p) { return p.low.has_value(); });
     section.charts.push_back({.id = "isolation_" + plot.param_id,
-                              .caption = fmt::format("best {} per {}", objective.Name(), plot.param_name),
+                              .caption = intervals ? fmt::format("mean {} per {} of the best configuration, with its "
+                                                                 "95% interval over replicas",
+                                                                 objective.Name(), plot.param_name)
+                                                   : fmt::format("best {} per {}: single runs, variance unknown "
+                                                                 "(dltune plan retrain measures it)",
+                                                                 objective.Name(), plot.param_name),
                               .spec = IsolationPlotSpec(plot, objective, sizes.normal)});
   }
   return section;
@@ -108,9 +115,11 @@ PageSection VarianceSection(const StudyData& data, const Charting& sizes) {
        .spec = ReplicaSpec(variance, objective, wide),
        .wide = true});
   if (!variance.comparisons.empty()) {
+    ChartOptions differences = wide;
+    differences.width = 560;  // beside labels as long as two sub-studies' names
     section.charts.push_back({.id = "variance_differences",
                               .caption = "paired differences between configurations, with the parent's gap",
-                              .spec = PairedDifferenceSpec(variance, objective, wide),
+                              .spec = PairedDifferenceSpec(variance, objective, differences),
                               .wide = true});
   }
   return section;
@@ -125,17 +134,18 @@ PageSection ParentSection(const StudyData& data, const Charting& sizes) {
                           "correlation near 1 says the parent's ranking holds; a changed winner says the parent's "
                           "conclusion does not carry over.",
                           data.spec.procedure.parent),
-                      .empty_text = "No configuration has completed here yet, or the parent's trials are not in "
-                                    "this store."};
+                      .empty_text =
+                          "No configuration has completed here yet, or the parent's trials are not in "
+                          "this store."};
   const RoundComparison rounds = CompareWithParent(data);
   if (rounds.rows.empty()) return section;
   std::string caption = fmt::format("{} configurations", rounds.rows.size());
   if (rounds.rank_correlation) caption += fmt::format("; Spearman rank correlation {:.2f}", *rounds.rank_correlation);
   caption += rounds.winner_changed ? "; the winner changed" : "; the same winner";
-  section.charts.push_back({.id = "parent_ranks",
-                            .caption = caption,
-                            .spec = RoundComparisonSpec(rounds, data.spec.objective, data.spec.procedure.parent,
-                                                        sizes.normal)});
+  section.charts.push_back(
+      {.id = "parent_ranks",
+       .caption = caption,
+       .spec = RoundComparisonSpec(rounds, data.spec.objective, data.spec.procedure.parent, sizes.normal)});
   return section;
 }
 
@@ -313,8 +323,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
   if (records) sections.push_back(BootstrapSection(data, options, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
-  const std::vector<std::string> order = {"variance",   "parent",    "isolation", "axis-plots",
-                                          "curves",     "best-steps", "gradients", "enough"};
+  const std::vector<std::string> order = {"variance", "parent",     "isolation", "axis-plots",
+                                          "curves",   "best-steps", "gradients", "enough"};
   for (auto& section : sections) {
     section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
   }

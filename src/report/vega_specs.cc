@@ -284,11 +284,6 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
        Tooltip("replicas", "runs"), Tooltip("trial", intervals ? "median replica" : "best trial"),
        Tooltip("completed", "completed trials"), Tooltip("trials", "trials")});
   spec["data"] = {{"values", rows}};
-  spec["title"] = {{"text", ""},
-                   {"subtitle", intervals ? "each point: the best configuration's mean over its replicas, 95% CI"
-                                          : "single runs: variance unknown (dltune plan retrain measures it)"},
-                   {"subtitleFontSize", 11},
-                   {"subtitleColor", "#555"}};
   spec["encoding"] = {{"x", x}, {"y", y}, {"tooltip", tooltip}};
   // Points, labelled with their value; joined by a line only for buckets of a continuous param, where neighbours mean
   // something.
@@ -301,9 +296,10 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
     spec["layer"].insert(spec["layer"].begin(), line);
   }
   if (intervals) {
-    spec["layer"].insert(spec["layer"].begin(),
-                         {{"mark", {{"type", "rule"}, {"color", "#4c78a8"}, {"strokeWidth", 2}}},
-                          {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}}}});
+    const json interval = {
+        {"mark", {{"type", "rule"}, {"color", "#4c78a8"}, {"strokeWidth", 2}}},
+        {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}}}};
+    spec["layer"].insert(spec["layer"].begin(), interval);
   }
   return spec;
 }
@@ -315,12 +311,14 @@ json ReplicaSpec(const TrialVariance& variance, const Objective& objective, cons
   json labels = json::array();
   SeenOrder substudies;
   for (const ConfigurationReplicas& c : variance.configurations) {
-    const std::string label = c.scientific.empty() ? fmt::format("configuration {}", c.configuration)
-                                                   : fmt::format("{} (configuration {})", c.scientific, c.configuration);
+    const std::string label = c.scientific.empty()
+                                  ? fmt::format("configuration {}", c.configuration)
+                                  : fmt::format("{} (configuration {})", c.scientific, c.configuration);
     labels.push_back(label);
     substudies.Add(c.substudy);
     for (std::size_t i = 0; i < c.values.size(); ++i) {
-      runs.push_back({{"label", label}, {"substudy", c.substudy}, {"y", Number(c.values[i])}, {"trial", c.completed[i]}});
+      runs.push_back(
+          {{"label", label}, {"substudy", c.substudy}, {"y", Number(c.values[i])}, {"trial", c.completed[i]}});
     }
     if (c.values.empty()) continue;
     means.push_back({{"label", label},
@@ -346,31 +344,30 @@ json ReplicaSpec(const TrialVariance& variance, const Objective& objective, cons
   spec["encoding"] = {{"x", x}};
   spec["layer"] = json::array(
       {{{"data", {{"values", runs}}},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 40}, {"opacity", 0.55}}},
+        {"mark", {{"type", "point"}, {"filled", false}, {"size", 40}, {"opacity", 0.8}}},
         {"encoding",
          {{"y", y},
           {"color", color},
-          {"xOffset", {{"value", -10}}},
           {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("trial", "trial"),
                                    Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g")})}}}},
        {{"data", {{"values", means}}},
         {"mark", {{"type", "rule"}, {"strokeWidth", 2}}},
-        {"encoding", {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}, {"color", color},
-                      {"xOffset", {{"value", 10}}}}}},
+        {"encoding",
+         {{"y", {{"field", "low"}, {"type", "quantitative"}}}, {"y2", {{"field", "high"}}}, {"color", color}}}},
        {{"data", {{"values", means}}},
-        {"mark", {{"type", "tick"}, {"thickness", 2}, {"size", 18}}},
+        {"mark", {{"type", "tick"}, {"thickness", 2}, {"size", 28}}},
         {"encoding",
          {{"y", y},
           {"color", color},
-          {"xOffset", {{"value", 10}}},
-          {"tooltip",
-           json::array({Tooltip("label", "configuration"), Tooltip("y", "mean", "quantitative", ".4~g"),
-                        Tooltip("low", "95% CI from", "quantitative", ".4~g"),
-                        Tooltip("high", "95% CI to", "quantitative", ".4~g"), Tooltip("sd", "sd", "quantitative", ".3~g"),
-                        Tooltip("n", "replicas"), Tooltip("parent", "parent trial", "quantitative", ".4~g")})}}}},
+          {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("y", "mean", "quantitative", ".4~g"),
+                                   Tooltip("low", "95% CI from", "quantitative", ".4~g"),
+                                   Tooltip("high", "95% CI to", "quantitative", ".4~g"),
+                                   Tooltip("sd", "sd", "quantitative", ".3~g"), Tooltip("n", "replicas"),
+                                   Tooltip("parent", "parent trial", "quantitative", ".4~g")})}}}},
        {{"data", {{"values", means}}},
-        {"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
-        {"encoding", {{"y", {{"field", "parent"}, {"type", "quantitative"}}}, {"xOffset", {{"value", 10}}}}}}});
+        {"mark",
+         {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
+        {"encoding", {{"y", {{"field", "parent"}, {"type", "quantitative"}}}}}}});
   return spec;
 }
 
@@ -387,9 +384,22 @@ json PairedDifferenceSpec(const TrialVariance& variance, const Objective& object
                     {"verdict", c.within_noise ? "within the noise" : "beyond the noise"}});
   }
   spec["height"] = std::max<std::size_t>(1, rows.size()) * 36;
+  // The axis holds 0, every interval and every parent gap.
+  double low = 0, high = 0;
+  for (const ReplicaComparison& c : variance.comparisons) {
+    for (const std::optional<double>& v :
+         {std::optional<double>(c.advantage.mean), c.advantage.low, c.advantage.high, c.parent_gap}) {
+      if (v && std::isfinite(*v)) {
+        low = std::min(low, *v);
+        high = std::max(high, *v);
+      }
+    }
+  }
+  const double pad = std::max((high - low) * 0.08, 1e-12);
   const json y = {{"field", "label"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelLimit", 360}}}};
   const json x = {{"field", "x"},
                   {"type", "quantitative"},
+                  {"scale", {{"domain", {low - pad, high + pad}}, {"nice", false}}},
                   {"title", fmt::format("how much better, in {} (paired by seed, 95% CI)", objective.Name())}};
   spec["data"] = {{"values", rows}};
   spec["encoding"] = {{"y", y}};
@@ -398,7 +408,8 @@ json PairedDifferenceSpec(const TrialVariance& variance, const Objective& object
         {"data", {{"values", json::array({json::object()})}}},
         {"encoding", {{"x", {{"datum", 0}}}, {"y", nullptr}}}},
        {{"mark", {{"type", "rule"}, {"strokeWidth", 2}, {"color", "#4c78a8"}}},
-        {"encoding", {{"x", {{"field", "low"}, {"type", "quantitative"}}}, {"x2", {{"field", "high"}}}}}},
+        {"encoding",
+         {{"x", {{"field", "low"}, {"type", "quantitative"}, {"scale", x["scale"]}}}, {"x2", {{"field", "high"}}}}}},
        {{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}},
         {"encoding",
          {{"x", x},
@@ -407,7 +418,8 @@ json PairedDifferenceSpec(const TrialVariance& variance, const Objective& object
                                    Tooltip("high", "95% CI to", "quantitative", ".4~g"), Tooltip("pairs", "pairs"),
                                    Tooltip("parent", "parent's single runs", "quantitative", ".4~g"),
                                    Tooltip("verdict", "verdict")})}}}},
-       {{"mark", {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
+       {{"mark",
+         {{"type", "point"}, {"shape", "diamond"}, {"size", 70}, {"color", kThresholdColor}, {"filled", false}}},
         {"encoding", {{"x", {{"field", "parent"}, {"type", "quantitative"}}}}}}});
   return spec;
 }
@@ -418,6 +430,7 @@ json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objecti
   json rows = json::array();
   for (const RoundRow& row : rounds.rows) {
     rows.push_back({{"label", row.label},
+                    {"tag", fmt::format("#{} {}", row.rank, row.label)},
                     {"x", Number(row.parent_value)},
                     {"y", Number(row.value)},
                     {"parent_rank", row.parent_rank},
@@ -426,17 +439,23 @@ json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objecti
   }
   spec["data"] = {{"values", rows}};
   spec["encoding"] = {
-      {"x", {{"field", "x"}, {"type", "quantitative"}, {"title", objective.Name() + " in " + parent},
-             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}}},
-      {"y", {{"field", "y"}, {"type", "quantitative"}, {"title", objective.Name() + " here"},
-             {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}}},
+      {"x",
+       {{"field", "x"},
+        {"type", "quantitative"},
+        {"title", objective.Name() + " in " + parent},
+        {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}},
+        {"axis", {{"tickCount", 5}}}}},
+      {"y",
+       {{"field", "y"},
+        {"type", "quantitative"},
+        {"title", objective.Name() + " here"},
+        {"scale", {{"zero", false}, {"nice", true}, {"padding", 14}}}}},
       {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("trial", "parent trial"),
                                Tooltip("x", "parent", "quantitative", ".4~g"), Tooltip("parent_rank", "rank there"),
                                Tooltip("y", "here", "quantitative", ".4~g"), Tooltip("rank", "rank here")})}};
-  spec["layer"] =
-      json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}}},
-                   {{"mark", {{"type", "text"}, {"dy", -11}, {"fontSize", 10}, {"color", "#333"}}},
-                    {"encoding", {{"text", {{"field", "rank"}, {"type", "nominal"}}}}}}});
+  spec["layer"] = json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}}},
+                               {{"mark", {{"type", "text"}, {"dy", -11}, {"fontSize", 10}, {"color", "#333"}}},
+                                {"encoding", {{"text", {{"field", "tag"}, {"type", "nominal"}}}}}}});
   return spec;
 }
 

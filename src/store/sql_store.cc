@@ -210,6 +210,10 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
               kStudyColumns,
           {study.name, NewStudyUid(), study.description, study.spec_text, study.spec_hash, study.spec_path,
            study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty), study.parent});
+      // The parent's page lists the studies planned from it: it changed too.
+      if (!study.parent.empty()) {
+        connection_->Execute(Sql("UPDATE studies SET updated_at = {now} WHERE name = ?"), {study.parent});
+      }
       return StudyFromRow(rows.front());
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: a study named '{}' already exists", url_, study.name));

@@ -39,6 +39,12 @@ struct StudyData {
   // For a study planned from another (spec.procedure.from_trials): those trials of the parent, as the parent
   // records them; empty otherwise, or when the parent is not in the store.
   std::vector<TrialRecord> parent_trials;
+  // The decision log: notes and decisions, launches, evaluations of chosen checkpoints, and the studies planned
+  // from this one (their names).
+  std::vector<StudyNote> notes;
+  std::vector<LaunchRecord> launches;
+  std::vector<CheckpointEvaluation> evaluations;
+  std::vector<std::string> children;
 };
 
 // The trial's best objective over training (see the terms above); nullopt when it has neither a best value nor a

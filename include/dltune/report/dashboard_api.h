@@ -24,11 +24,14 @@ nlohmann::json StudiesJson(Store& store);
 // The study page comes in two parts, so that the page shows what the trial records alone tell while the
 // measurements (of a 10,000-trial study: half a million rows) are read and analysed.
 enum class StudyPart {
-  // {"name", "description", "goal", "spec_path", "spec_hash", "dltune_version", "git_commit", "created_at",
-  // "updated_at",
-  //  "objective", "direction", "max_train_steps", "states", "best", "best_per_substudy": [...],
-  //  "sections": [PageSectionJson] (study_page.h: isolation, axis plots, best steps, have we sampled enough?),
-  //  "trials": [{"number", "substudy", "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.
+  // {"name", "description", "goal", "parent", "procedure", "children": [name], "notes": [{"kind", "adopt", "text",
+  //  "author", "created_at"}], "launches": [{"id", "trial", "step", "metrics", "reason", "author", "git_commit",
+  //  "export_path", "created_at"}], "test_evaluations", "replicas", "spec_path", "spec_hash", "dltune_version",
+  //  "git_commit", "git_dirty", "created_at", "updated_at", "objective", "direction", "max_train_steps", "states",
+  //  "best", "best_per_substudy": [{"value", "trial", "substudy", "step", "text", and with replicas "replicas",
+  //  "low", "high"}], "sections": [PageSectionJson] (study_page.h: trial variance, against the parent, isolation,
+  //  axis plots, best steps, have we sampled enough?), "trials": [{"number", "configuration", "replica", "substudy",
+  //  "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.
   kRecords,
   // {"updated_at", "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
   //  "sections": [...] (training curves, gradient norms)}.
