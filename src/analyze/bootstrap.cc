@@ -23,6 +23,37 @@ std::vector<std::uint64_t> BootstrapBudgets(std::uint64_t n) {
   return budgets;
 }
 
+namespace {
+
+// The box of the best values of `budget`-trial draws (sorted here).
+BootstrapBox BoxOf(std::vector<double>& best, std::uint64_t budget) {
+  std::sort(best.begin(), best.end());
+  return {.budget = static_cast<int>(budget),
+          .min = best.front(),
+          .q1 = analysis_util::Quantile(best, 0.25),
+          .median = analysis_util::Quantile(best, 0.5),
+          .q3 = analysis_util::Quantile(best, 0.75),
+          .max = best.back()};
+}
+
+}  // namespace
+
+BootstrapBox BestOfBudget(const std::vector<double>& values, std::uint64_t budget, Direction direction, int resamples,
+                          std::uint64_t seed) {
+  resamples = std::max(resamples, 1);
+  budget = std::max<std::uint64_t>(budget, 1);
+  if (values.empty()) return {.budget = static_cast<int>(budget)};
+  Rng rng(seed);
+  std::vector<double> best(static_cast<std::size_t>(resamples));
+  for (double& draw_best : best) {
+    for (std::uint64_t i = 0; i < budget; ++i) {
+      const double value = values[rng.Below(values.size())];
+      if (i == 0 || IsBetter(value, draw_best, direction)) draw_best = value;
+    }
+  }
+  return BoxOf(best, budget);
+}
+
 std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int resamples, std::uint64_t seed) {
   resamples = std::max(resamples, 1);
   const Direction direction = data.spec.objective.direction;
@@ -55,13 +86,7 @@ std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int res
       if (next_box == budgets.end() || *next_box != budget) continue;
       ++next_box;
       best = running;
-      std::sort(best.begin(), best.end());
-      plot.boxes.push_back({.budget = static_cast<int>(budget),
-                            .min = best.front(),
-                            .q1 = analysis_util::Quantile(best, 0.25),
-                            .median = analysis_util::Quantile(best, 0.5),
-                            .q3 = analysis_util::Quantile(best, 0.75),
-                            .max = best.back()});
+      plot.boxes.push_back(BoxOf(best, budget));
     }
     plots.push_back(std::move(plot));
   }

@@ -201,6 +201,66 @@ RoundComparison CompareWithParent(const StudyData& data) {
   return result;
 }
 
+namespace {
+
+ComparedStudy Summarize(const StudyData& data, std::uint64_t budget, int resamples, std::uint64_t seed) {
+  ComparedStudy study{.name = data.study.name};
+  std::vector<double> values;
+  for (const TrialRecord& trial : data.trials) {
+    if (trial.state != TrialState::kCompleted) continue;
+    const auto value = BestObjectiveOf(data, trial);
+    if (!value) continue;
+    values.push_back(*value);
+    if (!study.best || IsBetter(*value, *study.best, data.spec.objective.direction)) {
+      study.best = value;
+      study.best_trial = trial.number;
+    }
+  }
+  study.completed = static_cast<int>(values.size());
+  study.at_equal_budget = BestOfBudget(values, budget, data.spec.objective.direction, resamples, seed);
+  if (data.spec.replicas > 1) {
+    const TrialVariance variance = AnalyzeTrialVariance(data);
+    for (const ConfigurationReplicas& c : variance.configurations) {
+      if (variance.best_configuration && c.configuration == *variance.best_configuration) {
+        study.best_mean = c.stats;
+        study.best_mean_label = LabelOf(c);
+      }
+    }
+  }
+  return study;
+}
+
+std::uint64_t CompletedCount(const StudyData& data) {
+  std::uint64_t count = 0;
+  for (const TrialRecord& trial : data.trials) {
+    if (trial.state == TrialState::kCompleted && BestObjectiveOf(data, trial)) ++count;
+  }
+  return count;
+}
+
+}  // namespace
+
+StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resamples, std::uint64_t seed) {
+  if (a.spec.objective != b.spec.objective) {
+    throw Error(fmt::format("study '{}' measures {} ({}) and study '{}' {} ({}): they cannot be compared", a.study.name,
+                            a.spec.objective.Name(), DirectionName(a.spec.objective.direction), b.study.name,
+                            b.spec.objective.Name(), DirectionName(b.spec.objective.direction)));
+  }
+  StudyComparison comparison;
+  comparison.objective = a.spec.objective;
+  comparison.budget = std::max<std::uint64_t>(1, std::min(CompletedCount(a), CompletedCount(b)));
+  comparison.a = Summarize(a, comparison.budget, resamples, seed);
+  comparison.b = Summarize(b, comparison.budget, resamples, seed);
+  if (comparison.a.completed > 0 && comparison.b.completed > 0) {
+    const BootstrapBox& x = comparison.a.at_equal_budget;
+    const BootstrapBox& y = comparison.b.at_equal_budget;
+    comparison.better =
+        IsBetter(y.median, x.median, comparison.objective.direction) ? comparison.b.name : comparison.a.name;
+    comparison.overlap = x.q1 <= y.q3 && y.q1 <= x.q3;
+  }
+  return comparison;
+}
+
 std::string ReplicaValueText(const MeanInterval& stats) {
   if (stats.n <= 1 || !stats.HalfWidth()) return fmt::format("{:.6g} (single run, variance unknown)", stats.mean);
   return fmt::format("mean {:.6g} ± {} (95% CI, {} replicas)", stats.mean, Num(*stats.HalfWidth()), stats.n);

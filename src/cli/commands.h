@@ -24,6 +24,8 @@ void RegisterTrainCommand(CLI::App& app);
 void RegisterRunCommands(CLI::App& app);
 // `dltune report`.
 void RegisterReportCommand(CLI::App& app);
+// `dltune compare`.
+void RegisterCompareCommand(CLI::App& app);
 // `dltune serve`.
 void RegisterServeCommand(CLI::App& app);
 // `dltune doctor`.

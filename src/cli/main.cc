@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
   dltune::cli::RegisterDecisionCommands(app);
   dltune::cli::RegisterServeCommand(app);
   dltune::cli::RegisterReportCommand(app);
+  dltune::cli::RegisterCompareCommand(app);
   dltune::cli::SetCommandLine(argc, argv);
 
   try {

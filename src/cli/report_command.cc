@@ -3,7 +3,13 @@
 #include <memory>
 
 #include "commands.h"
+#include "dltune/analyze/trial_variance.h"
+#include "dltune/core/strings.h"
+#include "dltune/report/study_data.h"
 #include "dltune/run/study_report.h"
+#include "text_table.h"
+
+#include <fmt/format.h>
 
 namespace dltune::cli {
 namespace {
@@ -48,6 +54,55 @@ void RegisterReportCommand(CLI::App& app) {
       ->check(WholeNumberIn(1, 1000));
   AddStorageOption(command, args->storage);
   command->callback([args] { WriteReport(*args); });
+}
+
+void RegisterCompareCommand(CLI::App& app) {
+  struct Args {
+    std::string a, b, output, storage;
+  };
+  auto args = std::make_shared<Args>();
+  auto* command = app.add_subcommand(
+      "compare",
+      "Two studies side by side, such as a study with and without a change (the playbook's with/without figures), "
+      "or round 1 and round 2: their best results, the best of an equal number of trials from each (so the larger "
+      "study does not win by budget), isolation plots and trial variance side by side, and the best trials' "
+      "curves overlaid. Prints the summary and writes it as one HTML file.\n\n"
+      "Example:\n  dltune compare quickstart quickstart-retrain      # writes ./quickstart-vs-quickstart-retrain.html");
+  command->add_option("A", args->a, "The first study")->required();
+  command->add_option("B", args->b, "The second study")->required();
+  command->add_option("-o,--output", args->output, "The HTML file to write (default: ./A-vs-B.html)");
+  AddStorageOption(command, args->storage);
+  command->callback([args] {
+    auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+    const StudyData a = LoadStudyData(*store, args->a);
+    const StudyData b = LoadStudyData(*store, args->b);
+    const StudyComparison comparison = CompareStudies(a, b);
+    std::string out = fmt::format("{} vs {}: {} {}\n\n", args->a, args->b,
+                                  DirectionName(comparison.objective.direction), comparison.objective.Name());
+    TextTable table({"", args->a, args->b});
+    const auto best = [](const ComparedStudy& c) {
+      std::string text = c.best ? fmt::format("{:.6g} (trial {}, single run)", *c.best, *c.best_trial) : "-";
+      if (c.best_mean) text = c.best_mean_label + ": " + ReplicaValueText(*c.best_mean);
+      return text;
+    };
+    table.AddRow({"completed trials", std::to_string(comparison.a.completed), std::to_string(comparison.b.completed)});
+    table.AddRow({"best", best(comparison.a), best(comparison.b)});
+    const auto box = [](const ComparedStudy& c) {
+      return c.completed == 0 ? std::string("-")
+                              : fmt::format("median {:.6g}, middle half {:.6g} to {:.6g}", c.at_equal_budget.median,
+                                            c.at_equal_budget.q1, c.at_equal_budget.q3);
+    };
+    table.AddRow({fmt::format("best of {} trials", comparison.budget), box(comparison.a), box(comparison.b)});
+    out += table.Render(2);
+    if (!comparison.better.empty()) {
+      out += fmt::format("\nat equal budget {} finds the better result{}\n", comparison.better,
+                         comparison.overlap ? ", but their middle halves overlap: study variance could explain it"
+                                            : ", beyond the overlap of their middle halves");
+    }
+    std::fputs(TerminalSafe(out).c_str(), stdout);
+    const auto path = WriteComparison(*store, args->a, args->b, args->output);
+    std::printf("wrote %s\n", path.c_str());
+  });
 }
 
 }  // namespace dltune::cli

@@ -13,12 +13,14 @@
 #include <fmt/format.h>
 
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/trial_variance.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
 #include "dltune/report/study_page.h"
 #include "dltune/store/tracking.h"
 #include "dltune/version.h"
 #include "report_assets.h"
+#include "vega_specs.h"
 
 namespace dltune {
 namespace {
@@ -451,9 +453,12 @@ std::string InlineScript(std::string_view source) {
   return safe;
 }
 
-std::string RenderReport(const StudyData& data, const ReportOptions& options) {
+namespace {
+
+// The charting libraries, inlined; throws Error naming scripts/setup when they are not installed.
+std::string InlinedLibraries(const fs::path& given) {
   // The libraries first: a missing install is the likeliest failure, and it needs no analysis to report.
-  const fs::path web_dir = options.web_dir.empty() ? FindWebDir() : options.web_dir;
+  const fs::path web_dir = given.empty() ? FindWebDir() : given;
   if (!HoldsLibraries(web_dir)) {
     throw Error(fmt::format("{} does not hold the charting libraries ({}, ...); run scripts/setup to install them",
                             web_dir.string(), kLibraries[0]));
@@ -462,21 +467,47 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   for (const char* file : kLibraries) {
     libraries += fmt::format("<script>/* {} */\n{}\n</script>\n", file, InlineScript(ReadFile(web_dir / file)));
   }
+  return libraries;
+}
 
-  const Objective objective = data.spec.objective;
-  const StudySummary summary = SummarizeStudy(data.study, data.trials);
-
-  Page page;
+// The document's head, up to the start of <main>.
+void BeginPage(Page& page, const std::string& title) {
   page.Raw("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
   page.Raw("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
   page.Raw("<meta name=\"generator\" content=\"dltune ");
   page.Text(kVersion);
   page.Raw("\">\n");
-  page.Element("title", fmt::format("{} — dltune report", data.study.name));
+  page.Element("title", title);
   page.Raw("\n<style>");
   page.Raw(internal::kReportCss);
   page.Raw("</style>\n</head>\n<body>\n<main>\n");
+}
 
+// The footer, the libraries and the charts' specs, and the end of the document.
+std::string EndPage(Page& page, const std::string& libraries, const std::string& generated_at) {
+  page.Raw("<footer>");
+  page.Text(fmt::format("Made by dltune {}{}{}. Charts drawn with Vega-Lite; this file needs no network.", kVersion,
+                        *kBuildCommit != '\0' ? fmt::format(" ({})", kBuildCommit) : "",
+                        generated_at.empty() ? "" : " on " + generated_at));
+  page.Raw("</footer>\n</main>\n");
+  page.Raw(libraries);
+  page.Raw("<script type=\"application/json\" id=\"dltune-chart-specs\">");
+  page.Raw(ScriptJson(page.charts()));
+  page.Raw("</script>\n<script>");
+  page.Raw(internal::kReportJs);
+  page.Raw("</script>\n</body>\n</html>\n");
+  return std::move(page.out());
+}
+
+}  // namespace
+
+std::string RenderReport(const StudyData& data, const ReportOptions& options) {
+  const std::string libraries = InlinedLibraries(options.web_dir);
+  const Objective objective = data.spec.objective;
+  const StudySummary summary = SummarizeStudy(data.study, data.trials);
+
+  Page page;
+  BeginPage(page, fmt::format("{} — dltune report", data.study.name));
   page.Raw("<header class=\"study\"><div class=\"kicker\">dltune study report</div>");
   page.Element("h1", data.study.name);
   if (!data.study.description.empty()) page.Element("p", data.study.description, "class=\"lead\"");
@@ -498,20 +529,129 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   RenderTopTrials(page, data, options, objective);
 
   for (const PageSection& section : sections) RenderSection(page, section);
+  return EndPage(page, libraries, options.generated_at);
+}
 
-  page.Raw("<footer>");
-  page.Text(fmt::format("Made by dltune {}{}{}. Charts drawn with Vega-Lite; this file needs no network.", kVersion,
-                        *kBuildCommit != '\0' ? fmt::format(" ({})", kBuildCommit) : "",
-                        options.generated_at.empty() ? "" : " on " + options.generated_at));
-  page.Raw("</footer>\n</main>\n");
+std::string RenderComparison(const StudyData& a, const StudyData& b, const ReportOptions& options) {
+  const std::string libraries = InlinedLibraries(options.web_dir);
+  const StudyComparison comparison = CompareStudies(a, b, options.bootstrap_resamples, options.bootstrap_seed);
+  const Objective& objective = comparison.objective;
+  Page page;
+  BeginPage(page, fmt::format("{} vs {} — dltune comparison", a.study.name, b.study.name));
+  page.Raw("<header class=\"study\"><div class=\"kicker\">dltune comparison</div>");
+  page.Element("h1", fmt::format("{} vs {}", a.study.name, b.study.name));
+  page.Raw(
+      "<nav class=\"toc\"><a href=\"#record\">Records</a><a href=\"#budget\">At equal budget</a>"
+      "<a href=\"#isolation\">Isolation plots</a><a href=\"#variance\">Trial variance</a>"
+      "<a href=\"#curves\">Curves</a></nav></header>\n");
 
-  page.Raw(libraries);
-  page.Raw("<script type=\"application/json\" id=\"dltune-chart-specs\">");
-  page.Raw(ScriptJson(page.charts()));
-  page.Raw("</script>\n<script>");
-  page.Raw(internal::kReportJs);
-  page.Raw("</script>\n</body>\n</html>\n");
-  return std::move(page.out());
+  // The two records side by side.
+  page.Raw("<section id=\"record\">\n");
+  page.Element("h2", "Records");
+  page.Raw("<table class=\"facts\">\n<tr><th></th>");
+  page.Element("th", a.study.name);
+  page.Element("th", b.study.name);
+  page.Raw("</tr>\n");
+  const auto row = [&](std::string_view label, const std::string& left, const std::string& right) {
+    page.Raw("<tr>");
+    page.Element("th", label);
+    page.Element("td", left);
+    page.Element("td", right);
+    page.Raw("</tr>\n");
+  };
+  const StudySummary sa = SummarizeStudy(a.study, a.trials);
+  const StudySummary sb = SummarizeStudy(b.study, b.trials);
+  row("description", a.study.description, b.study.description);
+  row("goal", a.spec.goal.empty() ? "-" : a.spec.goal, b.spec.goal.empty() ? "-" : b.spec.goal);
+  row("planned from", a.spec.procedure.parent.empty() ? "-" : a.spec.procedure.parent,
+      b.spec.procedure.parent.empty() ? "-" : b.spec.procedure.parent);
+  row("max_train_steps", std::to_string(a.spec.max_train_steps), std::to_string(b.spec.max_train_steps));
+  row("trials", sa.StateText(), sb.StateText());
+  const auto best = [&](const StudySummary& s) { return s.best ? s.best->ValueText() : std::string("-"); };
+  row("best " + objective.Name(), best(sa), best(sb));
+  const auto box = [&](const ComparedStudy& c) {
+    if (c.completed == 0) return std::string("-");
+    return fmt::format("median {} (middle half {} to {})", Format(c.at_equal_budget.median),
+                       Format(c.at_equal_budget.q1), Format(c.at_equal_budget.q3));
+  };
+  row(fmt::format("best of {} trials", comparison.budget), box(comparison.a), box(comparison.b));
+  const auto decision = [](const StudyData& d) {
+    std::string text = "-";
+    for (const StudyNote& note : d.notes) {
+      if (note.kind == NoteKind::kDecision) text = "adopt " + note.adopt + ": " + note.text;
+    }
+    return text;
+  };
+  row("decision", decision(a), decision(b));
+  page.Raw("</table>\n");
+  if (!comparison.better.empty()) {
+    page.Element("p",
+                 fmt::format("At equal budget ({} trials each, resampled), {} finds the better {}{}.",
+                             comparison.budget, comparison.better, objective.Name(),
+                             comparison.overlap ? ", but the middle halves of their outcomes overlap: the choice of "
+                                                  "trials alone (study variance) could explain the difference"
+                                                : ", and the middle halves of their outcomes do not overlap"),
+                 "class=\"explain\"");
+  }
+  page.Raw("</section>\n");
+
+  Section(page, "budget", "At equal budget: which study finds the better result?",
+          "The best objective of as many trials as the smaller study completed, drawn again and again from each "
+          "study's completed trials: a study with more trials does not win by its budget alone.");
+  page.Raw("<div class=\"charts\">\n");
+  page.Chart("budget", EqualBudgetSpec(comparison),
+             fmt::format("best {} of {} trials", objective.Name(), comparison.budget), false);
+  page.Raw("</div>\n</section>\n");
+
+  // The studies' own sections, side by side.
+  const auto sections_of = [&](const StudyData& data, const std::string& id) {
+    std::vector<PageChart> charts;
+    for (const PageSection& section : StudyPageSections(data, {.max_curve_trials = 0}, PageParts::kRecords)) {
+      if (section.id != id) continue;
+      for (PageChart chart : section.charts) {
+        chart.caption = data.study.name + ": " + chart.caption;
+        charts.push_back(std::move(chart));
+      }
+    }
+    return charts;
+  };
+  for (const auto& [id, title, explanation] :
+       {std::tuple<std::string, std::string, std::string>{
+            "isolation", "Isolation plots, side by side",
+            "Each study's best result per scientific value, its nuisance hyperparameters optimized away."},
+        {"variance", "Trial variance, side by side",
+         "Each study's configurations trained several times (when it has replicas), with their 95% intervals."}}) {
+    Section(page, id, title, explanation);
+    std::vector<PageChart> charts = sections_of(a, id);
+    for (PageChart& chart : sections_of(b, id)) charts.push_back(std::move(chart));
+    if (charts.empty()) page.Element("p", "Neither study has these.", "class=\"empty\"");
+    RenderCharts(page, charts);
+    page.Raw("</section>\n");
+  }
+
+  // The best trial of each sub-study of both studies, their objective curves on one chart.
+  Section(page, "curves", "Training curves, overlaid",
+          "The objective of each sub-study's best trial of both studies against the step: the playbook's with and "
+          "without comparison.");
+  std::vector<TrainingCurve> curves;
+  std::vector<std::string> labels;
+  for (const StudyData* data : {&a, &b}) {
+    const auto best_numbers = TopTrials(*data, 1);
+    for (TrainingCurve& curve : TrainingCurves(*data, 1)) {
+      if (std::find(best_numbers.begin(), best_numbers.end(), curve.trial) == best_numbers.end()) continue;
+      curve.substudy = data->study.name + ": " + curve.substudy;
+      curve.highlighted = true;
+      if (std::find(labels.begin(), labels.end(), curve.substudy) == labels.end()) labels.push_back(curve.substudy);
+      curves.push_back(std::move(curve));
+    }
+  }
+  page.Raw("<div class=\"charts\">\n");
+  page.Chart("curves",
+             TrainingCurvesSpec(curves, objective.Name(), CurveSource::kEvaluation, true,
+                                {.width = 900, .height = 300, .substudies = labels}),
+             objective.Name() + " of the best trials", true);
+  page.Raw("</div>\n</section>\n");
+  return EndPage(page, libraries, options.generated_at);
 }
 
 }  // namespace dltune

@@ -762,4 +762,39 @@ json BootstrapSpec(const BootstrapPlot& plot, const Objective& objective, const 
   return spec;
 }
 
+json EqualBudgetSpec(const StudyComparison& comparison, const ChartOptions& options) {
+  json spec = Base(options, 330, 240);
+  json rows = json::array();
+  for (const ComparedStudy* study : {&comparison.a, &comparison.b}) {
+    if (study->completed == 0) continue;
+    const BootstrapBox& box = study->at_equal_budget;
+    rows.push_back({{"study", study->name},
+                    {"min", Number(box.min)},
+                    {"q1", Number(box.q1)},
+                    {"median", Number(box.median)},
+                    {"q3", Number(box.q3)},
+                    {"max", Number(box.max)},
+                    {"completed", study->completed}});
+  }
+  spec["data"] = {{"values", std::move(rows)}};
+  spec["encoding"] = {
+      {"x", {{"field", "study"}, {"type", "nominal"}, {"title", nullptr}, {"axis", {{"labelAngle", 0}}}}},
+      {"tooltip",
+       json::array({Tooltip("study", "study"), Tooltip("completed", "completed trials"),
+                    Tooltip("min", "min", "quantitative", ".4~g"), Tooltip("q1", "25%", "quantitative", ".4~g"),
+                    Tooltip("median", "median", "quantitative", ".4~g"), Tooltip("q3", "75%", "quantitative", ".4~g"),
+                    Tooltip("max", "max", "quantitative", ".4~g")})}};
+  const json y_title = fmt::format("best {} of {} trials", ObjectiveTitle(comparison.objective), comparison.budget);
+  spec["layer"] = json::array(
+      {{{"mark", {{"type", "rule"}, {"color", "#4c78a8"}}},
+        {"encoding",
+         {{"y", {{"field", "min"}, {"type", "quantitative"}, {"title", y_title}, {"scale", {{"zero", false}}}}},
+          {"y2", {{"field", "max"}}}}}},
+       {{"mark", {{"type", "bar"}, {"color", "#9ecae9"}, {"stroke", "#4c78a8"}, {"size", 36}}},
+        {"encoding", {{"y", {{"field", "q1"}, {"type", "quantitative"}}}, {"y2", {{"field", "q3"}}}}}},
+       {{"mark", {{"type", "tick"}, {"orient", "horizontal"}, {"color", "#1f3b5a"}, {"thickness", 2}, {"size", 36}}},
+        {"encoding", {{"y", {{"field", "median"}, {"type", "quantitative"}}}}}}});
+  return spec;
+}
+
 }  // namespace dltune

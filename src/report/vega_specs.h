@@ -83,4 +83,8 @@ nlohmann::json GradientNormHistogramSpec(const GradientNorms& norms, const Chart
 // drawn from the completed ones, as box plots (whiskers min..max, box q1..q3, median tick).
 nlohmann::json BootstrapSpec(const BootstrapPlot& plot, const Objective& objective, const ChartOptions& options = {});
 
+// Two studies at equal budget: for each, the box of the best objective of `budget` trials drawn from its completed
+// ones (CompareStudies).
+nlohmann::json EqualBudgetSpec(const StudyComparison& comparison, const ChartOptions& options = {});
+
 }  // namespace dltune

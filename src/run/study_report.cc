@@ -35,4 +35,17 @@ WrittenReport WriteStudyReport(Store& store, const std::string& study, const std
           .findings = Diagnose(data).size()};
 }
 
+std::filesystem::path WriteComparison(Store& store, const std::string& a, const std::string& b,
+                                      const std::filesystem::path& output) {
+  const StudyData first = LoadStudyData(store, a);
+  const StudyData second = LoadStudyData(store, b);
+  ReportOptions options;
+  options.generated_at = FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%d %H:%M UTC", TimeZone::kUtc);
+  const std::string html = RenderComparison(first, second, options);
+  const std::filesystem::path path =
+      output.empty() ? std::filesystem::path(first.study.name + "-vs-" + second.study.name + ".html") : output;
+  WriteFileAtomically(path, html);
+  return std::filesystem::absolute(path).lexically_normal();
+}
+
 }  // namespace dltune

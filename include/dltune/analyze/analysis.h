@@ -213,5 +213,9 @@ std::vector<std::uint64_t> BootstrapBudgets(std::uint64_t n);
 // Rng(MixSeed(seed, sub-study index)): for each budget in turn, one Rng::Below(n) per resample, in resample order
 // (tools/bootstrap_reference.py reimplements it).
 std::vector<BootstrapPlot> BootstrapBestObjective(const StudyData& data, int resamples = 1000, std::uint64_t seed = 0);
+// The box of one budget: `resamples` draws of `budget` values of `values` with replacement (Rng(seed), Below(n) per
+// draw, resample by resample), each summarized by its best by `direction`. An empty `values` gives a zero box.
+BootstrapBox BestOfBudget(const std::vector<double>& values, std::uint64_t budget, Direction direction,
+                          int resamples = 1000, std::uint64_t seed = 0);
 
 }  // namespace dltune

@@ -84,6 +84,32 @@ struct RoundComparison {
 // Needs data.parent_trials; empty rows otherwise.
 RoundComparison CompareWithParent(const StudyData& data);
 
+// ---- Two studies side by side (`dltune compare`: the playbook's "with and without" comparisons) ----
+
+struct ComparedStudy {
+  std::string name;
+  int completed = 0;           // completed trials with a best objective
+  std::optional<double> best;  // the best single run
+  std::optional<std::uint64_t> best_trial;
+  // With replicas, the configuration with the best mean; nullopt otherwise (single runs).
+  std::optional<MeanInterval> best_mean;
+  std::string best_mean_label;
+  // The best of `budget` trials drawn from its completed ones (BestOfBudget): what the study finds at the budget of
+  // the smaller study, so a study with more trials does not win by its budget alone.
+  BootstrapBox at_equal_budget;
+};
+struct StudyComparison {
+  Objective objective;
+  std::uint64_t budget = 0;  // min of the two studies' completed trials
+  ComparedStudy a, b;
+  // Which study is better at equal budget, by the medians of their boxes, and whether the boxes' middle halves
+  // overlap (then the study variance alone could explain the difference).
+  std::string better;
+  bool overlap = true;
+};
+// Throws Error when the two studies measure different objectives (or the same in different directions).
+StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resamples = 1000, std::uint64_t seed = 0);
+
 // A configuration's value as the "best of" lines say it: "0.1146 (single run, variance unknown)" for one run, else
 // "mean 0.1146 ± 0.0043 (95% CI, 5 replicas)".
 std::string ReplicaValueText(const MeanInterval& stats);

@@ -55,6 +55,11 @@ std::filesystem::path FindWebDir();
 // The report of a study as one HTML document (UTF-8). Throws Error when the charting libraries cannot be read.
 std::string RenderReport(const StudyData& data, const ReportOptions& options = {});
 
+// Two studies side by side, as one HTML document (`dltune compare`): their records, the best result at equal budget
+// (CompareStudies), isolation plots and trial variance side by side, the best trials' objective curves overlaid.
+// Throws Error when the studies measure different objectives or the charting libraries cannot be read.
+std::string RenderComparison(const StudyData& a, const StudyData& b, const ReportOptions& options = {});
+
 // `text` for HTML text and attribute values: & < > " ' escaped, invalid UTF-8 replaced by U+FFFD, NUL dropped.
 std::string HtmlEscape(std::string_view text);
 

@@ -23,4 +23,9 @@ struct WrittenReport {
 WrittenReport WriteStudyReport(Store& store, const std::string& study, const std::filesystem::path& output,
                                std::size_t top = 5);
 
+// Two studies compared (RenderComparison), written whole to `output`, or to ./<a>-vs-<b>.html when it is empty.
+// Returns the absolute path. Throws Error for a missing study or different objectives, IoError for the file.
+std::filesystem::path WriteComparison(Store& store, const std::string& a, const std::string& b,
+                                      const std::filesystem::path& output);
+
 }  // namespace dltune
