@@ -65,8 +65,8 @@ std::string ExportedTable::Render(ExportFormat format) const {
 ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
   const auto trials = store.ListTrials(study.id);
   ExportedTable table;
-  table.columns = {"trial",     "substudy",   "state",       "reason",     "seed",     "retries",
-                   "best_step", "best_value", "final_value", "started_at", "ended_at", "worker"};
+  table.columns = {"trial",   "configuration", "replica",    "substudy",    "state",      "reason",   "seed",
+                   "retries", "best_step",     "best_value", "final_value", "started_at", "ended_at", "worker"};
   const std::set<std::string> fixed(table.columns.begin(), table.columns.end());
   std::set<std::string> seen;
   std::vector<std::string> params;
@@ -80,6 +80,8 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
   for (const auto& id : params) table.columns.push_back(column_of(id));
   for (const auto& trial : trials) {
     nlohmann::json row = {{"trial", trial.number},
+                          {"configuration", trial.configuration},
+                          {"replica", trial.replica},
                           {"substudy", trial.substudy_label},
                           {"state", TrialStateName(trial.state)},
                           {"reason", trial.reason},

@@ -1,0 +1,280 @@
+// Procedures between studies as a user runs them: a study on Fashion-MNIST, its best configurations retrained from
+// several seeds (dltune plan retrain), the statistics checked against an independent script, the best launched and
+// its exported model read from Python; and round 2 of a study whose learning rates follow the playbook's rule.
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <regex>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "dltune/analyze/trial_variance.h"
+#include "dltune/core/schedule.h"
+#include "dltune/report/study_data.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+namespace {
+
+using test::Result;
+using test::Slurp;
+using ::testing::HasSubstr;
+
+class Procedures : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("dltune_procedures_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string StoreUrl() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
+  Result Dltune(const std::string& arguments) { return test::RunDltune(arguments + " --storage " + StoreUrl(), dir_); }
+  // Runs a shell command in the test's directory; returns its exit status and stdout.
+  Result Shell(const std::string& command) {
+    const std::string full = "cd '" + dir_.string() + "' && " + command + " > shell.out 2> shell.err";
+    const int status = std::system(full.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, Slurp(dir_ / "shell.out"), Slurp(dir_ / "shell.err")};
+  }
+  std::filesystem::path Write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return dir_ / name;
+  }
+  std::int64_t EvalRows(Store& store, const std::string& study) {
+    return static_cast<std::int64_t>(store.StudyEvaluations(store.FindStudy(study)->id).size());
+  }
+
+  std::filesystem::path dir_;
+};
+
+// A quickstart-sized study (two optimizers, their learning rates tuned) → its best configurations retrained 5
+// times each → the best mean launched.
+TEST_F(Procedures, RetrainThenLaunchOnFashionMnist) {
+  Write("parent.yaml", R"(name: parent
+workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [64]}}
+max_train_steps: 300
+training: {eval_every_steps: 100, train_eval_examples: 2000}
+trials: 3
+space:
+  optimizer: {values: [nesterov, adam], role: scientific}
+  nesterov_learning_rate: {name: learning_rate, when: {optimizer: nesterov}, min: 0.01, max: 0.3, scale: log}
+  adam_learning_rate: {name: learning_rate, when: {optimizer: adam}, min: 0.0003, max: 0.01, scale: log}
+  batch_size: 64
+)");
+  ASSERT_EQ(Dltune("run parent.yaml --parallel 2 --no-report").exit_code, 0);
+
+  // Bad requests are one line and exit status 2.
+  const Result unknown = Dltune("plan retrain --from nosuch --replicas 5");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("no study named 'nosuch'"));
+  const Result one = Dltune("plan retrain --from parent --replicas 1");
+  EXPECT_EQ(one.exit_code, 2);
+  EXPECT_THAT(one.err, HasSubstr("--replicas must be 2 or more"));
+
+  const Result planned = Dltune("plan retrain --from parent --replicas 5 -o retrain.yaml --name retrain");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_THAT(planned.out, HasSubstr("2 configurations × 5 replicas = 10 trials"));
+  const std::string spec = Slurp(dir_ / "retrain.yaml");
+  // The same command on the same records writes the same bytes.
+  const Result again = Dltune("plan retrain --from parent --replicas 5 -o retrain.yaml --name retrain");
+  EXPECT_THAT(again.out, HasSubstr("is up to date"));
+  EXPECT_EQ(Slurp(dir_ / "retrain.yaml"), spec);
+
+  ASSERT_EQ(Dltune("run retrain.yaml --parallel 2 --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const StudyData parent = LoadStudyData(*store, "parent");
+  const StudyData retrain = LoadStudyData(*store, "retrain");
+  ASSERT_EQ(retrain.trials.size(), 10u);
+  ASSERT_EQ(retrain.parent_trials.size(), 2u);
+
+  // Replica 0 of each configuration trained with its parent trial's seed: the same run, bit for bit.
+  for (const TrialRecord& trial : retrain.trials) {
+    if (trial.replica != 0) continue;
+    const auto& from = retrain.spec.procedure.from_trials.at(trial.configuration);
+    const TrialRecord& original = *std::find_if(parent.trials.begin(), parent.trials.end(),
+                                                [&](const TrialRecord& t) { return t.number == from.trial; });
+    EXPECT_EQ(trial.seed, original.seed);
+    ASSERT_TRUE(trial.best_value && original.best_value);
+    EXPECT_EQ(*trial.best_value, *original.best_value) << "configuration " << trial.configuration;
+    EXPECT_EQ(trial.best_step, original.best_step);
+    const auto& ours = retrain.evals.at(trial.number);
+    const auto& theirs = parent.evals.at(original.number);
+    ASSERT_EQ(ours.size(), theirs.size());
+    for (std::size_t i = 0; i < ours.size(); ++i) EXPECT_EQ(ours[i].value, theirs[i].value) << ours[i].metric;
+  }
+  // Replica r of every configuration shares a seed; replicas differ.
+  for (const TrialRecord& a : retrain.trials) {
+    for (const TrialRecord& b : retrain.trials) {
+      if (a.replica > 0 && a.replica == b.replica) {
+        EXPECT_EQ(a.seed, b.seed);
+      }
+      if (a.configuration == b.configuration && a.replica != b.replica) {
+        EXPECT_NE(a.seed, b.seed);
+      }
+    }
+  }
+
+  // The statistics match tools/trial_variance_reference.py (numpy and scipy) on the exported records.
+  ASSERT_EQ(Dltune("export retrain --format json -o trials.json").exit_code, 0);
+  const Result reference =
+      Shell(std::string("/usr/bin/python3 ") + DLTUNE_SOURCE_DIR + "/tools/trial_variance_reference.py trials.json");
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  const nlohmann::json expected = nlohmann::json::parse(reference.out);
+  const TrialVariance variance = AnalyzeTrialVariance(retrain);
+  ASSERT_EQ(variance.configurations.size(), 2u);
+  for (const ConfigurationReplicas& c : variance.configurations) {
+    const auto& e = expected.at("configurations").at(std::to_string(c.configuration));
+    EXPECT_EQ(c.stats.n, e.at("n").get<int>());
+    EXPECT_NEAR(c.stats.mean, e.at("mean").get<double>(), 1e-12);
+    EXPECT_NEAR(*c.stats.sd, e.at("sd").get<double>(), 1e-12);
+    EXPECT_NEAR(*c.stats.low, e.at("low").get<double>(), 1e-9 * std::fabs(e.at("low").get<double>()) + 1e-12);
+    EXPECT_NEAR(*c.stats.high, e.at("high").get<double>(), 1e-9 * std::fabs(e.at("high").get<double>()) + 1e-12);
+  }
+  EXPECT_NEAR(*variance.pooled_sd, expected.at("pooled_sd").get<double>(), 1e-12);
+  ASSERT_EQ(variance.comparisons.size(), 1u);
+  const auto& comparison = expected.at("comparisons").at(0);
+  EXPECT_EQ(variance.comparisons[0].better, comparison.at("better").get<std::uint64_t>());
+  EXPECT_NEAR(variance.comparisons[0].advantage.mean, comparison.at("advantage").at("mean").get<double>(), 1e-12);
+  EXPECT_NEAR(*variance.comparisons[0].advantage.low, comparison.at("advantage").at("low").get<double>(), 1e-9);
+
+  // The report and doctor say what the replicas show.
+  const Result doctor = Dltune("doctor retrain");
+  EXPECT_THAT(doctor.out, HasSubstr("run-to-run noise"));
+  EXPECT_THAT(Dltune("show retrain").out, HasSubstr("(95% CI, 5 replicas)"));
+
+  // Launch: the best mean's median replica, evaluated once on the test split, exported.
+  const Result launched = Dltune("launch retrain --reason 'retrained: the better optimizer'");
+  ASSERT_EQ(launched.exit_code, 0) << launched.err;
+  const auto launches = store->ListLaunches(store->FindStudy("retrain")->id);
+  ASSERT_EQ(launches.size(), 1u);
+  const LaunchRecord& launch = launches.front();
+  const auto best =
+      std::find_if(variance.configurations.begin(), variance.configurations.end(),
+                   [&](const ConfigurationReplicas& c) { return c.configuration == *variance.best_configuration; });
+  EXPECT_EQ(launch.evaluation.trial, *best->median_trial);
+  EXPECT_EQ(launch.evaluation.split, "test");
+  EXPECT_EQ(launch.evaluation.examples, 10000);
+
+  // The same numbers from `dltune train` of that configuration and seed, stopped at the best step, evaluated on test.
+  const TrialRecord& chosen = *std::find_if(retrain.trials.begin(), retrain.trials.end(),
+                                            [&](const TrialRecord& t) { return t.number == launch.evaluation.trial; });
+  const std::string learning_rate = [&] {
+    for (const auto& [id, value] : chosen.params) {
+      if (id.find("learning_rate") != std::string::npos) return FormatValue(value);
+    }
+    return std::string();
+  }();
+  const std::string train = fmt::format(
+      "train fashion_mnist_mlp --set 'hidden_sizes=[64]' --set batch_size=64 --set optimizer={} --set "
+      "learning_rate={} --steps {} --seed {} --eval-every 100 --train-eval-examples 2000 --test --out again",
+      std::get<std::string>(chosen.params.at("optimizer")), learning_rate, launch.evaluation.step, chosen.seed);
+  const Result trained = test::RunDltune(train, dir_);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  std::map<std::string, double> test_metrics;
+  std::ifstream metrics(dir_ / "again" / "metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.at("type") == "eval" && record.at("split") == "test") {
+      test_metrics[record.at("metric").get<std::string>()] = record.at("value").get<double>();
+    }
+  }
+  for (const char* metric : {"loss", "error_rate", "accuracy"}) {
+    EXPECT_EQ(launch.evaluation.metrics.at(metric), test_metrics.at(metric)) << metric;
+  }
+
+  // Python reads the exported model and predicts the same classes: as many test images right.
+  const Result python = Shell(std::string("/usr/bin/python3 -c \"") +
+                              "import gzip, numpy as np, torch\n"
+                              "def idx(p, off): return np.frombuffer(gzip.open(p).read(), np.uint8, offset=off)\n"
+                              "d='/usr/share/datasets/fashion-mnist/'\n"
+                              "x=torch.from_numpy(idx(d+'t10k-images-idx3-ubyte.gz',16).reshape(-1,1,28,28)"
+                              ".astype(np.float32)/255)\n"
+                              "y=torch.from_numpy(idx(d+'t10k-labels-idx1-ubyte.gz',8).astype(np.int64))\n"
+                              "m=torch.jit.load('" +
+                              launch.export_path +
+                              "')\n"
+                              "with torch.no_grad(): p=m(x).argmax(1)\n"
+                              "print(int((p==y).sum()))\"");
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(std::stoll(python.out), std::llround(launch.evaluation.metrics.at("accuracy") * 10000));
+
+  // Running or launching again adds nothing: the study is finished, the test set was seen.
+  const std::int64_t rows = EvalRows(*store, "retrain");
+  EXPECT_EQ(Dltune("run retrain.yaml --no-report").exit_code, 0);
+  EXPECT_EQ(store->ListTrials(store->FindStudy("retrain")->id).size(), 10u);
+  EXPECT_EQ(EvalRows(*store, "retrain"), rows);
+  const Result second = Dltune("launch retrain --reason again");
+  EXPECT_EQ(second.exit_code, 2);
+  EXPECT_THAT(second.err, HasSubstr("--again"));
+  EXPECT_EQ(store->ListLaunches(store->FindStudy("retrain")->id).size(), 1u);
+  EXPECT_THAT(Dltune("studies --tree").out, HasSubstr("└─ retrain (retrain)"));
+}
+
+// Round 2 on the synthetic workload: every recorded learning rate is the playbook's round-2 extension of round 1's
+// schedule (a linear decay keeps its length; warmup keeps its steps).
+TEST_F(Procedures, Round2LearningRatesFollowTheExtensionRule) {
+  Write("round1.yaml", R"(name: round1
+workload: {name: synthetic, args: {hidden_sizes: [16]}}
+max_train_steps: 100
+training: {eval_every_steps: 25}
+trials: 3
+space:
+  learning_rate: {min: 0.01, max: 0.2, scale: log}
+  schedule: linear
+  warmup_steps: 10
+  decay_steps: {values: [30, 60]}
+  optimizer: nesterov
+  batch_size: 32
+)");
+  ASSERT_EQ(Dltune("run round1.yaml --no-report").exit_code, 0);
+  const Result planned = Dltune("plan round2 --from round1 --top 2 --steps 3x");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_THAT(Slurp(dir_ / "round1-round2.yaml"), HasSubstr("max_train_steps: 300"));
+  EXPECT_THAT(Slurp(dir_ / "round1-round2.yaml"), HasSubstr("eval_every_steps: 75"));
+  ASSERT_EQ(Dltune("run round1-round2.yaml --no-report").exit_code, 0);
+
+  auto store = OpenStore(StoreUrl());
+  const StudyData round1 = LoadStudyData(*store, "round1");
+  const StudyData round2 = LoadStudyData(*store, "round1-round2");
+  ASSERT_EQ(round2.trials.size(), 2u);
+  for (const TrialRecord& trial : round2.trials) {
+    const auto& from = round2.spec.procedure.from_trials.at(trial.configuration);
+    const TrialRecord& original = *std::find_if(round1.trials.begin(), round1.trials.end(),
+                                                [&](const TrialRecord& t) { return t.number == from.trial; });
+    ScheduleOptions before{.kind = "linear",
+                           .base_learning_rate = std::get<double>(original.params.at("learning_rate")),
+                           .warmup_steps = 10,
+                           .decay_steps = std::get<std::int64_t>(original.params.at("decay_steps")),
+                           .max_train_steps = 100};
+    const ScheduleOptions after = ExtendForRound2(before, 300);
+    EXPECT_EQ(after.decay_steps, before.decay_steps);  // linear: the decay keeps its length
+    const auto& steps = round2.train.at(trial.number);
+    ASSERT_EQ(steps.size(), 300u);
+    for (const TrainMeasurement& m : steps) {
+      ASSERT_TRUE(m.learning_rate);
+      // Measurement `step` is after update step - 1.
+      EXPECT_EQ(*m.learning_rate, LearningRate(after, m.step - 1)) << "trial " << trial.number << " step " << m.step;
+    }
+  }
+  EXPECT_THAT(Dltune("doctor round1-round2").out, HasSubstr("round1"));
+  const Result report = Dltune("report round1-round2 -o round2.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(Slurp(dir_ / "round2.html"), HasSubstr("Spearman rank correlation"));
+
+  const Result compared = Dltune("compare round1 round1-round2 -o compare.html");
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  EXPECT_THAT(compared.out, HasSubstr("best of 2 trials"));
+  EXPECT_THAT(Slurp(dir_ / "compare.html"), HasSubstr("Training curves, overlaid"));
+}
+
+}  // namespace
+}  // namespace dltune
