@@ -341,6 +341,79 @@ TEST_P(StoreContract, AnExtendedStudyKeepsItsTrials) {
   EXPECT_THROW(store_->ExtendStudy(study.id + 1000, "x", "h"), Error);
 }
 
+// A trial's configuration and replica, a study's parent and dirty flag, are kept as written.
+TEST_P(StoreContract, ReplicasAndLineageAreRecorded) {
+  NewStudy parent_study{.name = UniqueName("parent"), .spec_text = "x", .spec_hash = "h"};
+  const StudyRecord parent = store_->CreateStudy(parent_study);
+  NewStudy child_study{
+      .name = UniqueName("child"), .spec_text = "x", .spec_hash = "h", .git_dirty = true, .parent = parent.name};
+  const StudyRecord child = store_->CreateStudy(child_study);
+  EXPECT_EQ(child.parent, parent.name);
+  EXPECT_EQ(child.git_dirty, std::optional<bool>(true));
+  EXPECT_FALSE(parent.git_dirty.has_value());
+  EXPECT_GE(store_->FindStudy(parent.name)->updated_at, child.created_at);  // the parent's page lists its children
+  store_->AddTrials(child.id, {{.number = 0, .substudy_label = "all", .seed = 7, .configuration = 0, .replica = 0},
+                               {.number = 1, .substudy_label = "all", .seed = 9, .configuration = 1, .replica = 0},
+                               {.number = 2, .substudy_label = "all", .seed = 8, .configuration = 0, .replica = 1}});
+  const auto trials = store_->ListTrials(child.id);
+  ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(trials[2].configuration, 0u);
+  EXPECT_EQ(trials[2].replica, 1u);
+  EXPECT_EQ(trials[1].configuration, 1u);
+  EXPECT_EQ(store_->ClaimNext(child.id, "w")->first.replica, 0u);
+}
+
+// The decision log: notes and decisions in order, evaluations of checkpoints, launches with their evaluation.
+TEST_P(StoreContract, NotesEvaluationsAndLaunches) {
+  const StudyRecord study = NewStudyWithTrials(2);
+  const double before = store_->FindStudy(study.name)->updated_at;
+  const StudyNote note =
+      store_->AddNote(study.id, {.kind = NoteKind::kNote, .text = "adam at the edge", .author = "a@h"});
+  EXPECT_GT(note.id, 0);
+  EXPECT_GT(note.created_at, 0);
+  store_->AddNote(study.id, {.kind = NoteKind::kDecision, .adopt = "trial 1 (o=b)", .text = "better", .author = "a@h"});
+  const auto notes = store_->ListNotes(study.id);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes[0].text, "adam at the edge");
+  EXPECT_EQ(notes[1].kind, NoteKind::kDecision);
+  EXPECT_EQ(notes[1].adopt, "trial 1 (o=b)");
+  EXPECT_GE(store_->FindStudy(study.name)->updated_at, before);
+
+  const CheckpointEvaluation evaluation =
+      store_->AddEvaluation(study.id, {.trial = 1,
+                                       .step = 50,
+                                       .checkpoint_path = "/c/step_50",
+                                       .checksum = "sha256:ab",
+                                       .split = "valid",
+                                       .metrics = {{"error_rate", 0.125}, {"loss", 0.3}},
+                                       .examples = 800});
+  EXPECT_EQ(evaluation.trial, 1u);
+  EXPECT_EQ(evaluation.metrics.at("error_rate"), 0.125);
+  EXPECT_THROW(store_->AddEvaluation(study.id, {.trial = 99, .split = "test"}), Error);
+  LaunchRecord launch{.evaluation = {.trial = 0,
+                                     .step = 40,
+                                     .checkpoint_path = "/c/step_40",
+                                     .checksum = "sha256:cd",
+                                     .split = "test",
+                                     .metrics = {{"error_rate", 0.1}},
+                                     .examples = 1000},
+                      .reason = "the best",
+                      .author = "a@h",
+                      .git_commit = "0123",
+                      .git_dirty = false,
+                      .export_path = "/m/model.pt"};
+  const LaunchRecord stored = store_->AddLaunch(study.id, launch);
+  EXPECT_EQ(stored.study, study.name);
+  EXPECT_EQ(stored.evaluation.step, 40);
+  EXPECT_EQ(stored.evaluation.metrics.at("error_rate"), 0.1);
+  EXPECT_EQ(stored.git_dirty, std::optional<bool>(false));
+  const auto evaluations = store_->ListEvaluations(study.id);
+  ASSERT_EQ(evaluations.size(), 2u);  // the launch's evaluation is one of the study's
+  EXPECT_EQ(evaluations[1].split, "test");
+  EXPECT_EQ(store_->ListLaunches(study.id).size(), 1u);
+  EXPECT_GE(store_->ListLaunches(0).size(), 1u);  // every study's
+}
+
 // Counts and best trials come from indexed queries, the same as from the trial list.
 TEST_P(StoreContract, CountsAndBestTrialsWithoutListingTrials) {
   const StudyRecord study = store_->CreateStudy({.name = "counted", .spec_text = "x", .spec_hash = "h"});

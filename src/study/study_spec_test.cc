@@ -207,5 +207,69 @@ TEST(StudyPlan, IsLazyAndBounded) {
               HasSubstr("can deal at most 100,000"));
 }
 
+// Replicas: replica r of every configuration before any replica r + 1, the same seed for replica r of every
+// configuration, and replica 0 of a parent trial's config with that trial's seed.
+TEST(StudyPlan, ReplicasInterleaveAndShareSeeds) {
+  const StudySpec spec = ParseStudySpec(std::string(kHeader) + R"(replicas: 3
+trials: 2
+space:
+  optimizer: {values: [sgd, adam], role: scientific}
+  learning_rate: {min: 0.001, max: 0.1, scale: log}
+)",
+                                        "study.yaml");
+  const StudyPlan plan(spec);
+  EXPECT_EQ(plan.ConfigurationCount(), 4u);
+  EXPECT_EQ(plan.TrialCount(), 12u);
+  for (std::uint64_t n = 0; n < plan.TrialCount(); ++n) {
+    const PlannedTrial trial = plan.Trial(n);
+    EXPECT_EQ(trial.configuration, n % 4);
+    EXPECT_EQ(trial.replica, n / 4);
+    EXPECT_EQ(trial.params, plan.Trial(n % 4).params);  // replicas share the params
+    EXPECT_EQ(trial.seed, ReplicaSeed(spec.seed, trial.replica));
+  }
+  EXPECT_NE(ReplicaSeed(0, 1), TrialSeed(0, 1));  // a stream of its own
+
+  const StudySpec retrain = ParseStudySpec(std::string(kHeader) + R"(replicas: 2
+sampler:
+  name: list
+  configs:
+    - {optimizer: adam, learning_rate: 0.01}
+    - {optimizer: sgd, learning_rate: 0.05}
+space:
+  optimizer: {values: [sgd, adam], role: scientific}
+  learning_rate: {min: 0.001, max: 0.1, scale: log}
+procedure:
+  kind: retrain
+  parent: p
+  from_trials: [{trial: 7, seed: 111}, {trial: 4, seed: 222}]
+)",
+                                           "retrain.yaml");
+  const StudyPlan retrain_plan(retrain);
+  // The list puts the sgd config in sub-study 0 (configuration 0) and the adam one in sub-study 1.
+  EXPECT_EQ(retrain_plan.Trial(0).seed, 222u);
+  EXPECT_EQ(retrain_plan.Trial(1).seed, 111u);
+  EXPECT_EQ(retrain_plan.ParentOf(0)->trial, 4u);
+  EXPECT_EQ(retrain_plan.ParentOf(1)->trial, 7u);
+  EXPECT_EQ(retrain_plan.Trial(2).seed, ReplicaSeed(0, 1));
+  EXPECT_EQ(retrain_plan.Trial(3).seed, ReplicaSeed(0, 1));
+}
+
+TEST(StudySpec, ReplicasAndProcedureMistakes) {
+  const std::string space = "space: {learning_rate: {min: 0.001, max: 0.1}}\n";
+  EXPECT_THAT(SpecError(std::string(kHeader) + "replicas: 0\n" + space), HasSubstr("replicas must be between 1"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "replicas: 2\nsampler: gp\n" + space),
+              HasSubstr("needs a sampler that plans its trials up front"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "procedure: {kind: retrian, parent: p}\n" + space),
+              HasSubstr("did you mean 'retrain'"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "procedure: {kind: retrain}\n" + space), HasSubstr("needs parent:"));
+  EXPECT_THAT(SpecError(std::string(kHeader) +
+                        "procedure: {kind: retrain, parent: p, from_trials: [{trial: 1, seed: "
+                        "2}]}\n" +
+                        space),
+              HasSubstr("it needs one per config of the list sampler"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "evaluate_command: python3 eval.py\n" + space),
+              HasSubstr("applies to a study with its own command:"));
+}
+
 }  // namespace
 }  // namespace dltune
