@@ -76,6 +76,19 @@ check "${url}#/study/hostile_dashboard" study.png --min-charts 8 \
   --expect-text 'optimizer=<b>bold</b> & co' --expect-text '<img src=y onerror=alert(3)>'
 check "${url}#/study/hostile_dashboard/trial/1" trial.png --min-charts 2
 
+# Lineage, decisions and launches: a retrain of the hostile study, a decision about it; the retrain's page shows its
+# trial variance and where it comes from, the parent's page the study planned from it.
+"$dltune" plan retrain --from hostile_dashboard --replicas 3 --name hostile_retrain -o retrain.yaml \
+  --storage "$storage" >plan.log 2>&1 || { cat plan.log; fail "dltune plan retrain failed"; }
+"$dltune" run retrain.yaml --storage "$storage" --parallel 2 --no-report >retrain.log 2>&1 ||
+  { cat retrain.log; fail "dltune run of the retrain failed"; }
+"$dltune" decide hostile_retrain --adopt configuration:1 --because '<b>bolder</b> beats it' --storage "$storage" \
+  >/dev/null || fail "dltune decide failed"
+check "${url}#/study/hostile_retrain" retrain.png --min-charts 8 \
+  --expect-text 'Trial variance: is the difference larger than the noise?' --expect-text 'planned from' \
+  --expect-text '<b>bolder</b> beats it' --expect-text '(95% CI, 3 replicas)'
+check "${url}#/study/hostile_dashboard" parent.png --min-charts 8 --expect-text 'planned from it'
+
 # Live: the study page, opened while the first trials train, follows the study to its end by itself.
 cat >live.yaml <<EOF2
 name: live_dashboard

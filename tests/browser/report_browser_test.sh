@@ -56,4 +56,22 @@ node "$source_dir/tests/browser/check_page.mjs" "file://$work/report.html" "$wor
   --expect-text 'optimizer=<b>bold</b> & co' \
   --expect-text "loss is NaN at step 45 <script>alert('reason')</script> & more" \
   --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+# A retrain of the hostile study (its scientific values written back into a planned spec), with a hostile note and
+# decision: the report's trial-variance and parent sections draw, the decision log shows as text.
+"$dltune" plan retrain --from hostile_report --replicas 3 --name hostile_retrain -o retrain.yaml --storage "$storage" \
+  >plan.log 2>&1 || { cat plan.log; fail "dltune plan retrain failed"; }
+"$dltune" run retrain.yaml --storage "$storage" --parallel 2 --no-report >retrain.log 2>&1 ||
+  { cat retrain.log; fail "dltune run of the retrain failed"; }
+"$dltune" note hostile_retrain '<b>note</b> & <script>alert(4)</script>' --storage "$storage" >/dev/null ||
+  fail "dltune note failed"
+"$dltune" decide hostile_retrain --adopt configuration:0 --because '<i>why</i>' --storage "$storage" >/dev/null ||
+  fail "dltune decide failed"
+"$dltune" report hostile_retrain --storage "$storage" -o retrain.html || fail "dltune report of the retrain failed"
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/retrain.html" "$work/retrain.png" \
+  --min-charts 5 \
+  --expect-text 'Trial variance: is the difference larger than the noise?' \
+  --expect-text 'Against the parent study: do the rankings hold?' \
+  --expect-text '<b>note</b> & <script>alert(4)</script>' --expect-text '<i>why</i>' \
+  --expect-text '(95% CI, 3 replicas)' \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
 echo "report_browser_test: ok ($work/report.html, screenshot $work/report.png)"
