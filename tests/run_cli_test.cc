@@ -432,6 +432,26 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
     EXPECT_LE(kept, 3);
   }
   EXPECT_GE(completed, 2);
+
+  // Its evaluate_command evaluates the best trial's kept checkpoint as training did: the same valid error.
+  const Result evaluated = test::RunDltune("evaluate external_mlp --split valid --storage " + StoreUrl(),
+                                           DLTUNE_SOURCE_DIR);
+  ASSERT_EQ(evaluated.exit_code, 0) << evaluated.out << evaluated.err;
+  EXPECT_THAT(evaluated.out, HasSubstr("checksum verified"));
+  const auto evaluations = store->ListEvaluations(study->id);
+  ASSERT_EQ(evaluations.size(), 1u);
+  const TrialRecord best = *store->BestTrials(study->id, true, 1, false).begin();
+  EXPECT_EQ(evaluations[0].trial, best.number);
+  EXPECT_EQ(evaluations[0].step, *best.best_step);
+  EXPECT_EQ(evaluations[0].metrics.at("error_rate"), *best.best_value);
+  // And a launch names the checkpoint itself as the model.
+  const Result launched = test::RunDltune("launch external_mlp --reason 'the external best' --storage " + StoreUrl(),
+                                          DLTUNE_SOURCE_DIR);
+  ASSERT_EQ(launched.exit_code, 0) << launched.out << launched.err;
+  const auto launches = store->ListLaunches(study->id);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].export_path, evaluations[0].checkpoint_path);
+  EXPECT_EQ(launches[0].evaluation.metrics.count("error_rate"), 1u);
 }
 
 }  // namespace

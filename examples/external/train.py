@@ -43,6 +43,9 @@ What one run does, following dltune's own trainer (docs/training.md):
   generator state, data position; an unreadable one is skipped for the next older) and continues from its step, so
   the series has no gap and no duplicated step, and the result is bit-identical to an uninterrupted run.
 
+- evaluating (dltune evaluate and launch, through the spec's evaluate_command): with --evaluate CHECKPOINT --split
+  SPLIT it loads the checkpoint, evaluates the split as training evaluated it and sends one `eval` line.
+
 Exit status: 0 completed or infeasible (the end line says which), 75 stopped and resumable, 2 a mistake in the
 params, the arguments or the data, anything else a crash.
 
@@ -141,6 +144,9 @@ def parse_args(argv):
     parser.add_argument("--resume", action="store_true", help="resume from the newest checkpoint (as "
                                                               "DLTUNE_RESUMING=1)")
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--evaluate", metavar="CHECKPOINT",
+                        help="evaluate this checkpoint on --split instead of training (dltune's evaluate_command)")
+    parser.add_argument("--split", default="test", help="with --evaluate: train, valid or test (default test)")
     return parser.parse_args(argv)
 
 
@@ -627,10 +633,43 @@ class Trial:
         return 0
 
 
+def evaluate_checkpoint(config, reporter, path, split):
+    """dltune's evaluate_command: one `eval` line of `split` for the model in checkpoint `path`, evaluated exactly as
+    training evaluated it (the same subset of train, the same batches)."""
+    torch.set_num_threads(config.threads)
+    try:
+        state = torch.load(path, map_location="cpu")
+    except Exception as error:
+        raise UsageError(f"cannot read checkpoint {path}: {error}") from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise UsageError(f"{path} is not a checkpoint of this program")
+    for key, expected in (("seed", config.seed), ("hidden", config.hidden), ("params", config.params)):
+        if state.get(key) != expected:
+            raise UsageError(f"checkpoint {path} has {key} {state.get(key)!r}, this trial {expected!r}")
+    model = build_model(config.hidden, config.seed)
+    model.load_state_dict(state["model"])
+    train_x, train_y = load_split(config.data_dir, "train", TRAIN_SIZE + VALID_SIZE)
+    if split == "train":
+        x, y = fixed_sample(train_x[:TRAIN_SIZE], train_y[:TRAIN_SIZE], TRAIN_EVAL_EXAMPLES,
+                            mix_seed(config.seed, STREAM_TRAIN_SUBSET))
+    elif split == "valid":
+        x, y = train_x[TRAIN_SIZE:], train_y[TRAIN_SIZE:]
+    elif split == "test":
+        x, y = load_split(config.data_dir, "t10k", 10_000)
+    else:
+        raise UsageError(f"--split must be train, valid or test, not {split!r}")
+    metrics = evaluate(model, x, y, 2 * config.batch_size)
+    reporter.send(type="eval", step=state["step"], split=split, metrics=metrics, examples=int(x.shape[0]))
+    return 0
+
+
 def main(argv):
     try:
-        config = Config(parse_args(argv))
+        args = parse_args(argv)
+        config = Config(args)
         reporter = Reporter(config.report_path)
+        if args.evaluate:
+            return evaluate_checkpoint(config, reporter, args.evaluate, args.split)
         return Trial(config, reporter).run()
     except UsageError as error:
         print(f"train.py: error: {error}", file=sys.stderr)

@@ -88,10 +88,14 @@ CheckpointEvaluation EvaluateExternally(const StudyData& data, const ChosenCheck
   values["split"] = split;
   TrialCommand command;
   command.shell_command = RenderCommand(spec.evaluate_command, values);
+  // The trial's own files and variables too: the program reads its params as when it trained.
   command.environment = {{"DLTUNE_TRIAL_DIR", trial_dir.string()},
+                         {"DLTUNE_PARAMS", (trial_dir / "params.json").string()},
+                         {"DLTUNE_TRIAL", (trial_dir / "trial.json").string()},
                          {"DLTUNE_CHECKPOINT", checkpoint.string()},
                          {"DLTUNE_SPLIT", split},
-                         {"DLTUNE_SEED", std::to_string(chosen.trial.seed)}};
+                         {"DLTUNE_SEED", std::to_string(chosen.trial.seed)},
+                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(spec.max_train_steps)}};
   command.stdout_path = trial_dir / "evaluate.log";
   command.stderr_path = trial_dir / "evaluate.log";
   TrialProcess process(command);
