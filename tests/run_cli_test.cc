@@ -142,8 +142,9 @@ TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
   const std::smatch match = [&] {
     std::smatch m;
     std::regex_search(result.out, m,
-                      std::regex("best of optimizer=adam: trial (\\d+), valid/error_rate ([0-9.e-]+) "
-                                 "at step (\\d+)[^\\n]*\\n[^\\n]*\\n[^\\n]*\\n  reproduce:  dltune (.*)"));
+                      std::regex("best of optimizer=adam: trial (\\d+), valid/error_rate ([0-9.e-]+) \\(single run, "
+                                 "variance unknown\\), best step (\\d+)[^\\n]*\\n[^\\n]*\\n[^\\n]*\\n  "
+                                 "reproduce:  dltune (.*)"));
     return m;
   }();
   ASSERT_EQ(match.size(), 5u) << result.out;

@@ -81,15 +81,15 @@ TEST_F(StoreCli, StudiesIsTheTrackingTable) {
   EXPECT_THAT(result.out, HasSubstr("examples/quickstart.yaml"));
   // The 28 trials the study has not made yet count as pending.
   EXPECT_THAT(result.out, HasSubstr("2 completed, 29 pending, 1 infeasible"));
-  EXPECT_THAT(result.out, HasSubstr("valid/error_rate 0.15 (trial 1, step 2000)"));
+  EXPECT_THAT(result.out, HasSubstr("valid/error_rate 0.15 (single run, variance unknown) — trial 1, step 2000"));
   EXPECT_THAT(result.out, HasSubstr("dltune run examples/quickstart.yaml"));
 }
 
 TEST_F(StoreCli, ShowSummarizesTheStudyAndItsTrials) {
   const auto study = RunDltune("show quickstart" + Storage());
   ASSERT_EQ(study.exit_code, 0) << study.err;
-  EXPECT_THAT(study.out, HasSubstr("optimizer=nesterov  0.2 (trial 0, step 2000)"));
-  EXPECT_THAT(study.out, HasSubstr("optimizer=adam      0.15 (trial 1, step 2000)"));
+  EXPECT_THAT(study.out, HasSubstr("optimizer=nesterov  0.2 (single run, variance unknown) — trial 0, step 2000"));
+  EXPECT_THAT(study.out, HasSubstr("optimizer=adam      0.15 (single run, variance unknown) — trial 1, step 2000"));
   EXPECT_THAT(study.out, HasSubstr("infeasible"));
   EXPECT_THAT(study.out, HasSubstr("nesterov_learning_rate"));
 
@@ -109,7 +109,7 @@ TEST_F(StoreCli, ExportIsReadyForASpreadsheet) {
   std::istringstream lines(csv.out);
   std::string header;
   std::getline(lines, header);
-  EXPECT_THAT(header, HasSubstr("trial,substudy,state,reason,seed"));
+  EXPECT_THAT(header, HasSubstr("trial,configuration,replica,substudy,state,reason,seed"));
   EXPECT_THAT(header, HasSubstr("adam_learning_rate"));
   EXPECT_THAT(header, HasSubstr("nesterov_learning_rate"));
   int rows = 0;

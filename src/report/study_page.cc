@@ -323,8 +323,12 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
   if (records) sections.push_back(BootstrapSection(data, options, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
-  const std::vector<std::string> order = {"variance", "parent",     "isolation", "axis-plots",
-                                          "curves",   "best-steps", "gradients", "enough"};
+  std::vector<std::string> order;
+  if (data.spec.replicas > 1) order.emplace_back("variance");
+  if (!data.spec.procedure.from_trials.empty()) order.emplace_back("parent");
+  for (const char* id : {"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"}) {
+    order.emplace_back(id);
+  }
   for (auto& section : sections) {
     section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
   }
