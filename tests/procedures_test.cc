@@ -16,6 +16,7 @@
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
+#include "dltune/run/study_session.h"
 #include "dltune/store/store.h"
 
 namespace dltune {
@@ -70,6 +71,14 @@ space:
   adam_learning_rate: {name: learning_rate, when: {optimizer: adam}, min: 0.0003, max: 0.01, scale: log}
   batch_size: 64
 )");
+  {
+    // A parent made but not run yet has nothing to retrain.
+    auto store = OpenStore(StoreUrl());
+    (void)StudySession::OpenOrCreate(*store, LoadStudySpec((dir_ / "parent.yaml").string()), "");
+  }
+  const Result early = Dltune("plan retrain --from parent --replicas 5");
+  EXPECT_EQ(early.exit_code, 2);
+  EXPECT_THAT(early.err, HasSubstr("has no completed trial with an objective yet"));
   ASSERT_EQ(Dltune("run parent.yaml --parallel 2 --no-report").exit_code, 0);
 
   // Bad requests are one line and exit status 2.

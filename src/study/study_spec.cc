@@ -572,7 +572,7 @@ std::uint64_t StudyPlan::SeedOf(std::uint64_t number, std::uint64_t replica, std
   return replicas_ == 1 ? TrialSeed(seed_, number) : ReplicaSeed(seed_, replica);
 }
 
-PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
+PlannedTrial StudyPlan::Placed(std::uint64_t number) const {
   const auto [substudy, index] = SubStudyOf(number);
   const std::uint64_t replica = number / configurations_;
   return {.number = number,
@@ -580,20 +580,19 @@ PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
           .replica = replica,
           .substudy = substudy,
           .index = index,
-          .seed = SeedOf(number, replica, substudy, index),
-          .params = SamplerOf(substudy)->Suggest(index)};
+          .seed = SeedOf(number, replica, substudy, index)};
+}
+
+PlannedTrial StudyPlan::Trial(std::uint64_t number) const {
+  PlannedTrial trial = Placed(number);
+  trial.params = SamplerOf(trial.substudy)->Suggest(trial.index);
+  return trial;
 }
 
 PlannedTrial StudyPlan::TrialFromHistory(std::uint64_t number, std::span<const Observation> history) const {
-  const auto [substudy, index] = SubStudyOf(number);
-  const std::uint64_t replica = number / configurations_;
-  return {.number = number,
-          .configuration = number % configurations_,
-          .replica = replica,
-          .substudy = substudy,
-          .index = index,
-          .seed = SeedOf(number, replica, substudy, index),
-          .params = SamplerOf(substudy)->SuggestFromHistory(index, history)};
+  PlannedTrial trial = Placed(number);
+  trial.params = SamplerOf(trial.substudy)->SuggestFromHistory(trial.index, history);
+  return trial;
 }
 
 }  // namespace dltune

@@ -169,6 +169,8 @@ class StudyPlan {
  private:
   // SubStudyOf for configuration `configuration`.
   std::pair<std::size_t, std::uint64_t> SubStudyOfConfiguration(std::uint64_t configuration) const;
+  // Trial `number` without its params: where it is in the plan, and its seed.
+  PlannedTrial Placed(std::uint64_t number) const;
   // The seed of trial `number`: replica `replica` of the configuration that is index `index` of `substudy`.
   std::uint64_t SeedOf(std::uint64_t number, std::uint64_t replica, std::size_t substudy, std::uint64_t index) const;
   // Fills parents_ from the spec's procedure.from_trials.
