@@ -435,8 +435,8 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   EXPECT_GE(completed, 2);
 
   // Its evaluate_command evaluates the best trial's kept checkpoint as training did: the same valid error.
-  const Result evaluated = test::RunDltune("evaluate external_mlp --split valid --storage " + StoreUrl(),
-                                           DLTUNE_SOURCE_DIR);
+  const Result evaluated =
+      test::RunDltune("evaluate external_mlp --split valid --storage " + StoreUrl(), DLTUNE_SOURCE_DIR);
   ASSERT_EQ(evaluated.exit_code, 0) << evaluated.out << evaluated.err;
   EXPECT_THAT(evaluated.out, HasSubstr("checksum verified"));
   const auto evaluations = store->ListEvaluations(study->id);
@@ -446,8 +446,8 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   EXPECT_EQ(evaluations[0].step, *best.best_step);
   EXPECT_EQ(evaluations[0].metrics.at("error_rate"), *best.best_value);
   // And a launch names the checkpoint itself as the model.
-  const Result launched = test::RunDltune("launch external_mlp --reason 'the external best' --storage " + StoreUrl(),
-                                          DLTUNE_SOURCE_DIR);
+  const Result launched =
+      test::RunDltune("launch external_mlp --reason 'the external best' --storage " + StoreUrl(), DLTUNE_SOURCE_DIR);
   ASSERT_EQ(launched.exit_code, 0) << launched.out << launched.err;
   const auto launches = store->ListLaunches(study->id);
   ASSERT_EQ(launches.size(), 1u);

@@ -1,6 +1,7 @@
 // dltune's library API in one include, without LibTorch: specs and spaces, the ask/tell study session, the store
-// and its exports, the analyses (across studies too), the report, procedures (dltune plan), launches and the runner. A workload of your own (torch) includes
-// dltune/workloads/registry.h besides; docs/architecture.md says what each module offers.
+// and its exports, the analyses (across studies too), the report, procedures (dltune plan), launches and the runner. A
+// workload of your own (torch) includes dltune/workloads/registry.h besides; docs/architecture.md says what each module
+// offers.
 #pragma once
 
 #include "dltune/analyze/analysis.h"

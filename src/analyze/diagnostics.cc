@@ -50,10 +50,10 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
   constexpr std::array<std::string_view, 16> kOrder = {
-      "within_noise",   "winner_changed",   "boundary",      "infeasible_share",
-      "instability",    "overfitting",      "late_variance", "compute_bound",
-      "steps_too_high", "training_loss_rising", "input_bound", "aggressive_clipping",
-      "beyond_noise",   "winner_held",      "single_runs",   ""};
+      "within_noise",   "winner_changed",       "boundary",      "infeasible_share",
+      "instability",    "overfitting",          "late_variance", "compute_bound",
+      "steps_too_high", "training_loss_rising", "input_bound",   "aggressive_clipping",
+      "beyond_noise",   "winner_held",          "single_runs",   ""};
   const Context context(data);
   std::vector<Diagnostic> found;
   CheckBoundary(context, found);

@@ -25,10 +25,10 @@ void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out) {
   const StudyData& data = context.data;
   if (data.spec.replicas < 2) return;
   const TrialVariance variance = AnalyzeTrialVariance(data);
-  const std::string noise =
-      variance.pooled_sd ? fmt::format("; the runs of one configuration spread by a standard deviation of {}",
-                                       Num(*variance.pooled_sd))
-                         : "";
+  const std::string noise = variance.pooled_sd
+                                ? fmt::format("; the runs of one configuration spread by a standard deviation of {}",
+                                              Num(*variance.pooled_sd))
+                                : "";
   for (const ReplicaComparison& c : variance.comparisons) {
     const std::string parent =
         c.parent_gap ? fmt::format(" In the parent study their single runs differed by {}.", Num(*c.parent_gap)) : "";
@@ -39,18 +39,19 @@ void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out) {
       d.title = fmt::format("{} and {} are within the run-to-run noise", c.better_label, c.other_label);
       d.detail = fmt::format("Trained from the same seeds, {} is better by {}{}.{}", c.better_label,
                              IntervalText(c.advantage), noise, parent);
-      d.suggestion =
-          data.spec.procedure.kind == "retrain"
-              ? fmt::format("do not adopt either on this evidence: more replicas narrow the interval (dltune plan "
-                            "retrain --from {} --replicas {} --name {}-more), or keep the simpler option",
-                            data.spec.procedure.parent, 2 * data.spec.replicas, data.study.name)
-              : fmt::format("do not adopt either on this evidence: more replicas narrow the interval (raise "
-                            "replicas: in {} and run it under another name), or keep the simpler option",
-                            SpecPath(data));
+      d.suggestion = data.spec.procedure.kind == "retrain"
+                         ? fmt::format(
+                               "do not adopt either on this evidence: more replicas narrow the interval (dltune plan "
+                               "retrain --from {} --replicas {} --name {}-more), or keep the simpler option",
+                               data.spec.procedure.parent, 2 * data.spec.replicas, data.study.name)
+                         : fmt::format(
+                               "do not adopt either on this evidence: more replicas narrow the interval (raise "
+                               "replicas: in {} and run it under another name), or keep the simpler option",
+                               SpecPath(data));
     } else {
       d.title = fmt::format("{} is better than {} beyond the run-to-run noise", c.better_label, c.other_label);
-      d.detail = fmt::format("Trained from the same seeds, it is better by {}{}.{}", IntervalText(c.advantage), noise,
-                             parent);
+      d.detail =
+          fmt::format("Trained from the same seeds, it is better by {}{}.{}", IntervalText(c.advantage), noise, parent);
       d.suggestion = fmt::format(
           "adopt it if the gain is worth its complexity: dltune decide {0} --adopt configuration {1} --because "
           "'...', then dltune launch {0} --reason '...' evaluates its median replica on the test set once",
@@ -69,9 +70,8 @@ void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out) {
     if (!group.empty()) bests.emplace_back(group.front().trial->substudy_label, group.front().objective);
   }
   if (bests.size() < 2) return;
-  std::sort(bests.begin(), bests.end(), [&](const auto& a, const auto& b) {
-    return IsBetter(a.second, b.second, context.objective.direction);
-  });
+  std::sort(bests.begin(), bests.end(),
+            [&](const auto& a, const auto& b) { return IsBetter(a.second, b.second, context.objective.direction); });
   out.push_back(
       {.id = "single_runs",
        .severity = Severity::kInfo,
@@ -96,9 +96,9 @@ void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out) {
     }
     return fmt::format("configuration {}", configuration);
   };
-  const std::string correlation =
-      rounds.rank_correlation ? fmt::format("Spearman rank correlation {:.2f}", *rounds.rank_correlation)
-                              : "no rank correlation (the values tie)";
+  const std::string correlation = rounds.rank_correlation
+                                      ? fmt::format("Spearman rank correlation {:.2f}", *rounds.rank_correlation)
+                                      : "no rank correlation (the values tie)";
   const bool round2 = data.spec.procedure.kind == "round2";
   // A retrain's comparisons are its trial-variance findings; only a parent's winner that does not hold is news.
   if (!round2 && !rounds.winner_changed) return;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 #include <regex>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,7 +24,8 @@ bool IsPlainText(const std::string& text, bool flow) {
   if (std::string_view("-?:,[]{}#&*!|>'\"%@`").find(text.front()) != std::string_view::npos) return false;
   if (text.find(": ") != std::string::npos || text.find(" #") != std::string::npos) return false;
   if (flow && text.find_first_of(",[]{}") != std::string::npos) return false;
-  return std::none_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  return std::none_of(text.begin(), text.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 std::string RealText(double value) {
@@ -55,7 +56,8 @@ bool IsLeafCollection(const YamlTree& tree) {
 }
 
 std::string KeyText(const std::string& key) {
-  return IsPlainText(key, true) ? key : nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return IsPlainText(key, true) ? key
+                                : nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The tree on one line; `nested`: inside a flow collection, where flow indicators end a plain scalar.
@@ -203,7 +205,9 @@ std::string YamlScalarText(const Value& value, bool in_flow) {
   if (const auto* i = std::get_if<std::int64_t>(&value)) return std::to_string(*i);
   if (const auto* d = std::get_if<double>(&value)) return RealText(*d);
   const std::string& text = std::get<std::string>(value);
-  return IsPlainText(text, in_flow) ? text : nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return IsPlainText(text, in_flow)
+             ? text
+             : nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace dltune
