@@ -114,7 +114,7 @@ TEST(Cli, SpaceSampleFormatsAgree) {
   std::istringstream lines(csv.out);
   std::string header;
   std::getline(lines, header);
-  EXPECT_THAT(header, StartsWith("trial,substudy,index,optimizer,nesterov_learning_rate"));
+  EXPECT_THAT(header, StartsWith("trial,substudy,index,configuration,replica,seed,optimizer,nesterov_learning_rate"));
   int rows = 0;
   for (std::string line; std::getline(lines, line);) ++rows;
   EXPECT_EQ(rows, 6);

@@ -146,6 +146,7 @@ TrialVariance AnalyzeTrialVariance(const StudyData& data, double confidence) {
   result.best_configuration = best->configuration;
   if (best_by_label.size() > 1) {
     std::vector<const ConfigurationReplicas*> leaders;
+    leaders.reserve(best_by_label.size());
     for (const auto& [label, leader] : best_by_label) leaders.push_back(leader);
     std::sort(leaders.begin(), leaders.end(),
               [](const auto* a, const auto* b) { return a->configuration < b->configuration; });

@@ -26,8 +26,12 @@ std::string ShortValue(const Value& value) {
 }
 
 std::string TrialCountText(const StudyPlan& plan) {
-  if (plan.SubStudyCount() == 1) return fmt::format("{} trials", plan.TrialCount());
-  return fmt::format("{} sub-studies, {} trials in all", plan.SubStudyCount(), plan.TrialCount());
+  std::string trials = plan.Replicas() == 1
+                           ? fmt::format("{} trials", plan.TrialCount())
+                           : fmt::format("{} configurations × {} replicas = {} trials", plan.ConfigurationCount(),
+                                         plan.Replicas(), plan.TrialCount());
+  if (plan.SubStudyCount() == 1) return trials;
+  return fmt::format("{} sub-studies, {} in all", plan.SubStudyCount(), trials);
 }
 
 void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
@@ -45,6 +49,10 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   summary.AddRow({"sampler", fmt::format("{}, seed {}", spec.sampler.name, spec.seed)});
   summary.AddRow({"scientific_mode", ScientificModeName(spec.scientific_mode)});
   summary.AddRow({"trials", TrialCountText(plan)});
+  if (!spec.procedure.empty()) {
+    summary.AddRow(
+        {"planned from", fmt::format("study {} (dltune plan {})", spec.procedure.parent, spec.procedure.kind)});
+  }
   const std::string rendered = summary.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);  // no header line
 
@@ -59,7 +67,7 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   out += params.Render(2);
 
   out += "\nsub-studies\n";
-  TextTable substudies({"sub-study", "trials", "params searched"});
+  TextTable substudies({"sub-study", plan.Replicas() == 1 ? "trials" : "configurations", "params searched"});
   const auto dims = SampledDimensions(*spec.space, spec.scientific_mode == ScientificMode::kJoint);
   constexpr std::size_t kShownSubStudies = 100;
   for (std::size_t s = 0; s < plan.SubStudyCount() && s < kShownSubStudies; ++s) {
@@ -92,8 +100,11 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
 std::vector<std::vector<PlannedTrial>> SelectTrials(const StudyPlan& plan, std::uint64_t limit) {
   std::vector<std::vector<PlannedTrial>> groups(plan.SubStudyCount());
   for (std::uint64_t number = 0; number < plan.TrialCount(); ++number) {
-    // Trials are interleaved, so their index in the sub-study never decreases with the number.
-    if (limit != 0 && plan.SubStudyOf(number).second >= limit) break;
+    // Trials are interleaved, so their index in the sub-study never decreases with the number (within a replica).
+    if (limit != 0 && plan.SubStudyOf(number).second >= limit) {
+      if (plan.Replicas() == 1) break;
+      continue;
+    }
     if (!plan.IsPlanned(number)) continue;
     PlannedTrial trial = plan.Trial(number);
     if (limit != 0 && trial.index >= limit) continue;
@@ -108,7 +119,7 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
   for (std::size_t s = 0; s < groups.size(); ++s) {
     const SubStudy substudy = plan.SubStudyAt(s);
     out += fmt::format("{}sub-study {} ({} of {} trials)\n", s ? "\n" : "", substudy.label, groups[s].size(),
-                       plan.SubStudyTrialCount(s));
+                       plan.SubStudyTrialCount(s) * plan.Replicas());
     if (groups[s].empty()) continue;  // an adaptive sampler's: none is known before the study runs
     // Columns: params that vary in some shown trial; named as the workload sees them unless two share a name.
     std::vector<const Param*> columns;
@@ -121,10 +132,15 @@ void PrintSampleTable(const StudySpec& spec, const StudyPlan& plan,
     std::map<std::string, int> name_uses;
     for (const Param* param : columns) ++name_uses[param->name];
     std::vector<std::string> header = {"trial"};
+    if (plan.Replicas() > 1) header.insert(header.end(), {"config", "replica", "seed"});
     for (const Param* param : columns) header.push_back(name_uses[param->name] > 1 ? param->id : param->name);
     TextTable table(header);
     for (const auto& trial : groups[s]) {
       std::vector<std::string> row = {fmt::format("{}", trial.number)};
+      if (plan.Replicas() > 1) {
+        row.insert(row.end(),
+                   {std::to_string(trial.configuration), std::to_string(trial.replica), std::to_string(trial.seed)});
+      }
       for (const Param* param : columns) {
         const auto it = trial.params.find(param->id);
         row.push_back(it == trial.params.end() ? "-" : ShortValue(it->second));
@@ -158,7 +174,12 @@ void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan,
     for (const auto& trial : groups[s]) {
       nlohmann::json params = nlohmann::json::object();
       for (const auto& [id, value] : trial.params) params[id] = ValueToJson(value);
-      substudy["trials"].push_back({{"number", trial.number}, {"index", trial.index}, {"params", params}});
+      substudy["trials"].push_back({{"number", trial.number},
+                                    {"index", trial.index},
+                                    {"configuration", trial.configuration},
+                                    {"replica", trial.replica},
+                                    {"seed", trial.seed},
+                                    {"params", params}});
     }
     root["substudies"].push_back(std::move(substudy));
   }
@@ -167,12 +188,13 @@ void PrintSampleJson(const StudySpec& spec, const StudyPlan& plan,
 
 void PrintSampleCsv(const StudySpec& spec, const StudyPlan& plan,
                     const std::vector<std::vector<PlannedTrial>>& groups) {
-  std::string out = "trial,substudy,index";
+  std::string out = "trial,substudy,index,configuration,replica,seed";
   for (const auto& param : spec.space->params()) out += "," + CsvField(param.id);
   out += "\n";
   for (const auto& group : groups) {
     for (const auto& trial : group) {
-      out += fmt::format("{},{},{}", trial.number, CsvField(plan.SubStudyAt(trial.substudy).label), trial.index);
+      out += fmt::format("{},{},{},{},{},{}", trial.number, CsvField(plan.SubStudyAt(trial.substudy).label),
+                         trial.index, trial.configuration, trial.replica, trial.seed);
       for (const auto& param : spec.space->params()) {
         const auto it = trial.params.find(param.id);
         out += ',';

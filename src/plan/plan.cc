@@ -107,7 +107,7 @@ void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& ch
 }
 
 std::string PlannedName(const std::string& given, const std::string& parent, const std::string& suffix) {
-  const std::string name = given.empty() ? parent + "-" + suffix : given;
+  std::string name = given.empty() ? parent + "-" + suffix : given;
   static const std::regex kNamePattern(R"([A-Za-z0-9][A-Za-z0-9_.\-]{0,127})");
   if (!std::regex_match(name, kNamePattern)) {
     throw Error(

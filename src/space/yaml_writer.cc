@@ -157,7 +157,7 @@ YamlTree YamlTree::From(const YamlNode& node) {
   if (node.IsScalar()) return Of(node.AsValue());
   if (node.IsMap()) {
     tree = Map();
-    for (const auto& [key, child] : node.Entries()) tree.entries.emplace_back(key, From(child));
+    for (const auto& [key, child] : node.Entries()) tree.entries.push_back({key, From(child)});
   } else {
     tree = Sequence();
     for (const auto& child : node.Elements()) tree.items.push_back(From(child));
@@ -179,12 +179,12 @@ YamlTree& YamlTree::Set(const std::string& key, YamlTree value) {
     *existing = std::move(value);
     return *existing;
   }
-  entries.emplace_back(key, std::move(value));
-  return entries.back().second;
+  entries.push_back({key, std::move(value)});
+  return entries.back().value;
 }
 
 void YamlTree::Erase(const std::string& key) {
-  std::erase_if(entries, [&](const auto& entry) { return entry.first == key; });
+  std::erase_if(entries, [&](const YamlEntry& entry) { return entry.key == key; });
 }
 
 YamlTree& YamlTree::Append(YamlTree item) {

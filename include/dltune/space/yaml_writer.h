@@ -4,7 +4,6 @@
 #pragma once
 
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "dltune/core/value.h"
@@ -12,15 +11,17 @@
 
 namespace dltune {
 
+struct YamlEntry;
+
 // An ordered YAML document under construction. Plain value type.
 struct YamlTree {
   enum class Kind { kNull, kScalar, kMap, kSequence };
   Kind kind = Kind::kNull;
   Value scalar;
-  std::vector<std::pair<std::string, YamlTree>> entries;  // kMap, in order
-  std::vector<YamlTree> items;                            // kSequence
-  std::string comment;  // written as `# ...` lines above this entry or item (may hold several lines)
-  bool flow = false;    // a map or sequence written on one line: {a: 1, b: 2}, [1, 2]
+  std::vector<YamlEntry> entries;  // kMap, in order
+  std::vector<YamlTree> items;     // kSequence
+  std::string comment;             // written as `# ...` lines above this entry or item (may hold several lines)
+  bool flow = false;               // a map or sequence written on one line: {a: 1, b: 2}, [1, 2]
 
   static YamlTree Of(Value value);
   static YamlTree Map(bool flow = false);
@@ -35,6 +36,12 @@ struct YamlTree {
   YamlTree& Set(const std::string& key, YamlTree value);
   void Erase(const std::string& key);
   YamlTree& Append(YamlTree item);
+};
+
+// A key of a map and its value.
+struct YamlEntry {
+  std::string key;
+  YamlTree value;
 };
 
 // The document as text, block style but where `flow` is set, two-space indentation, ending in a newline.
