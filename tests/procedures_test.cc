@@ -97,6 +97,12 @@ space:
   const Result again = Dltune("plan retrain --from parent --replicas 5 -o retrain.yaml --name retrain");
   EXPECT_THAT(again.out, HasSubstr("is up to date"));
   EXPECT_EQ(Slurp(dir_ / "retrain.yaml"), spec);
+  // A spec edited since is kept, unless --force.
+  Write("edited.yaml", spec + "# my note\n");
+  const Result kept = Dltune("plan retrain --from parent --replicas 5 -o edited.yaml --name retrain");
+  EXPECT_EQ(kept.exit_code, 2);
+  EXPECT_THAT(kept.err, HasSubstr("pass --force to replace it"));
+  EXPECT_EQ(Slurp(dir_ / "edited.yaml"), spec + "# my note\n");
 
   ASSERT_EQ(Dltune("run retrain.yaml --parallel 2 --no-report").exit_code, 0);
   auto store = OpenStore(StoreUrl());

@@ -262,6 +262,9 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
   facts.AddRow({"last heartbeat", FormatTime(trial->heartbeat_at)});
   facts.AddRow({"retries", fmt::format("{}", trial->retries)});
   facts.AddRow({"seed", fmt::format("{}", trial->seed)});
+  if (trial->configuration != trial->number || trial->replica != 0) {
+    facts.AddRow({"replica", fmt::format("{} of configuration {}", trial->replica, trial->configuration)});
+  }
   facts.AddRow({"best", trial->best_value
                             ? fmt::format("{:.6g} at step {}", *trial->best_value, trial->best_step.value_or(-1))
                             : "-"});
