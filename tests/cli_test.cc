@@ -74,6 +74,33 @@ TEST(Cli, SpaceCheckDescribesParamsAndSubStudies) {
   EXPECT_THAT(result.out, HasSubstr("the spec is valid"));
 }
 
+// The playbook's Adam budget: `space suggest` prints a space to paste, and `space check` warns about a spec that
+// searches more of Adam than its trials support, naming the command that suggests one.
+TEST(Cli, SpaceSuggestAndTheAdamBudget) {
+  const Result suggested = RunDltune("space suggest --optimizer adam --trials 8");
+  ASSERT_EQ(suggested.exit_code, 0) << suggested.err;
+  EXPECT_THAT(suggested.out, HasSubstr("learning_rate: {min: 1e-05, max: 0.1, scale: log}"));
+  EXPECT_THAT(suggested.out, HasSubstr("one_minus_beta1: 0.1"));
+  const std::string spec = WriteSpec("dltune_cli_adam.yaml",
+                                     "name: adam_budget\nworkload: synthetic\n"
+                                     "max_train_steps: 100\ntrials: 8\n" +
+                                         suggested.out.substr(suggested.out.find("space:")));
+  const Result clean = RunDltune("space check " + spec);
+  ASSERT_EQ(clean.exit_code, 0) << clean.err;
+  EXPECT_THAT(clean.out, Not(HasSubstr("warning:")));
+  const Result greedy = RunDltune(
+      "space check " + WriteSpec("dltune_cli_greedy.yaml",
+                                 "name: greedy\nworkload: synthetic\nmax_train_steps: 100\ntrials: 8\nspace:\n"
+                                 "  optimizer: adam\n  learning_rate: {min: 0.0001, max: 0.1, scale: log}\n"
+                                 "  one_minus_beta1: {min: 0.01, max: 0.5, scale: log}\n"));
+  ASSERT_EQ(greedy.exit_code, 0) << greedy.err;
+  EXPECT_THAT(greedy.out, HasSubstr("warning: The study searches more of adam than its 8 trials support"));
+  EXPECT_THAT(greedy.out, HasSubstr("dltune space suggest --optimizer adam --trials 8"));
+  const Result unknown = RunDltune("space suggest --optimizer adamw --trials 8");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("did you mean 'adam'"));
+}
+
 // `space check` reads each trial's params as the workload and the trainer would, before anything trains: the
 // playbook's "number of layers" example checks, and a param no one reads is named at the workload: key.
 TEST(Cli, SpaceCheckReadsTheParamsAsTheWorkloadWould) {

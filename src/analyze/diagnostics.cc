@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "diagnostic_checks.h"
+#include "dltune/analyze/search_budget.h"
 
 namespace dltune {
 
@@ -50,10 +51,9 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
   constexpr std::array<std::string_view, 16> kOrder = {
-      "within_noise",   "winner_changed",       "boundary",      "infeasible_share",
-      "instability",    "overfitting",          "late_variance", "compute_bound",
-      "steps_too_high", "training_loss_rising", "input_bound",   "aggressive_clipping",
-      "beyond_noise",   "winner_held",          "single_runs",   ""};
+      "within_noise",        "winner_changed", "boundary",      "adam_budget",    "infeasible_share",     "instability",
+      "overfitting",         "late_variance",  "compute_bound", "steps_too_high", "training_loss_rising", "input_bound",
+      "aggressive_clipping", "beyond_noise",   "winner_held",   "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
   CheckBoundary(context, found);
@@ -69,6 +69,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   CheckTrialVariance(context, found);
   CheckSingleRuns(context, found);
   CheckAgainstParent(context, found);
+  for (Diagnostic& d : CheckAdamBudget(data.spec)) found.push_back(std::move(d));
   const auto rank = [&kOrder](const Diagnostic& d) {
     return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();
   };

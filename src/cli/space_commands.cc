@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dltune/analyze/search_budget.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/trial_setup.h"
@@ -92,6 +93,9 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
                        plan.SubStudyCount() - kShownSubStudies);
   }
   out += fmt::format("\n{}: the spec is valid\n", spec.file);
+  for (const Diagnostic& d : CheckAdamBudget(spec)) {
+    out += fmt::format("warning: {}\n  {}\n  Suggestion: {}\n", d.title, d.detail, d.suggestion);
+  }
   std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
@@ -228,6 +232,24 @@ void RegisterSpaceCommands(CLI::App& app) {
     CheckWorkloadReadsParams(spec, plan);
     PrintCheck(spec, plan);
   });
+
+  struct SuggestArgs {
+    std::string optimizer;
+    std::uint64_t trials = 0;
+  };
+  auto suggest_args = std::make_shared<SuggestArgs>();
+  auto* suggest = space->add_subcommand(
+      "suggest",
+      "Print the playbook's search space for an optimizer at a budget of trials, to paste under a spec's space: "
+      "(\"How should Adam's hyperparameters be tuned?\": below 10 trials only the learning rate, beta1 from 10, "
+      "epsilon above 25, beta2 with substantially more).\n\n"
+      "Example:\n  dltune space suggest --optimizer adam --trials 16");
+  suggest->add_option("--optimizer", suggest_args->optimizer, "adam, nadam, nesterov, momentum or sgd")->required();
+  suggest->add_option("--trials", suggest_args->trials, "Trials per sub-study")
+      ->required()
+      ->check(WholeNumberIn(1, 1000000));
+  suggest->callback(
+      [suggest_args] { std::fputs(SuggestedSpace(suggest_args->optimizer, suggest_args->trials).c_str(), stdout); });
 
   struct SampleArgs {
     std::string spec_path;

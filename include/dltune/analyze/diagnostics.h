@@ -18,7 +18,7 @@ struct Diagnostic {
   std::string id;  // stable: "boundary", "infeasible_share", "instability", "overfitting",
                    // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
                    // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
-                   // "winner_changed", "winner_held"
+                   // "winner_changed", "winner_held", "adam_budget"
   Severity severity = Severity::kWarning;
   std::string title;       // one line: what was found
   std::string detail;      // the evidence: trials, values, fractions
@@ -77,6 +77,7 @@ std::string PlaybookAnchor(const std::string& section);
 //   launch, with the commands).
 // - single_runs (info): a study without replicas whose sub-studies' bests are single runs: how far apart the two
 //   best are, and the command that retrains them (dltune plan retrain).
+// - adam_budget (warning; "How should Adam's hyperparameters be tuned?"): CheckAdamBudget (search_budget.h).
 // - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
 //   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner
 //   than in the parent, or the same; with the rank correlation.
