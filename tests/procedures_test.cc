@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <regex>
 
 #include <fmt/format.h>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
@@ -52,6 +55,29 @@ class Procedures : public ::testing::Test {
   }
   std::int64_t EvalRows(Store& store, const std::string& study) {
     return static_cast<std::int64_t>(store.StudyEvaluations(store.FindStudy(study)->id).size());
+  }
+
+  // From `dltune export STUDY --what measurements`: per trial, the first step at which split/metric <= threshold.
+  std::map<std::uint64_t, std::int64_t> FirstFitSteps(const std::string& study, const std::string& split,
+                                                      const std::string& metric, double threshold) {
+    const Result exported = Dltune("export " + study + " --what measurements --format json");
+    EXPECT_EQ(exported.exit_code, 0) << exported.err;
+    std::map<std::uint64_t, std::int64_t> first;
+    for (const auto& row : nlohmann::json::parse(exported.out)) {
+      if (row.at("split") != split || row.at("metric") != metric || row.at("value").get<double>() > threshold) continue;
+      const auto trial = row.at("trial").get<std::uint64_t>();
+      const auto step = row.at("step").get<std::int64_t>();
+      if (first.count(trial) == 0 || step < first[trial]) first[trial] = step;
+    }
+    return first;
+  }
+  // The analysis's first fitting step of every trial that has one.
+  static std::map<std::uint64_t, std::int64_t> FirstFitSteps(const StepBudget& budget) {
+    std::map<std::uint64_t, std::int64_t> first;
+    for (const FitRow& row : budget.rows) {
+      if (row.first_fit_step) first[row.trial] = *row.first_fit_step;
+    }
+    return first;
   }
 
   std::filesystem::path dir_;
@@ -232,6 +258,78 @@ space:
   EXPECT_THAT(second.err, HasSubstr("--again"));
   EXPECT_EQ(store->ListLaunches(store->FindStudy("retrain")->id).size(), 1u);
   EXPECT_THAT(Dltune("studies --tree").out, HasSubstr("└─ retrain (retrain)"));
+
+  // A step budget for the same model: the constant learning-rate sweep's first fitting steps agree with the
+  // exported measurements.
+  const Result fit = Dltune(
+      "plan fit-steps --from parent --fit 'train/error_rate<=0.2' --steps 300 --eval-every 10 "
+      "--learning-rates 0.003:0.3:5 -o fit.yaml");
+  ASSERT_EQ(fit.exit_code, 0) << fit.err;
+  ASSERT_EQ(Dltune("run fit.yaml --parallel 2 --no-report").exit_code, 0);
+  const StudyData swept = LoadStudyData(*store, "parent-fit-steps");
+  const StepBudget budget = AnalyzeStepBudget(swept);
+  ASSERT_EQ(budget.rows.size(), 5u);
+  const auto expected_steps = FirstFitSteps("parent-fit-steps", "train", "error_rate", 0.2);
+  ASSERT_FALSE(expected_steps.empty());
+  EXPECT_EQ(FirstFitSteps(budget), expected_steps);
+  std::int64_t fastest = std::numeric_limits<std::int64_t>::max();
+  for (const auto& [trial, step] : expected_steps) fastest = std::min(fastest, step);
+  EXPECT_EQ(budget.candidate_steps, std::optional<std::int64_t>(fastest));
+  for (const auto& [id, value] : swept.trials.front().params) {
+    if (id == "weight_decay") {
+      EXPECT_EQ(std::get<double>(value), 0.0);  // no regularization
+    }
+  }
+}
+
+// The playbook's step budget on the synthetic workload, evaluated every step: the first step each learning rate fits
+// the training set is exact, the fastest is the candidate, and a sweep whose fastest is its highest says so.
+TEST_F(Procedures, FitStepsFindsTheFirstStepThatFitsTheTrainingSet) {
+  Write("base.yaml", R"(name: base
+workload: {name: synthetic, args: {hidden_sizes: [16]}}
+max_train_steps: 60
+trials: 2
+space:
+  learning_rate: {min: 0.01, max: 0.3, scale: log}
+  optimizer: nesterov
+  weight_decay: 0.001
+  batch_size: 32
+)");
+  ASSERT_EQ(Dltune("run base.yaml --no-report").exit_code, 0);
+  const Result bad = Dltune("plan fit-steps --from base --fit 'train/error_rate<0.05' --steps 200");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--fit must be split/metric<=value"));
+  const Result planned = Dltune(
+      "plan fit-steps --from base --fit 'train/error_rate<=0.06' --steps 200 --eval-every 1 --learning-rates "
+      "0.01,0.03,0.1,0.3");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const std::string spec = Slurp(dir_ / "base-fit-steps.yaml");
+  EXPECT_THAT(spec, HasSubstr("learning_rate: {values: [0.01, 0.03, 0.1, 0.3]}"));
+  EXPECT_THAT(spec, HasSubstr("weight_decay: 0.0"));
+  EXPECT_THAT(spec, HasSubstr("eval_every_steps: 1"));
+  ASSERT_EQ(Dltune("run base-fit-steps.yaml --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const StudyData data = LoadStudyData(*store, "base-fit-steps");
+  const StepBudget budget = AnalyzeStepBudget(data);
+  ASSERT_EQ(budget.rows.size(), 4u);
+  EXPECT_EQ(FirstFitSteps(budget), FirstFitSteps("base-fit-steps", "train", "error_rate", 0.06));
+  // Evaluated every step: the first fitting step is the step itself, not an evaluation interval's end.
+  for (const FitRow& row : budget.rows) {
+    if (!row.first_fit_step) continue;
+    for (const EvalMeasurement& e : data.evals.at(row.trial)) {
+      if (e.split == "train" && e.metric == "error_rate" && e.step == *row.first_fit_step - 1) {
+        EXPECT_GT(e.value, 0.06);
+      }
+    }
+  }
+  ASSERT_TRUE(budget.candidate_steps);
+  const Result doctor = Dltune("doctor base-fit-steps");
+  EXPECT_THAT(doctor.out, HasSubstr(fmt::format("Candidate max_train_steps: {}", *budget.candidate_steps)));
+  EXPECT_EQ(budget.at_edge, doctor.out.find("at the edge") != std::string::npos ||
+                                doctor.out.find("of the sweep") != std::string::npos);
+  const Result report = Dltune("report base-fit-steps -o fit.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(Slurp(dir_ / "fit.html"), HasSubstr("Steps to fit the training set"));
 }
 
 // Round 2 on the synthetic workload: every recorded learning rate is the playbook's round-2 extension of round 1's

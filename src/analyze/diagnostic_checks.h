@@ -20,6 +20,8 @@ inline constexpr const char* kClippingSection = "Gradient clipping";
 inline constexpr const char* kAdoptSection =
     "Determining whether to adopt a training pipeline change or hyperparameter configuration";
 inline constexpr const char* kRoundsSection = "Deciding how long to train when training is compute-bound";
+inline constexpr const char* kFitStepsSection =
+    "Algorithm for picking an initial candidate for max_train_steps using a learning rate sweep";
 
 // What the checks share.
 struct Context {
@@ -53,5 +55,6 @@ void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& ou
 void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out);
 void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);
 void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out);
+void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out);
 
 }  // namespace dltune::diagnostic_checks

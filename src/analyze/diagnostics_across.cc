@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "diagnostic_checks.h"
+#include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/trial_variance.h"
 
 namespace dltune::diagnostic_checks {
@@ -118,6 +119,60 @@ void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out) {
   }
   d.detail = fmt::format("{} configurations ranked in both studies; {}.", rounds.rows.size(), correlation);
   out.push_back(std::move(d));
+}
+
+void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.kind != "fit-steps") return;
+  const StepBudget budget = AnalyzeStepBudget(data);
+  const std::string condition = budget.condition.Text();
+  const std::string again =
+      fmt::format("dltune plan fit-steps --from {} --fit '{}'", data.spec.procedure.parent, condition);
+  if (!budget.candidate_steps) {
+    const bool finished =
+        std::all_of(budget.rows.begin(), budget.rows.end(), [](const FitRow& row) { return IsFinished(row.state); });
+    if (!finished || budget.rows.empty()) return;
+    out.push_back(
+        {.id = "fit_steps_none",
+         .severity = Severity::kWarning,
+         .title = fmt::format("No learning rate reached {} within {} steps", condition, data.spec.max_train_steps),
+         .detail = "The playbook's procedure assumes the training set can be fit with a constant learning "
+                   "rate; within this budget none of the sweep did.",
+         .suggestion =
+             fmt::format("train longer ({} --steps {}), or loosen --fit", again, 2 * data.spec.max_train_steps),
+         .section = kFitStepsSection});
+    return;
+  }
+  const FitRow& fastest = *std::find_if(budget.rows.begin(), budget.rows.end(),
+                                        [&](const FitRow& row) { return row.trial == *budget.fastest_trial; });
+  out.push_back({.id = "fit_steps",
+                 .severity = Severity::kInfo,
+                 .title = fmt::format("Candidate max_train_steps: {} (learning rate {} reaches {} first)",
+                                      *budget.candidate_steps, Num(fastest.learning_rate), condition),
+                 .detail = fmt::format("{} of the {} learning rates reached it within {} steps.",
+                                       std::count_if(budget.rows.begin(), budget.rows.end(),
+                                                     [](const FitRow& row) { return row.first_fit_step.has_value(); }),
+                                       budget.rows.size(), data.spec.max_train_steps),
+                 .suggestion = fmt::format("start from max_train_steps: {} in the study's spec, and tune the other "
+                                           "hyperparameters at that budget",
+                                           *budget.candidate_steps),
+                 .section = kFitStepsSection,
+                 .trials = {fastest.trial}});
+  if (budget.at_edge) {
+    const bool low = &fastest == &budget.rows.front();
+    const double edge = fastest.learning_rate;
+    out.push_back(
+        {.id = "fit_steps_edge",
+         .severity = Severity::kWarning,
+         .title = fmt::format("The fastest learning rate, {}, is the {} of the sweep", Num(edge),
+                              low ? "lowest" : "highest"),
+         .detail = "\"Bad search spaces can make it possible to engage in self-deception\": a learning rate beyond "
+                   "the sweep may fit sooner, and the candidate max_train_steps is then too large.",
+         .suggestion = fmt::format("sweep further that way: {} --steps {} --learning-rates {}:{}:7", again,
+                                   data.spec.max_train_steps, Num(low ? edge / 30 : edge), Num(low ? edge : edge * 30)),
+         .section = kFitStepsSection,
+         .trials = {fastest.trial}});
+  }
 }
 
 }  // namespace dltune::diagnostic_checks

@@ -1,4 +1,5 @@
 // `dltune plan KIND --from PARENT`: a study planned from its parent, written as a spec to read, commit and run.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,44 @@ void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std
   std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
 }
 
+// "0.001,0.01,0.1" or "1e-4:1:7" (7 values log-spaced from 1e-4 to 1); empty: none.
+std::vector<double> ParseLearningRates(const std::string& text) {
+  std::vector<double> rates;
+  if (text.empty()) return rates;
+  const auto number = [&](const std::string& part) {
+    try {
+      std::size_t used = 0;
+      const double value = std::stod(part, &used);
+      if (used == part.size() && std::isfinite(value) && value > 0) return value;
+    } catch (const std::exception&) {
+    }
+    throw Error(fmt::format("--learning-rates: '{}' is not a positive number (in '{}')", part, text));
+  };
+  std::vector<std::string> parts;
+  const char separator = text.find(':') != std::string::npos ? ':' : ',';
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(separator, start), text.size());
+    parts.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  if (separator == ',') {
+    for (const std::string& part : parts) rates.push_back(number(part));
+    return rates;
+  }
+  if (parts.size() != 3) throw Error(fmt::format("--learning-rates LOW:HIGH:COUNT, not '{}'", text));
+  const double low = number(parts[0]);
+  const double high = number(parts[1]);
+  const double count = number(parts[2]);
+  if (count < 2 || count > 1000 || std::floor(count) != count || !(low < high)) {
+    throw Error(fmt::format("--learning-rates LOW:HIGH:COUNT needs LOW < HIGH and 2 to 1000 values, not '{}'", text));
+  }
+  for (int i = 0; i < static_cast<int>(count); ++i) {
+    const double u = i / (count - 1);
+    rates.push_back(std::stod(fmt::format("{:.3g}", std::exp(std::log(low) + u * (std::log(high) - std::log(low))))));
+  }
+  return rates;
+}
+
 }  // namespace
 
 void RegisterPlanCommand(CLI::App& app) {
@@ -73,7 +112,8 @@ void RegisterPlanCommand(CLI::App& app) {
       "(a list of the parent's best configurations and a procedure: block naming the parent) to read, commit and "
       "run with dltune run; planning again on the same records writes the same file.\n\n"
       "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
-      "  dltune plan round2 --from quickstart --top 3 --steps 4x");
+      "  dltune plan round2 --from quickstart --top 3 --steps 4x\n"
+      "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000");
   plan->require_subcommand(1);
 
   {
@@ -107,6 +147,44 @@ void RegisterPlanCommand(CLI::App& app) {
           planned, *args,
           fmt::format("study {}, {} configuration{} × {} replicas = {} trials", planned.name, planned.configurations,
                       planned.configurations == 1 ? "" : "s", args->replicas, planned.trials));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::string fit;
+      std::int64_t steps = 0;
+      std::string learning_rates;
+      std::int64_t eval_every = 0;
+    };
+    auto args = std::make_shared<Args>();
+    auto* fit = plan->add_subcommand(
+        "fit-steps",
+        "An initial max_train_steps, the playbook's way (\"Algorithm for picking an initial candidate for "
+        "max_train_steps using a learning rate sweep\"): the parent's best configuration with a constant learning "
+        "rate and no regularization, its learning rate swept on a grid, each trial --steps long. The report and "
+        "dltune doctor give, per learning rate, the first step that fits the training set (--fit), the fastest as the "
+        "candidate max_train_steps, and a warning when that learning rate is at the edge of the sweep.\n\n"
+        "Example:\n  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000");
+    AddOutputOptions(fit, *args);
+    fit->add_option("--fit", args->fit, "When the training set is fit: split/metric<=value or >=value")->required();
+    fit->add_option("--steps", args->steps, "Steps each learning rate trains (a budget that can fit it)")
+        ->required()
+        ->check(WholeNumberIn(1, 1000000000));
+    fit->add_option("--learning-rates", args->learning_rates,
+                    "The sweep: comma-separated values, or LOW:HIGH:COUNT log-spaced (default: 7 over the range the "
+                    "parent searched)");
+    fit->add_option("--eval-every", args->eval_every, "Evaluate every K steps (default: steps / 100)")
+        ->check(WholeNumberIn(1, 1000000000));
+    fit->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanFitSteps(*store, {.parent = args->from,
+                                                         .fit = args->fit,
+                                                         .steps = args->steps,
+                                                         .learning_rates = ParseLearningRates(args->learning_rates),
+                                                         .eval_every = args->eval_every,
+                                                         .name = args->name});
+      WritePlanned(planned, *args,
+                   fmt::format("study {}, {} learning rates × {} steps", planned.name, planned.trials, args->steps));
     });
   }
   {

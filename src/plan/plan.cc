@@ -14,20 +14,10 @@
 #include "dltune/report/study_data.h"
 #include "dltune/space/yaml_writer.h"
 #include "dltune/store/tracking.h"
+#include "planned_spec.h"
 
-namespace dltune {
-namespace {
+namespace dltune::plan_internal {
 
-// A parent trial chosen to be trained again.
-struct Chosen {
-  TrialRecord trial;
-  double value = 0;  // its best objective, or its configuration's mean over replicas
-  int rank = 0;      // 1 = best of its sub-study
-  int replicas = 1;  // how many replicas the value is the mean of
-};
-
-// The best `top` configurations of each sub-study, listed rank by rank (each sub-study's best, then each one's
-// second...). A parent with replicas is ranked by its configurations' means, each represented by its median replica.
 std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top) {
   std::vector<std::vector<Chosen>> by_substudy;
   const auto trial_of = [&](std::uint64_t number) -> const TrialRecord& {
@@ -76,7 +66,6 @@ std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top) {
   return listed;
 }
 
-// The parent's records, checked to be something a procedure can start from.
 StudyData LoadParent(Store& store, const std::string& name) {
   if (name.empty()) throw Error("--from needs the parent study's name (dltune studies lists them)");
   StudyData parent = LoadStudyData(store, name, /*with_measurements=*/false);
@@ -90,7 +79,6 @@ StudyData LoadParent(Store& store, const std::string& name) {
   return parent;
 }
 
-// Every sub-study of a separate-mode parent needs a configuration (the list sampler gives each sub-study its own).
 void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen) {
   const StudyPlan plan(parent.spec);
   std::set<std::size_t> covered;
@@ -118,7 +106,6 @@ std::string PlannedName(const std::string& given, const std::string& parent, con
   return name;
 }
 
-// The params of `trial` that a list config gives: every param that varies (fixed ones come from the space).
 YamlTree ConfigOf(const SearchSpace& space, const Assignment& params) {
   YamlTree config = YamlTree::Map(/*flow=*/true);
   for (const Param& param : space.params()) {
@@ -130,7 +117,6 @@ YamlTree ConfigOf(const SearchSpace& space, const Assignment& params) {
 
 std::string Num(double value) { return fmt::format("{:.6g}", value); }
 
-// `text` wrapped at 100 columns for a comment, its paragraphs ("\n") kept.
 std::string WrapComment(const std::string& text) {
   constexpr std::size_t kWidth = 98;
   std::string out, line;
@@ -151,18 +137,6 @@ std::string WrapComment(const std::string& text) {
   return out;
 }
 
-// The pieces of a planned spec; Write puts them together in the order people read a spec.
-struct SpecParts {
-  std::string header;  // the comment at the top
-  std::string name, description, goal;
-  std::int64_t max_train_steps = 0;
-  std::uint64_t replicas = 1;
-  YamlTree training;  // kNull: as the parent (copied), or replaced
-  YamlTree configs = YamlTree::Sequence();
-  YamlTree space;  // the parent's, possibly changed
-  YamlTree procedure = YamlTree::Map();
-};
-
 std::string Write(const StudyData& parent, const SpecParts& parts) {
   const YamlNode source = YamlNode::Parse(parent.study.spec_text, parent.study.name + ".yaml");
   YamlTree root = YamlTree::Map();
@@ -180,7 +154,9 @@ std::string Write(const StudyData& parent, const SpecParts& parts) {
     root.Set("training", YamlTree::From(*node));
   }
   for (const char* key : {"objective", "scientific_mode"}) {
-    if (const auto node = source.Find(key)) root.Set(key, YamlTree::From(*node));
+    if (const auto node = source.Find(key); node && !(parts.joint && std::string(key) == "scientific_mode")) {
+      root.Set(key, YamlTree::From(*node));
+    }
   }
   root.Set("seed", YamlTree::Of(static_cast<std::int64_t>(parent.spec.seed)));
   if (parts.replicas > 1) {
@@ -188,17 +164,20 @@ std::string Write(const StudyData& parent, const SpecParts& parts) {
     replicas.comment =
         "each configuration is trained this many times; replica r of every configuration has the same seed";
   }
-  YamlTree sampler = YamlTree::Map();
-  sampler.Set("name", YamlTree::Of(std::string("list")));
-  sampler.Set("configs", parts.configs);
-  root.Set("sampler", sampler);
+  if (parts.sampler.kind != YamlTree::Kind::kNull) {
+    root.Set("sampler", parts.sampler);
+  } else {
+    YamlTree sampler = YamlTree::Map();
+    sampler.Set("name", YamlTree::Of(std::string("list")));
+    sampler.Set("configs", parts.configs);
+    root.Set("sampler", sampler);
+  }
   root.Set("space", parts.space);
   YamlTree& procedure = root.Set("procedure", parts.procedure);
   procedure.comment = "how this study was planned (dltune plan): it runs as any study; its report reads the parent";
   return ToYamlText(root);
 }
 
-// The procedure block: kind, parent, options, and the parent trial (with its seed) of each config.
 YamlTree ProcedureBlock(const std::string& kind, const StudyData& parent, YamlTree options,
                         const std::vector<Chosen>& chosen) {
   YamlTree procedure = YamlTree::Map();
@@ -214,7 +193,7 @@ YamlTree ProcedureBlock(const std::string& kind, const StudyData& parent, YamlTr
     entry.Set("seed", YamlTree::Of(static_cast<std::int64_t>(c.trial.seed)));
     from.Append(entry);
   }
-  procedure.Set("from_trials", from);
+  if (!chosen.empty()) procedure.Set("from_trials", from);
   return procedure;
 }
 
@@ -226,7 +205,6 @@ std::string ChosenComment(const StudyData& parent, const Chosen& c) {
                      parent.spec.objective.Name(), value);
 }
 
-// The spec must read back, and describe what was planned: a mistake here is dltune's.
 PlannedStudy Finish(const std::string& name, std::string text) {
   const StudySpec spec = ParseStudySpec(text, name + ".yaml");
   const StudyPlan plan(spec);
@@ -234,7 +212,11 @@ PlannedStudy Finish(const std::string& name, std::string text) {
       .name = name, .text = std::move(text), .configurations = plan.ConfigurationCount(), .trials = plan.TrialCount()};
 }
 
-}  // namespace
+}  // namespace dltune::plan_internal
+
+namespace dltune {
+
+using namespace plan_internal;
 
 PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request) {
   if (request.replicas < 2) {

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/trial_variance.h"
 #include "vega_specs.h"
 
@@ -146,6 +147,26 @@ PageSection ParentSection(const StudyData& data, const Charting& sizes) {
       {.id = "parent_ranks",
        .caption = caption,
        .spec = RoundComparisonSpec(rounds, data.spec.objective, data.spec.procedure.parent, sizes.normal)});
+  return section;
+}
+
+// A constant learning-rate sweep (dltune plan fit-steps): how fast each learning rate fits the training set.
+PageSection StepBudgetSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{.id = "fit-steps",
+                      .title = "Steps to fit the training set: a candidate max_train_steps",
+                      .explanation =
+                          "The playbook's constant learning-rate sweep without regularization: for each learning "
+                          "rate, the first evaluation at which the training set is fit. The fastest gives the "
+                          "candidate max_train_steps; if it is at either end of the sweep, a learning rate beyond "
+                          "it may be faster still.",
+                      .empty_text = "No trial has evaluated the training split yet."};
+  const StepBudget budget = AnalyzeStepBudget(data);
+  if (budget.rows.empty()) return section;
+  std::string caption = budget.candidate_steps ? fmt::format("candidate max_train_steps {}{}", *budget.candidate_steps,
+                                                             budget.at_edge ? " (at the edge of the sweep)" : "")
+                                               : fmt::format("no learning rate fits {} yet", budget.condition.Text());
+  section.charts.push_back(
+      {.id = "fit_steps", .caption = caption, .spec = StepBudgetSpec(budget, data.spec.max_train_steps, sizes.normal)});
   return section;
 }
 
@@ -312,6 +333,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (records) {
     if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
     if (!data.spec.procedure.from_trials.empty()) sections.push_back(ParentSection(data, sizes));
+    if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
     sections.push_back(IsolationSection(data, sizes));
     sections.push_back(AxisPlotSection(data, sizes));
   }
@@ -326,6 +348,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   std::vector<std::string> order;
   if (data.spec.replicas > 1) order.emplace_back("variance");
   if (!data.spec.procedure.from_trials.empty()) order.emplace_back("parent");
+  if (data.spec.procedure.kind == "fit-steps") order.emplace_back("fit-steps");
   for (const char* id : {"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"}) {
     order.emplace_back(id);
   }

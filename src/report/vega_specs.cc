@@ -797,4 +797,42 @@ json EqualBudgetSpec(const StudyComparison& comparison, const ChartOptions& opti
   return spec;
 }
 
+json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_steps, const ChartOptions& options) {
+  json spec = Base(options, 420, 260);
+  json rows = json::array();
+  for (const FitRow& row : budget.rows) {
+    const bool fits = row.first_fit_step.has_value();
+    rows.push_back({{"lr", row.learning_rate},
+                    {"y", fits ? *row.first_fit_step : max_train_steps},
+                    {"fits", fits ? "fits" : fmt::format("not within {} steps", max_train_steps)},
+                    {"trial", row.trial},
+                    {"last", Number(row.last_value)},
+                    {"fastest", budget.fastest_trial && *budget.fastest_trial == row.trial}});
+  }
+  spec["data"] = {{"values", rows}};
+  spec["encoding"] = {
+      {"x",
+       {{"field", "lr"},
+        {"type", "quantitative"},
+        {"title", "learning rate (constant)"},
+        {"scale", {{"type", "log"}}}}},
+      {"y",
+       {{"field", "y"},
+        {"type", "quantitative"},
+        {"title", "first step that fits " + budget.condition.Text()},
+        {"scale", {{"zero", true}}}}},
+      {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("lr", "learning rate", "quantitative", ".3~g"),
+                               Tooltip("y", "first fitting step"), Tooltip("fits", "fits?"),
+                               Tooltip("last", "last value", "quantitative", ".4~g")})}};
+  spec["layer"] = json::array(
+      {{{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"strokeWidth", 1.5}}},
+        {"transform", json::array({{{"filter", "datum.fits == 'fits'"}}})}},
+       {{"mark", {{"type", "point"}, {"size", 80}, {"filled", true}}},
+        {"encoding",
+         {{"shape", {{"field", "fits"}, {"type", "nominal"}, {"title", nullptr}}},
+          {"color",
+           {{"condition", {{"test", "datum.fastest"}, {"value", kThresholdColor}}}, {"value", "#4c78a8"}}}}}}});
+  return spec;
+}
+
 }  // namespace dltune

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/trial_variance.h"
 
 namespace dltune {
@@ -86,5 +87,9 @@ nlohmann::json BootstrapSpec(const BootstrapPlot& plot, const Objective& objecti
 // Two studies at equal budget: for each, the box of the best objective of `budget` trials drawn from its completed
 // ones (CompareStudies).
 nlohmann::json EqualBudgetSpec(const StudyComparison& comparison, const ChartOptions& options = {});
+
+// The learning-rate sweep of dltune plan fit-steps: the first step at which each learning rate fits the training
+// set (log x), those that never did at max_train_steps with another shape, the fastest in red.
+nlohmann::json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_steps, const ChartOptions& options = {});
 
 }  // namespace dltune

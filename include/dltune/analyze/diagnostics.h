@@ -18,7 +18,8 @@ struct Diagnostic {
   std::string id;  // stable: "boundary", "infeasible_share", "instability", "overfitting",
                    // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
                    // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
-                   // "winner_changed", "winner_held", "adam_budget"
+                   // "winner_changed", "winner_held", "adam_budget", "fit_steps", "fit_steps_edge",
+                   // "fit_steps_none"
   Severity severity = Severity::kWarning;
   std::string title;       // one line: what was found
   std::string detail;      // the evidence: trials, values, fractions
@@ -77,6 +78,10 @@ std::string PlaybookAnchor(const std::string& section);
 //   launch, with the commands).
 // - single_runs (info): a study without replicas whose sub-studies' bests are single runs: how far apart the two
 //   best are, and the command that retrains them (dltune plan retrain).
+// - fit_steps (info), fit_steps_edge (warning), fit_steps_none (warning; "Algorithm for picking an initial candidate
+//   for max_train_steps using a learning rate sweep"): a study planned by dltune plan fit-steps
+//   (AnalyzeStepBudget, step_budget.h): the candidate max_train_steps; its learning rate at the sweep's edge; no
+//   learning rate fitting within the budget once every trial finished.
 // - adam_budget (warning; "How should Adam's hyperparameters be tuned?"): CheckAdamBudget (search_budget.h).
 // - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
 //   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dltune/store/store.h"
 
@@ -35,6 +36,19 @@ struct Round2Request {
   std::string name;       // "" = "<parent>-round2"
 };
 
+// `dltune plan fit-steps`: the playbook's "Algorithm for picking an initial candidate for max_train_steps using a
+// learning rate sweep": the parent's best configuration with a constant learning rate and no regularization (weight
+// decay, dropout and label smoothing at 0), its learning rate swept on a grid, each trial `steps` long; the analysis
+// (dltune/analyze/step_budget.h) finds the first step at which each fits the training set.
+struct FitStepsRequest {
+  std::string parent;
+  std::string fit;                     // "train/error_rate<=0.01" (FitCondition)
+  std::int64_t steps = 0;              // N: a budget within which the training set can be fit
+  std::vector<double> learning_rates;  // empty: 7 log-spaced over the range the parent searched
+  std::int64_t eval_every = 0;         // 0: steps / 100 (at least 1)
+  std::string name;                    // "" = "<parent>-fit-steps"
+};
+
 // A spec written by a plan.
 struct PlannedStudy {
   std::string name;
@@ -47,6 +61,7 @@ struct PlannedStudy {
 // dltune cannot read, replicas < 2, top < 1, or a round-2 budget that is not larger than the parent's.
 PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request);
 PlannedStudy PlanRound2(Store& store, const Round2Request& request);
+PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request);
 
 // The `--steps` of round 2 ("4x", "8000") against round 1's max_train_steps; throws Error naming the text.
 std::int64_t Round2Steps(const std::string& steps, std::int64_t round1_steps);

@@ -1,0 +1,62 @@
+// The parts every procedure's planning shares (src/plan/ only): reading the parent, choosing its best
+// configurations, and writing the planned spec in the order people read a spec.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dltune/analyze/analysis.h"
+#include "dltune/plan/plan.h"
+#include "dltune/space/yaml_writer.h"
+
+namespace dltune::plan_internal {
+
+// A parent trial chosen to be trained again.
+struct Chosen {
+  TrialRecord trial;
+  double value = 0;  // its best objective, or its configuration's mean over replicas
+  int rank = 0;      // 1 = best of its sub-study
+  int replicas = 1;  // how many replicas the value is the mean of
+};
+
+// The best `top` configurations of each sub-study, listed rank by rank (each sub-study's best, then each one's
+// second...). A parent with replicas is ranked by its configurations' means, each represented by its median replica.
+std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top);
+// The parent's records, checked to be something a procedure can start from (Error: unknown, or nothing completed).
+StudyData LoadParent(Store& store, const std::string& name);
+// Every sub-study of a separate-mode parent needs a configuration (the list sampler gives each sub-study its own).
+void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen);
+// `given`, or "<parent>-<suffix>", checked to name a study.
+std::string PlannedName(const std::string& given, const std::string& parent, const std::string& suffix);
+// The params of a trial that a list config gives: every param that varies (fixed ones come from the space).
+YamlTree ConfigOf(const SearchSpace& space, const Assignment& params);
+// "0.0123": 6 significant digits.
+std::string Num(double value);
+// `text` wrapped at 100 columns for a comment, its paragraphs ("\n") kept.
+std::string WrapComment(const std::string& text);
+
+// The pieces of a planned spec; Write puts them together in the order people read a spec.
+struct SpecParts {
+  std::string header;  // the comment at the top
+  std::string name, description, goal;
+  std::int64_t max_train_steps = 0;
+  std::uint64_t replicas = 1;
+  YamlTree training;  // kNull: as the parent (copied), or replaced
+  YamlTree sampler;   // kNull: a list sampler of `configs`
+  YamlTree configs = YamlTree::Sequence();
+  bool joint = false;  // leave out the parent's scientific_mode (a study without scientific params)
+  YamlTree space;      // the parent's, possibly changed
+  YamlTree procedure = YamlTree::Map();
+};
+std::string Write(const StudyData& parent, const SpecParts& parts);
+// The procedure block: kind, parent, options, and the parent trial (with its seed) of each config (none when
+// `chosen` is empty).
+YamlTree ProcedureBlock(const std::string& kind, const StudyData& parent, YamlTree options,
+                        const std::vector<Chosen>& chosen);
+// "trial 12 of quickstart: #1 of optimizer=adam, valid/error_rate 0.1123".
+std::string ChosenComment(const StudyData& parent, const Chosen& c);
+// The spec must read back, and describe what was planned: a mistake here is dltune's.
+PlannedStudy Finish(const std::string& name, std::string text);
+
+}  // namespace dltune::plan_internal
