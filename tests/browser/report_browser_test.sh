@@ -74,4 +74,13 @@ node "$source_dir/tests/browser/check_page.mjs" "file://$work/retrain.html" "$wo
   --expect-text '<b>note</b> & <script>alert(4)</script>' --expect-text '<i>why</i>' \
   --expect-text '(95% CI, 3 replicas)' \
   --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+# A step-budget sweep of the same study: its section draws.
+"$dltune" plan fit-steps --from hostile_report --fit 'train/error_rate<=0.2' --steps 200 --learning-rates 0.01:0.3:4 \
+  -o fit.yaml --storage "$storage" >plan.log 2>&1 || { cat plan.log; fail "dltune plan fit-steps failed"; }
+"$dltune" run fit.yaml --storage "$storage" --parallel 2 --no-report >fit.log 2>&1 ||
+  { cat fit.log; fail "dltune run of the fit-steps study failed"; }
+"$dltune" report hostile_report-fit-steps --storage "$storage" -o fit.html || fail "dltune report of the sweep failed"
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/fit.html" "$work/fit.png" --min-charts 4 \
+  --expect-text 'Steps to fit the training set: a candidate max_train_steps' \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
 echo "report_browser_test: ok ($work/report.html, screenshot $work/report.png)"
