@@ -187,6 +187,9 @@ space:
   EXPECT_NEAR(variance.comparisons[0].advantage.mean, comparison.at("advantage").at("mean").get<double>(), 1e-12);
   EXPECT_NEAR(*variance.comparisons[0].advantage.low, comparison.at("advantage").at("low").get<double>(), 1e-9);
 
+  // What to do next: the parent points to the study planned from it.
+  EXPECT_THAT(Dltune("next parent").out, HasSubstr("dltune next retrain"));
+
   // The report and doctor say what the replicas show.
   const Result doctor = Dltune("doctor retrain");
   EXPECT_THAT(doctor.out, HasSubstr("run-to-run noise"));

@@ -28,7 +28,7 @@ void RegisterReportCommand(CLI::App& app);
 void RegisterCompareCommand(CLI::App& app);
 // `dltune serve`.
 void RegisterServeCommand(CLI::App& app);
-// `dltune doctor`.
+// `dltune doctor` and `dltune next`.
 void RegisterDoctorCommand(CLI::App& app);
 // `dltune plan retrain` and `dltune plan round2`.
 void RegisterPlanCommand(CLI::App& app);

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/next_step.h"
 #include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 
@@ -73,7 +74,36 @@ void RegisterDoctorCommand(CLI::App& app) {
   doctor->callback([args] {
     const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
     const StudyData data = LoadStudyData(*store, args->study);
-    std::fputs(TerminalSafe(RenderDiagnostics(args->study, Diagnose(data))).c_str(), stdout);
+    const std::vector<Diagnostic> diagnostics = Diagnose(data);
+    std::fputs(TerminalSafe(RenderDiagnostics(args->study, diagnostics)).c_str(), stdout);
+    const NextStep next = RecommendNextStep(data, diagnostics);
+    std::fputs(
+        TerminalSafe(fmt::format("\nNext: {}{}\n", next.title, next.command.empty() ? "" : "\n  " + next.command))
+            .c_str(),
+        stdout);
+  });
+
+  struct NextArgs {
+    std::string study;
+    std::string storage;
+  };
+  auto next_args = std::make_shared<NextArgs>();
+  auto* next = app.add_subcommand(
+      "next",
+      "The playbook's next step after a study, and the exact command that takes it: finish it, retry failures, fix "
+      "instability, expand the search space, retrain the best from several seeds, decide, train longer (round 2), "
+      "launch. Reads the study's state, its checklist findings (dltune doctor) and what was decided and launched.\n\n"
+      "Example:\n  dltune next quickstart");
+  next->add_option("STUDY", next_args->study, "The study's name (see dltune studies)")->required();
+  AddStorageOption(next, next_args->storage);
+  next->callback([next_args] {
+    const auto store = OpenStoreReadOnly(StoreUrlOrDefault(next_args->storage));
+    const StudyData data = LoadStudyData(*store, next_args->study);
+    const NextStep step = RecommendNextStep(data, Diagnose(data));
+    std::string out = fmt::format("study {}: {}\n  because: {}\n", data.study.name, step.title, step.why);
+    if (!step.command.empty()) out += "  run:     " + step.command + "\n";
+    if (!step.section.empty()) out += "  playbook: \"" + step.section + "\"\n";
+    std::fputs(TerminalSafe(out).c_str(), stdout);
   });
 }
 
