@@ -20,6 +20,7 @@ inline constexpr const char* kClippingSection = "Gradient clipping";
 inline constexpr const char* kAdoptSection =
     "Determining whether to adopt a training pipeline change or hyperparameter configuration";
 inline constexpr const char* kRoundsSection = "Deciding how long to train when training is compute-bound";
+inline constexpr const char* kPeriodicSection = "Setting up periodic evaluations";
 inline constexpr const char* kFitStepsSection =
     "Algorithm for picking an initial candidate for max_train_steps using a learning rate sweep";
 
@@ -51,6 +52,7 @@ void CheckStepsTooHigh(const Context& context, std::vector<Diagnostic>& out);
 void CheckTrainingLossRising(const Context& context, std::vector<Diagnostic>& out);
 void CheckInputBound(const Context& context, std::vector<Diagnostic>& out);
 void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& out);
+void CheckPeriodicity(const Context& context, std::vector<Diagnostic>& out);
 // diagnostics_across.cc
 void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out);
 void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);

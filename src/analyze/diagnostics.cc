@@ -50,11 +50,11 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 19> kOrder = {
-      "within_noise",  "winner_changed",   "fit_steps_none",       "fit_steps_edge", "boundary",
-      "adam_budget",   "infeasible_share", "instability",          "overfitting",    "late_variance",
-      "compute_bound", "steps_too_high",   "training_loss_rising", "input_bound",    "aggressive_clipping",
-      "fit_steps",     "beyond_noise",     "winner_held",          "single_runs"};
+  constexpr std::array<std::string_view, 20> kOrder = {
+      "within_noise",        "winner_changed",   "fit_steps_none", "fit_steps_edge",       "boundary",
+      "adam_budget",         "infeasible_share", "instability",    "overfitting",          "late_variance",
+      "periodic_validation", "compute_bound",    "steps_too_high", "training_loss_rising", "input_bound",
+      "aggressive_clipping", "fit_steps",        "beyond_noise",   "winner_held",          "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
   CheckBoundary(context, found);
@@ -67,6 +67,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   CheckTrainingLossRising(context, found);
   CheckInputBound(context, found);
   CheckAggressiveClipping(context, found);
+  CheckPeriodicity(context, found);
   CheckTrialVariance(context, found);
   CheckSingleRuns(context, found);
   CheckAgainstParent(context, found);

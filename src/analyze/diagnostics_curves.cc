@@ -303,4 +303,77 @@ void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& ou
   }
 }
 
+namespace {
+
+// The lag (in evaluations) at which the series repeats most strongly, and that autocorrelation; lag 0 when it does
+// not. Second differences take out a trend, however curved, and keep a wave; a wave is anti-correlated at half its
+// period and correlated again at twice it, which a slow drift and noise are not.
+std::pair<std::size_t, double> Period(const std::vector<double>& values) {
+  std::vector<double> d;
+  for (std::size_t i = 2; i < values.size(); ++i) d.push_back(values[i] - 2 * values[i - 1] + values[i - 2]);
+  if (d.size() < 4) return {0, 0.0};
+  const double mean = std::accumulate(d.begin(), d.end(), 0.0) / static_cast<double>(d.size());
+  double variance = 0;
+  for (double& x : d) {
+    x -= mean;
+    variance += x * x;
+  }
+  if (!(variance > 0)) return {0, 0.0};
+  const auto r = [&](std::size_t lag) {
+    double sum = 0;
+    for (std::size_t i = lag; i < d.size(); ++i) sum += d[i] * d[i - lag];
+    return sum / variance;
+  };
+  std::pair<std::size_t, double> best{0, 0.0};
+  for (std::size_t lag = 2; 2 * lag <= d.size(); ++lag) {
+    if (r((lag + 1) / 2) > -0.2) continue;                 // no trough at half the period
+    if (2 * lag < d.size() && r(2 * lag) < 0.3) continue;  // no second repeat
+    if (r(lag) > best.second) best = {lag, r(lag)};
+  }
+  return best;
+}
+
+}  // namespace
+
+void CheckPeriodicity(const Context& context, std::vector<Diagnostic>& out) {
+  constexpr std::size_t kMinEvals = 16;
+  constexpr double kStrong = 0.5;
+  const StudyData& data = context.data;
+  std::size_t checked = 0;
+  std::vector<std::string> evidence;
+  std::vector<std::uint64_t> trials;
+  for (const TrialRecord& trial : data.trials) {
+    if (trial.state != TrialState::kCompleted) continue;
+    std::vector<double> values;
+    for (const CurvePoint& p : analysis_util::ObjectiveSeries(data, trial.number, context.objective)) {
+      values.push_back(p.value);
+    }
+    if (values.size() < kMinEvals) continue;
+    ++checked;
+    const auto [lag, strength] = Period(values);
+    if (lag == 0 || strength < kStrong) continue;
+    trials.push_back(trial.number);
+    if (evidence.size() < 5) {
+      evidence.push_back(
+          fmt::format("trial {}: every {} evaluations (autocorrelation {})", trial.number, lag, Num(strength)));
+    }
+  }
+  // A bug in the data pipeline shows in most trials, not in one.
+  if (trials.empty() || 2 * trials.size() < checked) return;
+  out.push_back(
+      {.id = "periodic_validation",
+       .severity = Severity::kWarning,
+       .title = fmt::format("The {} of {} of {} trials rises and falls periodically", context.objective.Name(),
+                            trials.size(), checked),
+       .detail = fmt::format("The objective's ups and downs repeat: {}. The playbook: \"Periodicity in "
+                             "valid/test metrics (when using a shuffled train/validation/test split) can indicate "
+                             "implementation bugs\".",
+                             fmt::join(evidence, "; ")),
+       .suggestion = "check that the training data is shuffled every epoch and that no validation or test example is "
+                     "also a training example (dltune space check reports examples shared by a built-in workload's "
+                     "splits)",
+       .section = kPeriodicSection,
+       .trials = trials});
+}
+
 }  // namespace dltune::diagnostic_checks

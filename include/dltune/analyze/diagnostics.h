@@ -19,7 +19,7 @@ struct Diagnostic {
                    // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
                    // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
                    // "winner_changed", "winner_held", "adam_budget", "fit_steps", "fit_steps_edge",
-                   // "fit_steps_none"
+                   // "fit_steps_none", "periodic_validation"
   Severity severity = Severity::kWarning;
   std::string title;       // one line: what was found
   std::string detail;      // the evidence: trials, values, fractions
@@ -71,6 +71,12 @@ std::string PlaybookAnchor(const std::string& section);
 //   more than 10% of step time.
 // - aggressive_clipping (warning; "Gradient clipping"): one of the best trials clipped more than 50% of the steps
 //   that carry a `clipped` flag: "lower the learning rate instead" (the playbook's "extremely aggressive").
+// - periodic_validation (warning; "Setting up periodic evaluations"): of the completed trials with at least 16
+//   evaluations of the objective, at least half repeat: the autocorrelation of the curve's second differences (which
+//   take out any trend) is at least 0.5 at some lag of 2 or more evaluations, at most -0.2 at half that lag, and at
+//   least 0.3 at twice it when the curve is that long: "can
+//   indicate implementation bugs such as test data having overlap with training data, or training data not being
+//   properly shuffled".
 // Across studies ("Determining whether to adopt a training pipeline change or hyperparameter configuration"):
 // - within_noise (warning) / beyond_noise (info): in a study with replicas, each comparison of AnalyzeTrialVariance
 //   (trial_variance.h) whose paired interval holds 0 (or has fewer than 2 pairs), or does not: the evidence, the
