@@ -229,7 +229,8 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   const auto sections = StudyPageSections(data, {});
   std::vector<std::string> ids;
   for (const auto& section : sections) ids.push_back(section.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "interactions", "curves", "best-steps",
+                                           "gradients", "enough"}));
 
   const fs::path dir = FakeWebDir();
   ReportOptions options;

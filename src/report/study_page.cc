@@ -192,6 +192,24 @@ PageSection AxisPlotSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+PageSection InteractionSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{.id = "interactions",
+                      .title = "Interactions: does the best value of one hyperparameter depend on another?",
+                      .explanation =
+                          "Each pair of searched hyperparameters, every trial at its two values and coloured by its "
+                          "best objective (darker is better). A diagonal band of good trials means the two interact "
+                          "— as the learning rate does with the batch size or momentum — and must be tuned together; "
+                          "exploration is for finding such interactions.",
+                      .empty_text = "Fewer than two numeric hyperparameters vary together in this study."};
+  for (const InteractionPlot& plot : InteractionPlots(data)) {
+    section.charts.push_back({.id = "interaction_" + plot.x_axis.param_id + "_" + plot.y_axis.param_id,
+                              .caption = fmt::format("{} against {}, {} trials", plot.y_axis.param_name,
+                                                     plot.x_axis.param_name, plot.points.size()),
+                              .spec = InteractionSpec(plot, data.spec.objective, sizes.normal)});
+  }
+  return section;
+}
+
 // "N of the M trials: the running ones and each sub-study's best" when `shown` (a SubsetOfTrials) leaves trials of
 // `all` out; "" otherwise.
 std::string CurveTrialsNote(const StudyData& shown, const StudyData& all) {
@@ -336,6 +354,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
     if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
     sections.push_back(IsolationSection(data, sizes));
     sections.push_back(AxisPlotSection(data, sizes));
+    sections.push_back(InteractionSection(data, sizes));
   }
   // The curves of the best trials only, when there are too many to draw one line each.
   const StudyData shown =
@@ -349,7 +368,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (data.spec.replicas > 1) order.emplace_back("variance");
   if (!data.spec.procedure.from_trials.empty()) order.emplace_back("parent");
   if (data.spec.procedure.kind == "fit-steps") order.emplace_back("fit-steps");
-  for (const char* id : {"isolation", "axis-plots", "curves", "best-steps", "gradients", "enough"}) {
+  for (const char* id : {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough"}) {
     order.emplace_back(id);
   }
   for (auto& section : sections) {

@@ -835,4 +835,45 @@ json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_steps, cons
   return spec;
 }
 
+json InteractionSpec(const InteractionPlot& plot, const Objective& objective, const ChartOptions& options) {
+  json spec = Base(options, 330, 260);
+  json rows = json::array();
+  for (const InteractionPoint& point : plot.points) {
+    rows.push_back({{"trial", point.trial},
+                    {"substudy", point.substudy},
+                    {"x", Number(point.x)},
+                    {"y", Number(point.y)},
+                    {"objective", Number(point.objective)},
+                    {"infeasible", point.infeasible}});
+  }
+  const auto axis = [](const AxisPlot& param, const char* field) {
+    json encoding = {{"field", field}, {"type", "quantitative"}, {"title", param.param_name}};
+    if (param.log_scale) {
+      encoding["scale"] = {{"type", "log"}};
+    } else {
+      encoding["scale"] = {{"zero", false}};
+    }
+    return encoding;
+  };
+  const json tooltip = json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
+                                    Tooltip("x", plot.x_axis.param_name.c_str(), "quantitative", ".4~g"),
+                                    Tooltip("y", plot.y_axis.param_name.c_str(), "quantitative", ".4~g"),
+                                    Tooltip("objective", objective.Name().c_str(), "quantitative", ".4~g")});
+  spec["data"] = {{"values", rows}};
+  spec["encoding"] = {{"x", axis(plot.x_axis, "x")}, {"y", axis(plot.y_axis, "y")}, {"tooltip", tooltip}};
+  // Better trials darker, whichever way the objective goes.
+  const json color = {{"field", "objective"},
+                      {"type", "quantitative"},
+                      {"title", ObjectiveTitle(objective)},
+                      {"scale", {{"scheme", "viridis"}, {"reverse", objective.direction == Direction::kMaximize}}}};
+  spec["layer"] = json::array(
+      {{{"transform", json::array({{{"filter", "!datum.infeasible"}}})},
+        {"mark", {{"type", "point"}, {"filled", true}, {"size", 55}, {"opacity", 0.9}}},
+        {"encoding", {{"color", color}}}},
+       {{"transform", json::array({{{"filter", "datum.infeasible"}}})},
+        {"mark",
+         {{"type", "point"}, {"shape", "cross"}, {"size", 55}, {"color", kInfeasibleColor}, {"filled", true}}}}});
+  return spec;
+}
+
 }  // namespace dltune

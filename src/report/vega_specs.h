@@ -92,4 +92,9 @@ nlohmann::json EqualBudgetSpec(const StudyComparison& comparison, const ChartOpt
 // set (log x), those that never did at max_train_steps with another shape, the fastest in red.
 nlohmann::json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_steps, const ChartOptions& options = {});
 
+// Two hyperparameters at once: every trial at its two values (log axes for log params), coloured by its best
+// objective (viridis, better darker), infeasible trials as red crosses.
+nlohmann::json InteractionSpec(const InteractionPlot& plot, const Objective& objective,
+                               const ChartOptions& options = {});
+
 }  // namespace dltune

@@ -94,6 +94,24 @@ struct AxisPlot {
 // param's choices (impossible for records made from the spec).
 std::vector<AxisPlot> HyperparameterAxisPlots(const StudyData& data);
 
+// ---- Interactions of two hyperparameters (exploration exists to find them) ----
+
+struct InteractionPoint {
+  std::uint64_t trial = 0;
+  std::string substudy;
+  double x = 0, y = 0;              // the two params' values
+  std::optional<double> objective;  // the trial's best objective; absent for an infeasible one
+  bool infeasible = false;
+};
+struct InteractionPlot {
+  AxisPlot x_axis, y_axis;  // the two params' axis plots (their names, scales and bounds; points not repeated)
+  std::vector<InteractionPoint> points;  // trials that have both params and a best objective, or are infeasible
+};
+// For every pair of range params (float or int) that vary, in spec order ((a, b) with a before b), at most `max_pairs`
+// of them: each trial holding both as a point at (a, b), coloured by its best objective. A diagonal band of good trials
+// says the two interact: the best value of one depends on the other.
+std::vector<InteractionPlot> InteractionPlots(const StudyData& data, std::size_t max_pairs = 6);
+
 // ---- Isolation plots ("Detecting whether a change is useful with isolation plots") ----
 
 // The best trial for one scientific value (or bucket of a continuous scientific param): the nuisance params are
