@@ -15,6 +15,7 @@
 #include "dltune/core/strings.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/study/study_spec.h"
+#include "dltune/workloads/train.h"
 #include "text_table.h"
 
 namespace dltune::cli {
@@ -33,6 +34,21 @@ std::string TrialCountText(const StudyPlan& plan) {
                                          plan.Replicas(), plan.TrialCount());
   if (plan.SubStudyCount() == 1) return trials;
   return fmt::format("{} sub-studies, {} in all", plan.SubStudyCount(), trials);
+}
+
+// What the workload's splits hold, and a warning when two of them share examples.
+std::string SplitsText(const SplitOverlap& o) {
+  std::string out = fmt::format("data: {} train, {} valid, {} test examples", o.train, o.valid, o.test);
+  if (!o.any()) return out + "; no example is in two splits\n";
+  out += "\nwarning: examples are in two splits:";
+  if (o.valid_in_train > 0) out += fmt::format(" {} valid in train;", o.valid_in_train);
+  if (o.test_in_train > 0) out += fmt::format(" {} test in train;", o.test_in_train);
+  if (o.test_in_valid > 0) out += fmt::format(" {} test in valid;", o.test_in_valid);
+  if (o.relabelled > 0) out += fmt::format(" {} of them with another label there;", o.relabelled);
+  out.back() = '\n';
+  return out +
+         "  An evaluation on a split that holds training examples overstates how well the model generalizes "
+         "(the playbook: overlap of test with training data is an implementation bug to rule out).\n";
 }
 
 void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
@@ -93,6 +109,7 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
                        plan.SubStudyCount() - kShownSubStudies);
   }
   out += fmt::format("\n{}: the spec is valid\n", spec.file);
+  if (!spec.workload.name.empty()) out += SplitsText(CheckWorkloadSplits(spec.workload.name, spec.workload.args));
   for (const Diagnostic& d : CheckAdamBudget(spec)) {
     out += fmt::format("warning: {}\n  {}\n  Suggestion: {}\n", d.title, d.detail, d.suggestion);
   }

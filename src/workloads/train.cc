@@ -19,6 +19,11 @@ CheckpointMetrics EvaluateWorkloadCheckpoint(const std::string& workload_name, c
   return EvaluateCheckpoint(*workload, params, options, checkpoint_path, split, export_path);
 }
 
+SplitOverlap CheckWorkloadSplits(const std::string& workload_name, const nlohmann::json& workload_args) {
+  const auto workload = MakeWorkload(workload_name, workload_args);
+  return CheckSplitOverlap(*workload);
+}
+
 void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,
                          const HyperParams& params, std::int64_t max_train_steps) {
   const auto workload = MakeWorkload(workload_name, workload_args);

@@ -148,6 +148,21 @@ CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& para
                                      const std::string& checkpoint_path, const std::string& split,
                                      const std::string& export_path = "");
 
+// Examples that two splits of a workload share: the playbook warns that periodic validation curves "can indicate
+// implementation bugs such as test data having overlap with training data". Examples are compared by their inputs
+// (every byte of the input tensor's row).
+struct SplitOverlap {
+  std::int64_t train = 0, valid = 0, test = 0;  // examples per split
+  // Examples of the second split whose input is also in the first.
+  std::int64_t valid_in_train = 0, test_in_train = 0, test_in_valid = 0;
+  // Of those, how many carry another label there (the same input labelled twice differently).
+  std::int64_t relabelled = 0;
+
+  bool any() const { return valid_in_train + test_in_train + test_in_valid > 0; }
+};
+// Loads the workload's data and compares its splits.
+SplitOverlap CheckSplitOverlap(Workload& workload);
+
 // Reads `params` as TrainWorkload would (the training hyperparameters, then the workload's model, built on the CPU
 // without touching data) and throws the Error a trial with them would fail with: a bad value, a value the workload
 // needs and lacks, or a param nobody reads.

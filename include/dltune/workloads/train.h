@@ -27,6 +27,9 @@ CheckpointMetrics EvaluateWorkloadCheckpoint(const std::string& workload_name, c
 void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json& workload_args,
                          const HyperParams& params, std::int64_t max_train_steps);
 
+// The examples shared by the splits of workload `workload_name` (CheckSplitOverlap), its data loaded.
+SplitOverlap CheckWorkloadSplits(const std::string& workload_name, const nlohmann::json& workload_args);
+
 // Every registered workload's name, sorted; the built-in ones included.
 std::vector<std::string> WorkloadNames();
 
