@@ -16,6 +16,7 @@
 
 #include "cli_runner.h"
 #include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
@@ -278,6 +279,28 @@ space:
   std::int64_t fastest = std::numeric_limits<std::int64_t>::max();
   for (const auto& [trial, step] : expected_steps) fastest = std::min(fastest, step);
   EXPECT_EQ(budget.candidate_steps, std::optional<std::int64_t>(fastest));
+  // The batch-size sweep of the same model: its numbers are the exported measurements' (median step time after the
+  // warm-up fifth, examples per second from it).
+  ASSERT_EQ(Dltune("plan throughput --from parent --batch-sizes 16:128 --steps 20 -o throughput.yaml").exit_code, 0);
+  ASSERT_EQ(Dltune("run throughput.yaml --no-report").exit_code, 0);
+  const Throughput throughput = AnalyzeThroughput(LoadStudyData(*store, "parent-throughput"));
+  ASSERT_EQ(throughput.rows.size(), 4u);
+  const Result measured = Dltune("export parent-throughput --what measurements --format json");
+  std::map<std::uint64_t, std::vector<double>> times;
+  for (const auto& row : nlohmann::json::parse(measured.out)) {
+    if (row.at("split") == "train_step" && row.at("metric") == "step_time") {
+      times[row.at("trial").get<std::uint64_t>()].push_back(row.at("value").get<double>());
+    }
+  }
+  for (const ThroughputRow& row : throughput.rows) {
+    std::vector<double> after(times.at(row.trial).begin() + 4, times.at(row.trial).end());  // 20 steps: 4 warm-up
+    std::sort(after.begin(), after.end());
+    const double median = (after[after.size() / 2 - 1] + after[after.size() / 2]) / 2;
+    EXPECT_EQ(row.measured_steps, 16);
+    EXPECT_DOUBLE_EQ(*row.step_time, median) << row.batch_size;
+    EXPECT_DOUBLE_EQ(*row.examples_per_second, static_cast<double>(row.batch_size) / median);
+  }
+
   for (const auto& [id, value] : swept.trials.front().params) {
     if (id == "weight_decay") {
       EXPECT_EQ(std::get<double>(value), 0.0);  // no regularization
@@ -333,6 +356,49 @@ space:
   const Result report = Dltune("report base-fit-steps -o fit.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(Slurp(dir_ / "fit.html"), HasSubstr("Steps to fit the training set"));
+}
+
+// The batch-size sweep of a spec file whose trial program has a known knee (tests/fixtures/throughput_trial.py): 10 ms
+// per step up to batch size 128, then no gain, and out of memory from 1024. The sweep finds the knee exactly and stops
+// at the first batch size out of memory.
+TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
+  Write("scripted.yaml", std::string("name: scripted\ncommand: /usr/bin/python3 ") + DLTUNE_SOURCE_DIR +
+                             "/tests/fixtures/throughput_trial.py\nmax_train_steps: 100\nspace:\n"
+                             "  learning_rate: {min: 0.01, max: 0.1, scale: log}\n  batch_size: 32\n");
+  const Result bad = Dltune("plan throughput --from scripted.yaml --batch-sizes 4096:16");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--batch-sizes 4096:16: needs 1 <= LOW <= HIGH"));
+  const Result planned = Dltune("plan throughput --from scripted.yaml --batch-sizes 16:4096 --steps 20");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  EXPECT_THAT(planned.out, HasSubstr("9 batch sizes × 20 steps"));
+  const std::string spec = Slurp(dir_ / "scripted-throughput.yaml");
+  EXPECT_THAT(spec, HasSubstr("batch_size: {values: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}"));
+  EXPECT_THAT(spec, HasSubstr("log_every_steps: 1"));
+  const Result run = Dltune("run scripted-throughput.yaml --no-report");
+  EXPECT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  auto store = OpenStore(StoreUrl());
+  const StudyData data = LoadStudyData(*store, "scripted-throughput");
+  const Throughput throughput = AnalyzeThroughput(data);
+  ASSERT_EQ(throughput.rows.size(), 9u);
+  EXPECT_EQ(throughput.perfect_until, std::optional<std::int64_t>(128));
+  EXPECT_EQ(throughput.worth_using, std::optional<std::int64_t>(128));
+  EXPECT_EQ(throughput.first_out_of_memory, std::optional<std::int64_t>(1024));
+  EXPECT_NEAR(*throughput.rows[0].step_time, 0.010, 1e-12);  // the slow first steps left out as warm-up
+  EXPECT_NEAR(*throughput.rows[4].efficiency, 0.5, 1e-9);    // 256: twice the time per step, no gain
+  for (const ThroughputRow& row : throughput.rows) {
+    if (row.batch_size < 1024) continue;
+    EXPECT_EQ(row.state, TrialState::kInfeasible);
+    if (row.batch_size > 1024) {
+      EXPECT_THAT(row.reason, HasSubstr("not run: batch size 1024 already ran out of memory"));
+      EXPECT_TRUE(store->TrainSeries(store->FindTrial(data.study.id, row.trial)->id).empty());  // never started
+    }
+  }
+  EXPECT_THAT(Dltune("doctor scripted-throughput").out,
+              HasSubstr("Batch sizes up to 128 pay; perfect scaling up to 128"));
+  const Result report = Dltune("report scripted-throughput -o throughput.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(Slurp(dir_ / "throughput.html"), HasSubstr("Throughput: which batch sizes pay?"));
 }
 
 // Round 2 on the synthetic workload: every recorded learning rate is the playbook's round-2 extension of round 1's

@@ -20,6 +20,8 @@ inline constexpr const char* kClippingSection = "Gradient clipping";
 inline constexpr const char* kAdoptSection =
     "Determining whether to adopt a training pipeline change or hyperparameter configuration";
 inline constexpr const char* kRoundsSection = "Deciding how long to train when training is compute-bound";
+inline constexpr const char* kBatchSizeSection =
+    "Determining the feasible batch sizes and estimating training throughput";
 inline constexpr const char* kPeriodicSection = "Setting up periodic evaluations";
 inline constexpr const char* kFitStepsSection =
     "Algorithm for picking an initial candidate for max_train_steps using a learning rate sweep";
@@ -58,5 +60,6 @@ void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out);
 void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);
 void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out);
 void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out);
+void CheckThroughput(const Context& context, std::vector<Diagnostic>& out);
 
 }  // namespace dltune::diagnostic_checks

@@ -50,11 +50,28 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 20> kOrder = {
-      "within_noise",        "winner_changed",   "fit_steps_none", "fit_steps_edge",       "boundary",
-      "adam_budget",         "infeasible_share", "instability",    "overfitting",          "late_variance",
-      "periodic_validation", "compute_bound",    "steps_too_high", "training_loss_rising", "input_bound",
-      "aggressive_clipping", "fit_steps",        "beyond_noise",   "winner_held",          "single_runs"};
+  constexpr std::array<std::string_view, 22> kOrder = {"within_noise",
+                                                       "winner_changed",
+                                                       "fit_steps_none",
+                                                       "fit_steps_edge",
+                                                       "boundary",
+                                                       "adam_budget",
+                                                       "infeasible_share",
+                                                       "instability",
+                                                       "overfitting",
+                                                       "late_variance",
+                                                       "periodic_validation",
+                                                       "compute_bound",
+                                                       "steps_too_high",
+                                                       "training_loss_rising",
+                                                       "input_bound",
+                                                       "throughput_input_bound",
+                                                       "aggressive_clipping",
+                                                       "fit_steps",
+                                                       "throughput",
+                                                       "beyond_noise",
+                                                       "winner_held",
+                                                       "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
   CheckBoundary(context, found);
@@ -72,6 +89,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   CheckSingleRuns(context, found);
   CheckAgainstParent(context, found);
   CheckStepBudget(context, found);
+  CheckThroughput(context, found);
   for (Diagnostic& d : CheckAdamBudget(data.spec)) found.push_back(std::move(d));
   const auto rank = [&kOrder](const Diagnostic& d) {
     return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();

@@ -3,6 +3,7 @@
 
 #include "diagnostic_checks.h"
 #include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 
 namespace dltune::diagnostic_checks {
@@ -172,6 +173,47 @@ void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out) {
                                    data.spec.max_train_steps, Num(low ? edge / 30 : edge), Num(low ? edge : edge * 30)),
          .section = kFitStepsSection,
          .trials = {fastest.trial}});
+  }
+}
+
+void CheckThroughput(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.kind != "throughput") return;
+  const Throughput throughput = AnalyzeThroughput(data);
+  if (!throughput.worth_using) return;
+  std::string detail;
+  for (const ThroughputRow& row : throughput.rows) {
+    if (!detail.empty()) detail += "; ";
+    if (row.examples_per_second) {
+      detail += fmt::format("{}: {} s/step, {} examples/s", row.batch_size, Num(*row.step_time),
+                            Num(*row.examples_per_second));
+      if (row.efficiency) detail += fmt::format(" (x{} of perfect)", Num(*row.efficiency));
+    } else if (row.out_of_memory) {
+      detail += fmt::format("{}: out of memory", row.batch_size);
+    }
+  }
+  out.push_back(
+      {.id = "throughput",
+       .severity = Severity::kInfo,
+       .title = fmt::format("Batch sizes up to {} pay; perfect scaling up to {}{}", *throughput.worth_using,
+                            throughput.perfect_until ? std::to_string(*throughput.perfect_until) : "none",
+                            throughput.first_out_of_memory
+                                ? fmt::format("; {} runs out of memory", *throughput.first_out_of_memory)
+                                : ""),
+       .detail = detail + ".",
+       .suggestion = fmt::format("train with a batch size of at most {} (the largest whose doubling still raised "
+                                 "throughput by 20%); a new batch size means re-tuning the learning rate and most "
+                                 "other hyperparameters",
+                                 *throughput.worth_using),
+       .section = kBatchSizeSection});
+  if (throughput.input_bound) {
+    out.push_back({.id = "throughput_input_bound",
+                   .severity = Severity::kWarning,
+                   .title = fmt::format("At batch size {} training waits for data", *throughput.worth_using),
+                   .detail = "More than 10% of each step is spent waiting for the next batch: the input pipeline, "
+                             "not the model, sets the speed.",
+                   .suggestion = "speed up the input pipeline before choosing the batch size by throughput",
+                   .section = kInputSection});
   }
 }
 

@@ -24,7 +24,8 @@ struct OutputArgs {
 };
 
 void AddOutputOptions(CLI::App* command, OutputArgs& args) {
-  command->add_option("--from", args.from, "The parent study (see dltune studies)")->required();
+  command->add_option("--from", args.from, "The parent study (see dltune studies); for throughput also a spec file")
+      ->required();
   command->add_option("--name", args.name, "The new study's name (default: the parent's with a suffix)");
   command->add_option("-o,--output", args.output, "Where to write the spec (default: NAME.yaml; - for the terminal)");
   command->add_flag("--force", args.force, "Overwrite an existing spec file that differs from the planned one");
@@ -113,7 +114,8 @@ void RegisterPlanCommand(CLI::App& app) {
       "run with dltune run; planning again on the same records writes the same file.\n\n"
       "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
       "  dltune plan round2 --from quickstart --top 3 --steps 4x\n"
-      "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000");
+      "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000\n"
+      "  dltune plan throughput --from quickstart --batch-sizes 16:4096");
   plan->require_subcommand(1);
 
   {
@@ -185,6 +187,39 @@ void RegisterPlanCommand(CLI::App& app) {
                                                          .name = args->name});
       WritePlanned(planned, *args,
                    fmt::format("study {}, {} learning rates × {} steps", planned.name, planned.trials, args->steps));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::string batch_sizes;
+      std::int64_t steps = 50;
+    };
+    auto args = std::make_shared<Args>();
+    auto* throughput = plan->add_subcommand(
+        "throughput",
+        "The playbook's batch-size sweep (\"Determining the feasible batch sizes and estimating training "
+        "throughput\"): a study's best configuration (or a spec file's first trial) at every power of two in "
+        "--batch-sizes, one trial at a time with every core, smallest first, stopping at the first that runs out of "
+        "memory. The report and dltune doctor give the time per step and examples per second of each, the scaling of "
+        "each doubling, where perfect scaling ends, the largest batch size still worth using, and whether waiting for "
+        "data makes training input-bound. Changing the batch size means re-tuning most hyperparameters.\n\n"
+        "Examples:\n  dltune plan throughput --from quickstart --batch-sizes 16:4096\n"
+        "  dltune plan throughput --from examples/quickstart.yaml --batch-sizes 32:1024 --steps 100");
+    AddOutputOptions(throughput, *args);
+    throughput->add_option("--batch-sizes", args->batch_sizes, "LOW:HIGH: every power of two between them")->required();
+    throughput->add_option("--steps", args->steps, "Steps per batch size (default 50; the first fifth is warm-up)")
+        ->check(WholeNumberIn(10, 1000000));
+    throughput->callback([args] {
+      // A spec file needs no store.
+      std::error_code error;
+      const auto store = std::filesystem::is_regular_file(args->from, error)
+                             ? nullptr
+                             : OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanThroughput(
+          store.get(),
+          {.parent = args->from, .batch_sizes = args->batch_sizes, .steps = args->steps, .name = args->name});
+      WritePlanned(planned, *args,
+                   fmt::format("study {}, {} batch sizes × {} steps", planned.name, planned.trials, args->steps));
     });
   }
   {

@@ -77,11 +77,8 @@ PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request) {
   lr_param.Set("values", rates);
   lr_param.comment = "the sweep: every learning rate once (the grid sampler)";
   space.Set(ScheduleParamNames::kLearningRate, lr_param);
-  std::set<std::string> written = {ScheduleParamNames::kLearningRate};
-  for (const auto& [id, value] : chosen.trial.params) {
-    const Param* param = parent.spec.space->Find(id);
-    const std::string param_name = param ? param->name : id;
-    if (!written.insert(param_name).second) continue;
+  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, chosen.trial.params)) {
+    if (param_name == ScheduleParamNames::kLearningRate) continue;
     if (param_name == ScheduleParamNames::kDecaySteps || param_name == ScheduleParamNames::kFinalFraction) continue;
     Value fixed = value;
     std::string why;

@@ -115,6 +115,26 @@ YamlTree ConfigOf(const SearchSpace& space, const Assignment& params) {
   return config;
 }
 
+std::vector<std::pair<std::string, Value>> ParamsByDisplayName(const SearchSpace& space, const Assignment& params) {
+  std::vector<std::pair<std::string, Value>> by_name;
+  for (const Param& param : space.params()) {
+    const auto it = params.find(param.id);
+    if (it == params.end()) continue;
+    const bool seen = std::any_of(by_name.begin(), by_name.end(), [&](const auto& e) { return e.first == param.name; });
+    if (!seen) by_name.emplace_back(param.name, it->second);
+  }
+  return by_name;
+}
+
+StudyData ParentFromSpecFile(const std::string& path) {
+  StudyData parent;
+  parent.spec = LoadStudySpec(path);
+  parent.study.name = parent.spec.name;
+  parent.study.spec_text = parent.spec.text;
+  parent.study.spec_path = path;
+  return parent;
+}
+
 std::string Num(double value) { return fmt::format("{:.6g}", value); }
 
 std::string WrapComment(const std::string& text) {

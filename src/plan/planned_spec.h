@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dltune/analyze/analysis.h"
@@ -31,6 +32,11 @@ void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& ch
 std::string PlannedName(const std::string& given, const std::string& parent, const std::string& suffix);
 // The params of a trial that a list config gives: every param that varies (fixed ones come from the space).
 YamlTree ConfigOf(const SearchSpace& space, const Assignment& params);
+// A trial's params by the names training reads (a param's `name:`), in the order of the space; the first of two
+// params sharing a name wins (only one exists in a trial).
+std::vector<std::pair<std::string, Value>> ParamsByDisplayName(const SearchSpace& space, const Assignment& params);
+// A spec file read as a parent: its record holds its name and text, nothing ran.
+StudyData ParentFromSpecFile(const std::string& path);
 // "0.0123": 6 significant digits.
 std::string Num(double value);
 // `text` wrapped at 100 columns for a comment, its paragraphs ("\n") kept.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "vega_specs.h"
 
@@ -192,6 +193,35 @@ PageSection AxisPlotSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+// The batch-size sweep (dltune plan throughput).
+PageSection ThroughputSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{.id = "throughput",
+                      .title = "Throughput: which batch sizes pay?",
+                      .explanation =
+                          "Each batch size trained alone on the machine. Perfect scaling (dashed) doubles the examples "
+                          "per second with the batch size and keeps the time per step; where the measured line leaves "
+                          "it, a larger batch stops saving training time. Changing the batch size means re-tuning "
+                          "most hyperparameters.",
+                      .empty_text = "No batch size has recorded its step times yet."};
+  const Throughput throughput = AnalyzeThroughput(data);
+  if (std::none_of(throughput.rows.begin(), throughput.rows.end(),
+                   [](const ThroughputRow& row) { return row.examples_per_second.has_value(); })) {
+    return section;
+  }
+  std::string caption;
+  if (throughput.perfect_until) caption += fmt::format("perfect scaling up to {}", *throughput.perfect_until);
+  if (throughput.worth_using) caption += fmt::format("; worth using up to {}", *throughput.worth_using);
+  if (throughput.first_out_of_memory) caption += fmt::format("; out of memory at {}", *throughput.first_out_of_memory);
+  if (throughput.input_bound) caption += "; input-bound";
+  section.charts.push_back({.id = "throughput_examples",
+                            .caption = "examples per second: " + caption,
+                            .spec = ThroughputSpec(throughput, false, sizes.normal)});
+  section.charts.push_back({.id = "throughput_step_time",
+                            .caption = "time per step",
+                            .spec = ThroughputSpec(throughput, true, sizes.normal)});
+  return section;
+}
+
 PageSection InteractionSection(const StudyData& data, const Charting& sizes) {
   PageSection section{.id = "interactions",
                       .title = "Interactions: does the best value of one hyperparameter depend on another?",
@@ -352,6 +382,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
     if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
     if (!data.spec.procedure.from_trials.empty()) sections.push_back(ParentSection(data, sizes));
     if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
+    if (data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
     sections.push_back(IsolationSection(data, sizes));
     sections.push_back(AxisPlotSection(data, sizes));
     sections.push_back(InteractionSection(data, sizes));
@@ -368,6 +399,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (data.spec.replicas > 1) order.emplace_back("variance");
   if (!data.spec.procedure.from_trials.empty()) order.emplace_back("parent");
   if (data.spec.procedure.kind == "fit-steps") order.emplace_back("fit-steps");
+  if (data.spec.procedure.kind == "throughput") order.emplace_back("throughput");
   for (const char* id : {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough"}) {
     order.emplace_back(id);
   }

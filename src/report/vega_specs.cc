@@ -866,13 +866,70 @@ json InteractionSpec(const InteractionPlot& plot, const Objective& objective, co
                       {"type", "quantitative"},
                       {"title", ObjectiveTitle(objective)},
                       {"scale", {{"scheme", "viridis"}, {"reverse", objective.direction == Direction::kMaximize}}}};
+  // A layer is added only when it has points: Vega warns about the extent of an empty one.
+  spec["layer"] = json::array();
+  const auto any = [&](bool infeasible) {
+    return std::any_of(plot.points.begin(), plot.points.end(),
+                       [&](const InteractionPoint& p) { return p.infeasible == infeasible; });
+  };
+  if (any(false) || !any(true)) {
+    const json feasible = {{"transform", json::array({{{"filter", "!datum.infeasible"}}})},
+                           {"mark", {{"type", "point"}, {"filled", true}, {"size", 55}, {"opacity", 0.9}}},
+                           {"encoding", {{"color", color}}}};
+    spec["layer"].push_back(feasible);
+  }
+  if (any(true)) {
+    const json infeasible = {
+        {"transform", json::array({{{"filter", "datum.infeasible"}}})},
+        {"mark", {{"type", "point"}, {"shape", "cross"}, {"size", 55}, {"color", kInfeasibleColor}, {"filled", true}}}};
+    spec["layer"].push_back(infeasible);
+  }
+  return spec;
+}
+
+json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options) {
+  json spec = Base(options, 420, 260);
+  json rows = json::array();
+  const ThroughputRow* first = nullptr;
+  for (const ThroughputRow& row : throughput.rows) {
+    if (!row.examples_per_second) continue;
+    if (first == nullptr) first = &row;
+    // Perfect scaling from the smallest batch size: examples per second grow with the batch, time per step stays.
+    const double ideal = time_per_step ? *first->step_time
+                                       : *first->examples_per_second * static_cast<double>(row.batch_size) /
+                                             static_cast<double>(first->batch_size);
+    rows.push_back({{"batch", row.batch_size},
+                    {"y", time_per_step ? *row.step_time : *row.examples_per_second},
+                    {"ideal", ideal},
+                    {"efficiency", Number(row.efficiency)},
+                    {"wait", Number(row.data_wait_share)},
+                    {"trial", row.trial}});
+  }
+  spec["data"] = {{"values", rows}};
+  const std::string y_title = time_per_step ? "seconds per step (median)" : "examples per second";
+  spec["encoding"] = {
+      {"x",
+       {{"field", "batch"},
+        {"type", "quantitative"},
+        {"title", "batch size"},
+        {"scale", {{"type", "log"}, {"base", 2}}},
+        {"axis",
+         {{"values",
+           [&] {
+             json values = json::array();
+             for (const ThroughputRow& row : throughput.rows) values.push_back(row.batch_size);
+             return values;
+           }()}}}}},
+      {"tooltip",
+       json::array({Tooltip("batch", "batch size"), Tooltip("y", y_title.c_str(), "quantitative", ".4~g"),
+                    Tooltip("efficiency", "scaling of the doubling", "quantitative", ".2f"),
+                    Tooltip("wait", "share waiting for data", "quantitative", ".1%"), Tooltip("trial", "trial")})}};
   spec["layer"] = json::array(
-      {{{"transform", json::array({{{"filter", "!datum.infeasible"}}})},
-        {"mark", {{"type", "point"}, {"filled", true}, {"size", 55}, {"opacity", 0.9}}},
-        {"encoding", {{"color", color}}}},
-       {{"transform", json::array({{{"filter", "datum.infeasible"}}})},
-        {"mark",
-         {{"type", "point"}, {"shape", "cross"}, {"size", 55}, {"color", kInfeasibleColor}, {"filled", true}}}}});
+      {{{"mark", {{"type", "line"}, {"color", "#888"}, {"strokeDash", {4, 3}}}},
+        {"encoding", {{"y", {{"field", "ideal"}, {"type", "quantitative"}}}}}},
+       {{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"point", true}}},
+        {"encoding",
+         {{"y", {{"field", "y"}, {"type", "quantitative"}, {"title", y_title}, {"scale", {{"type", "log"}}}}}}}}});
   return spec;
 }
 

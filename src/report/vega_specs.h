@@ -16,6 +16,7 @@
 
 #include "dltune/analyze/analysis.h"
 #include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 
 namespace dltune {
@@ -96,5 +97,9 @@ nlohmann::json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_s
 // objective (viridis, better darker), infeasible trials as red crosses.
 nlohmann::json InteractionSpec(const InteractionPlot& plot, const Objective& objective,
                                const ChartOptions& options = {});
+
+// The batch-size sweep: examples per second (or, with `time_per_step`, seconds per step) against the batch size (log2
+// axis), with perfect scaling from the smallest batch size as a dashed line.
+nlohmann::json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options = {});
 
 }  // namespace dltune

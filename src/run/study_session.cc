@@ -187,10 +187,33 @@ StudySession StudySession::Open(Store& store, const std::string& name) {
 std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
   while (true) {
     if (auto claim = store_->ClaimNext(study_.id, worker)) {
-      return ActiveTrial(*store_, spec_, std::move(claim->first), std::move(claim->second));
+      ActiveTrial trial(*store_, spec_, std::move(claim->first), std::move(claim->second));
+      if (const auto reason = SkipReason(trial.record())) {
+        trial.Infeasible(*reason);
+        continue;
+      }
+      return trial;
     }
     if (!MakeNextTrials()) return std::nullopt;
   }
+}
+
+std::optional<std::string> StudySession::SkipReason(const TrialRecord& trial) const {
+  // A throughput sweep stops at the first batch size that ran out of memory: a larger one would too.
+  if (spec_.procedure.kind != "throughput") return std::nullopt;
+  const auto batch_of = [](const TrialRecord& t) -> std::optional<double> {
+    const auto it = t.params.find("batch_size");
+    return it == t.params.end() ? std::nullopt : NumericValue(it->second);
+  };
+  const auto batch = batch_of(trial);
+  if (!batch) return std::nullopt;
+  for (const TrialRecord& other : store_->ListTrialsInState(study_.id, TrialState::kInfeasible)) {
+    const auto other_batch = batch_of(other);
+    if (other_batch && *other_batch < *batch && other.reason.rfind("out of memory", 0) == 0) {
+      return fmt::format("not run: batch size {:g} already ran out of memory (trial {})", *other_batch, other.number);
+    }
+  }
+  return std::nullopt;
 }
 
 bool StudySession::MakeNextTrials() {

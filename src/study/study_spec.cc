@@ -202,7 +202,7 @@ const std::vector<std::string>& EvaluatePlaceholders() {
 }
 
 const std::vector<std::string>& ProcedureSpec::Kinds() {
-  static const std::vector<std::string> kKinds = {"retrain", "round2", "fit-steps"};
+  static const std::vector<std::string> kKinds = {"retrain", "round2", "fit-steps", "throughput"};
   return kKinds;
 }
 

@@ -196,6 +196,8 @@ class Loop {
     return result;
   }
 
+  std::int64_t batch_size() const { return hp_.batch_size; }
+
   TrainResult Run() {
     TrainResult result;
     Resume(result);
@@ -525,7 +527,25 @@ TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const T
   options.Validate();
   SetTorchThreads(options.training.threads);
   Loop loop(workload, params, options, callbacks);
-  return loop.Run();
+  // Running out of memory is a result of the batch size (the throughput sweep stops there), not a crash.
+  const auto out_of_memory = [&](const std::string& what) {
+    TrainResult result;
+    result.outcome = TrainOutcome::kInfeasible;
+    result.reason =
+        fmt::format("out of memory at batch size {}: {}", loop.batch_size(), what.substr(0, what.find('\n')));
+    return result;
+  };
+  try {
+    return loop.Run();
+  } catch (const std::bad_alloc& e) {
+    return out_of_memory(e.what());
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("out of memory") != std::string::npos || what.find("can't allocate memory") != std::string::npos) {
+      return out_of_memory(what);
+    }
+    throw;
+  }
 }
 
 CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& params, const TrainerOptions& options,

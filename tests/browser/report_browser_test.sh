@@ -83,4 +83,14 @@ node "$source_dir/tests/browser/check_page.mjs" "file://$work/retrain.html" "$wo
 node "$source_dir/tests/browser/check_page.mjs" "file://$work/fit.html" "$work/fit.png" --min-charts 4 \
   --expect-text 'Steps to fit the training set: a candidate max_train_steps' \
   --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+# A batch-size sweep planned from the spec file: its section draws.
+"$dltune" plan throughput --from hostile.yaml --batch-sizes 16:64 --steps 20 -o throughput.yaml >plan.log 2>&1 ||
+  { cat plan.log; fail "dltune plan throughput failed"; }
+"$dltune" run throughput.yaml --storage "$storage" --no-report >throughput.log 2>&1 ||
+  { cat throughput.log; fail "dltune run of the throughput sweep failed"; }
+"$dltune" report hostile_report-throughput --storage "$storage" -o throughput.html ||
+  fail "dltune report of the throughput sweep failed"
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/throughput.html" "$work/throughput.png" --min-charts 4 \
+  --expect-text 'Throughput: which batch sizes pay?' \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
 echo "report_browser_test: ok ($work/report.html, screenshot $work/report.png)"

@@ -19,7 +19,7 @@ struct Diagnostic {
                    // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
                    // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
                    // "winner_changed", "winner_held", "adam_budget", "fit_steps", "fit_steps_edge",
-                   // "fit_steps_none", "periodic_validation"
+                   // "fit_steps_none", "periodic_validation", "throughput", "throughput_input_bound"
   Severity severity = Severity::kWarning;
   std::string title;       // one line: what was found
   std::string detail;      // the evidence: trials, values, fractions
@@ -88,6 +88,10 @@ std::string PlaybookAnchor(const std::string& section);
 //   for max_train_steps using a learning rate sweep"): a study planned by dltune plan fit-steps
 //   (AnalyzeStepBudget, step_budget.h): the candidate max_train_steps; its learning rate at the sweep's edge; no
 //   learning rate fitting within the budget once every trial finished.
+// - throughput (info), throughput_input_bound (warning; "Determining the feasible batch sizes and estimating training
+//   throughput"): a study planned by dltune plan throughput (AnalyzeThroughput, throughput.h): each batch size's time
+//   per step and examples per second, the largest worth using and where perfect scaling ends; training waiting for
+//   data at that batch size.
 // - adam_budget (warning; "How should Adam's hyperparameters be tuned?"): CheckAdamBudget (search_budget.h).
 // - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
 //   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner

@@ -49,6 +49,18 @@ struct FitStepsRequest {
   std::string name;                    // "" = "<parent>-fit-steps"
 };
 
+// `dltune plan throughput`: the playbook's batch-size sweep ("Determining the feasible batch sizes and estimating
+// training throughput"): the parent's best configuration (a study's best trial, or a spec file's first trial) at every
+// power of two in `batch_sizes`, `steps` steps each, one trial at a time with every core, smallest first; the runner
+// stops at the first batch size that runs out of memory (the larger ones are recorded as not run). Analysis:
+// dltune/analyze/throughput.h.
+struct ThroughputRequest {
+  std::string parent;       // a study's name, or the path of a spec file
+  std::string batch_sizes;  // "LOW:HIGH": every power of two between them
+  std::int64_t steps = 50;  // per batch size (at least 10: the first fifth is warm-up)
+  std::string name;         // "" = "<parent>-throughput"
+};
+
 // A spec written by a plan.
 struct PlannedStudy {
   std::string name;
@@ -62,6 +74,10 @@ struct PlannedStudy {
 PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request);
 PlannedStudy PlanRound2(Store& store, const Round2Request& request);
 PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request);
+// `store` may be null when the parent is a spec file.
+PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request);
+// The powers of two between LOW and HIGH of "LOW:HIGH"; throws Error for anything else or fewer than two.
+std::vector<std::int64_t> PowersOfTwoBetween(const std::string& text);
 
 // The `--steps` of round 2 ("4x", "8000") against round 1's max_train_steps; throws Error naming the text.
 std::int64_t Round2Steps(const std::string& steps, std::int64_t round1_steps);

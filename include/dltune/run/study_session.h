@@ -56,7 +56,8 @@ class StudySession {
 
   // Claims the lowest-numbered pending trial for `worker` (an id unique among the study's workers, e.g.
   // "host:pid"). With none pending, makes the study's next trials (MakeNextTrials) and claims one; nullopt when the
-  // study has made all its trials and none is pending.
+  // study has made all its trials and none is pending. A trial that must not run (a throughput sweep's batch size
+  // above one that ran out of memory) is recorded as infeasible with the reason, and the next one claimed.
   std::optional<ActiveTrial> Ask(const std::string& worker);
   // Adds the study's next trials to the store: the next planned ones (up to a few hundred), or, when the next one
   // is an adaptive sampler's (gp), that one, made from the results so far (the sub-study's finished trials, its
@@ -71,6 +72,9 @@ class StudySession {
 
  private:
   StudySession(Store& store, StudyRecord study, StudySpec spec);
+  // Why a claimed trial should end as infeasible without running: in a throughput sweep, a smaller batch size that
+  // already ran out of memory. nullopt to run it.
+  std::optional<std::string> SkipReason(const TrialRecord& trial) const;
 
   Store* store_;
   StudyRecord study_;

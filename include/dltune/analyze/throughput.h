@@ -1,0 +1,53 @@
+// The playbook's batch-size sweep ("Determining the feasible batch sizes and estimating training throughput",
+// "Choosing the batch size to minimize training time"): time per step and examples per second at each batch size of a
+// study planned by `dltune plan throughput`, how well throughput scales with each doubling, and where it stops paying.
+// Pure function of a study's records.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dltune/analyze/analysis.h"
+
+namespace dltune {
+
+// A doubling of the batch size scales perfectly from this efficiency on, and is still worth using from the other.
+inline constexpr double kPerfectScaling = 0.9;
+inline constexpr double kWorthScaling = 0.6;  // throughput at least 1.2 times the smaller batch size's
+// Input-bound: waiting for data takes more than this share of step time.
+inline constexpr double kInputBoundShare = 0.1;
+
+struct ThroughputRow {
+  std::uint64_t trial = 0;
+  std::int64_t batch_size = 0;
+  TrialState state = TrialState::kPending;
+  std::string reason;                         // why it is infeasible (out of memory, not run)
+  bool out_of_memory = false;                 // it ran out of memory, or was not run because a smaller one did
+  int measured_steps = 0;                     // training steps after the warm-up ones
+  std::optional<double> step_time;            // median seconds per step over them
+  std::optional<double> examples_per_second;  // batch_size / step_time
+  std::optional<double> data_wait_share;      // waiting for input / step time, summed over them
+  // Examples per second against the previous (smaller) measured batch size, divided by the batch sizes' ratio:
+  // 1 = perfect scaling (twice the batch, twice the examples per second), 0.5 = no gain at all.
+  std::optional<double> efficiency;
+};
+
+struct Throughput {
+  std::vector<ThroughputRow> rows;  // by batch size
+  // The largest batch size up to which every step scaled perfectly (efficiency >= kPerfectScaling); "perfect scaling
+  // ends" after it.
+  std::optional<std::int64_t> perfect_until;
+  // The largest batch size up to which every step still paid (efficiency >= kWorthScaling): beyond it, a larger batch
+  // trains barely faster, so it is the largest worth using to minimize training time.
+  std::optional<std::int64_t> worth_using;
+  std::optional<std::int64_t> first_out_of_memory;  // the smallest batch size that ran out of memory
+  bool input_bound = false;                         // the data wait share at worth_using is above kInputBoundShare
+};
+
+// Measured steps: all but the first fifth (at least 1) of each trial's recorded training steps with a step_time,
+// which hold allocation and start-up. Trials without a batch_size param are left out.
+Throughput AnalyzeThroughput(const StudyData& data);
+
+}  // namespace dltune

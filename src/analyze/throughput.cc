@@ -1,0 +1,67 @@
+#include "dltune/analyze/throughput.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "analysis_util.h"
+
+namespace dltune {
+
+Throughput AnalyzeThroughput(const StudyData& data) {
+  Throughput result;
+  for (const TrialRecord& trial : data.trials) {
+    const auto batch = trial.params.find("batch_size");
+    const auto value = batch == trial.params.end() ? std::nullopt : NumericValue(batch->second);
+    if (!value) continue;
+    ThroughputRow row{.trial = trial.number,
+                      .batch_size = std::llround(*value),
+                      .state = trial.state,
+                      .reason = trial.reason,
+                      .out_of_memory = trial.state == TrialState::kInfeasible &&
+                                       (trial.reason.rfind("out of memory", 0) == 0 ||
+                                        trial.reason.find("ran out of memory") != std::string::npos)};
+    std::vector<const TrainMeasurement*> steps;
+    for (const TrainMeasurement& m : analysis_util::TrainOf(data, trial.number)) {
+      if (m.step_time && *m.step_time > 0) steps.push_back(&m);
+    }
+    const std::size_t warmup = std::max<std::size_t>(1, steps.size() / 5);
+    if (steps.size() > warmup) {
+      std::vector<double> times;
+      double total = 0, waiting = 0;
+      for (std::size_t i = warmup; i < steps.size(); ++i) {
+        times.push_back(*steps[i]->step_time);
+        total += *steps[i]->step_time;
+        waiting += steps[i]->data_wait.value_or(0.0);
+      }
+      std::sort(times.begin(), times.end());
+      row.measured_steps = static_cast<int>(times.size());
+      row.step_time = analysis_util::Quantile(times, 0.5);
+      row.examples_per_second = static_cast<double>(row.batch_size) / *row.step_time;
+      row.data_wait_share = waiting / total;
+    }
+    result.rows.push_back(row);
+  }
+  std::stable_sort(result.rows.begin(), result.rows.end(),
+                   [](const ThroughputRow& a, const ThroughputRow& b) { return a.batch_size < b.batch_size; });
+  const ThroughputRow* previous = nullptr;
+  bool perfect = true, worth = true;
+  for (ThroughputRow& row : result.rows) {
+    if (row.out_of_memory && !result.first_out_of_memory) result.first_out_of_memory = row.batch_size;
+    if (!row.examples_per_second) continue;
+    if (previous != nullptr) {
+      row.efficiency = (*row.examples_per_second / *previous->examples_per_second) /
+                       (static_cast<double>(row.batch_size) / static_cast<double>(previous->batch_size));
+      perfect = perfect && *row.efficiency >= kPerfectScaling;
+      worth = worth && *row.efficiency >= kWorthScaling;
+    }
+    if (perfect) result.perfect_until = row.batch_size;
+    if (worth) {
+      result.worth_using = row.batch_size;
+      result.input_bound = row.data_wait_share.value_or(0.0) > kInputBoundShare;
+    }
+    previous = &row;
+  }
+  return result;
+}
+
+}  // namespace dltune

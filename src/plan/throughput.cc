@@ -1,0 +1,111 @@
+// dltune plan throughput: the playbook's batch-size sweep, one batch size at a time with the machine to itself.
+#include <filesystem>
+#include <regex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dltune/report/study_data.h"
+#include "planned_spec.h"
+
+namespace dltune {
+
+using namespace plan_internal;
+
+std::vector<std::int64_t> PowersOfTwoBetween(const std::string& text) {
+  static const std::regex kRange(R"(([0-9]+):([0-9]+))");
+  std::smatch match;
+  if (!std::regex_match(text, match, kRange) || match[1].length() > 9 || match[2].length() > 9) {
+    throw Error(fmt::format("--batch-sizes must be LOW:HIGH, such as 16:4096, not '{}'", text));
+  }
+  const std::int64_t low = std::stoll(match[1].str());
+  const std::int64_t high = std::stoll(match[2].str());
+  if (low < 1 || low > high) throw Error(fmt::format("--batch-sizes {}: needs 1 <= LOW <= HIGH", text));
+  std::vector<std::int64_t> sizes;
+  std::int64_t size = 1;
+  while (size < low) size *= 2;
+  for (; size <= high; size *= 2) sizes.push_back(size);
+  if (sizes.size() < 2) throw Error(fmt::format("--batch-sizes {} holds fewer than two powers of two", text));
+  return sizes;
+}
+
+PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
+  const std::vector<std::int64_t> sizes = PowersOfTwoBetween(request.batch_sizes);
+  if (request.steps < 10) throw Error("--steps must be at least 10, to measure past the first steps");
+  // The parent: a study's best trial, or a spec file's first planned trial.
+  std::error_code error;
+  const bool from_file = std::filesystem::is_regular_file(request.parent, error);
+  if (!from_file && store == nullptr) throw Error(fmt::format("--from {}: no such spec file", request.parent));
+  const StudyData parent = from_file ? ParentFromSpecFile(request.parent) : LoadParent(*store, request.parent);
+  Assignment params;
+  std::string source;
+  if (from_file) {
+    params = StudyPlan(parent.spec).Trial(0).params;
+    source = fmt::format("the first trial of {}", request.parent);
+  } else {
+    const std::vector<Chosen> best = ChooseBest(parent, 1);
+    const Chosen& chosen = *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
+      return IsBetter(a.value, b.value, parent.spec.objective.direction);
+    });
+    params = chosen.trial.params;
+    source = fmt::format("the best trial of study {} (trial {})", parent.study.name, chosen.trial.number);
+  }
+  const std::string name = PlannedName(request.name, parent.study.name, "throughput");
+
+  YamlTree space = YamlTree::Map();
+  YamlTree values = YamlTree::Sequence(/*flow=*/true);
+  for (const std::int64_t size : sizes) values.Append(YamlTree::Of(size));
+  YamlTree batch = YamlTree::Map(/*flow=*/true);
+  batch.Set("values", values);
+  batch.comment = "smallest first; the sweep stops at the first that runs out of memory";
+  space.Set("batch_size", batch);
+  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, params)) {
+    if (param_name != "batch_size") space.Set(param_name, YamlTree::Of(value));
+  }
+
+  SpecParts parts;
+  parts.name = name;
+  parts.header = fmt::format(
+      "Planned by: dltune plan throughput --from {} --batch-sizes {} --steps {}{}\n"
+      "The playbook's \"Determining the feasible batch sizes and estimating training throughput\": {} trained "
+      "{} steps at each batch size, one at a time with every core of the machine, smallest first, stopping at the "
+      "first that runs out of memory. Every step's time is recorded (log_every_steps: 1). Changing the batch size "
+      "means re-tuning most hyperparameters (\"Changing the batch size requires re-tuning most hyperparameters\").",
+      request.parent, request.batch_sizes, request.steps, request.name.empty() ? "" : " --name " + request.name, source,
+      request.steps);
+  parts.description =
+      fmt::format("Throughput of {} at batch sizes {} to {}", parent.study.name, sizes.front(), sizes.back());
+  parts.goal = "How fast does training go at each batch size, and where does a larger batch stop paying?";
+  parts.max_train_steps = request.steps;
+  YamlTree training = YamlTree::Map();
+  if (const auto node = YamlNode::Parse(parent.study.spec_text, name).Find("training")) {
+    training = YamlTree::From(*node);
+  }
+  training.flow = false;
+  const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+  YamlTree& threads = training.Set("threads", YamlTree::Of(static_cast<std::int64_t>(cores)));
+  threads.comment = "every core of the machine this was planned on: one trial at a time, the machine to itself";
+  training.Set("log_every_steps", YamlTree::Of(std::int64_t{1}));
+  training.Set("eval_every_steps", YamlTree::Of(request.steps));
+  training.Set("train_eval_examples", YamlTree::Of(std::int64_t{1000}));
+  training.Erase("valid_sample_examples");
+  training.Erase("timeout");
+  parts.training = training;
+  parts.joint = true;
+  YamlTree sampler = YamlTree::Map();
+  sampler.Set("name", YamlTree::Of(std::string("grid")));
+  parts.sampler = sampler;
+  parts.space = space;
+  YamlTree options = YamlTree::Map();
+  options.Set("batch_sizes", YamlTree::Of(request.batch_sizes));
+  options.Set("steps", YamlTree::Of(request.steps));
+  YamlTree procedure = YamlTree::Map();
+  procedure.Set("kind", YamlTree::Of(std::string("throughput")));
+  procedure.Set("parent", YamlTree::Of(from_file ? request.parent : parent.study.name));
+  options.flow = true;
+  procedure.Set("options", options);
+  parts.procedure = procedure;
+  return Finish(name, Write(parent, parts));
+}
+
+}  // namespace dltune
