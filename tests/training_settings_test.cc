@@ -26,6 +26,7 @@ std::string OtherValue(const TrainingSettingField& field) {
   switch (field.kind) {
     case Kind::kSwitch: return "true";
     case Kind::kDuration: return "90s";
+    case Kind::kText: return "dense:50";
     case Kind::kNumber: return "37.5";
     case Kind::kCount: {
       const auto fallback = NumericValue(field.Get(TrainingSettings{})).value_or(0);

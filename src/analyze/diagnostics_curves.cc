@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "diagnostic_checks.h"
+#include "dltune/core/eval_schedule.h"
 
 namespace dltune::diagnostic_checks {
 namespace {
@@ -339,6 +340,8 @@ void CheckPeriodicity(const Context& context, std::vector<Diagnostic>& out) {
   constexpr std::size_t kMinEvals = 16;
   constexpr double kStrong = 0.5;
   const StudyData& data = context.data;
+  // A period in evaluations is one in steps only when evaluations are evenly spaced.
+  if (EvalSchedule::Parse(data.spec.training.eval_schedule).DenseEarly()) return;
   std::size_t checked = 0;
   std::vector<std::string> evidence;
   std::vector<std::uint64_t> trials;

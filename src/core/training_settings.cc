@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "dltune/core/eval_schedule.h"
 
 namespace dltune {
 namespace {
@@ -28,6 +29,11 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "pull the training metrics from the device every this many steps (default: at "
        "every evaluation)",
        Kind::kCount, 1, kMaxSteps, false, true, &TrainingSettings::log_every_steps},
+      {"eval_schedule", "--eval-schedule",
+       "when to evaluate: every (every eval_every_steps), dense:N (also every step up to N) or log:K (K "
+       "log-spaced steps); always at the last step (default: every)",
+       Kind::kText, 0, 0, false, false, &TrainingSettings::eval_schedule,
+       [](const std::string& text) { EvalSchedule::Parse(text); }},
       {"eval_batch_size", "--eval-batch-size", "examples per evaluation batch (default: twice the training batch size)",
        Kind::kCount, 1, 1e9, false, false, &TrainingSettings::eval_batch_size},
       {"train_eval_examples", "--train-eval-examples",
@@ -84,6 +90,13 @@ void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, s
       settings.*std::get<bool TrainingSettings::*>(member) = *on;
       return;
     }
+    case Kind::kText: {
+      const auto* text = std::get_if<std::string>(&value);
+      if (!text) throw Error("must be text");
+      if (check_text != nullptr) check_text(*text);
+      settings.*std::get<std::string TrainingSettings::*>(member) = *text == "every" ? std::string() : *text;
+      return;
+    }
     case Kind::kDuration:
       if (const auto* text = std::get_if<std::string>(&value)) {
         number = ParseDurationText(*text);
@@ -119,7 +132,9 @@ void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, s
   std::visit(
       [&](auto pointer) {
         using T = std::decay_t<decltype(settings.*pointer)>;
-        if constexpr (!std::is_same_v<T, bool>) settings.*pointer = static_cast<T>(number);
+        if constexpr (!std::is_same_v<T, bool> && !std::is_same_v<T, std::string>) {
+          settings.*pointer = static_cast<T>(number);
+        }
       },
       member);
 }

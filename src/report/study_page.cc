@@ -9,6 +9,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "dltune/core/eval_schedule.h"
 #include "vega_specs.h"
 
 namespace dltune {
@@ -58,6 +59,7 @@ Charting ChartSizes(const StudyData& data) {
   for (const auto& trial : data.trials) {
     if (seen.insert(trial.substudy_label).second) sizes.normal.substudies.push_back(trial.substudy_label);
   }
+  sizes.normal.log_steps = EvalSchedule::Parse(data.spec.training.eval_schedule).DenseEarly();
   sizes.wide = sizes.normal;
   sizes.wide.width = 980;
   sizes.wide.height = 300;

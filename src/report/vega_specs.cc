@@ -116,6 +116,22 @@ json ContinuousScale(bool log) {
   return log ? json{{"type", "log"}, {"nice", false}, {"padding", 6}} : json{{"type", "linear"}, {"zero", false}};
 }
 
+// The step axis of curves: from 0, or a log axis (steps from 1) when the study evaluates densely early.
+json StepAxis(const ChartOptions& options) {
+  if (options.log_steps) {
+    return {{"field", "step"},
+            {"type", "quantitative"},
+            {"title", "step (log scale)"},
+            {"scale", {{"type", "log"}, {"nice", false}}},
+            {"axis", {{"format", "~s"}}}};
+  }
+  return {{"field", "step"},
+          {"type", "quantitative"},
+          {"title", "step"},
+          {"scale", {{"zero", true}}},
+          {"axis", {{"tickCount", 10}}}};
+}
+
 bool AllPositive(const std::vector<double>& values) {
   return std::all_of(values.begin(), values.end(), [](double v) { return v > 0; });
 }
@@ -473,7 +489,7 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
     substudies.Add(curve.substudy);
     json& rows = curve.highlighted ? strong : faint;
     for (const CurvePoint& point : curve.points) {
-      if (!std::isfinite(point.value)) continue;
+      if (!std::isfinite(point.value) || (options.log_steps && point.step < 1)) continue;
       values.push_back(point.value);
       if (curve.highlighted) strong_values.push_back(point.value);
       rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
@@ -499,11 +515,7 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
       !values.empty() && AllPositive(values) &&
       (metric.find("loss") != std::string::npos || metric.find("norm") != std::string::npos) &&
       *std::max_element(values.begin(), values.end()) >= 10 * *std::min_element(values.begin(), values.end());
-  const json x = {{"field", "step"},
-                  {"type", "quantitative"},
-                  {"title", "step"},
-                  {"scale", {{"zero", true}}},
-                  {"axis", {{"tickCount", 10}}}};
+  const json x = StepAxis(options);
   json y = {{"field", "y"},
             {"type", "quantitative"},
             {"title", series + (log_y ? " (log scale)" : "")},
@@ -630,7 +642,7 @@ json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& opti
   for (const TrainingCurve& curve : norms.curves) {
     substudies.Add(curve.substudy);
     for (const CurvePoint& point : curve.points) {
-      if (!std::isfinite(point.value)) continue;
+      if (!std::isfinite(point.value) || (options.log_steps && point.step < 1)) continue;
       values.push_back(point.value);
       rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
     }
@@ -646,7 +658,7 @@ json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& opti
   }
   json layers = json::array();
   layers.push_back(Layer(std::move(rows), {{"type", "line"}, {"opacity", 0.45}, {"strokeWidth", 1}},
-                         {{"x", {{"field", "step"}, {"type", "quantitative"}, {"title", "step"}}},
+                         {{"x", StepAxis(options)},
                           {"y", y},
                           {"color", SubstudyColor(options, substudies.order())},
                           {"detail", {{"field", "trial"}, {"type", "nominal"}}},

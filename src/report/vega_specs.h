@@ -29,6 +29,8 @@ struct ChartOptions {
   // Every sub-study's label in the study's order: the color domain, so a sub-study has the same color in every
   // chart. Empty: the sub-studies found in the chart's data, in order of appearance.
   std::vector<std::string> substudies;
+  // Curves against steps on a log axis: the study evaluates densely early (training.eval_schedule dense or log).
+  bool log_steps = false;
 };
 
 // The objective's axis title: "valid/error_rate (lower is better)".

@@ -95,7 +95,7 @@ CheckpointEvaluation EvaluateExternally(const StudyData& data, const ChosenCheck
                          {"DLTUNE_CHECKPOINT", checkpoint.string()},
                          {"DLTUNE_SPLIT", split},
                          {"DLTUNE_SEED", std::to_string(chosen.trial.seed)},
-                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(spec.max_train_steps)}};
+                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(TrialMaxTrainSteps(spec, chosen.trial.params))}};
   command.stdout_path = trial_dir / "evaluate.log";
   command.stderr_path = trial_dir / "evaluate.log";
   TrialProcess process(command);

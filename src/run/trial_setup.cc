@@ -36,7 +36,7 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
   values["trial_dir"] = trial_dir.string();
   values["trial_number"] = std::to_string(trial.number);
   values["seed"] = std::to_string(trial.seed);
-  values["max_train_steps"] = std::to_string(spec.max_train_steps);
+  values["max_train_steps"] = std::to_string(TrialMaxTrainSteps(spec, trial.params));
   values["params_file"] = (trial_dir / "params.json").string();
   return values;
 }
@@ -102,7 +102,7 @@ void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan) {
     try {
       CheckWorkloadParams(spec.workload.name, spec.workload.args,
                           HyperParams(spec.workload.args, ParamsByName(*spec.space, trial.params)),
-                          spec.max_train_steps);
+                          TrialMaxTrainSteps(spec, trial.params));
     } catch (const Error& e) {
       if (seen.insert(e.what()).second) problems.push_back(fmt::format("trial {}: {}", number, e.what()));
     }
@@ -144,11 +144,11 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
           {"number", trial.number},
           {"substudy", trial.substudy_label},
           {"seed", trial.seed},
-          {"max_train_steps", spec.max_train_steps},
+          {"max_train_steps", TrialMaxTrainSteps(spec, trial.params)},
           {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           // Every setting, the derived ones (the evaluation interval) worked out for the program that reads them.
-          {"training", TrainingSettingsToJson(spec.training.Resolved(spec.max_train_steps))},
+          {"training", TrainingSettingsToJson(spec.training.Resolved(TrialMaxTrainSteps(spec, trial.params)))},
           {"params", by_name},
           {"resuming", resuming}};
 }
@@ -187,7 +187,7 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, cons
                          {"DLTUNE_RESUMING", prepared.resuming ? "1" : "0"},
                          {"DLTUNE_TRIAL_NUMBER", std::to_string(trial.number())},
                          {"DLTUNE_SEED", std::to_string(trial.record().seed)},
-                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(spec.max_train_steps)},
+                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(TrialMaxTrainSteps(spec, trial.record().params))},
                          {"DLTUNE_THREADS", threads},
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
@@ -208,7 +208,7 @@ std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, co
     return fmt::format(
         "DLTUNE_PARAMS={} DLTUNE_TRIAL={} DLTUNE_TRIAL_DIR={} DLTUNE_SEED={} DLTUNE_MAX_TRAIN_STEPS={} {}",
         ShellQuote((trial_dir / "params.json").string()), ShellQuote((trial_dir / "trial.json").string()),
-        ShellQuote(out), trial.seed, spec.max_train_steps,
+        ShellQuote(out), trial.seed, TrialMaxTrainSteps(spec, trial.params),
         RenderCommand(spec.command, Placeholders(spec, trial, params, out)));
   }
   std::string command = fmt::format("dltune train {}", spec.workload.name);
@@ -216,7 +216,7 @@ std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, co
     command += fmt::format(" --set {}", ShellQuote(key + "=" + value.dump()));
   }
   for (const auto& [name, value] : params) command += " --set " + ShellQuote(name + "=" + FormatValue(value));
-  command += fmt::format(" --steps {} --seed {}", spec.max_train_steps, trial.seed);
+  command += fmt::format(" --steps {} --seed {}", TrialMaxTrainSteps(spec, trial.params), trial.seed);
   if (const std::string flags = TrainingSettingFlags(spec.training); !flags.empty()) command += " " + flags;
   if (spec.objective.Name() != Objective{}.Name() || spec.objective.direction != Direction::kMinimize) {
     command +=

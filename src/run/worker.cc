@@ -256,7 +256,7 @@ class Worker {
     slot->progress = {.study = spec.name,
                       .number = trial.number(),
                       .substudy = trial.record().substudy_label,
-                      .max_steps = spec.max_train_steps,
+                      .max_steps = TrialMaxTrainSteps(spec, trial.record().params),
                       .started_at = Now()};
     slot->trial.emplace(std::move(trial));
     ActiveTrial& active = *slot->trial;

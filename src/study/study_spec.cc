@@ -202,8 +202,19 @@ const std::vector<std::string>& EvaluatePlaceholders() {
 }
 
 const std::vector<std::string>& ProcedureSpec::Kinds() {
-  static const std::vector<std::string> kKinds = {"retrain", "round2", "fit-steps", "throughput"};
+  static const std::vector<std::string> kKinds = {"retrain",     "round2", "fit-steps",   "throughput",
+                                                  "instability", "warmup", "apply-warmup"};
   return kKinds;
+}
+
+std::int64_t TrialMaxTrainSteps(const StudySpec& spec, const Assignment& params) {
+  if (spec.procedure.kind != "warmup") return spec.max_train_steps;
+  const auto warmup = params.find("warmup_steps");
+  const auto steps = warmup == params.end() ? std::nullopt : NumericValue(warmup->second);
+  if (!steps) return spec.max_train_steps;
+  const double factor = spec.procedure.options.value("post_warmup_factor", 2.0);
+  const auto budget = static_cast<std::int64_t>(std::llround(*steps * (1 + factor)));
+  return std::clamp<std::int64_t>(budget, 1, spec.max_train_steps);
 }
 
 std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number) {

@@ -17,6 +17,7 @@
 
 #include "checkpoint.h"
 #include "dltune/core/error.h"
+#include "dltune/core/eval_schedule.h"
 #include "dltune/core/rng.h"
 #include "dltune/core/schedule.h"
 #include "dltune/core/sha256.h"
@@ -143,6 +144,7 @@ class Loop {
         device_(options.device) {
     hp_ = ReadTrainingHyperParams(params, options.max_train_steps);
     eval_every_ = settings_.eval_every_steps;
+    eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
     log_every_ = settings_.log_every_steps;
     eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * hp_.batch_size;
     if (eval_batch_size_ < hp_.batch_size) {
@@ -218,7 +220,7 @@ class Loop {
       TrainStep(batch);
       ++step_;
       const bool last = step_ == options_.max_train_steps;
-      const bool eval_now = last || step_ % eval_every_ == 0;
+      const bool eval_now = last || eval_schedule_.Evaluates(step_, eval_every_, options_.max_train_steps);
       if (eval_now || step_ % log_every_ == 0) {
         const double elapsed = Seconds(Clock::now() - interval_start);
         if (auto diverged = FlushTrainMetrics(elapsed, pipeline.TakeWaitSeconds())) {
@@ -500,6 +502,7 @@ class Loop {
   torch::Device device_;
   TrainingHyperParams hp_;
   std::int64_t eval_every_ = 1;
+  EvalSchedule eval_schedule_;
   std::int64_t log_every_ = 1;
   std::int64_t eval_batch_size_ = 1;
   std::shared_ptr<Model> model_;

@@ -20,6 +20,7 @@ namespace dltune {
 struct TrainingSettings {
   std::int64_t eval_every_steps = 0;         // evaluate every this many steps, and at the last; 0: max_train_steps / 10
   std::int64_t log_every_steps = 0;          // training metrics leave the device this often; 0: at every evaluation
+  std::string eval_schedule;                 // when to evaluate (EvalSchedule's text); "": every eval_every_steps
   std::int64_t eval_batch_size = 0;          // 0: twice the training batch size
   std::int64_t train_eval_examples = 10000;  // the fixed subset of training data evaluated for training error
   std::int64_t valid_sample_examples = 0;    // >0: periodic evaluations on a fixed sample of valid, the full split at
@@ -47,6 +48,7 @@ struct TrainingSettingField {
     kNumber,    // a real number
     kSwitch,    // true or false (a flag without a value on the command line)
     kDuration,  // seconds; in a spec also "90s", "45m", "2h", "1d"
+    kText,      // a word of the setting's own grammar, checked by `check_text`
   };
   std::string_view key;   // in the spec's training: block and in trial.json's "training"
   std::string_view flag;  // the `dltune train` option; empty for a setting of the runner alone
@@ -57,8 +59,9 @@ struct TrainingSettingField {
   bool min_exclusive = false;
   bool at_most_steps = false;  // also at most max_train_steps (a step interval)
   std::variant<std::int64_t TrainingSettings::*, int TrainingSettings::*, double TrainingSettings::*,
-               bool TrainingSettings::*>
+               bool TrainingSettings::*, std::string TrainingSettings::*>
       member;
+  void (*check_text)(const std::string& text) = nullptr;  // kText: throws Error for a bad value
 
   Value Get(const TrainingSettings& settings) const;
   // Sets the value, checked: throws Error, with a message to follow the setting's name ("must be between 1 and

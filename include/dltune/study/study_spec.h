@@ -122,6 +122,11 @@ std::uint64_t TrialSeed(std::uint64_t study_seed, std::uint64_t trial_number);
 // it is never the seed of a trial of a study without replicas made from the same seed.
 std::uint64_t ReplicaSeed(std::uint64_t study_seed, std::uint64_t replica);
 
+// The steps a trial with `params` trains: the spec's max_train_steps, but in a warmup study (procedure kind
+// "warmup", dltune plan warmup) the playbook's warmup_steps + post_warmup_steps, post_warmup_steps being
+// procedure.options.post_warmup_factor (default 2) times warmup_steps, at most max_train_steps.
+std::int64_t TrialMaxTrainSteps(const StudySpec& spec, const Assignment& params);
+
 // The most trials a study has (all sub-studies together).
 inline constexpr std::uint64_t kMaxStudyTrials = 1000000;
 
