@@ -61,5 +61,10 @@ void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);
 void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out);
 void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out);
 void CheckThroughput(const Context& context, std::vector<Diagnostic>& out);
+void CheckInstabilityProbe(const Context& context, std::vector<Diagnostic>& out);
+void CheckWarmupStudy(const Context& context, std::vector<Diagnostic>& out);
+// A probe or warmup study: its runs are meant to be unstable, so the checks of instability in a tuning study do not
+// apply (its own checks classify each run).
+bool IsStabilityProcedure(const StudyData& data);
 
 }  // namespace dltune::diagnostic_checks

@@ -50,9 +50,11 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 22> kOrder = {"within_noise",
+  constexpr std::array<std::string_view, 26> kOrder = {"within_noise",
                                                        "winner_changed",
                                                        "fit_steps_none",
+                                                       "warmup_none",
+                                                       "instability_probe",
                                                        "fit_steps_edge",
                                                        "boundary",
                                                        "adam_budget",
@@ -69,19 +71,25 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
                                                        "aggressive_clipping",
                                                        "fit_steps",
                                                        "throughput",
+                                                       "instability_probe_stable",
+                                                       "warmup",
                                                        "beyond_noise",
                                                        "winner_held",
                                                        "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
-  CheckBoundary(context, found);
-  CheckInfeasibleShare(context, found);
-  CheckInstability(context, found);
+  // A probe's or warmup study's runs are abbreviated and meant to be unstable: the checks of a tuning study's
+  // space, budget and instability do not apply to them.
+  if (!IsStabilityProcedure(data)) {
+    CheckBoundary(context, found);
+    CheckInfeasibleShare(context, found);
+    CheckInstability(context, found);
+    CheckLateVariance(context, found);
+    CheckComputeBound(context, found);
+    CheckStepsTooHigh(context, found);
+    CheckTrainingLossRising(context, found);
+  }
   CheckOverfitting(context, found);
-  CheckLateVariance(context, found);
-  CheckComputeBound(context, found);
-  CheckStepsTooHigh(context, found);
-  CheckTrainingLossRising(context, found);
   CheckInputBound(context, found);
   CheckAggressiveClipping(context, found);
   CheckPeriodicity(context, found);
@@ -90,6 +98,8 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   CheckAgainstParent(context, found);
   CheckStepBudget(context, found);
   CheckThroughput(context, found);
+  CheckInstabilityProbe(context, found);
+  CheckWarmupStudy(context, found);
   for (Diagnostic& d : CheckAdamBudget(data.spec)) found.push_back(std::move(d));
   const auto rank = [&kOrder](const Diagnostic& d) {
     return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();

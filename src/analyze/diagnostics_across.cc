@@ -89,7 +89,7 @@ void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out) {
 
 void CheckAgainstParent(const Context& context, std::vector<Diagnostic>& out) {
   const StudyData& data = context.data;
-  if (data.spec.procedure.from_trials.empty()) return;
+  if (!data.spec.procedure.ComparesWithParent()) return;
   const RoundComparison rounds = CompareWithParent(data);
   if (rounds.rows.size() < 2) return;
   const auto label_of = [&](std::uint64_t configuration) {

@@ -70,7 +70,7 @@ StabilityVerdict ClassifyStability(const std::vector<LossStep>& steps, std::int6
     losses.push_back(it->loss);
     at.push_back(it->step);
   }
-  const std::size_t window = std::max<std::size_t>(10, losses.size() / 25);
+  const std::size_t window = std::max<std::size_t>(20, losses.size() / 25);
   FindGradientSpike(steps, window, verdict);
   if (blown != steps.end() || stopped_as_diverged) {
     verdict.kind = Stability::kDiverged;
@@ -121,6 +121,8 @@ StabilityVerdict ClassifyStability(const std::vector<LossStep>& steps, std::int6
     peak = std::max(peak, smooth[i]);
     if (!verdict.recovered_step && smooth[i] <= best_before * (1 + kRecoveryMargin)) verdict.recovered_step = at[i];
   }
+  // Recovered only when it ends there too: a run that touches its old best once and stays stuck is not.
+  if (end > best_before * (1 + kRecoveryMargin)) verdict.recovered_step.reset();
   verdict.rise = peak / best_before - 1;
   const bool early = static_cast<double>(*verdict.rise_step) <= kEarlyFraction * static_cast<double>(planned_steps);
   verdict.kind = verdict.recovered_step ? Stability::kRecovered : early ? Stability::kEarly : Stability::kMidTraining;

@@ -54,7 +54,8 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
   }
   if (const Diagnostic* d = Find(diagnostics, "instability")) {
     return FromFinding(*d, "fix_instability",
-                       "Fix the instability before comparing anything: learning-rate warmup or gradient clipping", "");
+                       "Fix the instability before comparing anything: probe it, then warmup or gradient clipping",
+                       fmt::format("dltune plan instability --from {}", study));
   }
   if (const Diagnostic* d = Find(diagnostics, "infeasible_share", Severity::kProblem)) {
     return FromFinding(*d, "fix_instability", "Most trials diverge: narrow the space or stabilize training first", "");
@@ -82,6 +83,23 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
                                data.children.size() == 1 ? "y was" : "ies were", fmt::join(data.children, ", ")),
             .command = "dltune next " + ShellQuote(child),
             .section = ""};
+  }
+  if (const Diagnostic* d = Find(diagnostics, "instability_probe")) {
+    return FromFinding(*d, "warmup", "Find the shortest warmup that trains stably at 10x the unstable learning rate",
+                       fmt::format("dltune plan warmup --from {}", study));
+  }
+  if (const Diagnostic* d = Find(diagnostics, "instability_probe_stable")) {
+    return FromFinding(*d, "back_to_parent", "No warmup needed: go on with the study this probe was planned from",
+                       "dltune next " + ShellQuote(data.spec.procedure.parent));
+  }
+  if (const Diagnostic* d = Find(diagnostics, "warmup")) {
+    return FromFinding(*d, "apply_warmup", "Prepend the warmup to the baseline and compare",
+                       fmt::format("dltune plan apply-warmup --from {}", study));
+  }
+  if (const Diagnostic* d = Find(diagnostics, "warmup_none")) {
+    return FromFinding(
+        *d, "longer_warmup", "Try longer warmups (or gradient clipping)",
+        d->suggestion.substr(d->suggestion.find("dltune"), d->suggestion.find(')') - d->suggestion.find("dltune")));
   }
   const bool decided = std::any_of(data.notes.begin(), data.notes.end(),
                                    [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });

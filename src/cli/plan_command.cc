@@ -66,31 +66,55 @@ void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std
   std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
 }
 
-// "0.001,0.01,0.1" or "1e-4:1:7" (7 values log-spaced from 1e-4 to 1); empty: none.
-std::vector<double> ParseLearningRates(const std::string& text) {
-  std::vector<double> rates;
-  if (text.empty()) return rates;
-  const auto number = [&](const std::string& part) {
-    try {
-      std::size_t used = 0;
-      const double value = std::stod(part, &used);
-      if (used == part.size() && std::isfinite(value) && value > 0) return value;
-    } catch (const std::exception&) {
-    }
-    throw Error(fmt::format("--learning-rates: '{}' is not a positive number (in '{}')", part, text));
-  };
+// A positive number of option `option`, or Error naming it and the text it is in.
+double PositiveNumber(const std::string& part, const std::string& option, const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(part, &used);
+    if (used == part.size() && std::isfinite(value) && value > 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("{}: '{}' is not a positive number (in '{}')", option, part, text));
+}
+
+// The parts of `text` between `separator`s.
+std::vector<std::string> SplitOn(const std::string& text, char separator) {
   std::vector<std::string> parts;
-  const char separator = text.find(':') != std::string::npos ? ':' : ',';
   for (std::size_t start = 0; start <= text.size();) {
     const std::size_t end = std::min(text.find(separator, start), text.size());
     parts.push_back(text.substr(start, end - start));
     start = end + 1;
   }
-  if (separator == ',') {
-    for (const std::string& part : parts) rates.push_back(number(part));
-    return rates;
+  return parts;
+}
+
+// "2,5,10": positive numbers; empty: none.
+std::vector<double> ParseNumberList(const std::string& text, const std::string& option) {
+  std::vector<double> numbers;
+  if (text.empty()) return numbers;
+  for (const std::string& part : SplitOn(text, ',')) numbers.push_back(PositiveNumber(part, option, text));
+  return numbers;
+}
+
+// "10,100,1000": whole numbers of steps, at least 1.
+std::vector<std::int64_t> ParseStepList(const std::string& text, const std::string& option) {
+  std::vector<std::int64_t> steps;
+  for (const double value : ParseNumberList(text, option)) {
+    if (std::floor(value) != value || value > 1e12) {
+      throw Error(fmt::format("{}: {} is not a whole number of steps (in '{}')", option, value, text));
+    }
+    steps.push_back(static_cast<std::int64_t>(value));
   }
+  return steps;
+}
+
+// "0.001,0.01,0.1" or "1e-4:1:7" (7 values log-spaced from 1e-4 to 1); empty: none.
+std::vector<double> ParseLearningRates(const std::string& text) {
+  if (text.find(':') == std::string::npos) return ParseNumberList(text, "--learning-rates");
+  const std::vector<std::string> parts = SplitOn(text, ':');
   if (parts.size() != 3) throw Error(fmt::format("--learning-rates LOW:HIGH:COUNT, not '{}'", text));
+  const auto number = [&](const std::string& part) { return PositiveNumber(part, "--learning-rates", text); };
+  std::vector<double> rates;
   const double low = number(parts[0]);
   const double high = number(parts[1]);
   const double count = number(parts[2]);
@@ -115,7 +139,10 @@ void RegisterPlanCommand(CLI::App& app) {
       "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
       "  dltune plan round2 --from quickstart --top 3 --steps 4x\n"
       "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000\n"
-      "  dltune plan throughput --from quickstart --batch-sizes 16:4096");
+      "  dltune plan throughput --from quickstart --batch-sizes 16:4096\n"
+      "  dltune plan instability --from quickstart\n"
+      "  dltune plan warmup --from quickstart-instability\n"
+      "  dltune plan apply-warmup --from quickstart-instability-warmup");
   plan->require_subcommand(1);
 
   {
@@ -220,6 +247,101 @@ void RegisterPlanCommand(CLI::App& app) {
           {.parent = args->from, .batch_sizes = args->batch_sizes, .steps = args->steps, .name = args->name});
       WritePlanned(planned, *args,
                    fmt::format("study {}, {} batch sizes × {} steps", planned.name, planned.trials, args->steps));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::string multipliers = "2,5,10";
+      std::int64_t steps = 0;
+      std::string eval_schedule = "log:60";
+    };
+    auto args = std::make_shared<Args>();
+    auto* instability = plan->add_subcommand(
+        "instability",
+        "The playbook's instability probe (\"Identifying unstable workloads\"): the parent's best configuration at "
+        "2x, 5x and 10x its learning rate (constant, no warmup), each with the best trial's seed, for an abbreviated "
+        "run evaluated densely early (training.eval_schedule) with every step's loss and gradient norm kept. The "
+        "report and dltune doctor classify each run (stable, early instability, sudden mid-training instability, "
+        "recovered, diverged) and give the smallest unstable learning rate, where a warmup study starts.\n\n"
+        "Examples:\n  dltune plan instability --from quickstart\n"
+        "  dltune plan instability --from quickstart --multipliers 2,5,10,20 --steps 1000 --eval-schedule dense:100");
+    AddOutputOptions(instability, *args);
+    instability->add_option("--multipliers", args->multipliers,
+                            "Times the best learning rate, comma-separated (default 2,5,10)");
+    instability->add_option("--steps", args->steps, "Steps per run (default 500, or the parent's when fewer)")
+        ->check(WholeNumberIn(10, 1000000000));
+    instability->add_option("--eval-schedule", args->eval_schedule,
+                            "When to evaluate: dense:N or log:K (default log:60)");
+    instability->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanInstability(*store, {.parent = args->from,
+                                   .multipliers = ParseNumberList(args->multipliers, "--multipliers"),
+                                   .steps = args->steps,
+                                   .eval_schedule = args->eval_schedule,
+                                   .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} learning rates", planned.name, planned.trials));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      double unstable = 0;
+      double factor = 10;
+      std::string warmup_steps;
+    };
+    auto args = std::make_shared<Args>();
+    auto* warmup = plan->add_subcommand(
+        "warmup",
+        "The playbook's warmup study (\"How to apply learning rate warmup\"): the baseline's best configuration at "
+        "10x the unstable learning rate an instability probe found, warming up from 0 over warmup_steps (orders of "
+        "magnitude up to a tenth of the baseline's max_train_steps), then training 2 x warmup_steps at that rate. The "
+        "report and dltune doctor give the shortest warmup that trains stably; dltune plan apply-warmup prepends it "
+        "to the baseline.\n\n"
+        "Examples:\n  dltune plan warmup --from quickstart-instability\n"
+        "  dltune plan warmup --from quickstart --unstable-lr 0.5 --warmup-steps 10,100,1000");
+    AddOutputOptions(warmup, *args);
+    warmup->add_option("--unstable-lr", args->unstable,
+                       "The learning rate at which training becomes unstable (default: the probe's)");
+    warmup->add_option("--factor", args->factor, "The base learning rate is this times the unstable one (default 10)");
+    warmup->add_option("--warmup-steps", args->warmup_steps,
+                       "The warmups to try, comma-separated (default: 10, 100, ... up to a tenth of max_train_steps)");
+    warmup->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanWarmup(*store, {.parent = args->from,
+                              .unstable_learning_rate = args->unstable,
+                              .factor = args->factor,
+                              .warmup_steps = ParseStepList(args->warmup_steps, "--warmup-steps"),
+                              .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} warmup lengths", planned.name, planned.trials));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::int64_t warmup_steps = 0;
+      std::uint64_t replicas = 1;
+    };
+    auto args = std::make_shared<Args>();
+    auto* apply = plan->add_subcommand(
+        "apply-warmup",
+        "Prepend a warmup study's shortest stable warmup to the baseline, as the playbook says: the baseline's best "
+        "configuration with that warmup_steps and max_train_steps longer by it (a 10,000-step baseline with 1,000 "
+        "steps of warmup trains 11,000), so that after the warmup its schedule runs as before. Its report compares it "
+        "with the baseline's trial.\n\n"
+        "Examples:\n  dltune plan apply-warmup --from quickstart-instability-warmup\n"
+        "  dltune plan apply-warmup --from quickstart-instability-warmup --warmup-steps 100 --replicas 3");
+    AddOutputOptions(apply, *args);
+    apply->add_option("--warmup-steps", args->warmup_steps, "The warmup (default: the shortest stable one)")
+        ->check(WholeNumberIn(1, 1000000000000));
+    apply->add_option("--replicas", args->replicas, "Runs of the configuration (default 1)")
+        ->check(WholeNumberIn(1, 1000));
+    apply->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanApplyWarmup(
+          *store,
+          {.parent = args->from, .warmup_steps = args->warmup_steps, .replicas = args->replicas, .name = args->name});
+      WritePlanned(planned, *args,
+                   fmt::format("study {}, {} trial{}", planned.name, planned.trials, planned.trials == 1 ? "" : "s"));
     });
   }
   {

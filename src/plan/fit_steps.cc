@@ -16,12 +16,6 @@ using namespace plan_internal;
 
 namespace {
 
-// Params set to 0 in the sweep: "without data augmentation and without regularization".
-const std::set<std::string>& RegularizationParams() {
-  static const std::set<std::string> kNames = {"weight_decay", "dropout", "label_smoothing"};
-  return kNames;
-}
-
 // Rounded to 3 significant digits, so the grid reads as people write learning rates.
 double ThreeDigits(double value) { return std::stod(fmt::format("{:.3g}", value)); }
 
@@ -57,11 +51,8 @@ PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request) {
   if (request.steps < 1) throw Error("--steps must be 1 or more: the budget each learning rate gets to fit");
   const StudyData parent = LoadParent(store, request.parent);
   const std::string name = PlannedName(request.name, parent.study.name, "fit-steps");
-  const std::vector<Chosen> best = ChooseBest(parent, 1);
   // The overall best of the parent: its params (by the names training reads) are the sweep's fixed ones.
-  const Chosen& chosen = *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
-    return IsBetter(a.value, b.value, parent.spec.objective.direction);
-  });
+  const Chosen chosen = BestOverall(parent);
   std::vector<double> grid = request.learning_rates;
   if (grid.empty()) grid = DefaultGrid(parent, chosen.trial);
   std::sort(grid.begin(), grid.end());
@@ -70,32 +61,13 @@ PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request) {
     throw Error("--learning-rates needs at least two positive learning rates to sweep");
   }
 
-  YamlTree space = YamlTree::Map();
+  YamlTree space = ConstantScheduleSpace(parent, chosen.trial, /*without_regularization=*/true);
   YamlTree rates = YamlTree::Sequence(/*flow=*/true);
   for (const double lr : grid) rates.Append(YamlTree::Of(lr));
   YamlTree lr_param = YamlTree::Map(/*flow=*/true);
   lr_param.Set("values", rates);
   lr_param.comment = "the sweep: every learning rate once (the grid sampler)";
   space.Set(ScheduleParamNames::kLearningRate, lr_param);
-  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, chosen.trial.params)) {
-    if (param_name == ScheduleParamNames::kLearningRate) continue;
-    if (param_name == ScheduleParamNames::kDecaySteps || param_name == ScheduleParamNames::kFinalFraction) continue;
-    Value fixed = value;
-    std::string why;
-    if (RegularizationParams().count(param_name) != 0) {
-      fixed = NumericValue(value) ? Value(0.0) : value;
-      why = "no regularization in the sweep";
-    } else if (param_name == ScheduleParamNames::kKind) {
-      fixed = std::string("constant");
-      why = "a constant learning rate";
-    } else if (param_name == ScheduleParamNames::kWarmupSteps) {
-      fixed = std::int64_t{0};
-      why = "a constant learning rate";
-    }
-    YamlTree entry = YamlTree::Of(fixed);
-    entry.comment = why;
-    space.Set(param_name, entry);
-  }
 
   SpecParts parts;
   parts.name = name;
@@ -111,10 +83,7 @@ PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request) {
                                   parent.study.name, condition.Text());
   parts.goal = fmt::format("How many steps does the fastest learning rate need to reach {}?", condition.Text());
   parts.max_train_steps = request.steps;
-  YamlTree training = YamlTree::Map();
-  if (const auto node = YamlNode::Parse(parent.study.spec_text, name).Find("training")) {
-    training = YamlTree::From(*node);
-  }
+  YamlTree training = ParentTraining(parent);
   const std::int64_t every =
       request.eval_every > 0 ? request.eval_every : std::max<std::int64_t>(1, request.steps / 100);
   YamlTree& interval = training.Set("eval_every_steps", YamlTree::Of(std::min(every, request.steps)));

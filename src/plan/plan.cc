@@ -66,9 +66,9 @@ std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top) {
   return listed;
 }
 
-StudyData LoadParent(Store& store, const std::string& name) {
+StudyData LoadParent(Store& store, const std::string& name, bool with_measurements) {
   if (name.empty()) throw Error("--from needs the parent study's name (dltune studies lists them)");
-  StudyData parent = LoadStudyData(store, name, /*with_measurements=*/false);
+  StudyData parent = LoadStudyData(store, name, with_measurements);
   const bool any = std::any_of(parent.trials.begin(), parent.trials.end(), [&](const TrialRecord& t) {
     return t.state == TrialState::kCompleted && BestObjectiveOf(parent, t).has_value();
   });
@@ -136,6 +136,55 @@ StudyData ParentFromSpecFile(const std::string& path) {
 }
 
 std::string Num(double value) { return fmt::format("{:.6g}", value); }
+
+YamlTree ConstantScheduleSpace(const StudyData& parent, const TrialRecord& trial, bool without_regularization) {
+  static const std::set<std::string> kRegularization = {"weight_decay", "dropout", "label_smoothing"};
+  YamlTree space = YamlTree::Map();
+  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, trial.params)) {
+    if (param_name == ScheduleParamNames::kDecaySteps || param_name == ScheduleParamNames::kFinalFraction) continue;
+    Value fixed = value;
+    std::string why;
+    if (without_regularization && kRegularization.count(param_name) != 0) {
+      fixed = NumericValue(value) ? Value(0.0) : value;
+      why = "no regularization";
+    } else if (param_name == ScheduleParamNames::kKind) {
+      fixed = std::string("constant");
+      why = "a constant learning rate";
+    } else if (param_name == ScheduleParamNames::kWarmupSteps) {
+      fixed = std::int64_t{0};
+      why = "a constant learning rate";
+    }
+    YamlTree entry = YamlTree::Of(fixed);
+    entry.comment = why;
+    space.Set(param_name, entry);
+  }
+  return space;
+}
+
+Chosen BestOverall(const StudyData& parent) {
+  const std::vector<Chosen> best = ChooseBest(parent, 1);
+  return *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
+    return IsBetter(a.value, b.value, parent.spec.objective.direction);
+  });
+}
+
+YamlTree ParentTraining(const StudyData& parent) {
+  YamlTree training = YamlTree::Map();
+  if (const auto node = YamlNode::Parse(parent.study.spec_text, parent.study.name).Find("training")) {
+    training = YamlTree::From(*node);
+  }
+  training.flow = false;
+  return training;
+}
+
+double LearningRateOf(const StudyData& parent, const TrialRecord& trial) {
+  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, trial.params)) {
+    if (param_name != ScheduleParamNames::kLearningRate) continue;
+    if (const auto number = NumericValue(value); number && *number > 0) return *number;
+  }
+  throw Error(fmt::format("trial {} of study '{}' has no positive learning_rate param to scale", trial.number,
+                          parent.study.name));
+}
 
 std::string WrapComment(const std::string& text) {
   constexpr std::size_t kWidth = 98;

@@ -25,7 +25,8 @@ struct Chosen {
 // second...). A parent with replicas is ranked by its configurations' means, each represented by its median replica.
 std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top);
 // The parent's records, checked to be something a procedure can start from (Error: unknown, or nothing completed).
-StudyData LoadParent(Store& store, const std::string& name);
+// `with_measurements` for a plan that analyses the parent's curves.
+StudyData LoadParent(Store& store, const std::string& name, bool with_measurements = false);
 // Every sub-study of a separate-mode parent needs a configuration (the list sampler gives each sub-study its own).
 void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen);
 // `given`, or "<parent>-<suffix>", checked to name a study.
@@ -35,6 +36,16 @@ YamlTree ConfigOf(const SearchSpace& space, const Assignment& params);
 // A trial's params by the names training reads (a param's `name:`), in the order of the space; the first of two
 // params sharing a name wins (only one exists in a trial).
 std::vector<std::pair<std::string, Value>> ParamsByDisplayName(const SearchSpace& space, const Assignment& params);
+// The space of one parent trial's configuration, every param fixed at its value (by the names training reads), at a
+// constant learning rate: schedule constant, warmup_steps 0, no decay params. With `without_regularization`, weight
+// decay, dropout and label smoothing are 0 too. Callers then set the params they sweep.
+YamlTree ConstantScheduleSpace(const StudyData& parent, const TrialRecord& trial, bool without_regularization);
+// The parent's best trial over all sub-studies.
+Chosen BestOverall(const StudyData& parent);
+// The parent's `training:` block (empty when it has none), to be changed by the plan.
+YamlTree ParentTraining(const StudyData& parent);
+// The learning rate of a trial (its `learning_rate` param, by the name training reads); Error when it has none.
+double LearningRateOf(const StudyData& parent, const TrialRecord& trial);
 // A spec file read as a parent: its record holds its name and text, nothing ran.
 StudyData ParentFromSpecFile(const std::string& path);
 // "0.0123": 6 significant digits.

@@ -43,10 +43,7 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
     params = StudyPlan(parent.spec).Trial(0).params;
     source = fmt::format("the first trial of {}", request.parent);
   } else {
-    const std::vector<Chosen> best = ChooseBest(parent, 1);
-    const Chosen& chosen = *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
-      return IsBetter(a.value, b.value, parent.spec.objective.direction);
-    });
+    const Chosen chosen = BestOverall(parent);
     params = chosen.trial.params;
     source = fmt::format("the best trial of study {} (trial {})", parent.study.name, chosen.trial.number);
   }

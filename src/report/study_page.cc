@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
@@ -192,6 +193,97 @@ PageSection AxisPlotSection(const StudyData& data, const Charting& sizes) {
              plot.lower && plot.upper ? fmt::format(", searched in [{:g}, {:g}]", *plot.lower, *plot.upper) : ""),
          .spec = AxisPlotSpec(plot, data.spec.objective, sizes.normal)});
   }
+  return section;
+}
+
+// "0.166", "5": three significant digits.
+std::string FormatNumber(double value) { return fmt::format("{:.3g}", value); }
+
+// A run's per-step loss for the stability charts: at most kMaxPoints, each kept point the highest of its group of
+// steps so that spikes stay visible.
+LabelledCurve StabilityCurve(const StudyData& data, std::uint64_t trial, std::string label,
+                             const std::optional<StabilityVerdict>& verdict) {
+  constexpr std::size_t kMaxPoints = 1500;
+  LabelledCurve curve{.label = std::move(label), .trial = trial};
+  const std::vector<LossStep> steps = LossStepsOf(data, trial);
+  const std::size_t group = (steps.size() + kMaxPoints - 1) / std::max<std::size_t>(kMaxPoints, 1);
+  for (std::size_t i = 0; i < steps.size(); i += std::max<std::size_t>(group, 1)) {
+    const auto end = std::min(steps.size(), i + std::max<std::size_t>(group, 1));
+    const auto highest = std::max_element(steps.begin() + static_cast<std::ptrdiff_t>(i),
+                                          steps.begin() + static_cast<std::ptrdiff_t>(end),
+                                          [](const LossStep& a, const LossStep& b) { return a.loss < b.loss; });
+    if (std::isfinite(highest->loss)) curve.points.emplace_back(highest->step, highest->loss);
+  }
+  if (verdict && verdict->kind != Stability::kStable) curve.rise_step = verdict->rise_step;
+  return curve;
+}
+
+std::string VerdictLabel(const std::optional<StabilityVerdict>& verdict) {
+  return verdict ? std::string(StabilityText(verdict->kind)) : "not finished";
+}
+
+// The instability probe (dltune plan instability).
+PageSection ProbeSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{
+      .id = "instability-probe",
+      .title = "Instability probe: at which learning rate does training become unstable?",
+      .explanation =
+          "The best configuration at multiples of its learning rate, each run's training loss at every "
+          "step on log axes (early instability shows in the first steps). A run is unstable when its "
+          "smoothed loss rises 50% above its best so far (a triangle marks where); the smallest unstable "
+          "learning rate is where a warmup study starts (10x it).",
+      .empty_text = "No run of the probe has recorded its training steps yet."};
+  const InstabilityProbe probe = AnalyzeInstabilityProbe(data);
+  std::vector<LabelledCurve> curves;
+  for (const ProbeRow& row : probe.rows) {
+    curves.push_back(StabilityCurve(data, row.trial,
+                                    fmt::format("{}x ({}): {}", FormatNumber(row.multiplier),
+                                                FormatNumber(row.learning_rate), VerdictLabel(row.verdict)),
+                                    row.verdict));
+  }
+  if (std::all_of(curves.begin(), curves.end(), [](const LabelledCurve& c) { return c.points.empty(); })) {
+    return section;
+  }
+  const std::string caption =
+      probe.unstable_learning_rate
+          ? fmt::format("unstable from learning rate {} (the playbook's unstable_base_learning_rate)",
+                        FormatNumber(*probe.unstable_learning_rate))
+          : (probe.finished ? "stable at every learning rate probed" : "not finished");
+  section.charts.push_back({.id = "instability_probe_loss",
+                            .caption = "training loss of each run: " + caption,
+                            .spec = StabilityCurvesSpec(curves, sizes.wide),
+                            .wide = true});
+  return section;
+}
+
+// The warmup study (dltune plan warmup).
+PageSection WarmupSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{
+      .id = "warmup",
+      .title = "Warmup: which warmup trains stably at the higher learning rate?",
+      .explanation =
+          "Each run warms the learning rate up from 0 over warmup_steps, then trains twice as long at the "
+          "base learning rate (10x the unstable one). The shortest warmup from which on every run trained "
+          "stably is the one to prepend to the baseline (dltune plan apply-warmup).",
+      .empty_text = "No run of the warmup study has recorded its training steps yet."};
+  const WarmupStudy study = AnalyzeWarmup(data);
+  std::vector<LabelledCurve> curves;
+  for (const WarmupRow& row : study.rows) {
+    curves.push_back(StabilityCurve(
+        data, row.trial,
+        fmt::format("warmup {} ({} steps): {}", row.warmup_steps, row.steps, VerdictLabel(row.verdict)), row.verdict));
+  }
+  if (std::all_of(curves.begin(), curves.end(), [](const LabelledCurve& c) { return c.points.empty(); })) {
+    return section;
+  }
+  const std::string caption = study.shortest_stable
+                                  ? fmt::format("{} steps of warmup train stably at {}", *study.shortest_stable,
+                                                FormatNumber(study.learning_rate))
+                                  : (study.finished ? "no warmup tried trains stably" : "not finished");
+  section.charts.push_back({.id = "warmup_loss",
+                            .caption = "training loss of each run: " + caption,
+                            .spec = StabilityCurvesSpec(curves, sizes.wide),
+                            .wide = true});
   return section;
 }
 
@@ -382,7 +474,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   std::vector<PageSection> sections;
   if (records) {
     if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
-    if (!data.spec.procedure.from_trials.empty()) sections.push_back(ParentSection(data, sizes));
+    if (data.spec.procedure.ComparesWithParent()) sections.push_back(ParentSection(data, sizes));
     if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
     if (data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
     sections.push_back(IsolationSection(data, sizes));
@@ -392,6 +484,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   // The curves of the best trials only, when there are too many to draw one line each.
   const StudyData shown =
       measurements ? SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials)) : StudyData{};
+  if (measurements && data.spec.procedure.kind == "instability") sections.push_back(ProbeSection(data, sizes));
+  if (measurements && data.spec.procedure.kind == "warmup") sections.push_back(WarmupSection(data, sizes));
   if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
   if (records) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
@@ -399,9 +493,11 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   // Places on the whole page, in the order above, whichever parts were asked for.
   std::vector<std::string> order;
   if (data.spec.replicas > 1) order.emplace_back("variance");
-  if (!data.spec.procedure.from_trials.empty()) order.emplace_back("parent");
+  if (data.spec.procedure.ComparesWithParent()) order.emplace_back("parent");
   if (data.spec.procedure.kind == "fit-steps") order.emplace_back("fit-steps");
   if (data.spec.procedure.kind == "throughput") order.emplace_back("throughput");
+  if (data.spec.procedure.kind == "instability") order.emplace_back("instability-probe");
+  if (data.spec.procedure.kind == "warmup") order.emplace_back("warmup");
   for (const char* id : {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough"}) {
     order.emplace_back(id);
   }

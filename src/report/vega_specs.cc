@@ -945,4 +945,56 @@ json ThroughputSpec(const Throughput& throughput, bool time_per_step, const Char
   return spec;
 }
 
+json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOptions& options) {
+  json spec = Base(options, 700, 300);
+  json rows = json::array();
+  json rises = json::array();
+  json labels = json::array();
+  std::vector<double> values;
+  for (const LabelledCurve& curve : curves) {
+    labels.push_back(curve.label);
+    for (const auto& [step, loss] : curve.points) {
+      if (step < 1 || !std::isfinite(loss)) continue;
+      values.push_back(loss);
+      rows.push_back({{"run", curve.label}, {"trial", curve.trial}, {"step", step}, {"y", loss}});
+    }
+    if (!curve.rise_step || *curve.rise_step < 1) continue;
+    // The rise marked on the curve: its point nearest the step.
+    const auto nearest = std::min_element(curve.points.begin(), curve.points.end(), [&](const auto& a, const auto& b) {
+      return std::llabs(a.first - *curve.rise_step) < std::llabs(b.first - *curve.rise_step);
+    });
+    if (nearest != curve.points.end() && std::isfinite(nearest->second) && nearest->second > 0) {
+      rises.push_back(
+          {{"run", curve.label}, {"trial", curve.trial}, {"step", *curve.rise_step}, {"y", nearest->second}});
+    }
+  }
+  const bool log_y = !values.empty() && AllPositive(values);
+  ChartOptions log_steps = options;
+  log_steps.log_steps = true;
+  const json color = {{"field", "run"},
+                      {"type", "nominal"},
+                      {"title", nullptr},
+                      {"scale", {{"domain", labels}}},
+                      {"legend", {{"orient", "bottom"}, {"columns", 1}, {"labelLimit", 640}}}};
+  const json y = {{"field", "y"},
+                  {"type", "quantitative"},
+                  {"title", log_y ? "training loss (log scale)" : "training loss"},
+                  {"scale", ContinuousScale(log_y)}};
+  const json tooltip = json::array({Tooltip("run", "run"), Tooltip("trial", "trial"), Tooltip("step", "step"),
+                                    Tooltip("y", "training loss", "quantitative", ".4~g")});
+  json layers = json::array();
+  layers.push_back(Layer(rows, {{"type", "line"}, {"strokeWidth", 1.2}, {"opacity", 0.85}},
+                         {{"x", StepAxis(log_steps)}, {"y", y}, {"color", color}, {"tooltip", tooltip}}));
+  if (!rises.empty()) {
+    layers.push_back(
+        Layer(rises, {{"type", "point"}, {"shape", "triangle-up"}, {"size", 90}, {"filled", true}},
+              {{"x", {{"field", "step"}, {"type", "quantitative"}}},
+               {"y", {{"field", "y"}, {"type", "quantitative"}}},
+               {"color", color},
+               {"tooltip", json::array({Tooltip("run", "run"), Tooltip("step", "the loss rises from")})}}));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
 }  // namespace dltune

@@ -104,4 +104,15 @@ nlohmann::json InteractionSpec(const InteractionPlot& plot, const Objective& obj
 // axis), with perfect scaling from the smallest batch size as a dashed line.
 nlohmann::json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options = {});
 
+// One run's per-step training loss, labelled ("5x (0.415): recovered"), with the step where it started to rise.
+struct LabelledCurve {
+  std::string label;
+  std::uint64_t trial = 0;
+  std::vector<std::pair<std::int64_t, double>> points;  // (step, loss), finite
+  std::optional<std::int64_t> rise_step;
+};
+// The runs of an instability probe or a warmup study: training loss against steps on log axes (early instability
+// shows in the first steps), one colour per run, the start of each rise marked.
+nlohmann::json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOptions& options = {});
+
 }  // namespace dltune

@@ -26,7 +26,7 @@ enum class Stability {
 std::string_view StabilityText(Stability stability);
 
 // The thresholds (documented in docs/analyses.md). The loss is smoothed by a trailing median over a window of
-// max(10, steps / 25) steps, so a few noisy batches are not a rise.
+// max(20, steps / 25) steps, so a few noisy batches are not a rise.
 inline constexpr double kLossRise = 0.5;        // a rise: the smoothed loss 50% above its best so far ...
 inline constexpr double kRiseOfProgress = 0.1;  // ... and by a tenth of the progress made (noise of tiny losses)
 inline constexpr double kEarlyFraction = 0.1;   // a rise in the first tenth of the run's steps is early
@@ -44,7 +44,7 @@ struct StabilityVerdict {
   Stability kind = Stability::kStable;
   std::optional<std::int64_t> rise_step;       // where the smoothed loss first rose
   std::optional<double> rise;                  // the largest rise after it: smoothed loss / best before it - 1
-  std::optional<std::int64_t> recovered_step;  // where it was back within kRecoveryMargin of that best
+  std::optional<std::int64_t> recovered_step;  // where it was back within kRecoveryMargin of that best (and ended so)
   std::optional<std::int64_t> spike_step;      // the largest gradient-norm jump (over its preceding window's median)
   double spike = 0;                            // that jump, when at least kGradientSpike
   std::string evidence;                        // one line: what was seen, at which steps

@@ -61,6 +61,42 @@ struct ThroughputRequest {
   std::string name;         // "" = "<parent>-throughput"
 };
 
+// `dltune plan instability`: the playbook's "Identifying unstable workloads": the parent's best configuration at
+// `multipliers` times its learning rate (a constant schedule, no warmup), each with the best trial's seed, for an
+// abbreviated run evaluated densely early (training.eval_schedule) with every step's loss and gradient norm kept.
+// Analysis: AnalyzeInstabilityProbe (dltune/analyze/instability.h).
+struct InstabilityRequest {
+  std::string parent;
+  std::vector<double> multipliers = {2, 5, 10};  // each above 1
+  std::int64_t steps = 0;                        // 0: 500, or the parent's max_train_steps when fewer
+  std::string eval_schedule = "log:60";          // EvalSchedule text
+  std::string name;                              // "" = "<parent>-instability"
+};
+
+// `dltune plan warmup`: the playbook's "How to apply learning rate warmup": the baseline's best configuration at
+// `factor` times the unstable learning rate, warming up from 0 over each of `warmup_steps` then training
+// 2 × warmup_steps at that rate (each trial's own budget, TrialMaxTrainSteps). The baseline is the probe's parent.
+struct WarmupRequest {
+  std::string parent;                      // an instability probe (dltune plan instability), or any study with
+                                           // unstable_learning_rate given
+  double unstable_learning_rate = 0;       // 0: the probe's unstable_base_learning_rate
+  double factor = 10;                      // the base learning rate is factor × the unstable one; above 1
+  std::vector<std::int64_t> warmup_steps;  // empty: powers of ten from 10 up to 10% of the baseline's
+                                           // max_train_steps, and that 10%
+  std::string name;                        // "" = "<parent>-warmup"
+};
+
+// `dltune plan apply-warmup`: the warmup prepended to the baseline ("we prepend this schedule onto the existing
+// schedule"): the baseline's best configuration with warmup_steps W (replacing its own W0) and max_train_steps
+// M - W0 + W, so after the warmup the schedule runs as before (step t of it is step t - W + W0 of the baseline's).
+// Planned from the baseline, so its report compares with the baseline's trial.
+struct ApplyWarmupRequest {
+  std::string parent;             // the warmup study
+  std::int64_t warmup_steps = 0;  // 0: the warmup study's shortest stable warmup
+  std::uint64_t replicas = 1;     // trained this many times (more for a comparison beyond the noise)
+  std::string name;               // "" = "<baseline>-warmup<W>"
+};
+
 // A spec written by a plan.
 struct PlannedStudy {
   std::string name;
@@ -74,6 +110,11 @@ struct PlannedStudy {
 PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request);
 PlannedStudy PlanRound2(Store& store, const Round2Request& request);
 PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request);
+PlannedStudy PlanInstability(Store& store, const InstabilityRequest& request);
+PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request);
+PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request);
+// The default warmup sweep for a baseline of `max_train_steps`: 10, 100, ... up to a tenth of it, and that tenth.
+std::vector<std::int64_t> DefaultWarmupSteps(std::int64_t max_train_steps);
 // `store` may be null when the parent is a spec file.
 PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request);
 // The powers of two between LOW and HIGH of "LOW:HIGH"; throws Error for anything else or fewer than two.

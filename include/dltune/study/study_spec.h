@@ -47,6 +47,9 @@ struct ProcedureSpec {
   SourceLocation where;
 
   bool empty() const { return kind.empty(); }
+  // Its configurations are parent trials trained again (retrain, round 2, a warmup applied), so their rankings can be
+  // compared with the parent's; a probe or a warmup sweep reuses one parent trial's seed for every config instead.
+  bool ComparesWithParent() const { return !from_trials.empty() && kind != "instability" && kind != "warmup"; }
   // The procedure kinds `dltune plan` makes.
   static const std::vector<std::string>& Kinds();
 };

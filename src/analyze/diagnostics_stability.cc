@@ -1,0 +1,125 @@
+// Diagnostics of an instability probe and a warmup study (dltune plan instability / warmup): what each run did, and
+// the learning rate or warmup the playbook's next step starts from.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "diagnostic_checks.h"
+#include "dltune/analyze/instability.h"
+#include "dltune/core/strings.h"
+
+namespace dltune::diagnostic_checks {
+namespace {
+
+using analysis_util::Num;
+
+inline constexpr const char* kUnstableSection = "Identifying unstable workloads";
+inline constexpr const char* kApplyWarmupSection = "How to apply learning rate warmup";
+
+std::string VerdictText(const StabilityVerdict& verdict) {
+  return fmt::format("{} ({})", StabilityText(verdict.kind), verdict.evidence);
+}
+
+}  // namespace
+
+bool IsStabilityProcedure(const StudyData& data) {
+  return data.spec.procedure.kind == "instability" || data.spec.procedure.kind == "warmup";
+}
+
+void CheckInstabilityProbe(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.kind != "instability") return;
+  const InstabilityProbe probe = AnalyzeInstabilityProbe(data);
+  if (!probe.finished) return;
+  std::string detail;
+  std::vector<std::uint64_t> trials;
+  for (const ProbeRow& row : probe.rows) {
+    if (!row.verdict) continue;
+    detail += fmt::format("{}{}x ({}): {}", detail.empty() ? "" : "; ", Num(row.multiplier), Num(row.learning_rate),
+                          VerdictText(*row.verdict));
+    if (row.verdict->kind != Stability::kStable) trials.push_back(row.trial);
+  }
+  const std::string study = ShellQuote(data.study.name);
+  if (!probe.unstable_learning_rate) {
+    out.push_back({.id = "instability_probe_stable",
+                   .severity = Severity::kInfo,
+                   .title = fmt::format("Stable up to {}x the best learning rate: instability is not what limits it",
+                                        Num(probe.rows.back().multiplier)),
+                   .detail = detail + ".",
+                   .suggestion = "no warmup is needed to reach these learning rates; if the best learning rate sits "
+                                 "at the edge of the search space, widen the space instead",
+                   .section = kUnstableSection});
+    return;
+  }
+  const auto unstable = std::find_if(probe.rows.begin(), probe.rows.end(), [&](const ProbeRow& row) {
+    return row.learning_rate == *probe.unstable_learning_rate;
+  });
+  const Stability kind = unstable->verdict->kind;
+  std::string fix = "learning-rate warmup (best for early instability) or gradient clipping";
+  if (kind == Stability::kMidTraining || kind == Stability::kRecovered) {
+    fix = "gradient clipping (good for sudden spikes mid-training) or learning-rate warmup";
+  }
+  out.push_back(
+      {.id = "instability_probe",
+       .severity = Severity::kWarning,
+       .title = fmt::format("Training becomes unstable at {} ({}x the best learning rate): {}",
+                            Num(*probe.unstable_learning_rate), Num(unstable->multiplier), StabilityText(kind)),
+       .detail = detail + ". The playbook's unstable_base_learning_rate is " + Num(*probe.unstable_learning_rate) + ".",
+       .suggestion = fmt::format("try {}: a warmup study at 10x that rate: dltune plan warmup --from {}", fix, study),
+       .section = kUnstableSection,
+       .trials = trials});
+}
+
+void CheckWarmupStudy(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.kind != "warmup") return;
+  const WarmupStudy study = AnalyzeWarmup(data);
+  if (!study.finished || study.rows.empty()) return;
+  std::string detail;
+  for (const WarmupRow& row : study.rows) {
+    if (!row.verdict) continue;
+    detail += fmt::format("{}warmup {} ({} steps): {}", detail.empty() ? "" : "; ", row.warmup_steps, row.steps,
+                          VerdictText(*row.verdict));
+  }
+  const std::string name = ShellQuote(data.study.name);
+  if (!study.shortest_stable) {
+    const std::int64_t longest = study.rows.back().warmup_steps;
+    out.push_back(
+        {.id = "warmup_none",
+         .severity = Severity::kWarning,
+         .title = fmt::format("No warmup up to {} steps trains stably at {}", longest, Num(study.learning_rate)),
+         .detail = detail + ".",
+         .suggestion = fmt::format(
+             "try longer warmups (dltune plan warmup --from {}{}{} --warmup-steps {},{} --name {}-longer), a smaller "
+             "--factor, or gradient clipping",
+             ShellQuote(data.spec.procedure.parent),
+             data.spec.procedure.options.value("factor", 10.0) != 10.0
+                 ? " --factor " + Num(data.spec.procedure.options.value("factor", 10.0))
+                 : "",
+             data.spec.procedure.options.contains("unstable_given")
+                 ? " --unstable-lr " + Num(study.unstable_learning_rate)
+                 : "",
+             2 * longest, 5 * longest, data.study.name),
+         .section = kApplyWarmupSection});
+    return;
+  }
+  const std::int64_t warmup = *study.shortest_stable;
+  const bool long_warmup = warmup * 20 > study.baseline_steps;
+  out.push_back(
+      {.id = "warmup",
+       .severity = Severity::kInfo,
+       .title = fmt::format("{} steps of warmup train stably at {} ({}x the unstable learning rate {})", warmup,
+                            Num(study.learning_rate), Num(study.learning_rate / study.unstable_learning_rate),
+                            Num(study.unstable_learning_rate)),
+       .detail = detail + "." +
+                 (long_warmup ? fmt::format(" It is more than 5% of the baseline's {} steps: the playbook says "
+                                            "max_train_steps may need to grow to account for it.",
+                                            study.baseline_steps)
+                              : ""),
+       .suggestion = fmt::format("prepend it to the baseline (max_train_steps {} + {}): dltune plan apply-warmup "
+                                 "--from {}",
+                                 study.baseline_steps, warmup, name),
+       .section = kApplyWarmupSection});
+}
+
+}  // namespace dltune::diagnostic_checks
