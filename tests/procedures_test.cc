@@ -15,9 +15,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "dltune/core/eval_schedule.h"
 #include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/study_session.h"
@@ -456,6 +458,148 @@ space:
   ASSERT_EQ(compared.exit_code, 0) << compared.err;
   EXPECT_THAT(compared.out, HasSubstr("best of 2 trials"));
   EXPECT_THAT(Slurp(dir_ / "compare.html"), HasSubstr("Training curves, overlaid"));
+}
+
+
+// The playbook's instability procedure on Fashion-MNIST: a cosine baseline → its best configuration probed at 2x, 5x
+// and 10x its learning rate (every recorded learning rate, budget and evaluation step exact) → a warmup study at 10x
+// the unstable rate (each trial warmup x 3 steps, its ramp exact) → the warmup prepended to the baseline (the
+// baseline's own schedule, shifted by the warmup, exact at every step).
+TEST_F(Procedures, InstabilityProbeThenWarmupThenApplyOnFashionMnist) {
+  Write("base.yaml", R"(name: base
+workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [64]}}
+max_train_steps: 300
+training: {eval_every_steps: 100, train_eval_examples: 2000}
+trials: 3
+space:
+  optimizer: nesterov
+  learning_rate: {min: 0.03, max: 0.3, scale: log}
+  one_minus_momentum: 0.1
+  schedule: cosine
+  batch_size: 64
+)");
+  ASSERT_EQ(Dltune("run base.yaml --parallel 2 --no-report").exit_code, 0);
+  const Result not_probe = Dltune("plan warmup --from base");
+  EXPECT_EQ(not_probe.exit_code, 2);
+  EXPECT_THAT(not_probe.err, HasSubstr("is not an instability probe"));
+  const Result bad = Dltune("plan instability --from base --multipliers 2,x");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--multipliers: 'x' is not a positive number"));
+  const Result not_warmup = Dltune("plan apply-warmup --from base");
+  EXPECT_EQ(not_warmup.exit_code, 2);
+  EXPECT_THAT(not_warmup.err, HasSubstr("is not a warmup study"));
+
+  const Result planned = Dltune("plan instability --from base --steps 100");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  ASSERT_EQ(Dltune("run base-instability.yaml --parallel 2 --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const StudyData base = LoadStudyData(*store, "base");
+  const StudyData probe_data = LoadStudyData(*store, "base-instability");
+  const InstabilityProbe probe = AnalyzeInstabilityProbe(probe_data);
+  ASSERT_EQ(probe.rows.size(), 3u);
+  EXPECT_TRUE(probe.finished);
+  const TrialRecord& best = *std::find_if(base.trials.begin(), base.trials.end(), [&](const TrialRecord& t) {
+    return t.number == probe_data.spec.procedure.from_trials.at(0).trial;
+  });
+  const double best_rate = std::get<double>(best.params.at("learning_rate"));
+  EXPECT_EQ(probe.base_learning_rate, best_rate);
+  const EvalSchedule dense = EvalSchedule::Parse("log:60");
+  const double multipliers[] = {2, 5, 10};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ProbeRow& row = probe.rows[i];
+    const TrialRecord& trial = probe_data.trials.at(row.trial);
+    EXPECT_EQ(row.learning_rate, multipliers[i] * best_rate);
+    EXPECT_EQ(trial.seed, best.seed);  // every run from the best trial's seed: only the learning rate differs
+    ASSERT_TRUE(row.verdict);
+    // A constant learning rate at every recorded step, every step recorded.
+    const auto& steps = probe_data.train.at(row.trial);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      EXPECT_EQ(steps[k].step, static_cast<std::int64_t>(k) + 1);
+      EXPECT_EQ(*steps[k].learning_rate, row.learning_rate) << "step " << steps[k].step;
+    }
+    if (trial.state != TrialState::kCompleted) continue;
+    EXPECT_EQ(steps.size(), 100u);  // the abbreviated budget
+    // Evaluations at exactly the log-spaced steps (of the sample of valid; the full split at the last).
+    std::vector<std::int64_t> evaluated, expected;
+    for (const EvalMeasurement& m : probe_data.evals.at(row.trial)) {
+      if (m.split == "train" && m.metric == "loss") evaluated.push_back(m.step);
+    }
+    for (std::int64_t step = 1; step <= 100; ++step) {
+      if (dense.Evaluates(step, 10, 100)) expected.push_back(step);
+    }
+    EXPECT_EQ(evaluated, expected);
+    EXPECT_GT(expected.size(), 30u);
+  }
+  ASSERT_TRUE(probe.unstable_learning_rate) << "10x the best learning rate trained stably";
+  EXPECT_THAT(Dltune("doctor base-instability").out, HasSubstr("Training becomes unstable at"));
+  EXPECT_THAT(Dltune("next base-instability").out, HasSubstr("dltune plan warmup --from base-instability"));
+
+  // The warmup study: every trial at 10x the unstable rate, warmup_steps {10, 30} (a tenth of 300), 3 x W steps.
+  const Result warmup_planned = Dltune("plan warmup --from base-instability");
+  ASSERT_EQ(warmup_planned.exit_code, 0) << warmup_planned.err;
+  ASSERT_EQ(Dltune("run base-instability-warmup.yaml --parallel 2 --no-report").exit_code, 0);
+  const StudyData warmup_data = LoadStudyData(*store, "base-instability-warmup");
+  const WarmupStudy warmup = AnalyzeWarmup(warmup_data);
+  ASSERT_EQ(warmup.rows.size(), 2u);
+  EXPECT_EQ(warmup.learning_rate, 10 * *probe.unstable_learning_rate);
+  EXPECT_EQ(warmup.baseline_steps, 300);
+  for (const WarmupRow& row : warmup.rows) {
+    const TrialRecord& trial = warmup_data.trials.at(row.trial);
+    EXPECT_EQ(row.steps, 3 * row.warmup_steps);
+    std::filesystem::path trial_json;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_ / "runs" / "base-instability-warmup")) {
+      if (entry.path().filename() == "trial.json" &&
+          entry.path().parent_path().filename() == "trial_" + std::to_string(trial.number)) {
+        trial_json = entry.path();
+      }
+    }
+    ASSERT_FALSE(trial_json.empty());
+    const nlohmann::json description = nlohmann::json::parse(Slurp(trial_json));
+    EXPECT_EQ(description.at("max_train_steps").get<std::int64_t>(), 3 * row.warmup_steps);
+    const ScheduleOptions ramp{.kind = "constant",
+                               .base_learning_rate = warmup.learning_rate,
+                               .warmup_steps = row.warmup_steps,
+                               .max_train_steps = row.steps};
+    const auto& steps = warmup_data.train.at(row.trial);
+    ASSERT_FALSE(steps.empty());
+    for (const TrainMeasurement& m : steps) {
+      EXPECT_EQ(*m.learning_rate, LearningRate(ramp, m.step - 1)) << "warmup " << row.warmup_steps << " step " << m.step;
+    }
+    if (trial.state == TrialState::kCompleted) {
+      EXPECT_EQ(steps.back().step, row.steps);
+    }
+  }
+  const Result shown = Dltune("doctor base-instability-warmup");
+  EXPECT_THAT(shown.out, HasSubstr(warmup.shortest_stable ? "steps of warmup train stably" : "No warmup up to"));
+  if (!warmup.shortest_stable) {
+    const Result none = Dltune("plan apply-warmup --from base-instability-warmup");
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_THAT(none.err, HasSubstr("trained stably"));
+  }
+
+  // The warmup prepended to the baseline: 300 + 10 steps, and after the ramp the baseline's cosine exactly.
+  const Result applied = Dltune("plan apply-warmup --from base-instability-warmup --warmup-steps 10");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const std::string spec = Slurp(dir_ / "base-warmup10.yaml");
+  EXPECT_THAT(spec, HasSubstr("max_train_steps: 310"));
+  ASSERT_EQ(Dltune("run base-warmup10.yaml --no-report").exit_code, 0);
+  const StudyData applied_data = LoadStudyData(*store, "base-warmup10");
+  ASSERT_EQ(applied_data.trials.size(), 1u);
+  const auto& after = applied_data.train.at(0);
+  const auto& before = base.train.at(best.number);
+  ASSERT_EQ(after.size(), 310u);
+  ASSERT_EQ(before.size(), 300u);
+  for (const TrainMeasurement& m : after) {
+    if (m.step <= 10) {
+      EXPECT_EQ(*m.learning_rate, best_rate * static_cast<double>(m.step - 1) / 10) << "step " << m.step;
+    } else {
+      EXPECT_EQ(*m.learning_rate, *before.at(static_cast<std::size_t>(m.step - 11)).learning_rate) << "step " << m.step;
+    }
+  }
+  EXPECT_THAT(Dltune("studies --tree").out, HasSubstr("base-instability-warmup (warmup)"));
+  const Result report = Dltune("report base-instability -o probe.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(Slurp(dir_ / "probe.html"), HasSubstr("step (log scale)"));
 }
 
 }  // namespace

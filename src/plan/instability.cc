@@ -237,7 +237,9 @@ PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request) {
 
 PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request) {
   if (request.replicas < 1 || request.replicas > 1000) throw Error("--replicas must be between 1 and 1000");
-  const StudyData warmup = LoadParent(store, request.parent, /*with_measurements=*/true);
+  if (request.parent.empty()) throw Error("--from needs the warmup study's name (dltune studies lists them)");
+  // Not LoadParent: a warmup study whose every run diverged has no completed trial, and still says so.
+  const StudyData warmup = LoadStudyData(store, request.parent, /*with_measurements=*/true);
   if (warmup.spec.procedure.kind != "warmup") {
     throw Error(
         fmt::format("study '{}' is not a warmup study (dltune plan warmup): apply-warmup reads the warmup "
