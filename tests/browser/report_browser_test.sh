@@ -93,4 +93,23 @@ node "$source_dir/tests/browser/check_page.mjs" "file://$work/fit.html" "$work/f
 node "$source_dir/tests/browser/check_page.mjs" "file://$work/throughput.html" "$work/throughput.png" --min-charts 4 \
   --expect-text 'Throughput: which batch sizes pay?' \
   --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+# An instability probe of the study and a warmup study planned from it: their sections draw (log step axes).
+"$dltune" plan instability --from hostile_report --steps 100 -o probe.yaml --storage "$storage" >plan.log 2>&1 ||
+  { cat plan.log; fail "dltune plan instability failed"; }
+"$dltune" run probe.yaml --storage "$storage" --parallel 2 --no-report >probe.log 2>&1 ||
+  { cat probe.log; fail "dltune run of the instability probe failed"; }
+"$dltune" report hostile_report-instability --storage "$storage" -o probe.html || fail "dltune report of the probe failed"
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/probe.html" "$work/probe.png" --min-charts 4 \
+  --expect-text 'Instability probe: at which learning rate does training become unstable?' \
+  --expect-text 'step (log scale)' \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
+"$dltune" plan warmup --from hostile_report-instability --unstable-lr 0.05 --warmup-steps 5,20 -o warmup.yaml \
+  --storage "$storage" >plan.log 2>&1 || { cat plan.log; fail "dltune plan warmup failed"; }
+"$dltune" run warmup.yaml --storage "$storage" --parallel 2 --no-report >warmup.log 2>&1 ||
+  { cat warmup.log; fail "dltune run of the warmup study failed"; }
+"$dltune" report hostile_report-instability-warmup --storage "$storage" -o warmup.html ||
+  fail "dltune report of the warmup study failed"
+node "$source_dir/tests/browser/check_page.mjs" "file://$work/warmup.html" "$work/warmup.png" --min-charts 4 \
+  --expect-text 'Warmup: which warmup trains stably at the higher learning rate?' \
+  --forbid-selector 'img' --forbid-selector 'main b' --forbid-selector 'main i' --forbid-selector 'main script'
 echo "report_browser_test: ok ($work/report.html, screenshot $work/report.png)"
