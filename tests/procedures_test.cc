@@ -460,7 +460,6 @@ space:
   EXPECT_THAT(Slurp(dir_ / "compare.html"), HasSubstr("Training curves, overlaid"));
 }
 
-
 // The playbook's instability procedure on Fashion-MNIST: a cosine baseline → its best configuration probed at 2x, 5x
 // and 10x its learning rate (every recorded learning rate, budget and evaluation step exact) → a warmup study at 10x
 // the unstable rate (each trial warmup x 3 steps, its ramp exact) → the warmup prepended to the baseline (the
@@ -563,7 +562,8 @@ space:
     const auto& steps = warmup_data.train.at(row.trial);
     ASSERT_FALSE(steps.empty());
     for (const TrainMeasurement& m : steps) {
-      EXPECT_EQ(*m.learning_rate, LearningRate(ramp, m.step - 1)) << "warmup " << row.warmup_steps << " step " << m.step;
+      EXPECT_EQ(*m.learning_rate, LearningRate(ramp, m.step - 1))
+          << "warmup " << row.warmup_steps << " step " << m.step;
     }
     if (trial.state == TrialState::kCompleted) {
       EXPECT_EQ(steps.back().step, row.steps);

@@ -218,6 +218,16 @@ LabelledCurve StabilityCurve(const StudyData& data, std::uint64_t trial, std::st
   return curve;
 }
 
+// The chart of a probe's or warmup study's runs, once any has recorded steps (else the section's empty text shows).
+void AddStabilityChart(PageSection& section, const std::string& id, const std::vector<LabelledCurve>& curves,
+                       const std::string& caption, const Charting& sizes) {
+  if (std::all_of(curves.begin(), curves.end(), [](const LabelledCurve& c) { return c.points.empty(); })) return;
+  section.charts.push_back({.id = id,
+                            .caption = "training loss of each run: " + caption,
+                            .spec = StabilityCurvesSpec(curves, sizes.wide),
+                            .wide = true});
+}
+
 std::string VerdictLabel(const std::optional<StabilityVerdict>& verdict) {
   return verdict ? std::string(StabilityText(verdict->kind)) : "not finished";
 }
@@ -241,18 +251,12 @@ PageSection ProbeSection(const StudyData& data, const Charting& sizes) {
                                                 FormatNumber(row.learning_rate), VerdictLabel(row.verdict)),
                                     row.verdict));
   }
-  if (std::all_of(curves.begin(), curves.end(), [](const LabelledCurve& c) { return c.points.empty(); })) {
-    return section;
-  }
   const std::string caption =
       probe.unstable_learning_rate
           ? fmt::format("unstable from learning rate {} (the playbook's unstable_base_learning_rate)",
                         FormatNumber(*probe.unstable_learning_rate))
           : (probe.finished ? "stable at every learning rate probed" : "not finished");
-  section.charts.push_back({.id = "instability_probe_loss",
-                            .caption = "training loss of each run: " + caption,
-                            .spec = StabilityCurvesSpec(curves, sizes.wide),
-                            .wide = true});
+  AddStabilityChart(section, "instability_probe_loss", curves, caption, sizes);
   return section;
 }
 
@@ -273,17 +277,11 @@ PageSection WarmupSection(const StudyData& data, const Charting& sizes) {
         data, row.trial,
         fmt::format("warmup {} ({} steps): {}", row.warmup_steps, row.steps, VerdictLabel(row.verdict)), row.verdict));
   }
-  if (std::all_of(curves.begin(), curves.end(), [](const LabelledCurve& c) { return c.points.empty(); })) {
-    return section;
-  }
   const std::string caption = study.shortest_stable
                                   ? fmt::format("{} steps of warmup train stably at {}", *study.shortest_stable,
                                                 FormatNumber(study.learning_rate))
                                   : (study.finished ? "no warmup tried trains stably" : "not finished");
-  section.charts.push_back({.id = "warmup_loss",
-                            .caption = "training loss of each run: " + caption,
-                            .spec = StabilityCurvesSpec(curves, sizes.wide),
-                            .wide = true});
+  AddStabilityChart(section, "warmup_loss", curves, caption, sizes);
   return section;
 }
 
