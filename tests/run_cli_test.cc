@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "dltune/analyze/time_split.h"
 #include "dltune/store/store.h"
 
 extern char** environ;
@@ -136,7 +137,31 @@ TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {
   // It ends with the study's report.
   EXPECT_THAT(result.out, HasSubstr("wrote " + (dir_ / "smoke-report.html").string()));
   EXPECT_THAT(Slurp(dir_ / "smoke-report.html"), HasSubstr("vega"));
+  EXPECT_THAT(Slurp(dir_ / "smoke-report.html"), HasSubstr("data-chart=\"time_totals\""));
   ExpectCompleteSeries(4, 60);
+
+  // Where each trial's time went: every phase measured, and the process's phases add up to its lifetime, which
+  // lies within the trial's recorded start (its claim) and end.
+  {
+    const auto store = OpenStore(StoreUrl());
+    for (const TrialRecord& trial : store->ListTrials(store->FindStudy("smoke")->id)) {
+      for (const char* phase :
+           {"scheduling", "startup", "data_load", "train", "data_wait", "evaluation", "checkpoint", "other", "store"}) {
+        EXPECT_EQ(trial.time_split.count(phase), 1u) << "trial " << trial.number << " has no " << phase;
+      }
+      EXPECT_GT(trial.time_split.at("train"), 0);
+      EXPECT_GT(trial.time_split.at("startup"), 0);
+      EXPECT_LE(trial.time_split.at("data_wait"), trial.time_split.at("train"));
+      const double process = TotalSeconds(trial.time_split) - trial.time_split.at("scheduling");
+      const double recorded = *trial.ended_at - *trial.started_at;
+      EXPECT_LE(process, recorded + 0.05) << "trial " << trial.number;
+      EXPECT_GE(process, 0.5 * recorded) << "trial " << trial.number;
+    }
+  }
+  const Result shown = Dltune("show smoke 0");
+  EXPECT_THAT(shown.out, HasSubstr("training steps"));
+  EXPECT_THAT(shown.out, HasSubstr("store writes"));
+  EXPECT_THAT(Dltune("show smoke").out, HasSubstr("time of all trials"));
 
   // The reproduction command trains the same trial again to the same result.
   const std::smatch match = [&] {

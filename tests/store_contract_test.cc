@@ -477,6 +477,24 @@ TEST_P(StoreContract, StoppedTrialsResume) {
   EXPECT_EQ(store_->ClaimNext(study.id, "w")->first.number, 0u);
 }
 
+// Where a trial's time went: each attempt's split is added to the earlier ones' when it ends.
+TEST_P(StoreContract, EachAttemptsTimeIsAddedToTheTrials) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  EXPECT_TRUE(store_->FindTrial(study.id, 0)->time_split.empty());
+  auto claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(
+      claim->second,
+      {.state = TrialState::kStopped, .reason = "interrupted", .time_split = {{"startup", 1.5}, {"train", 2.25}}});
+  EXPECT_EQ(store_->ResumeStopped(study.id), 1);
+  claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(
+      claim->second,
+      {.state = TrialState::kCompleted, .final_value = 0.5, .time_split = {{"startup", 0.5}, {"evaluation", 0.125}}});
+  const TimeSplit expected = {{"startup", 2.0}, {"train", 2.25}, {"evaluation", 0.125}};
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->time_split, expected);
+  EXPECT_EQ(store_->ListTrials(study.id).front().time_split, expected);
+}
+
 TEST_P(StoreContract, CheckpointsAreTracked) {
   const StudyRecord study = NewStudyWithTrials(1);
   const auto claim = store_->ClaimNext(study.id, "w");

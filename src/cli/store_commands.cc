@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "dltune/analyze/time_split.h"
 #include "dltune/core/files.h"
 #include "dltune/core/strings.h"
 #include "dltune/store/export.h"
@@ -176,6 +177,11 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
   for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
   if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
   facts.AddRow({"reproduce with", summary.reproduce});
+  // Summing every trial's record costs a read of all of them: done up to a size that reads in a moment.
+  constexpr std::int64_t kMaxTrialsTimed = 20000;
+  facts.AddRow({"time of all trials", summary.trial_count <= kMaxTrialsTimed
+                                          ? DescribeTimeSplit(SumTimeSplits(store.ListTrials(study.id)))
+                                          : fmt::format("not summed over {} trials", summary.trial_count)});
   for (const StudyNote& logged : store.ListNotes(study.id)) facts.AddRow({NoteLabel(logged), NoteText(logged)});
   for (const LaunchRecord& launch : store.ListLaunches(study.id)) {
     facts.AddRow({fmt::format("launch {}", launch.id),
@@ -270,6 +276,7 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
                             : "-"});
   facts.AddRow({"final", FormatNumber(trial->final_value)});
   if (trial->exit_status) facts.AddRow({"exit status", fmt::format("{}", *trial->exit_status)});
+  facts.AddRow({"time", DescribeTimeSplit(trial->time_split)});
   for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);

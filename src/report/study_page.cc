@@ -9,6 +9,7 @@
 #include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
+#include "dltune/analyze/time_split.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/eval_schedule.h"
 #include "vega_specs.h"
@@ -285,6 +286,33 @@ PageSection WarmupSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+// Where the study's time went (every trial's time split).
+PageSection TimeSection(const StudyData& data, const Charting& sizes) {
+  constexpr std::size_t kMaxTrialBars = 200;
+  PageSection section{
+      .id = "time",
+      .title = "Where did this study's time go?",
+      .explanation =
+          "Each trial's time from its worker's slot coming free to its process ending: scheduling (claim, sampler, "
+          "trial files), start-up (process, libraries, model, resume), data loading, training steps (of which "
+          "waiting for data), evaluation, checkpoints, and the rest. Store writes happen in the worker alongside.",
+      .empty_text = "No trial has recorded its time yet (trials recorded before this was measured have none)."};
+  const TimeSplit total = SumTimeSplits(data.trials);
+  if (!(TotalSeconds(total) > 0)) return section;
+  section.charts.push_back({.id = "time_totals",
+                            .caption = "all trials: " + DescribeTimeSplit(total),
+                            .spec = TimeTotalsSpec(total, sizes.normal)});
+  std::vector<TrialRecord> timed;
+  for (const TrialRecord& trial : data.trials) {
+    if (!trial.time_split.empty() && timed.size() < kMaxTrialBars) timed.push_back(trial);
+  }
+  section.charts.push_back(
+      {.id = "time_trials",
+       .caption = timed.size() == kMaxTrialBars ? fmt::format("the first {} trials", kMaxTrialBars) : "each trial",
+       .spec = TrialTimesSpec(timed, sizes.normal)});
+  return section;
+}
+
 // The batch-size sweep (dltune plan throughput).
 PageSection ThroughputSection(const StudyData& data, const Charting& sizes) {
   PageSection section{.id = "throughput",
@@ -488,6 +516,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (records) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
   if (records) sections.push_back(BootstrapSection(data, options, sizes));
+  if (records) sections.push_back(TimeSection(data, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
   std::vector<std::string> order;
   if (data.spec.replicas > 1) order.emplace_back("variance");
@@ -496,7 +525,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (data.spec.procedure.kind == "throughput") order.emplace_back("throughput");
   if (data.spec.procedure.kind == "instability") order.emplace_back("instability-probe");
   if (data.spec.procedure.kind == "warmup") order.emplace_back("warmup");
-  for (const char* id : {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough"}) {
+  for (const char* id :
+       {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough", "time"}) {
     order.emplace_back(id);
   }
   for (auto& section : sections) {

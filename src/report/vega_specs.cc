@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "dltune/analyze/time_split.h"
+
 namespace dltune {
 namespace {
 
@@ -994,6 +996,66 @@ json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOp
                {"tooltip", json::array({Tooltip("run", "run"), Tooltip("step", "the loss rises from")})}}));
   }
   spec["layer"] = std::move(layers);
+  return spec;
+}
+
+json TimeTotalsSpec(const TimeSplit& total, const ChartOptions& options) {
+  json spec = Base(options, 520, 240);
+  const double wall = TotalSeconds(total);
+  json rows = json::array();
+  json order = json::array();
+  for (const TimePhase& phase : TimePhases()) {
+    order.push_back(phase.label);
+    const auto it = total.find(phase.key);
+    const double seconds = it == total.end() ? 0.0 : it->second;
+    rows.push_back({{"phase", phase.label},
+                    {"seconds", seconds},
+                    {"share", wall > 0 ? json(seconds / wall) : json()},
+                    {"part", phase.in_total ? "part of the trials' time" : "inside or alongside it"}});
+  }
+  spec["data"] = {{"values", rows}};
+  spec["mark"] = {{"type", "bar"}};
+  spec["encoding"] = {
+      {"y", {{"field", "phase"}, {"type", "nominal"}, {"sort", order}, {"title", nullptr}}},
+      {"x", {{"field", "seconds"}, {"type", "quantitative"}, {"title", "seconds, all trials"}}},
+      {"color",
+       {{"field", "part"},
+        {"type", "nominal"},
+        {"scale",
+         {{"domain", {"part of the trials' time", "inside or alongside it"}}, {"range", {"#4c78a8", "#b8cbe0"}}}},
+        {"legend", {{"orient", "bottom"}, {"title", nullptr}}}}},
+      {"tooltip", json::array({Tooltip("phase", "phase"), Tooltip("seconds", "seconds", "quantitative", ".3~g"),
+                               Tooltip("share", "of the trials' time", "quantitative", ".0%")})}};
+  return spec;
+}
+
+json TrialTimesSpec(const std::vector<TrialRecord>& trials, const ChartOptions& options) {
+  json spec = Base(options, 520, std::clamp(static_cast<int>(trials.size()) * 14, 120, 900));
+  json rows = json::array();
+  json order = json::array();
+  for (const TimePhase& phase : TimePhases()) {
+    if (phase.in_total) order.push_back(phase.label);
+  }
+  for (const TrialRecord& trial : trials) {
+    int index = 0;
+    for (const TimePhase& phase : TimePhases()) {
+      if (!phase.in_total) continue;
+      ++index;
+      const auto it = trial.time_split.find(phase.key);
+      if (it == trial.time_split.end() || !(it->second > 0)) continue;
+      rows.push_back({{"trial", trial.number}, {"phase", phase.label}, {"order", index}, {"seconds", it->second}});
+    }
+  }
+  spec["data"] = {{"values", rows}};
+  spec["mark"] = {{"type", "bar"}};
+  spec["encoding"] = {
+      {"y", {{"field", "trial"}, {"type", "ordinal"}, {"title", "trial"}}},
+      {"x", {{"field", "seconds"}, {"type", "quantitative"}, {"stack", "zero"}, {"title", "seconds"}}},
+      {"color",
+       {{"field", "phase"}, {"type", "nominal"}, {"scale", {{"domain", order}}}, {"legend", {{"orient", "bottom"}}}}},
+      {"order", {{"field", "order"}, {"type", "quantitative"}}},
+      {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("phase", "phase"),
+                               Tooltip("seconds", "seconds", "quantitative", ".3~g")})}};
   return spec;
 }
 

@@ -104,6 +104,12 @@ nlohmann::json InteractionSpec(const InteractionPlot& plot, const Objective& obj
 // axis), with perfect scaling from the smallest batch size as a dashed line.
 nlohmann::json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options = {});
 
+// Where a study's time went: each phase's seconds summed over the trials, as bars (phases in a trial's order; the
+// ones outside the wall time, waiting for data and store writes, drawn lighter).
+nlohmann::json TimeTotalsSpec(const TimeSplit& total, const ChartOptions& options = {});
+// Each trial's time as one stacked bar of its phases (trial on y), for `trials` (at most a few hundred).
+nlohmann::json TrialTimesSpec(const std::vector<TrialRecord>& trials, const ChartOptions& options = {});
+
 // One run's per-step training loss, labelled ("5x (0.415): recovered"), with the step where it started to rise.
 struct LabelledCurve {
   std::string label;

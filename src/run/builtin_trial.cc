@@ -158,6 +158,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   }
   ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
   const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, callbacks);
+  callbacks.Write(TimingLine(result.seconds));
   switch (result.outcome) {
     case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
     case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;

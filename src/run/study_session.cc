@@ -1,6 +1,7 @@
 #include "dltune/run/study_session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -269,10 +270,34 @@ std::map<std::string, Value> ActiveTrial::ParamsByName() const {
   return dltune::ParamsByName(*spec_.space, record_.params);
 }
 
+namespace {
+
+// Adds the seconds of its lifetime to `total`: the time of a store call.
+class StoreTimer {
+ public:
+  explicit StoreTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  ~StoreTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  StoreTimer(const StoreTimer&) = delete;
+  StoreTimer& operator=(const StoreTimer&) = delete;
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+void ActiveTrial::AddTime(const TimeSplit& seconds) {
+  for (const auto& [phase, value] : seconds) {
+    if (std::isfinite(value) && value >= 0) time_split_[phase] += value;
+  }
+}
+
 void ActiveTrial::Begin(std::int64_t from_step) {
   if (begun_) throw Error(fmt::format("trial {}: Begin was called twice", record_.number));
   if (from_step < 0) throw Error(fmt::format("trial {}: cannot begin at step {}", record_.number, from_step));
   begun_ = true;
+  const StoreTimer timer(time_split_["store"]);
   last_step_ = from_step;
   store_->TruncateAfter(lease_, from_step);
   // The best so far is what the kept evaluations say.
@@ -325,15 +350,18 @@ void ActiveTrial::ReportEval(std::int64_t step, const std::string& split, const 
 std::int64_t ActiveTrial::ReportCheckpoint(const CheckpointRecord& checkpoint) {
   EnsureBegun();
   Flush();
+  const StoreTimer timer(time_split_["store"]);
   return store_->AddCheckpoint(lease_, checkpoint);
 }
 
 void ActiveTrial::MarkCheckpointDeleted(std::int64_t checkpoint_id) {
+  const StoreTimer timer(time_split_["store"]);
   store_->MarkCheckpointDeleted(lease_, checkpoint_id);
 }
 
 void ActiveTrial::Flush() {
   if (finished_) return;
+  const StoreTimer timer(time_split_["store"]);
   if (pending_.train.empty() && pending_.evals.empty() && !best_changed_) {
     store_->Heartbeat(lease_);
     return;
@@ -377,7 +405,9 @@ void ActiveTrial::Stop(const std::string& reason) {
 void ActiveTrial::Tell(const TrialOutcome& outcome) {
   if (finished_) throw Error(fmt::format("trial {} has already ended", record_.number));
   if (!pending_.train.empty() || !pending_.evals.empty() || best_changed_) Flush();
-  store_->Finish(lease_, outcome);
+  TrialOutcome with_time = outcome;
+  with_time.time_split = time_split_;
+  store_->Finish(lease_, with_time);
   finished_ = true;
 }
 

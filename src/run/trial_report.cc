@@ -160,6 +160,19 @@ ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
                                 .deleted = p.Bool("deleted").value_or(false)};
     if (checkpoint.path.empty()) p.Fail("\"path\" must not be empty");
     result.checkpoint = std::move(checkpoint);
+  } else if (type == "timing") {
+    const json* seconds = p.Find("seconds");
+    if (!seconds || !seconds->is_object()) {
+      p.Fail("needs \"seconds\": an object of phases and seconds, e.g. {\"train\": 4.5, \"evaluation\": 0.6}");
+    }
+    ReportTiming timing;
+    for (const auto& [phase, value] : seconds->items()) {
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+        p.Fail(fmt::format("\"seconds\" of \"{}\" must be a finite number >= 0, not {}", phase, value.dump()));
+      }
+      timing.seconds[phase] = value.get<double>();
+    }
+    result.timing = std::move(timing);
   } else if (type == "end") {
     const std::string state = p.Text("state", true);
     if (state != "completed" && state != "infeasible") {
@@ -219,6 +232,12 @@ std::string LossText(double loss) {
 }
 
 }  // namespace
+
+std::string TimingLine(const TimeSplit& seconds) {
+  json object = json::object();
+  for (const auto& [phase, value] : seconds) object[phase] = value;
+  return json{{"type", "timing"}, {"seconds", object}}.dump();
+}
 
 std::string StartLine(std::int64_t step, bool manages_checkpoints) {
   return json{{"type", "start"}, {"step", step}, {"manages_checkpoints", manages_checkpoints}}.dump();

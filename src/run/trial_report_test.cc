@@ -49,6 +49,13 @@ TEST(TrialReport, ParsesEveryType) {
   EXPECT_TRUE(end.end->infeasible);
   EXPECT_EQ(end.end->reason, "NaN");
 
+  const auto timing = ParseReportLine(R"({"type":"timing","seconds":{"train":4.5,"evaluation":0.25}})", 6);
+  ASSERT_TRUE(timing.timing);
+  EXPECT_EQ(timing.timing->seconds.at("train"), 4.5);
+  EXPECT_EQ(timing.timing->seconds.at("evaluation"), 0.25);
+  EXPECT_THROW(ParseReportLine(R"({"type":"timing","seconds":{"train":-1}})", 7), ProtocolError);
+  EXPECT_THROW(ParseReportLine(R"({"type":"timing","seconds":[1]})", 7), ProtocolError);
+
   const auto future = ParseReportLine(R"({"type":"histogram","values":[1,2]})", 6);
   EXPECT_FALSE(future.start || future.train || future.eval || future.checkpoint || future.end);
 }
@@ -123,6 +130,7 @@ TEST(TrialReport, WrittenLinesParseBack) {
   EXPECT_EQ(checkpoint->objective, 0.1);
   EXPECT_EQ(ParseReportLine(StartLine(9, true), 4).start->step, 9);
   EXPECT_EQ(ParseReportLine(EndLine({.infeasible = true, .reason = "r"}), 5).end->reason, "r");
+  EXPECT_EQ(ParseReportLine(TimingLine({{"checkpoint", 0.5}}), 6).timing->seconds.at("checkpoint"), 0.5);
 }
 
 }  // namespace

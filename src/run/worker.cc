@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -56,6 +57,8 @@ struct Slot {
   bool timed_out = false;  // past training.timeout: stopped, then recorded as failed
   double term_sent_at = 0;
   double last_flush = 0;
+  double spawned_at = 0;  // when its process started
+  bool start_seen = false;
   TrialProgress progress;
 };
 
@@ -84,6 +87,7 @@ class Worker {
 
   WorkerSummary Run() {
     BecomeSubreaper();  // a trial's orphaned descendants stay ours, to be ended with it
+    free_since_.assign(static_cast<std::size_t>(parallel_), Now());
     SweepLostTrials(true);
     double next_claim = 0, next_sweep = Now() + options_.stale_after / 2, next_tick = 0;
     bool announced_wait = false;
@@ -249,7 +253,24 @@ class Worker {
     return false;
   }
 
+  // When the longest-free slot came free (the run's start for slots never used), taken for the trial started now.
+  double TakeFreeSlotTime() {
+    if (free_since_.empty()) return Now();
+    const double since = free_since_.front();
+    free_since_.pop_front();
+    return since;
+  }
+
   void Start(StudySession& session, ActiveTrial trial) {
+    const double free_since = TakeFreeSlotTime();
+    // Any way out of here but a started trial leaves the slot free from now on.
+    struct FreeUnlessStarted {
+      std::deque<double>& free_since;
+      bool started = false;
+      ~FreeUnlessStarted() {
+        if (!started) free_since.push_back(Now());
+      }
+    } slot_guard{free_since_};
     auto slot = std::make_unique<Slot>();
     slot->session = &session;
     const StudySpec& spec = session.spec();
@@ -277,6 +298,8 @@ class Worker {
       TrialCommand command = prepared.command;
       command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(resume_limit);
       slot->tensorboard.emplace(slot->trial_dir);
+      slot->spawned_at = Now();
+      active.AddTime({{"scheduling", slot->spawned_at - free_since}});
       slot->process = std::make_unique<TrialProcess>(command);
     } catch (const LeaseLostError&) {
       return;
@@ -299,6 +322,7 @@ class Worker {
     slot->last_flush = Now();
     observer_.TrialStarted(slot->progress, resuming);
     slots_.push_back(std::move(slot));
+    slot_guard.started = true;
   }
 
   void HandleStopRequests() {
@@ -361,6 +385,8 @@ class Worker {
   void Handle(Slot& slot, const ReportLine& line) {
     ActiveTrial& trial = *slot.trial;
     if (line.start) {
+      trial.AddTime({{"startup", Now() - slot.spawned_at}});
+      slot.start_seen = true;
       trial.Begin(line.start->step);
       slot.manages_checkpoints = line.start->manages_checkpoints;
       slot.progress.step = line.start->step;
@@ -385,6 +411,8 @@ class Worker {
       HandleCheckpoint(slot, *line.checkpoint);
     } else if (line.end) {
       slot.end = line.end;
+    } else if (line.timing) {
+      trial.AddTime(line.timing->seconds);
     }
   }
 
@@ -519,9 +547,29 @@ class Worker {
       }
       while (slot.process->report_fd() >= 0) ReadLines(slot, false);
       ReadLines(slot, true);
+      AccountProcessTime(slot);
       Conclude(slot, *status);
       it = slots_.erase(it);
+      free_since_.push_back(Now());
     }
+  }
+
+  // The process's lifetime not accounted for by its start-up and the phases it reported is "other"; a process that
+  // never sent its start line spent all of it starting up.
+  void AccountProcessTime(Slot& slot) {
+    if (slot.lease_lost || !slot.trial) return;
+    ActiveTrial& trial = *slot.trial;
+    const double lifetime = Now() - slot.spawned_at;
+    if (!slot.start_seen) {
+      trial.AddTime({{"startup", lifetime}});
+      return;
+    }
+    double accounted = 0;
+    for (const char* phase : {"startup", "data_load", "train", "evaluation", "checkpoint"}) {
+      const auto it = trial.time_split().find(phase);
+      if (it != trial.time_split().end()) accounted += it->second;
+    }
+    trial.AddTime({{"other", std::max(0.0, lifetime - accounted)}});
   }
 
   // Records how the trial ended, from its exit status and what it reported.
@@ -649,6 +697,7 @@ class Worker {
   int same_failures_ = 0;
   std::map<std::string, StudySession> sessions_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::deque<double> free_since_;  // when each free slot came free, longest free first
   WorkerSummary summary_;
 };
 

@@ -159,6 +159,10 @@ CREATE TABLE launches (
 );
 CREATE INDEX launches_by_study ON launches (study_id, id);
 )",
+    // 5: where each trial's time went (a JSON object of seconds by phase, summed over its attempts).
+    R"(
+ALTER TABLE trials ADD COLUMN time_split TEXT NOT NULL DEFAULT '{}';
+)",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");
 

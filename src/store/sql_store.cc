@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -102,7 +103,27 @@ StudyRecord StudyFromRow(const SqlRow& row) {
 
 constexpr const char* kTrialColumns =
     "id, study_id, number, substudy, substudy_label, params, seed, state, worker, heartbeat_at, started_at, ended_at, "
-    "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail, configuration, replica";
+    "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail, configuration, replica, "
+    "time_split";
+
+// A time split as the trials table keeps it: a JSON object of seconds by phase; anything else reads as empty.
+TimeSplit TimeSplitFromJson(const std::string& text) {
+  TimeSplit split;
+  const auto object = nlohmann::json::parse(text, nullptr, false);
+  if (!object.is_object()) return split;
+  for (const auto& [phase, seconds] : object.items()) {
+    if (seconds.is_number()) split[phase] = seconds.get<double>();
+  }
+  return split;
+}
+
+std::string TimeSplitToJson(const TimeSplit& split) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [phase, seconds] : split) {
+    if (std::isfinite(seconds)) object[phase] = seconds;
+  }
+  return object.dump();
+}
 
 TrialRecord TrialFromRow(const SqlRow& row) {
   TrialRecord trial;
@@ -127,6 +148,7 @@ TrialRecord TrialFromRow(const SqlRow& row) {
   trial.stderr_tail = AsText(row[18]);
   trial.configuration = static_cast<std::uint64_t>(AsInt(row[19]));
   trial.replica = static_cast<std::uint64_t>(AsInt(row[20]));
+  trial.time_split = TimeSplitFromJson(AsText(row[21]));
   return trial;
 }
 
@@ -470,12 +492,17 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
   Transaction(true, [&] {
     const std::int64_t study_id = CheckLease(lease);
     const bool stopped = outcome.state == TrialState::kStopped;
+    // This attempt's time added to the earlier attempts'.
+    TimeSplit time_split = TimeSplitFromJson(
+        AsText(connection_->Query("SELECT time_split FROM trials WHERE id = ?", {lease.trial_id}).front().front()));
+    for (const auto& [phase, seconds] : outcome.time_split) time_split[phase] += seconds;
     connection_->Execute(
         Sql(std::string("UPDATE trials SET state = ?, reason = ?, final_value = COALESCE(?, final_value), "
-                        "exit_status = ?, stderr_tail = ?, ended_at = ") +
+                        "exit_status = ?, stderr_tail = ?, time_split = ?, ended_at = ") +
             (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
         {TrialStateName(outcome.state), SanitizeUtf8(outcome.reason), Optional(outcome.final_value),
-         Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), lease.trial_id});
+         Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), TimeSplitToJson(time_split),
+         lease.trial_id});
     CountMove(study_id, "running", TrialStateName(outcome.state));
     TouchStudy(study_id);
   });

@@ -204,6 +204,7 @@ class Loop {
     TrainResult result;
     Resume(result);
     callbacks_.OnStart(step_);
+    const auto data_start = Clock::now();
     const WorkloadData& data = workload_.Data();
     train_subset_ = FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()),
                                 MixSeed(options_.data_seed, 1));
@@ -213,6 +214,7 @@ class Loop {
     }
     prediction_set_ = data.valid.Slice(0, std::min(settings_.prediction_examples, data.valid.size()));
     BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_);
+    seconds_["data_load"] += Seconds(Clock::now() - data_start);
 
     auto interval_start = Clock::now();
     while (step_ < options_.max_train_steps) {
@@ -229,7 +231,13 @@ class Loop {
           break;
         }
       }
-      if (eval_now) Evaluate(last, result);
+      if (eval_now) {
+        const auto eval_start = Clock::now();
+        const double checkpoint_before = seconds_["checkpoint"];
+        Evaluate(last, result);
+        // The checkpoint written with the evaluation counts as checkpoint time, not evaluation.
+        seconds_["evaluation"] += Seconds(Clock::now() - eval_start) - (seconds_["checkpoint"] - checkpoint_before);
+      }
       // The next interval's step times start after this evaluation and checkpoint, which are not steps.
       if (eval_now || step_ % log_every_ == 0) interval_start = Clock::now();
       if (!last && callbacks_.ShouldStop(step_)) {
@@ -243,6 +251,7 @@ class Loop {
       }
     }
     result.steps = step_;
+    result.seconds = seconds_;
     result.best_step = best_step_;
     result.best_value = best_value_;
     result.final_value = final_value_;
@@ -278,6 +287,8 @@ class Loop {
 
   // Pulls the interval's training metrics to the host and reports them; returns the reason if training diverged.
   std::optional<std::string> FlushTrainMetrics(double elapsed, double data_wait) {
+    seconds_["train"] += elapsed;
+    seconds_["data_wait"] += data_wait;
     if (pending_losses_.empty()) return std::nullopt;
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
@@ -403,6 +414,13 @@ class Loop {
 
   void SaveCheckpoint(std::optional<double> objective) {
     if (!checkpoints_) return;
+    const auto start = Clock::now();
+    // Counted however it returns.
+    struct AddOnExit {
+      double& total;
+      std::chrono::steady_clock::time_point start;
+      ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+    } add{seconds_["checkpoint"], start};
     saved_step_ = step_;
     const auto saved = checkpoints_->Save(step_, objective, [&](const std::filesystem::path& dir) {
       torch::serialize::OutputArchive archive;
@@ -502,6 +520,7 @@ class Loop {
   torch::Device device_;
   TrainingHyperParams hp_;
   std::int64_t eval_every_ = 1;
+  std::map<std::string, double> seconds_;  // TrainResult::seconds
   EvalSchedule eval_schedule_;
   std::int64_t log_every_ = 1;
   std::int64_t eval_batch_size_ = 1;

@@ -127,6 +127,11 @@ class ActiveTrial {
   void Stop(const std::string& reason);
   bool finished() const { return finished_; }
 
+  // Where this attempt's time went (TimeSplit's phases): added to, then recorded with the trial's end. The store
+  // writes the trial makes through this object are counted as "store" themselves.
+  void AddTime(const TimeSplit& seconds);
+  const TimeSplit& time_split() const { return time_split_; }
+
  private:
   void EnsureBegun();
   void Tell(const TrialOutcome& outcome);
@@ -143,6 +148,7 @@ class ActiveTrial {
   std::optional<double> best_value_;
   std::optional<double> final_value_;
   bool best_changed_ = false;
+  TimeSplit time_split_;
 };
 
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one

@@ -46,6 +46,11 @@ struct ReportEnd {
   bool infeasible = false;
   std::string reason;
 };
+// Where the program's time went, in seconds by phase (TimeSplit's: data_load, train, data_wait, evaluation,
+// checkpoint; other names are kept as they are). Optional; sent before the end line (or before stopping).
+struct ReportTiming {
+  TimeSplit seconds;
+};
 
 // One parsed line; exactly one member is set, none for a type this version does not know (ignored by design).
 struct ReportLine {
@@ -54,6 +59,7 @@ struct ReportLine {
   std::optional<ReportEval> eval;
   std::optional<ReportCheckpoint> checkpoint;
   std::optional<ReportEnd> end;
+  std::optional<ReportTiming> timing;
 };
 
 // Parses one line (without its newline). Accepts NaN, Infinity and -Infinity for a training loss, as Python's
@@ -88,5 +94,6 @@ std::string TrainLine(const TrainMeasurement& measurement);
 std::string EvalLine(const ReportEval& eval);
 std::string CheckpointLine(const ReportCheckpoint& checkpoint);
 std::string EndLine(const ReportEnd& end);
+std::string TimingLine(const TimeSplit& seconds);
 
 }  // namespace dltune

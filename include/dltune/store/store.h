@@ -90,6 +90,18 @@ struct NewTrial {
 };
 
 // A trial as the store records it.
+// Where a trial's time went: seconds by phase, summed over its attempts (docs/store-schema.md, "time_split"):
+//   scheduling  from its worker's slot coming free to its process starting (claim, sampler, trial files)
+//   startup     from the process starting to its start line (exec, libraries, trial.json, model, resume)
+//   data_load   reading and decoding the data set        } reported by the trial program's timing line
+//   train       training steps (data_wait: of which      } (the built-in trainer sends one; an external
+//               waiting for the next batch)              }  program may)
+//   evaluation  periodic evaluations (not checkpoints)   }
+//   checkpoint  writing checkpoints                      }
+//   other       the rest of the process's lifetime (exit, what the program did not report)
+//   store       the worker's store writes for the trial, made while the trial process ran (not part of the sum)
+using TimeSplit = std::map<std::string, double>;
+
 struct TrialRecord {
   std::int64_t id = 0;
   std::int64_t study_id = 0;
@@ -112,6 +124,7 @@ struct TrialRecord {
   std::optional<double> final_value;      // objective at the last evaluation
   std::optional<int> exit_status;         // of the trial process, when it ended abnormally
   std::string stderr_tail;                // last lines of the trial process's stderr, when it failed
+  TimeSplit time_split;                   // where its time went, over every attempt recorded so far
 };
 
 // Proof that a worker holds a running trial; returned by ClaimNext.
@@ -181,6 +194,7 @@ struct TrialOutcome {
   std::optional<double> final_value;
   std::optional<int> exit_status;
   std::string stderr_tail;
+  TimeSplit time_split;  // this attempt's; added to what earlier attempts recorded
 };
 
 // A running trial put back by ReclaimStale.
@@ -347,6 +361,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 4;
+inline constexpr int kStoreSchemaVersion = 5;
 
 }  // namespace dltune

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -118,6 +119,8 @@ struct TrainResult {
   std::optional<std::int64_t> best_step;
   std::optional<double> best_value;
   std::optional<double> final_value;  // objective at the last evaluation
+  // Where this run's time went, in seconds: data_load, train (of which data_wait), evaluation, checkpoint.
+  std::map<std::string, double> seconds;
 };
 
 class Workload;
