@@ -230,7 +230,7 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   std::vector<std::string> ids;
   for (const auto& section : sections) ids.push_back(section.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "interactions", "curves", "best-steps",
-                                           "gradients", "enough"}));
+                                           "gradients", "enough", "time"}));
 
   const fs::path dir = FakeWebDir();
   ReportOptions options;
