@@ -90,12 +90,9 @@ PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request) {
   interval.comment = "dense enough to see when the training set is fit";
   training.Erase("log_every_steps");
   training.Erase("valid_sample_examples");
-  training.flow = false;
   parts.training = training;
   parts.joint = true;
-  YamlTree sampler = YamlTree::Map();
-  sampler.Set("name", YamlTree::Of(std::string("grid")));
-  parts.sampler = sampler;
+  parts.sampler = GridSampler();
   parts.space = space;
   YamlTree options = YamlTree::Map();
   options.Set("fit", YamlTree::Of(condition.Text()));

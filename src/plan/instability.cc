@@ -135,8 +135,8 @@ PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request) {
   }
   if (request.parent.empty()) throw Error("--from needs the parent study's name (dltune studies lists them)");
   // A probe whose every run diverged has no completed trial and is still a parent: only a baseline needs one.
-  StudyData parent = LoadStudyData(store, request.parent, /*with_measurements=*/true);
-  if (parent.spec.procedure.kind != "instability") parent = LoadParent(store, request.parent);
+  const StudyData parent = LoadStudyData(store, request.parent, /*with_measurements=*/true);
+  if (parent.spec.procedure.kind != "instability") RequireCompletedTrial(parent);
   const std::string name = PlannedName(request.name, parent.study.name, "warmup");
   // The baseline, its configuration and the unstable learning rate: from the probe, or the study and --unstable-lr.
   double unstable = request.unstable_learning_rate;

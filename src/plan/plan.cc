@@ -69,6 +69,12 @@ std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top) {
 StudyData LoadParent(Store& store, const std::string& name, bool with_measurements) {
   if (name.empty()) throw Error("--from needs the parent study's name (dltune studies lists them)");
   StudyData parent = LoadStudyData(store, name, with_measurements);
+  RequireCompletedTrial(parent);
+  return parent;
+}
+
+void RequireCompletedTrial(const StudyData& parent) {
+  const std::string& name = parent.study.name;
   const bool any = std::any_of(parent.trials.begin(), parent.trials.end(), [&](const TrialRecord& t) {
     return t.state == TrialState::kCompleted && BestObjectiveOf(parent, t).has_value();
   });
@@ -76,7 +82,6 @@ StudyData LoadParent(Store& store, const std::string& name, bool with_measuremen
     throw Error(fmt::format("study '{}' has no completed trial with an objective yet; run it first (dltune run {})",
                             name, parent.study.spec_path.empty() ? name + ".yaml" : parent.study.spec_path));
   }
-  return parent;
 }
 
 void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen) {
@@ -166,6 +171,12 @@ Chosen BestOverall(const StudyData& parent) {
   return *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
     return IsBetter(a.value, b.value, parent.spec.objective.direction);
   });
+}
+
+YamlTree GridSampler() {
+  YamlTree sampler = YamlTree::Map();
+  sampler.Set("name", YamlTree::Of(std::string("grid")));
+  return sampler;
 }
 
 YamlTree ParentTraining(const StudyData& parent) {

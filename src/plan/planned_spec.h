@@ -27,6 +27,8 @@ std::vector<Chosen> ChooseBest(const StudyData& parent, std::uint64_t top);
 // The parent's records, checked to be something a procedure can start from (Error: unknown, or nothing completed).
 // `with_measurements` for a plan that analyses the parent's curves.
 StudyData LoadParent(Store& store, const std::string& name, bool with_measurements = false);
+// Error unless the parent has a completed trial with an objective (what LoadParent checks).
+void RequireCompletedTrial(const StudyData& parent);
 // Every sub-study of a separate-mode parent needs a configuration (the list sampler gives each sub-study its own).
 void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& chosen);
 // `given`, or "<parent>-<suffix>", checked to name a study.
@@ -42,6 +44,8 @@ std::vector<std::pair<std::string, Value>> ParamsByDisplayName(const SearchSpace
 YamlTree ConstantScheduleSpace(const StudyData& parent, const TrialRecord& trial, bool without_regularization);
 // The parent's best trial over all sub-studies.
 Chosen BestOverall(const StudyData& parent);
+// `sampler: {name: grid}`: every value of the space's swept param once.
+YamlTree GridSampler();
 // The parent's `training:` block (empty when it has none), to be changed by the plan.
 YamlTree ParentTraining(const StudyData& parent);
 // The learning rate of a trial (its `learning_rate` param, by the name training reads); Error when it has none.

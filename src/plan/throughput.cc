@@ -74,11 +74,7 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
       fmt::format("Throughput of {} at batch sizes {} to {}", parent.study.name, sizes.front(), sizes.back());
   parts.goal = "How fast does training go at each batch size, and where does a larger batch stop paying?";
   parts.max_train_steps = request.steps;
-  YamlTree training = YamlTree::Map();
-  if (const auto node = YamlNode::Parse(parent.study.spec_text, name).Find("training")) {
-    training = YamlTree::From(*node);
-  }
-  training.flow = false;
+  YamlTree training = ParentTraining(parent);
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   YamlTree& threads = training.Set("threads", YamlTree::Of(static_cast<std::int64_t>(cores)));
   threads.comment = "every core of the machine this was planned on: one trial at a time, the machine to itself";
@@ -89,9 +85,7 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   training.Erase("timeout");
   parts.training = training;
   parts.joint = true;
-  YamlTree sampler = YamlTree::Map();
-  sampler.Set("name", YamlTree::Of(std::string("grid")));
-  parts.sampler = sampler;
+  parts.sampler = GridSampler();
   parts.space = space;
   YamlTree options = YamlTree::Map();
   options.Set("batch_sizes", YamlTree::Of(request.batch_sizes));
