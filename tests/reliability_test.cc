@@ -246,8 +246,11 @@ TEST_F(Reliability, AReadOnlyStoreCanBeRead) {
   for (const char* leftover : {"dltune.db-wal", "dltune.db-shm"}) ASSERT_FALSE(fs::exists(dir_ / leftover));
   fs::permissions(db, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
   const std::string before = Sha256Hex(Slurp(db));
-  // As root, permissions are not enforced: read as the unprivileged user `nobody` instead.
-  const std::string as_reader = ::geteuid() == 0 ? "exec setpriv --reuid=nobody --regid=nogroup --clear-groups " : "";
+  // As root, permissions are not enforced: read as the unprivileged user `nobody` instead, allowed to read and
+  // traverse everything (the checkout may sit in a private directory) but to write only what `nobody` may.
+  const std::string as_reader = ::geteuid() == 0 ? "exec setpriv --reuid=nobody --regid=nogroup --clear-groups "
+                                                   "--inh-caps=-all,+dac_read_search --ambient-caps=+dac_read_search "
+                                                 : "";
   fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                             fs::perms::others_exec);
   const std::string report = fs::temp_directory_path() / ("dltune_ro_" + std::to_string(::getpid()) + ".html");
