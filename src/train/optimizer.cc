@@ -58,27 +58,31 @@ void OptimizerOptions::Validate() const {
 }
 
 Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options)
-    : options_(std::move(options)), kind_(Kind::kSgd), params_(std::move(params)) {
+    : options_(std::move(options)), kind_(UpdateRule::kSgd), params_(std::move(params)) {
   options_.Validate();
   const std::string& kind = options_.kind;
-  if (kind == "momentum") kind_ = Kind::kMomentum;
-  if (kind == "nesterov") kind_ = Kind::kNesterov;
-  if (kind == "rmsprop") kind_ = Kind::kRmsProp;
-  if (kind == "adam") kind_ = Kind::kAdam;
-  if (kind == "nadam") kind_ = Kind::kNadam;
+  if (kind == "momentum") kind_ = UpdateRule::kMomentum;
+  if (kind == "nesterov") kind_ = UpdateRule::kNesterov;
+  if (kind == "rmsprop") kind_ = UpdateRule::kRmsProp;
+  if (kind == "adam") kind_ = UpdateRule::kAdam;
+  if (kind == "nadam") kind_ = UpdateRule::kNadam;
 
   torch::NoGradGuard no_grad;
   states_.resize(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i];
     if (!p.defined()) throw Error(fmt::format("optimizer: parameter {} is undefined", i));
-    if (!p.is_floating_point()) {
-      throw Error(fmt::format("optimizer: parameter {} has dtype {}, not a floating-point one", i,
-                              std::string(c10::toString(p.scalar_type()))));
+    const auto dtype = p.scalar_type();
+    if (dtype != torch::kFloat && dtype != torch::kDouble) {
+      throw Error(fmt::format("optimizer: parameter {} has dtype {}, not float32 or float64", i,
+                              std::string(c10::toString(dtype))));
+    }
+    if (!p.device().is_cpu() || !p.is_contiguous()) {
+      throw Error(fmt::format("optimizer: parameter {} is not a contiguous CPU tensor", i));
     }
     for (const std::string& name : BufferNames()) {
       // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
-      const bool starts_at_one = kind_ == Kind::kRmsProp && name == "v";
+      const bool starts_at_one = kind_ == UpdateRule::kRmsProp && name == "v";
       states_[i].buffers.push_back(starts_at_one ? torch::ones_like(p) : torch::zeros_like(p));
     }
   }
@@ -90,12 +94,12 @@ const std::vector<std::string>& Optimizer::BufferNames() const {
   static const std::vector<std::string> kRmsProp = {"v", "m"};
   static const std::vector<std::string> kAdam = {"m", "v"};
   switch (kind_) {
-    case Kind::kSgd: return kNone;
-    case Kind::kMomentum:
-    case Kind::kNesterov: return kVelocity;
-    case Kind::kRmsProp: return kRmsProp;
-    case Kind::kAdam:
-    case Kind::kNadam: return kAdam;
+    case UpdateRule::kSgd: return kNone;
+    case UpdateRule::kMomentum:
+    case UpdateRule::kNesterov: return kVelocity;
+    case UpdateRule::kRmsProp: return kRmsProp;
+    case UpdateRule::kAdam:
+    case UpdateRule::kNadam: return kAdam;
   }
   return kNone;
 }
@@ -116,78 +120,43 @@ void Optimizer::Step(double learning_rate) {
       throw Error(fmt::format("optimizer: parameter {} has a sparse gradient (unsupported)", i));
     }
   }
-  torch::NoGradGuard no_grad;
-  const double eta = learning_rate;
-  const double wd = options_.weight_decay;
-  const bool coupled = wd != 0.0 && !options_.decoupled_weight_decay;
-  // theta_t * (1 - eta * wd) is "- eta * wd * theta_t" done in place. For sgd, coupled decay is the same thing.
-  const double decay_factor = 1.0 - eta * wd;
-  const bool decay_in_place = wd != 0.0 && eta != 0.0 && (!coupled || kind_ == Kind::kSgd);
-  const double gamma = options_.momentum;
+  UpdateCoefficients c;
+  c.rule = kind_;
+  c.eta = learning_rate;
+  c.weight_decay = options_.weight_decay;
+  c.coupled = c.weight_decay != 0.0 && !options_.decoupled_weight_decay;
+  // theta_t * (1 - eta * wd) is "- eta * wd * theta_t" done in place. For sgd, coupled decay is the same thing, and
+  // Nesterov's "+ g" term carries coupled decay too (momentum's is inside v).
+  c.decay_factor = 1.0 - c.eta * c.weight_decay;
+  c.decay_in_place = c.weight_decay != 0.0 && c.eta != 0.0 &&
+                     (!c.coupled || kind_ == UpdateRule::kSgd || kind_ == UpdateRule::kNesterov);
+  c.coupled = c.coupled && kind_ != UpdateRule::kSgd;
+  c.momentum = options_.momentum;
+  c.rho = options_.rho;
+  c.beta1 = options_.beta1;
+  c.beta2 = options_.beta2;
+  c.epsilon = options_.epsilon;
 
+  torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
-    const torch::Tensor& grad = p.grad();
-    if (!grad.defined()) continue;
+    if (!p.grad().defined()) continue;
+    const torch::Tensor grad = p.grad().to(p.scalar_type()).contiguous();  // no copy in the usual case
     ParamState& state = states_[i];
-    const auto t = ++state.steps;
-
-    switch (kind_) {
-      case Kind::kSgd:
-        if (decay_in_place) p.mul_(decay_factor);
-        p.add_(grad, -eta);
-        break;
-
-      case Kind::kMomentum:
-      case Kind::kNesterov: {
-        torch::Tensor& v = state.buffers[0];
-        torch::add_out(v, grad, v, gamma);  // v = g + gamma * v, one kernel
-        if (coupled) v.add_(p, wd);         // ... + wd * theta_t
-        // Nesterov's "+ g" term also carries coupled decay; momentum's is inside v.
-        if (decay_in_place || (coupled && kind_ == Kind::kNesterov && eta != 0.0)) p.mul_(decay_factor);
-        if (kind_ == Kind::kMomentum) {
-          p.add_(v, -eta);
-        } else {
-          // theta - eta * (gamma * v + g), with g = grad + wd * theta_t whose decay part was applied just above.
-          p.add_(grad, -eta).add_(v, -eta * gamma);
-        }
-        break;
-      }
-
-      case Kind::kRmsProp: {
-        torch::Tensor& v = state.buffers[0];
-        torch::Tensor& m = state.buffers[1];
-        const torch::Tensor g = coupled ? torch::add(grad, p, wd) : grad;
-        v.mul_(options_.rho).addcmul_(g, g, 1.0 - options_.rho);
-        const torch::Tensor denominator = torch::add(v, options_.epsilon).sqrt_();
-        m.mul_(gamma).addcdiv_(g, denominator, eta);
-        if (decay_in_place) p.mul_(decay_factor);
-        p.sub_(m);
-        break;
-      }
-
-      case Kind::kAdam:
-      case Kind::kNadam: {
-        torch::Tensor& m = state.buffers[0];
-        torch::Tensor& v = state.buffers[1];
-        const double beta1 = options_.beta1;
-        const double beta2 = options_.beta2;
-        const torch::Tensor g = coupled ? torch::add(grad, p, wd) : grad;
-        m.lerp_(g, 1.0 - beta1);  // beta1 * m + (1 - beta1) * g, one kernel
-        v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
-        const auto exponent = static_cast<double>(t);
-        const double bias = std::sqrt(1.0 - std::pow(beta2, exponent)) / (1.0 - std::pow(beta1, exponent));
-        const torch::Tensor denominator = v.sqrt().add_(options_.epsilon);
-        if (decay_in_place) p.mul_(decay_factor);
-        if (kind_ == Kind::kAdam) {
-          p.addcdiv_(m, denominator, -eta * bias);
-        } else {
-          // (beta1 * m + (1 - beta1) * g) / d as two fused terms: no numerator temporary.
-          p.addcdiv_(m, denominator, -eta * bias * beta1).addcdiv_(g, denominator, -eta * bias * (1.0 - beta1));
-        }
-        break;
-      }
-    }
+    const auto t = static_cast<double>(++state.steps);
+    c.bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
+    // Slices of at least 32 Ki elements per thread: below that, starting a thread costs more than the work.
+    constexpr std::int64_t kGrain = 32768;
+    AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "dltune_optimizer_step", [&] {
+      auto* param = p.data_ptr<scalar_t>();
+      const auto* gradient = grad.data_ptr<scalar_t>();
+      auto* first = state.buffers.empty() ? nullptr : state.buffers[0].data_ptr<scalar_t>();
+      auto* second = state.buffers.size() < 2 ? nullptr : state.buffers[1].data_ptr<scalar_t>();
+      at::parallel_for(0, p.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
+        FusedUpdate(c, UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
+                                             second ? second + begin : nullptr, end - begin});
+      });
+    });
   }
   ++steps_;
 }

@@ -36,6 +36,8 @@
 
 #include <torch/torch.h>
 
+#include "fused_update.h"
+
 namespace dltune {
 
 // Hyperparameters of an Optimizer. Fields a kind does not use are ignored (but still validated).
@@ -57,13 +59,14 @@ struct OptimizerOptions {
 const std::vector<std::string>& OptimizerKinds();
 
 // Updates a fixed list of parameter tensors in place from their .grad(), with the rules in the file comment.
-// Keeps its state (moments, per-parameter update counts) on each parameter's device and dtype; Step does no
-// device-to-host synchronisation. Parameters whose grad is undefined at Step are skipped (state and t untouched).
-// Not thread-safe; the parameters are shared with the caller (the model), not copied.
+// Keeps its state (moments, per-parameter update counts) beside each parameter, in its dtype. Each Step is one pass
+// over each parameter's memory (fused_update.h), split across LibTorch's intra-op threads. Parameters whose grad is
+// undefined at Step are skipped (state and t untouched). Not thread-safe; the parameters are shared with the caller
+// (the model), not copied.
 class Optimizer {
  public:
-  // `params`: defined floating-point tensors (typically model->parameters()). Throws Error on invalid options
-  // or a parameter that is undefined or not floating-point.
+  // `params`: defined, contiguous float32 or float64 CPU tensors (typically model->parameters()). Throws Error on
+  // invalid options or any other parameter.
   Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options);
 
   // Makes every parameter's grad undefined (cheaper than zeroing; the next backward allocates it).
@@ -88,8 +91,6 @@ class Optimizer {
   const std::vector<torch::Tensor>& params() const { return params_; }
 
  private:
-  enum class Kind { kSgd, kMomentum, kNesterov, kRmsProp, kAdam, kNadam };
-
   // Per-parameter state: the playbook's v (and m) tensors, as many as the kind needs, and t.
   struct ParamState {
     std::vector<torch::Tensor> buffers;
@@ -100,7 +101,7 @@ class Optimizer {
   const std::vector<std::string>& BufferNames() const;
 
   OptimizerOptions options_;
-  Kind kind_;
+  UpdateRule kind_;
   std::vector<torch::Tensor> params_;
   std::vector<ParamState> states_;
   std::int64_t steps_ = 0;
