@@ -426,6 +426,62 @@ TEST(OptimizerTest, AdamWithZeroEpsilonMatchesLibTorchAdamAndAdamW) {
   }
 }
 
+// The same rules written as tensor operations (the form the fused update replaces), for float32 Adam and Nesterov
+// with coupled weight decay.
+void TensorFormStep(const std::string& kind, torch::Tensor& p, const torch::Tensor& grad,
+                    std::vector<torch::Tensor>& buffers, double eta, double wd, int t) {
+  const torch::Tensor g = torch::add(grad, p, wd);
+  if (kind == "nesterov") {
+    torch::Tensor& v = buffers[0];
+    v.mul_(kMomentum).add_(g);
+    p.add_(g, -eta).add_(v, -eta * kMomentum);
+    return;
+  }
+  torch::Tensor& m = buffers[0];
+  torch::Tensor& v = buffers[1];
+  m.lerp_(g, 1.0 - kBeta1);
+  v.mul_(kBeta2).addcmul_(g, g, 1.0 - kBeta2);
+  const double bias = std::sqrt(1.0 - std::pow(kBeta2, t)) / (1.0 - std::pow(kBeta1, t));
+  p.addcdiv_(m, v.sqrt().add_(kEpsilon), -eta * bias);
+}
+
+// A parameter of many slices, updated on two threads (each slice a vectorized loop and its tail), follows the
+// tensor-operation form to float precision: every element is updated, once, with its own state.
+TEST(OptimizerTest, LargeParametersUpdatedInSlicesFollowTheTensorForm) {
+  const int threads_before = torch::get_num_threads();
+  torch::set_num_threads(2);
+  for (const std::string kind : {"nesterov", "adam"}) {
+    SCOPED_TRACE(kind);
+    torch::manual_seed(7);
+    constexpr std::int64_t kSize = 3 * 32768 + 13;  // several slices and a remainder no vector width divides
+    torch::Tensor ours = torch::randn({kSize}).requires_grad_();
+    torch::Tensor theirs = ours.detach().clone();
+    OptimizerOptions options = ReferenceOptions(kind.c_str(), kWeightDecay, false);
+    Optimizer optimizer({ours}, options);
+    std::vector<torch::Tensor> buffers = {torch::zeros({kSize}), torch::zeros({kSize})};
+    for (int step = 1; step <= 5; ++step) {
+      const torch::Tensor grad = torch::randn({kSize});
+      ours.mutable_grad() = grad.clone();
+      optimizer.Step(kLearningRates[step - 1]);
+      TensorFormStep(kind, theirs, grad, buffers, kLearningRates[step - 1], kWeightDecay, step);
+    }
+    const torch::Tensor difference = (ours.detach() - theirs).abs().max();
+    EXPECT_LT(difference.item<float>(), 1e-5F);
+    EXPECT_FALSE(torch::equal(ours.detach(), torch::zeros({kSize})));
+  }
+  torch::set_num_threads(threads_before);
+}
+
+TEST(OptimizerTest, ConstructorRejectsNonContiguousParameters) {
+  const torch::Tensor matrix = torch::zeros({3, 2});
+  try {
+    Optimizer optimizer({matrix.t()}, OptimizerOptions());
+    FAIL() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("parameter 0 is not a contiguous CPU tensor"));
+  }
+}
+
 TEST(OptimizerTest, SaveLoadContinuesBitIdentically) {
   for (const std::string& kind : OptimizerKinds()) {
     for (const bool decoupled : {false, true}) {
@@ -581,7 +637,7 @@ TEST(OptimizerTest, ConstructorRejectsNonFloatingParameters) {
     Optimizer optimizer({torch::zeros({2}, torch::kLong)}, OptimizerOptions());
     FAIL() << "no Error";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("parameter 0 has dtype Long"));
+    EXPECT_THAT(e.what(), HasSubstr("parameter 0 has dtype Long, not float32 or float64"));
   }
 }
 
