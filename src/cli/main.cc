@@ -1,8 +1,12 @@
 // dltune: the command-line front end of libdltune.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -10,6 +14,8 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
+#include "dltune/run/builtin_trial.h"
+#include "dltune/run/trial_server.h"
 #include "dltune/study/command_template.h"
 #include "dltune/train/blas_kernels.h"
 #include "dltune/version.h"
@@ -66,7 +72,27 @@ const std::string& CommandLineText() { return command_line; }
 
 }  // namespace dltune::cli
 
+// `dltune trial-server` with its socket on descriptor 3, as a worker starts it: serves until the worker leaves (then
+// exits), and returns true in each trial process it forks, with `argc`/`argv` now the trial's. False otherwise.
+static bool ServeTrialsIfAsked(int& argc, char**& argv) {
+  struct stat control {};
+  if (argc != 2 || std::string(argv[1]) != "trial-server" || ::fstat(3, &control) != 0 || !S_ISSOCK(control.st_mode)) {
+    return false;
+  }
+  dltune::ReexecWithFasterBlasKernels(argv);
+  const auto trial = dltune::ServeTrials(3, dltune::PrepareBuiltinTrial);
+  if (!trial) std::exit(0);
+  static std::vector<std::string> words = trial->argv;
+  static std::vector<char*> pointers;
+  for (std::string& word : words) pointers.push_back(word.data());
+  pointers.push_back(nullptr);
+  argc = static_cast<int>(words.size());
+  argv = pointers.data();
+  return true;
+}
+
 int main(int argc, char** argv) {
+  ServeTrialsIfAsked(argc, argv);
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
   // `launch` and `evaluate` evaluate with the same kernels as training did, so their numbers are training's.
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial" ||

@@ -303,6 +303,17 @@ void RegisterRunCommands(CLI::App& app) {
     });
   }
   {
+    auto* trial_server = app.add_subcommand(
+        "trial-server",
+        "Fork the processes of built-in trials with LibTorch loaded and their data decoded (warm trial processes, "
+        "docs/trial-protocol.md). Started by dltune run and dltune worker on a socket of theirs, not by hand; "
+        "DLTUNE_WARM_TRIALS=0 makes them start every trial by exec instead.\n\n"
+        "Example (what a worker runs, its socket on descriptor 3):\n  dltune trial-server 3<&SOCKET");
+    trial_server->group("Internal");
+    trial_server->callback(
+        [] { throw Error("dltune trial-server is started by a dltune worker, with its socket on descriptor 3"); });
+  }
+  {
     auto* run_trial = app.add_subcommand(
         "run-trial",
         "Train one trial of a built-in workload as a worker's child process: reads the trial files named by "

@@ -1,9 +1,17 @@
 #include "dltune/run/builtin_trial.h"
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -24,6 +32,58 @@ std::string RequireEnv(const char* name) {
                     name));
   }
   return value;
+}
+
+// Faults a test asks a built-in trial to have, from DLTUNE_INJECT_FAULT = "KIND@TRIAL:STEP[,...]": at step STEP of
+// trial number TRIAL, `segv` raises SIGSEGV, `kill` SIGKILLs itself, `hang` sleeps for ever, and `leak` allocates and
+// touches 64 MiB at every step from STEP on, never freed (docs/trial-protocol.md, "Testing").
+class InjectedFaults {
+ public:
+  InjectedFaults() {
+    const char* spec = std::getenv("DLTUNE_INJECT_FAULT");
+    const char* number = std::getenv("DLTUNE_TRIAL_NUMBER");
+    if (!spec || !number) return;
+    std::istringstream items(spec);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+      const auto at = item.find('@');
+      const auto colon = item.find(':', at == std::string::npos ? 0 : at);
+      if (at == std::string::npos || colon == std::string::npos) {
+        throw Error(fmt::format("DLTUNE_INJECT_FAULT: '{}' is not KIND@TRIAL:STEP", item));
+      }
+      if (item.substr(at + 1, colon - at - 1) != number) continue;
+      faults_.emplace_back(item.substr(0, at), std::stoll(item.substr(colon + 1)));
+    }
+  }
+
+  void AtStep(std::int64_t step) {
+    for (const auto& [kind, from] : faults_) {
+      if (kind == "leak" && step >= from) {
+        constexpr std::size_t kLeakBytes = 64 << 20;
+        auto* bytes = new char[kLeakBytes];  // never freed, on purpose
+        std::memset(bytes, 1, kLeakBytes);
+        leaked_.push_back(bytes);
+      }
+      if (step != from) continue;
+      if (kind == "segv") std::raise(SIGSEGV);
+      if (kind == "kill") std::raise(SIGKILL);
+      while (kind == "hang") std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::int64_t>> faults_;
+  std::vector<char*> leaked_;
+};
+
+// This process's peak resident memory in MiB (VmHWM), or -1.
+long PeakMemoryMiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6)) / 1024;
+  }
+  return -1;
 }
 
 // Writes each report line whole and flushed, so the worker sees progress as it happens.
@@ -100,12 +160,16 @@ class ReportingCallbacks final : public TrainerCallbacks {
                           .deleted = event.deleted}));
   }
 
-  bool ShouldStop(std::int64_t) override { return stop_requested_.load(); }
+  bool ShouldStop(std::int64_t step) override {
+    faults_.AtStep(step);
+    return stop_requested_.load();
+  }
 
  private:
   std::FILE* report_;
   std::ofstream predictions_;
   const std::atomic<bool>& stop_requested_;
+  InjectedFaults faults_;
 };
 
 }  // namespace
@@ -139,6 +203,20 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
   }
 }
 
+void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) {
+  static std::set<std::string> prepared;  // workload name and arguments
+  const auto trial_path = environment.find("DLTUNE_TRIAL");
+  if (trial_path == environment.end()) return;
+  std::ifstream in(trial_path->second);
+  const nlohmann::json trial = nlohmann::json::parse(in, nullptr, false);
+  if (!trial.is_object()) throw IoError(fmt::format("{}: cannot read the trial description", trial_path->second));
+  const BuiltinTrialRun run = ReadBuiltinTrial(trial, trial_path->second);
+  const std::string key = run.workload + " " + run.args.dump();
+  if (prepared.count(key)) return;
+  PreloadWorkloadData(run.workload, run.args);
+  prepared.insert(key);
+}
+
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
@@ -156,8 +234,13 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
     run.options.max_resume_step = std::stoll(limit);
   }
+  if (const char* server = std::getenv("DLTUNE_WARM_START")) {
+    std::printf("started warm: forked by trial server %s\n", server);
+    std::fflush(stdout);
+  }
   ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
   const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, callbacks);
+  std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());
   callbacks.Write(TimingLine(result.seconds));
   switch (result.outcome) {
     case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;

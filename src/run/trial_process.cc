@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "dltune/run/trial_server.h"
 
 extern char** environ;
 
@@ -161,7 +162,7 @@ int KillProcessesWithToken(const std::string& token) {
 
 void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
-TrialProcess::TrialProcess(const TrialCommand& command) : token_(NewToken()) {
+TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : token_(NewToken()) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls are allowed.
   std::vector<std::string> args = command.argv;
   if (args.empty()) args = {"/bin/sh", "-c", command.shell_command};
@@ -196,8 +197,27 @@ TrialProcess::TrialProcess(const TrialCommand& command) : token_(NewToken()) {
     throw IoError(fmt::format("cannot create the report pipe: {}", std::strerror(errno)));
   }
   const pid_t parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ == 0) ExecChild(command, pipe_fds[1], out_fd, err_fd, parent, argv, envp);
+  {
+    // Held until the pid is a leader's, so that ReapOrphans cannot take a warm trial that ends at once.
+    std::unique_lock<std::mutex> lock(leaders_mutex);
+    std::optional<pid_t> warm;
+    if (server != nullptr && command.warm_start) {
+      std::map<std::string, std::string> load_environment;  // what libraries read as they load
+      for (const auto& [key, value] : command.environment) {
+        if (key.rfind("DLTUNE_", 0) != 0) load_environment[key] = value;
+      }
+      warm =
+          server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1], load_environment);
+    }
+    if (warm) {
+      pid_ = *warm;
+      Leaders().insert(pid_);
+    } else {
+      lock.unlock();
+      pid_ = ::fork();
+      if (pid_ == 0) ExecChild(command, pipe_fds[1], out_fd, err_fd, parent, argv, envp);
+    }
+  }
   const int fork_errno = errno;
   ::close(pipe_fds[1]);
   ::close(out_fd);

@@ -175,6 +175,7 @@ PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, cons
   TrialCommand& command = prepared.command;
   if (spec.command.empty()) {
     command.argv = {dltune_executable.string(), "run-trial"};
+    command.warm_start = true;
   } else {
     command.shell_command =
         ExecWhenSimple(RenderCommand(spec.command, Placeholders(spec, trial.record(), params, prepared.trial_dir)));

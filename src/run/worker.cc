@@ -22,6 +22,7 @@
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
+#include "dltune/run/trial_server.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/store/tracking.h"
 #include "tfevents.h"
@@ -300,7 +301,7 @@ class Worker {
       slot->tensorboard.emplace(slot->trial_dir);
       slot->spawned_at = Now();
       active.AddTime({{"scheduling", slot->spawned_at - free_since}});
-      slot->process = std::make_unique<TrialProcess>(command);
+      slot->process = std::make_unique<TrialProcess>(command, &trial_server_);
     } catch (const LeaseLostError&) {
       return;
     } catch (const StoreUnavailableError&) {
@@ -687,6 +688,7 @@ class Worker {
   const std::atomic<int>& stops_;
   std::string worker_id_;
   std::filesystem::path dltune_;
+  TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
   double heartbeat_every_ = 5;
   int parallel_ = 1;
   bool stopping_ = false;

@@ -1,9 +1,13 @@
 #include "dltune/train/fashion_mnist.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include <fmt/format.h>
@@ -58,6 +62,13 @@ Dataset Decode(const std::string& images_path, const std::string& labels_path, s
   return {DecodeImages(images_path, expected_size), DecodeLabels(labels_path, expected_size)};
 }
 
+// A file as it is now: a decoded copy of it is valid while these stay the same.
+std::string FileIdentity(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return "";
+  return fmt::format("{}:{}:{}:{}.{}", path, info.st_ino, info.st_size, info.st_mtim.tv_sec, info.st_mtim.tv_nsec);
+}
+
 }  // namespace
 
 FashionMnistSplits LoadFashionMnist(const std::string& dir, bool flatten) {
@@ -72,12 +83,30 @@ FashionMnistSplits LoadFashionMnist(const std::string& dir, bool flatten) {
           fmt::format("{}: Fashion-MNIST not found; install it with: apt-get install dataset-fashion-mnist", path));
     }
   }
-  // The two pairs decode in parallel: inflating the training images dominates.
-  std::future<Dataset> test = std::async(std::launch::async, Decode, test_images, test_labels, kFashionMnistTestSize);
-  Dataset train = Decode(train_images, train_labels, kFashionMnistTrainSize + kFashionMnistValidSize);
-  FashionMnistSplits splits{train.Slice(0, kFashionMnistTrainSize),
-                            train.Slice(kFashionMnistTrainSize, kFashionMnistTrainSize + kFashionMnistValidSize),
-                            test.get()};
+  // Decoded once per process and kept (read-only: every caller gets views of the same tensors), so that trials
+  // forked from a trial server that loaded it find it decoded.
+  struct Decoded {
+    std::string identity;  // of the four files when they were decoded
+    FashionMnistSplits splits;
+  };
+  static std::mutex cache_mutex;
+  static std::map<std::string, Decoded> cache;  // by directory
+  std::string identity;
+  for (const std::string& path : {train_images, train_labels, test_images, test_labels}) {
+    identity += FileIdentity(path) + ";";
+  }
+  const std::lock_guard<std::mutex> lock(cache_mutex);
+  auto cached = cache.find(dir);
+  if (cached == cache.end() || cached->second.identity != identity) {
+    // The two pairs decode in parallel: inflating the training images dominates.
+    std::future<Dataset> test = std::async(std::launch::async, Decode, test_images, test_labels, kFashionMnistTestSize);
+    Dataset train = Decode(train_images, train_labels, kFashionMnistTrainSize + kFashionMnistValidSize);
+    FashionMnistSplits decoded{train.Slice(0, kFashionMnistTrainSize),
+                               train.Slice(kFashionMnistTrainSize, kFashionMnistTrainSize + kFashionMnistValidSize),
+                               test.get()};
+    cached = cache.insert_or_assign(dir, Decoded{identity, std::move(decoded)}).first;
+  }
+  FashionMnistSplits splits = cached->second.splits;
   if (flatten) {
     for (Dataset* split : {&splits.train, &splits.valid, &splits.test}) {
       split->inputs = split->inputs.flatten(1);

@@ -1,5 +1,7 @@
 #include "dltune/workloads/train.h"
 
+#include <torch/torch.h>
+
 #include "dltune/workloads/registry.h"
 
 namespace dltune {
@@ -28,6 +30,13 @@ void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json&
                          const HyperParams& params, std::int64_t max_train_steps) {
   const auto workload = MakeWorkload(workload_name, workload_args);
   CheckTrialParams(*workload, params, max_train_steps);
+}
+
+void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json& workload_args) {
+  // One thread: no OpenMP team may exist when the process forks (a forked child cannot use a copied one).
+  torch::set_num_threads(1);
+  const auto workload = MakeWorkload(workload_name, workload_args);
+  workload->Data();  // decoded data sets stay cached in the process (LoadFashionMnist)
 }
 
 }  // namespace dltune

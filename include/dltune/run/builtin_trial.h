@@ -25,6 +25,11 @@ struct BuiltinTrialRun {
 // Reads `trial` (trial.json's content; `where` names it in errors). Throws Error for a missing or mistyped field.
 BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where);
 
+// A trial server's preparation for the built-in trial whose environment is `environment`: decodes the data set of
+// the workload its DLTUNE_TRIAL names, once per workload and arguments (PreloadWorkloadData). Throws Error when the
+// trial's files or data cannot be read (the trial then meets and reports the same error itself).
+void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment);
+
 // Trains the trial described by $DLTUNE_TRIAL, writing report lines to $DLTUNE_REPORT; returns the exit status
 // (0, or kTrialStoppedExitStatus when `stop_requested` became true, set by the caller's SIGTERM handler). Throws
 // Error for unusable trial files or params (the caller prints it to stderr, which the worker records).

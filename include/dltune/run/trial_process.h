@@ -20,7 +20,10 @@ struct TrialCommand {
   std::filesystem::path working_dir;               // empty: the worker's
   std::filesystem::path stdout_path;               // appended to
   std::filesystem::path stderr_path;               // appended to
+  bool warm_start = false;                         // a built-in trial (`dltune run-trial`): a TrialServer may fork it
 };
+
+class TrialServer;
 
 // How a process ended.
 struct ExitStatus {
@@ -35,8 +38,9 @@ class TrialProcess {
  public:
   // Starts `command`; the child writes report lines to fd 3, which DLTUNE_REPORT names (/dev/fd/3). Every process
   // it starts inherits DLTUNE_TRIAL_TOKEN, a value unique to this trial process, by which its descendants are found
-  // when it ends. Throws Error when the log files cannot be opened or the process cannot be created.
-  explicit TrialProcess(const TrialCommand& command);
+  // when it ends. A `warm_start` command is forked by `server` when one is given and can (trial_server.h), else
+  // exec'd like any other. Throws Error when the log files cannot be opened or the process cannot be created.
+  explicit TrialProcess(const TrialCommand& command, TrialServer* server = nullptr);
   // Kills the process group and every descendant (SIGKILL) if it is still running, and reaps it.
   ~TrialProcess();
   TrialProcess(const TrialProcess&) = delete;

@@ -31,7 +31,9 @@ struct FashionMnistSplits {
 
 // Reads and decodes the four files of `dir` (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,
 // t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz). Inputs are [N, 1, 28, 28], or [N, 784] with `flatten`;
-// train and valid are views of one tensor. Takes ~0.4 s (mostly zlib inflating the training images). Thread-safe.
+// train and valid are views of one tensor. The first call takes ~0.4 s (mostly zlib inflating the training images);
+// the decoded tensors are kept, and later calls (while the files are unchanged) return views of them, to be read
+// and never written. Thread-safe.
 // Throws Error naming the file when one is missing ("...: Fashion-MNIST not found; install it with: apt-get install
 // dataset-fashion-mnist"), corrupt, or not Fashion-MNIST's shape (60,000 / 10,000 images of 28 x 28, labels 0-9).
 FashionMnistSplits LoadFashionMnist(const std::string& dir = kFashionMnistDir, bool flatten = false);

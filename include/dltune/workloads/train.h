@@ -30,6 +30,11 @@ void CheckWorkloadParams(const std::string& workload_name, const nlohmann::json&
 // The examples shared by the splits of workload `workload_name` (CheckSplitOverlap), its data loaded.
 SplitOverlap CheckWorkloadSplits(const std::string& workload_name, const nlohmann::json& workload_args);
 
+// Loads the data set of workload `workload_name` into this process's memory on one thread, and keeps it there so
+// that processes forked from this one start with it decoded (a trial server's preparation, trial_server.h). Leaves
+// LibTorch on one intra-op thread and never starts a thread pool. Throws Error like the workload's own loading.
+void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json& workload_args);
+
 // Every registered workload's name, sorted; the built-in ones included.
 std::vector<std::string> WorkloadNames();
 

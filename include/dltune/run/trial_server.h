@@ -1,0 +1,69 @@
+// Warm trial processes: a trial server (`dltune trial-server`, one per worker) is a dltune process that has loaded
+// LibTorch and decoded the study's data set once, and forks a fresh process for each built-in trial. A trial then
+// starts in milliseconds instead of paying for LibTorch's start-up and the data's decoding every time, and keeps
+// every guarantee of a trial process of its own (docs/trial-protocol.md, "Warm trial processes"):
+//   - each trial is still one process, in a process group of its own, and the worker's child: the server forks an
+//     intermediate that forks the trial and exits at once, so the trial is re-parented to the worker (a child
+//     subreaper), which waits for it, signals it and kills what it leaves behind exactly as for an exec'd one;
+//   - the trial has the environment, working directory, standard output and error and report channel the worker
+//     gave it (the descriptors travel over the server's socket), and dies with the worker (parent-death signal);
+//   - the server never starts a thread pool (OpenMP, LibTorch's intra-op or inter-op pool), so nothing a fork cannot
+//     copy exists when it forks: it decodes data on one thread, and each trial sets its own thread count;
+//   - a crash, a leak or a kill of one trial touches no other and not the server: they share no writable memory
+//     (copy-on-write). If the server itself dies, the worker starts trials by exec as before.
+// External programs (a spec's command:) are always started by exec.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dltune {
+
+// What a forked trial process is to run: the command line and environment the worker gave it (the server's
+// caller replaces its own argv and environment with these).
+struct ServedTrial {
+  std::vector<std::string> argv;
+};
+
+// Runs the server on the socket `control_fd` until the worker closes it (returns nullopt in the server) or a trial
+// is forked (returns the trial's argv in the trial process, whose descriptors, directory, environment and signal
+// state are then set up). `prepare` runs in the server before each fork with the trial's environment: it may load
+// what the trial will need (for example decode its data set), on this thread only.
+std::optional<ServedTrial> ServeTrials(int control_fd,
+                                       const std::function<void(const std::map<std::string, std::string>&)>& prepare);
+
+// The worker's side: starts the server on first use, asks it for trial processes, and shuts it down.
+class TrialServer {
+ public:
+  TrialServer() = default;
+  ~TrialServer();
+  TrialServer(const TrialServer&) = delete;
+  TrialServer& operator=(const TrialServer&) = delete;
+
+  // Starts a trial running `argv` with `environment` (whole, "KEY=VALUE"), in `working_dir` (empty: the worker's),
+  // with standard output `out_fd`, standard error `err_fd` and the report channel `report_fd` on descriptor 3.
+  // `load_environment` names the settings read when libraries load (thread counts, BLAS kernels): a server started
+  // with others is replaced. Returns the trial's pid (the caller's child by the time this returns), or nullopt
+  // when warm starts are unavailable here (disabled by DLTUNE_WARM_TRIALS=0, this process is not a child subreaper,
+  // or the server cannot be started or has died): the caller then starts the trial itself.
+  std::optional<pid_t> Start(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
+                             const std::string& working_dir, int out_fd, int err_fd, int report_fd,
+                             const std::map<std::string, std::string>& load_environment);
+
+ private:
+  bool EnsureRunning(const std::string& executable, const std::map<std::string, std::string>& load_environment);
+  void Shutdown();
+
+  pid_t pid_ = -1;
+  int control_fd_ = -1;
+  std::string executable_;
+  std::map<std::string, std::string> load_environment_;
+  bool failed_ = false;  // could not start, or died: exec from then on
+};
+
+}  // namespace dltune

@@ -1,0 +1,157 @@
+// Warm trial processes (include/dltune/run/trial_server.h): built-in trials forked by the worker's trial server train
+// exactly as exec'd ones do, and one that crashes, is killed or leaks memory touches no other trial, and no process
+// outlives the run. Faults are injected with DLTUNE_INJECT_FAULT (docs/trial-protocol.md, "Testing").
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Slurp;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class WarmTrials : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dltune_warm_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    // Six Fashion-MNIST trials of 20 steps, one at a time (so that trial n + 1 starts after trial n ended).
+    std::ofstream(dir_ / "study.yaml") << "name: warm\n"
+                                          "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
+                                          "max_train_steps: 20\n"
+                                          "training: {eval_every_steps: 10, train_eval_examples: 1000}\n"
+                                          "trials: 6\n"
+                                          "space:\n"
+                                          "  optimizer: adam\n"
+                                          "  learning_rate: {min: 0.0001, max: 0.01, scale: log}\n"
+                                          "  batch_size: 64\n";
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Runs the study in directory `name` (its store, runs and output there) with `environment` (VAR=value ...) before
+  // the command; returns its exit code.
+  int RunStudy(const std::string& name, const std::string& environment) {
+    fs::create_directories(dir_ / name);
+    fs::copy_file(dir_ / "study.yaml", dir_ / name / "study.yaml", fs::copy_options::overwrite_existing);
+    const std::string command = "cd '" + (dir_ / name).string() + "' && env " + environment + " " + DLTUNE_CLI +
+                                " run study.yaml --parallel 1 --no-report --storage sqlite://" +
+                                (dir_ / name / "dltune.db").string() + " > run.out 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // Each trial's state and reason, and its evaluations as "step split metric value" lines, by trial number.
+  struct TrialResult {
+    TrialState state = TrialState::kPending;
+    std::string reason;
+    std::vector<std::string> evals;
+  };
+  std::map<std::uint64_t, TrialResult> Results(const std::string& name) {
+    const auto store = OpenStore("sqlite://" + (dir_ / name / "dltune.db").string());
+    std::map<std::uint64_t, TrialResult> results;
+    for (const TrialRecord& trial : store->ListTrials(store->FindStudy("warm")->id)) {
+      TrialResult& result = results[trial.number];
+      result.state = trial.state;
+      result.reason = trial.reason;
+      for (const EvalMeasurement& e : store->EvalSeries(trial.id)) {
+        result.evals.push_back(std::to_string(e.step) + " " + e.split + " " + e.metric + " " + std::to_string(e.value));
+      }
+    }
+    return results;
+  }
+
+  std::string TrialLog(const std::string& name, std::uint64_t number) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / name)) {
+      if (entry.path().filename() == "stdout.log" &&
+          entry.path().parent_path().filename() == "trial_" + std::to_string(number)) {
+        return Slurp(entry.path());
+      }
+    }
+    return "";
+  }
+
+  // The peak memory a trial printed at its end, in MiB (-1 if it did not).
+  long PeakMemory(const std::string& name, std::uint64_t number) {
+    std::smatch match;
+    const std::string log = TrialLog(name, number);
+    return std::regex_search(log, match, std::regex("peak memory: (\\d+) MiB")) ? std::stol(match[1]) : -1;
+  }
+
+  fs::path dir_;
+};
+
+// Whether any process works in `dir` (a worker, its trial server and its trials all work where the run started).
+bool SomeProcessWorksIn(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const fs::path cwd = fs::read_symlink(entry.path() / "cwd", error);
+    if (!error && cwd.string().rfind(dir.string(), 0) == 0) return true;
+  }
+  return false;
+}
+
+TEST_F(WarmTrials, AreForkedByTheServerAndTrainExactlyAsExecdOnes) {
+  ASSERT_EQ(RunStudy("warm", ""), 0) << Slurp(dir_ / "warm" / "run.out");
+  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0"), 0) << Slurp(dir_ / "cold" / "run.out");
+  const auto warm = Results("warm");
+  const auto cold = Results("cold");
+  ASSERT_EQ(warm.size(), 6U);
+  for (const auto& [number, result] : warm) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_FALSE(result.evals.empty());
+    EXPECT_EQ(result.evals, cold.at(number).evals);  // bit for bit: the same numbers printed the same way
+    EXPECT_THAT(TrialLog("warm", number), HasSubstr("started warm: forked by trial server"));
+    EXPECT_THAT(TrialLog("cold", number), Not(HasSubstr("started warm")));
+  }
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+TEST_F(WarmTrials, ACrashKillOrLeakTouchesNoOtherTrial) {
+  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0"), 0) << Slurp(dir_ / "cold" / "run.out");
+  // Trial 1 segfaults at step 5, trial 2 is SIGKILLed at step 5, trial 3 leaks 64 MiB per step from step 15 on.
+  const int status = RunStudy("faults", "DLTUNE_INJECT_FAULT=segv@1:5,kill@2:5,leak@3:15");
+  EXPECT_NE(status, 0) << Slurp(dir_ / "faults" / "run.out");  // some trials failed
+  const auto faults = Results("faults");
+  const auto cold = Results("cold");
+  EXPECT_EQ(faults.at(1).state, TrialState::kFailed);
+  EXPECT_THAT(faults.at(1).reason, HasSubstr("SIGSEGV"));
+  EXPECT_EQ(faults.at(2).state, TrialState::kFailed);
+  EXPECT_THAT(faults.at(2).reason, HasSubstr("SIGKILL"));
+  for (const std::uint64_t number : {0, 3, 4, 5}) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(faults.at(number).state, TrialState::kCompleted) << faults.at(number).reason;
+    EXPECT_EQ(faults.at(number).evals, cold.at(number).evals);
+    EXPECT_THAT(TrialLog("faults", number), HasSubstr("started warm"));
+  }
+  // The leak (6 x 64 MiB) died with its process: the next trial, forked from the same server, starts without it.
+  const long leaky = PeakMemory("faults", 3);
+  const long next = PeakMemory("faults", 4);
+  ASSERT_GT(next, 0);
+  EXPECT_GE(leaky, next + 300) << "trial 3 peaked at " << leaky << " MiB, trial 4 at " << next;
+  EXPECT_LT(next, PeakMemory("faults", 0) + 64);
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+}  // namespace
+}  // namespace dltune
