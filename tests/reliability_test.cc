@@ -411,6 +411,41 @@ TEST_F(Dashboard, SlowClientsDoNotHoldUpFreshRequests) {
   for (const int sock : idle) ::close(sock);
 }
 
+// A trial's profile trace is served from where the store's records say the trial's checkpoints are, and nothing else:
+// another trial's, a path in the request, or a trace that does not exist is a 404.
+TEST_F(Dashboard, ServesATrialsProfileTraceAndNoOtherFile) {
+  const fs::path trial_dir = dir_ / "runs" / "trial_0";
+  fs::create_directories(trial_dir);
+  const std::string trace = "{\"traceEvents\": [], \"otherData\": {\"dltune\": {\"profile_steps\": \"1:2\"}}}\n";
+  std::ofstream(trial_dir / "profile.trace.json") << trace;
+  std::ofstream(dir_ / "secret.json") << "{\"secret\": true}\n";
+  {
+    auto store = OpenStore(Url());
+    const StudyRecord study = store->CreateStudy(
+        {.name = "traced",
+         .spec_text = "name: traced\nmax_train_steps: 10\ntraining: {profile_steps: '1:2'}\nspace: {lr: 0.1}\n"});
+    store->AddTrials(study.id, {{.number = 0, .substudy_label = "all", .seed = 1},
+                                {.number = 1, .substudy_label = "all", .seed = 2}});
+    const auto claimed = store->ClaimNext(study.id, "w");
+    ASSERT_TRUE(claimed.has_value());
+    store->AddCheckpoint(claimed->second, {.step = 2, .path = (trial_dir / "checkpoints" / "step_00000002").string()});
+  }
+  const int port = Serve("");
+  const std::string served = Ask(port, Get(port, "/api/studies/traced/trials/0/profile.trace.json")).first;
+  EXPECT_THAT(served, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(served, HasSubstr("filename=\"trial_0.profile.trace.json\""));
+  EXPECT_THAT(served, HasSubstr(trace));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies/traced/trials/0")).first, HasSubstr("\"profile_trace\":{\"bytes\""));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies/traced/trials/1/profile.trace.json")).first, HasSubstr("HTTP/1.1 404"));
+  EXPECT_THAT(Ask(port, Get(port, "/api/studies/traced/trials/9/profile.trace.json")).first, HasSubstr("HTTP/1.1 404"));
+  for (const char* path : {"/api/studies/traced/trials/0/../../../secret.json",
+                           "/api/studies/traced/trials/0/profile.trace.json/../../../../secret.json",
+                           "/api/studies/traced/trials/0/%2e%2e/%2e%2e/secret.json"}) {
+    const std::string response = Ask(port, Get(port, path)).first;
+    EXPECT_THAT(response, Not(HasSubstr("secret"))) << path;
+  }
+}
+
 TEST_F(Dashboard, ConnectionsPastTheLimitAreRefused) {
   const int port = Serve("--max-connections 4");
   std::vector<int> held;

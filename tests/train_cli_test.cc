@@ -1,9 +1,16 @@
 // `dltune train` end to end on the synthetic workload: determinism of resumption across processes, divergence, and
 // hyperparameter mistakes.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,6 +21,7 @@
 namespace {
 
 using dltune::test::RunDltune;
+using dltune::test::Slurp;
 using ::testing::HasSubstr;
 
 struct RunRecord {
@@ -184,4 +192,85 @@ TEST_F(TrainCli, AStopRightAfterAnEvaluationKeepsItsCheckpoint) {
   EXPECT_EQ(saves_of_40, 1);
   const auto meta = nlohmann::json::parse(std::ifstream(out / "checkpoints" / "step_00000040" / "meta.json"));
   EXPECT_FALSE(meta["objective"].is_null());
+}
+
+// The step numbers of a profile trace's step spans (docs/training.md, "DIR/profile.trace.json").
+static std::set<std::int64_t> TracedSteps(const nlohmann::json& trace) {
+  std::set<std::int64_t> steps;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("cat", "") == "dltune" && event.at("args").contains("step")) {
+      steps.insert(event["args"]["step"].get<std::int64_t>());
+    }
+  }
+  return steps;
+}
+
+// `dltune train --profile-steps A:B` writes DIR/profile.trace.json of steps A+1 to B and says where it is.
+TEST_F(TrainCli, AProfileWindowIsTracedBesideTheMetrics) {
+  const auto out = dir_ / "profiled";
+  const auto result = RunDltune(
+      "train synthetic --set optimizer=adam --set learning_rate=0.01 --steps 40 --eval-every 10 "
+      "--profile-steps 9:11 --out " +
+      out.string());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("profile trace of steps 9:11 in " + (out / "profile.trace.json").string()));
+  const auto trace = nlohmann::json::parse(std::ifstream(out / "profile.trace.json"));
+  EXPECT_EQ(TracedSteps(trace), (std::set<std::int64_t>{10, 11}));
+  bool addmm = false;
+  for (const auto& event : trace["traceEvents"]) addmm = addmm || event["name"] == "aten::addmm";
+  EXPECT_TRUE(addmm);
+}
+
+TEST_F(TrainCli, ABadProfileWindowIsRefusedNamingTheSetting) {
+  const auto past = RunDltune("train synthetic --steps 20 --profile-steps 5:50 --out " + (dir_ / "p").string());
+  EXPECT_EQ(past.exit_code, 2);
+  EXPECT_THAT(past.err, HasSubstr("training.profile_steps must end at step 20 (max_train_steps) or before, not 5:50"));
+  const auto reversed = RunDltune("train synthetic --steps 20 --profile-steps 9:3 --out " + (dir_ / "r").string());
+  EXPECT_EQ(reversed.exit_code, 2);
+  EXPECT_THAT(reversed.err, HasSubstr("--profile-steps: must be A:B with A < B"));
+  const auto word = RunDltune("train synthetic --steps 20 --profile-steps 5 --out " + (dir_ / "w").string());
+  EXPECT_EQ(word.exit_code, 2);
+  EXPECT_THAT(word.err, HasSubstr("--profile-steps: must be A:B, from step A to step B"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "p" / "profile.trace.json"));
+}
+
+// Ctrl-C inside the window: the run stops after a checkpoint (75), and the trace of the steps it did is whole JSON.
+TEST_F(TrainCli, CtrlCInsideTheProfileWindowStillWritesAValidTrace) {
+  const auto out = dir_ / "interrupted";
+  const auto log = dir_ / "interrupted.log";
+  const std::string cli = DLTUNE_CLI;
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execl(cli.c_str(), cli.c_str(), "train", "synthetic", "--set", "optimizer=adam", "--steps", "1000000",
+            "--log-every", "5", "--eval-every", "1000000", "--profile-steps", "0:1000000", "--out", out.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The first progress line: training runs, inside the window (its handler for SIGINT is in place).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (Slurp(log).find("step ") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  const std::string output = Slurp(log);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 75) << output;
+  const auto stopped_at = output.find("stopped at step ");
+  ASSERT_NE(stopped_at, std::string::npos) << output;
+  const std::int64_t last = std::stoll(output.substr(stopped_at + std::string("stopped at step ").size()));
+  EXPECT_GE(last, 5);
+
+  std::ifstream in(out / "profile.trace.json");
+  ASSERT_TRUE(in.good()) << output;
+  const auto trace = nlohmann::json::parse(in);  // the whole file: a torn one throws
+  EXPECT_EQ(trace["otherData"]["dltune"]["ended"], "stopped");
+  std::set<std::int64_t> expected;
+  for (std::int64_t step = 1; step <= last; ++step) expected.insert(step);
+  EXPECT_EQ(TracedSteps(trace), expected);
 }

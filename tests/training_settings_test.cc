@@ -26,7 +26,7 @@ std::string OtherValue(const TrainingSettingField& field) {
   switch (field.kind) {
     case Kind::kSwitch: return "true";
     case Kind::kDuration: return "90s";
-    case Kind::kText: return "dense:50";
+    case Kind::kText: return field.key == "profile_steps" ? "10:20" : "dense:50";  // each in its own grammar
     case Kind::kNumber: return "37.5";
     case Kind::kCount: {
       const auto fallback = NumericValue(field.Get(TrainingSettings{})).value_or(0);
@@ -113,6 +113,66 @@ TEST(TrainingSettings, BadValuesAreRefusedNamingTheSetting) {
   EXPECT_EQ(TrainingSettings{}.Resolved(5).eval_every_steps, 1);
   EXPECT_EQ(ParseDurationText("2h"), 7200);
   EXPECT_THROW(ParseDurationText("2 weeks"), Error);
+}
+
+// training.profile_steps: a window of steps A:B, 0 <= A < B <= max_train_steps, refused otherwise by the spec parser,
+// by Validate and by the `dltune train` option, each naming the setting.
+TEST(TrainingSettings, ABadProfileWindowIsRefusedNamingTheSetting) {
+  EXPECT_FALSE(ProfileWindow::Parse("").has_value());
+  const auto window = ProfileWindow::Parse("0:1000", 1000);
+  ASSERT_TRUE(window.has_value());
+  EXPECT_EQ(window->begin, 0);
+  EXPECT_EQ(window->end, 1000);
+  EXPECT_EQ(window->steps(), 1000);
+  EXPECT_EQ(ProfileTracePath("runs/a/trial_3/checkpoints"), std::filesystem::path("runs/a/trial_3/profile.trace.json"));
+  EXPECT_EQ(ProfileTracePath("/r/out/checkpoints/"), std::filesystem::path("/r/out/profile.trace.json"));
+
+  const auto spec_error = [](const std::string& value) {
+    try {
+      ParseStudySpec("name: p\nworkload: synthetic\nmax_train_steps: 1000\ntraining:\n  profile_steps: " + value +
+                         "\nspace:\n  learning_rate: {min: 0.01, max: 0.1}\n",
+                     "spec.yaml");
+    } catch (const SpecError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(spec_error("100:110"), "(accepted)");
+  EXPECT_EQ(spec_error("\"0:1000\""), "(accepted)");
+  EXPECT_THAT(spec_error("110:100"),
+              ::testing::HasSubstr("spec.yaml:5:18: training.profile_steps must be A:B with A < B"));
+  EXPECT_THAT(
+      spec_error("900:1001"),
+      ::testing::HasSubstr("spec.yaml:5:18: training.profile_steps must end at step 1000 (max_train_steps) or before"));
+  EXPECT_THAT(spec_error("-5:10"), ::testing::HasSubstr("training.profile_steps must be A:B, from step A to step B"));
+  EXPECT_THAT(spec_error("12"), ::testing::HasSubstr("training.profile_steps must be A:B, from step A to step B"));
+  EXPECT_THAT(spec_error("[1, 2]"), ::testing::HasSubstr("training.profile_steps must be a single value"));
+
+  TrainingSettings settings;
+  settings.profile_steps = "5:50";
+  EXPECT_NO_THROW(settings.Validate(50));
+  try {
+    settings.Validate(40);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "training.profile_steps must end at step 40 (max_train_steps) or before, not 5:50");
+  }
+
+  CLI::App app;
+  cli::TrainingSettingOptions options;
+  cli::AddTrainingSettingOptions(&app, options);
+  app.parse(std::vector<std::string>{"3:7", "--profile-steps"});  // CLI11 takes the words last first
+  EXPECT_EQ(options.Settings().profile_steps, "3:7");
+  try {
+    CLI::App bad;
+    cli::TrainingSettingOptions bad_options;
+    cli::AddTrainingSettingOptions(&bad, bad_options);
+    bad.parse(std::vector<std::string>{"7:3", "--profile-steps"});
+    FAIL();
+  } catch (const CLI::ValidationError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("--profile-steps: must be A:B with A < B"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("not '7:3'"));
+  }
 }
 
 }  // namespace

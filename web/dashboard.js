@@ -212,12 +212,21 @@ async function showTrial(data) {
   const params = Object.entries(data.params).map(([k, v]) => [k, v]);
   const checkpoints = data.checkpoints.map((c) => [c.step, c.pool, c.objective, c.deleted ? 'deleted' : c.path]);
   const chartBox = el('div', {});
+  // The trial's profile trace (training.profile_steps), when it wrote one: served by dltune serve, to open in Perfetto.
+  const trace = data.profile_trace;
+  const traceBox = trace ? el('p', { class: 'profile-trace' }, `Steps ${trace.steps || '?'}: `,
+    el('a', { href: `/api/studies/${encodeURIComponent(data.study)}/trials/${data.number}/profile.trace.json`,
+      download: `trial_${data.number}.profile.trace.json` }, 'download the trace'),
+    trace.bytes === null ? '' : ` (${(trace.bytes / 1e6).toFixed(1)} MB)`, ', then open it in ',
+    el('a', { href: 'https://ui.perfetto.dev', target: '_blank', rel: 'noopener noreferrer' }, 'ui.perfetto.dev'),
+    ' or chrome://tracing. On this machine: ', el('code', {}, trace.path)) : null;
   main.replaceChildren(...[el('h1', {}, `Trial ${data.number}`),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.filter(([, v]) => v !== '' && v !== null && v !== undefined)
       .map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
     el('h2', {}, 'Params'), table(['param', 'value'], params),
     el('h2', {}, 'Curves'), chartBox,
     el('h2', {}, 'Checkpoints'), checkpoints.length ? table(['step', 'pool', 'objective', 'path'], checkpoints) : el('p', { class: 'muted' }, 'None.'),
+    traceBox ? el('h2', {}, 'Profile trace') : null, traceBox,
     data.stderr_tail ? el('h2', {}, 'Last lines of stderr') : null,
     data.stderr_tail ? el('pre', {}, data.stderr_tail) : null].filter(Boolean));
   resetCharts();

@@ -1,6 +1,6 @@
 // `dltune serve`: the live, read-only dashboard. An HTTP server (cpp-httplib) that answers the page's JSON requests
-// from the store (dltune/report/dashboard_api.h) and serves the page and its scripts — a fixed list of files, nothing
-// else from the filesystem.
+// from the store (dltune/report/dashboard_api.h) and serves the page and its scripts — a fixed list of files — and
+// the trials' profile traces, found from the store's records; nothing else from the filesystem.
 #include <httplib.h>
 #include <zlib.h>
 
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -181,6 +182,30 @@ void RegisterServeCommand(CLI::App& app) {
     server.Get(R"(/api/studies/([^/]+)/trials/(\d{1,18}))", api([&](const httplib::Request& request) {
                  return TrialJson(*store, request.matches[1].str(), std::stoull(request.matches[2].str())).dump();
                }));
+    // A trial's profile trace, to download and open in ui.perfetto.dev: the one file beside the trial's checkpoints
+    // that the store's records lead to (TrialProfileTrace), never a path the request names.
+    server.Get(R"(/api/studies/([^/]+)/trials/(\d{1,18})/profile\.trace\.json)",
+               [&](const httplib::Request& request, httplib::Response& response) {
+                 std::optional<std::filesystem::path> trace;
+                 const auto number = std::stoull(request.matches[2].str());
+                 try {
+                   const std::lock_guard<std::mutex> lock(store_mutex);
+                   trace = TrialProfileTrace(*store, request.matches[1].str(), number);
+                 } catch (const Error& e) {
+                   return SendError(response, 404, e.what());
+                 }
+                 if (!trace) return SendError(response, 404, "this trial has no profile trace");
+                 std::string body;
+                 try {
+                   body = ReadFile(*trace);
+                 } catch (const Error& e) {
+                   return SendError(response, 404, e.what());
+                 }
+                 response.set_header("Cache-Control", "no-store");
+                 response.set_header("Content-Disposition",
+                                     fmt::format("attachment; filename=\"trial_{}.profile.trace.json\"", number));
+                 response.set_content(body, "application/json; charset=utf-8");
+               });
     server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
       std::string message = "internal error";
       try {

@@ -133,7 +133,8 @@ void RegisterTrainCommand(CLI::App& app) {
   auto* train = app.add_subcommand(
       "train",
       "Train a workload once with the given hyperparameters, evaluating at step intervals, keeping the latest and best "
-      "checkpoints and writing every measurement to DIR/metrics.jsonl. Running it again with the same DIR resumes "
+      "checkpoints and writing every measurement to DIR/metrics.jsonl (and, with --profile-steps A:B, a trace of "
+      "those steps to DIR/profile.trace.json). Running it again with the same DIR resumes "
       "from the latest checkpoint; Ctrl-C stops after a checkpoint (exit status 75: resumable).\n\n"
       "Example:\n  dltune train fashion_mnist_mlp --set optimizer=nesterov --set learning_rate=0.05 --steps 2000 "
       "--out runs/mlp");
@@ -186,6 +187,10 @@ void RegisterTrainCommand(CLI::App& app) {
         Train(args->workload, workload_args, HyperParams(workload_args, params), options, callbacks);
     if (result.resumed_from_step > 0)
       std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
+    if (!result.profile_trace.empty()) {
+      std::printf("profile trace of steps %s in %s (open it in ui.perfetto.dev or chrome://tracing)\n",
+                  options.training.profile_steps.c_str(), result.profile_trace.c_str());
+    }
     switch (result.outcome) {
       case TrainOutcome::kCompleted:
         std::printf("completed %lld steps: best %s %.4f at step %lld; metrics in %s/metrics.jsonl\n",

@@ -33,7 +33,7 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "when to evaluate: every (every eval_every_steps), dense:N (also every step up to N) or log:K (K "
        "log-spaced steps); always at the last step (default: every)",
        Kind::kText, 0, 0, false, false, &TrainingSettings::eval_schedule,
-       [](const std::string& text) { EvalSchedule::Parse(text); }},
+       [](const std::string& text, std::int64_t) { EvalSchedule::Parse(text); }},
       {"eval_batch_size", "--eval-batch-size", "examples per evaluation batch (default: twice the training batch size)",
        Kind::kCount, 1, 1e9, false, false, &TrainingSettings::eval_batch_size},
       {"train_eval_examples", "--train-eval-examples",
@@ -60,6 +60,11 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        1000, false, false, &TrainingSettings::keep_latest_checkpoints},
       {"threads", "--threads", "threads each trial uses (default 1)", Kind::kCount, 1, 1024, false, false,
        &TrainingSettings::threads},
+      {"profile_steps", "--profile-steps",
+       "write a trace for ui.perfetto.dev of steps A:B, from step A to step B (LibTorch's operators and the "
+       "trainer's spans), to profile.trace.json beside the checkpoint directory (default: none)",
+       Kind::kText, 0, 0, false, false, &TrainingSettings::profile_steps,
+       [](const std::string& text, std::int64_t max_train_steps) { ProfileWindow::Parse(text, max_train_steps); }},
       {"timeout", "", "a trial process running longer than this is stopped and failed (default: none)", Kind::kDuration,
        0, 365.0 * 86400, true, false, &TrainingSettings::timeout_seconds},
   };
@@ -92,8 +97,9 @@ void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, s
     }
     case Kind::kText: {
       const auto* text = std::get_if<std::string>(&value);
+      // A number or a boolean is checked as its text, so that the message says what the setting's grammar is.
+      if (check_text != nullptr) check_text(text != nullptr ? *text : FormatValue(value), max_train_steps);
       if (!text) throw Error("must be text");
-      if (check_text != nullptr) check_text(*text);
       settings.*std::get<std::string TrainingSettings::*>(member) = *text == "every" ? std::string() : *text;
       return;
     }
@@ -197,6 +203,34 @@ std::string TrainingSettingFlags(const TrainingSettings& settings) {
     if (field.kind != Kind::kSwitch) flags += " " + FormatValue(field.Get(settings));
   }
   return flags;
+}
+
+std::optional<ProfileWindow> ProfileWindow::Parse(const std::string& text, std::int64_t max_train_steps) {
+  if (text.empty()) return std::nullopt;
+  const auto number = [](std::string_view digits, std::int64_t& value) {
+    const auto [stop, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return !digits.empty() && error == std::errc() && stop == digits.data() + digits.size() && digits[0] != '-' &&
+           digits[0] != '+';
+  };
+  const auto colon = text.find(':');
+  ProfileWindow window;
+  if (colon == std::string::npos || !number(std::string_view(text).substr(0, colon), window.begin) ||
+      !number(std::string_view(text).substr(colon + 1), window.end)) {
+    throw Error("must be A:B, from step A to step B (whole numbers, 0 <= A < B), e.g. 100:110");
+  }
+  if (window.begin >= window.end) {
+    throw Error("must be A:B with A < B (from step A to step B: the steps A+1 to B)");
+  }
+  if (max_train_steps > 0 && window.end > max_train_steps) {
+    throw Error(fmt::format("must end at step {} (max_train_steps) or before", max_train_steps));
+  }
+  return window;
+}
+
+std::filesystem::path ProfileTracePath(const std::filesystem::path& checkpoint_dir) {
+  std::filesystem::path dir = checkpoint_dir.lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "runs/a/checkpoints/"
+  return dir.parent_path() / "profile.trace.json";
 }
 
 double ParseDurationText(const std::string& text) {

@@ -178,13 +178,29 @@ std::string StudyJsonCache::Get(Store& store, const std::string& name, StudyPart
   return body;
 }
 
+std::optional<std::filesystem::path> TrialProfileTrace(Store& store, const std::string& name, std::uint64_t number) {
+  const StudyRecord study = RequireStudy(store, name);
+  const auto trial = store.FindTrial(study.id, number);
+  if (!trial) throw Error(fmt::format("study '{}' has no trial {}", name, number));
+  return FindProfileTrace(store.ListCheckpoints(trial->id));
+}
+
 json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
   const StudyRecord study = RequireStudy(store, name);
   const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? name : study.spec_path);
   const auto trial = store.FindTrial(study.id, number);
   if (!trial) throw Error(fmt::format("study '{}' has no trial {}", name, number));
+  const std::vector<CheckpointRecord> checkpoint_records = store.ListCheckpoints(trial->id);
+  json profile_trace = nullptr;
+  if (const auto trace = FindProfileTrace(checkpoint_records)) {
+    std::error_code error;
+    const auto bytes = std::filesystem::file_size(*trace, error);
+    profile_trace = {{"path", trace->string()},
+                     {"steps", spec.training.profile_steps},
+                     {"bytes", error ? json(nullptr) : json(bytes)}};
+  }
   json checkpoints = json::array();
-  for (const auto& c : store.ListCheckpoints(trial->id)) {
+  for (const auto& c : checkpoint_records) {
     checkpoints.push_back({{"step", c.step},
                            {"path", c.path},
                            {"objective", Optional(c.objective)},
@@ -214,6 +230,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
           {"stderr_tail", trial->stderr_tail},
           {"params", ParamsJson(spec, trial->params)},
           {"checkpoints", checkpoints},
+          {"profile_trace", profile_trace},
           {"sections", SectionsJson(data, PageParts::kMeasurements)}};
 }
 

@@ -16,6 +16,7 @@
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
+#include "dltune/core/training_settings.h"
 #include "dltune/report/study_page.h"
 #include "dltune/store/tracking.h"
 #include "dltune/version.h"
@@ -72,6 +73,20 @@ std::string FormatTime(double seconds) {
 std::string ShortValue(const Value& value) {
   if (const auto* real = std::get_if<double>(&value)) return fmt::format("{:.4g}", *real);
   return FormatValue(value);
+}
+
+// A file:// URL of `path` (made absolute), every byte but unreserved ones and '/' percent-encoded.
+std::string FileUrl(const fs::path& path) {
+  std::string url = "file://";
+  for (const char c : fs::absolute(path).lexically_normal().string()) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (std::isalnum(byte) != 0 || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      url += c;
+    } else {
+      url += fmt::format("%{:02X}", byte);
+    }
+  }
+  return url;
 }
 
 // The HTML document, built in order.
@@ -312,9 +327,11 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
     const auto extras = options.extras.find(number);
     std::optional<CheckpointRecord> checkpoint;
     std::string reproduce;
+    std::optional<fs::path> trace;
     if (extras != options.extras.end()) {
       checkpoint = BestCheckpoint(extras->second.checkpoints, trial.best_step);
       reproduce = extras->second.reproduce;
+      trace = FindProfileTrace(extras->second.checkpoints);
     }
     page.Raw(fmt::format("<tr class=\"detail\"><td></td><td colspan=\"{}\">", width - 1));
     page.Raw("<div><span class=\"label\">checkpoint</span>");
@@ -328,6 +345,15 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
     if (!reproduce.empty()) {
       page.Raw("<div><span class=\"label\">reproduce</span>");
       page.Element("code", reproduce);
+      page.Raw("</div>");
+    }
+    if (trace) {
+      page.Raw("<div class=\"profile\"><span class=\"label\">profile</span>");
+      page.Raw(fmt::format("<a href=\"{}\">", HtmlEscape(FileUrl(*trace))));
+      page.Element("code", trace->string());
+      page.Raw("</a> ");
+      page.Text(fmt::format("(a trace of steps {}: open it in ui.perfetto.dev or chrome://tracing)",
+                            data.spec.training.profile_steps.empty() ? "?" : data.spec.training.profile_steps));
       page.Raw("</div>");
     }
     page.Raw("</td></tr>\n");
@@ -366,6 +392,19 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
 }
 
 }  // namespace
+
+std::optional<fs::path> FindProfileTrace(const std::vector<CheckpointRecord>& checkpoints) {
+  std::set<fs::path> looked;
+  for (const CheckpointRecord& checkpoint : checkpoints) {
+    const fs::path step_dir = fs::path(checkpoint.path).lexically_normal();
+    if (!step_dir.has_filename() || !step_dir.has_parent_path()) continue;
+    const fs::path trace = ProfileTracePath(step_dir.parent_path());
+    if (!looked.insert(trace).second) continue;
+    std::error_code error;
+    if (fs::is_regular_file(trace, error)) return trace;
+  }
+  return std::nullopt;
+}
 
 fs::path FindWebDir() {
   std::vector<std::string> looked;

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "dltune/core/error.h"
+#include "dltune/report/dashboard_api.h"
 #include "dltune/report/study_data.h"
 #include "dltune/report/study_page.h"
 #include "dltune/store/store.h"
@@ -295,6 +296,60 @@ TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
     }
   }
   EXPECT_EQ(curve_trials, (std::set<std::int64_t>{1, 2}));
+}
+
+// A trial's profile trace (training.profile_steps) is found beside its checkpoints, as the trainer writes it, and
+// linked from the report's best trials and the dashboard's trial page only when the file exists.
+TEST(RenderReport, LinksAProfileTraceBesideTheTrialsCheckpoints) {
+  const fs::path trial_dir =
+      fs::temp_directory_path() / ("dltune_report_trace_" + std::to_string(::getpid())) / "trial 2 <x>";
+  fs::create_directories(trial_dir);
+  const std::vector<CheckpointRecord> checkpoints = {
+      {.step = 50, .path = (trial_dir / "checkpoints" / "step_00000050").string(), .pool = CheckpointPool::kBest}};
+  EXPECT_EQ(FindProfileTrace(checkpoints), std::nullopt);
+
+  const fs::path web = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = web;
+  options.extras[2] = {.checkpoints = checkpoints, .reproduce = "dltune train x"};
+  StudyData data = HostileStudy();
+  data.spec.training.profile_steps = "10:20";
+  EXPECT_THAT(RenderReport(data, options), Not(HasSubstr("label\">profile<")));
+
+  std::ofstream(trial_dir / "profile.trace.json") << "{\"traceEvents\": []}\n";
+  EXPECT_EQ(FindProfileTrace(checkpoints), trial_dir / "profile.trace.json");
+  const std::string html = RenderReport(data, options);
+  const std::string url_dir = "file://" + HtmlEscape(trial_dir.parent_path().string()) + "/trial%202%20%3Cx%3E";
+  EXPECT_THAT(html, HasSubstr("<span class=\"label\">profile</span><a href=\"" + url_dir +
+                              "/profile.trace.json\"><code>" + HtmlEscape((trial_dir / "profile.trace.json").string()) +
+                              "</code></a> (a trace of steps 10:20: open it in ui.perfetto.dev or chrome://tracing)"));
+  fs::remove_all(web);
+
+  // The dashboard's trial page says the same, and the server finds the file through the store's records alone.
+  const fs::path db = trial_dir.parent_path() / "s.db";
+  {
+    auto store = OpenStore("sqlite://" + db.string());
+    const StudyRecord study =
+        store->CreateStudy({.name = "traced",
+                            .spec_text = "name: traced\nmax_train_steps: 100\ntraining: {profile_steps: '10:20'}\n"
+                                         "space: {lr: {min: 0.1, max: 1}}\n"});
+    store->AddTrials(study.id, {{.number = 0, .substudy_label = "all", .seed = 1},
+                                {.number = 1, .substudy_label = "all", .seed = 2}});
+    const auto claimed = store->ClaimNext(study.id, "w");
+    ASSERT_TRUE(claimed.has_value());
+    store->AddCheckpoint(claimed->second, checkpoints.front());
+    const nlohmann::json trial = TrialJson(*store, "traced", claimed->first.number);
+    ASSERT_TRUE(trial.at("profile_trace").is_object()) << trial.dump();
+    EXPECT_EQ(trial["profile_trace"]["path"], (trial_dir / "profile.trace.json").string());
+    EXPECT_EQ(trial["profile_trace"]["steps"], "10:20");
+    EXPECT_EQ(trial["profile_trace"]["bytes"], fs::file_size(trial_dir / "profile.trace.json"));
+    EXPECT_EQ(TrialProfileTrace(*store, "traced", claimed->first.number), trial_dir / "profile.trace.json");
+    const std::uint64_t other = 1 - claimed->first.number;
+    EXPECT_TRUE(TrialJson(*store, "traced", other).at("profile_trace").is_null());
+    EXPECT_EQ(TrialProfileTrace(*store, "traced", other), std::nullopt);
+    EXPECT_THROW(TrialProfileTrace(*store, "traced", 7), Error);
+  }
+  fs::remove_all(trial_dir.parent_path());
 }
 
 // A study too large to read whole is refused with what to use instead, before anything is read.

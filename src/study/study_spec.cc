@@ -101,8 +101,10 @@ TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_step
   for (const auto& field : TrainingSettingFields()) {
     const auto value = node.Find(std::string(field.key));
     if (!value) continue;
+    // A list or mapping is no setting's value (not even the empty text of a text setting's default).
+    if (!value->IsScalar()) throw value->Fail("must be a single value, not a list or mapping");
     try {
-      field.Set(training, value->IsScalar() ? value->AsValue() : Value(std::string()), max_train_steps);
+      field.Set(training, value->AsValue(), max_train_steps);
     } catch (const SpecError&) {
       throw;
     } catch (const Error& e) {

@@ -25,6 +25,7 @@
 #include "eval_batches.h"
 #include "optimizer.h"
 #include "pipeline.h"
+#include "profile_trace.h"
 #include "threads.h"
 
 namespace dltune {
@@ -203,6 +204,7 @@ class Loop {
   TrainResult Run() {
     TrainResult result;
     Resume(result);
+    PlanProfile();
     callbacks_.OnStart(step_);
     const auto data_start = Clock::now();
     const WorkloadData& data = workload_.Data();
@@ -218,7 +220,11 @@ class Loop {
 
     auto interval_start = Clock::now();
     while (step_ < options_.max_train_steps) {
-      Batch batch = pipeline.Next();
+      if (profile_ && step_ == profile_start_) StartProfile();
+      // The step's span holds everything its iteration does: waiting for the batch, the update, and the metrics,
+      // evaluation and checkpoint that follow it.
+      TraceSpan step_span(tracing_, "step", step_ + 1);
+      Batch batch = NextBatch(pipeline);
       TrainStep(batch);
       ++step_;
       const bool last = step_ == options_.max_train_steps;
@@ -228,6 +234,7 @@ class Loop {
         if (auto diverged = FlushTrainMetrics(elapsed, pipeline.TakeWaitSeconds())) {
           result.outcome = TrainOutcome::kInfeasible;
           result.reason = *diverged;
+          step_span.End();
           break;
         }
       }
@@ -247,8 +254,15 @@ class Loop {
         if (saved_step_ != step_) SaveCheckpoint(std::nullopt);
         result.outcome = TrainOutcome::kStopped;
         result.reason = fmt::format("stopped at step {}; resumable from its checkpoint", step_);
+        step_span.End();
         break;
       }
+      step_span.End();
+      if (tracing_ && step_ == profile_->end) FinishProfile("window", result);
+    }
+    // Stopped or diverged inside the window: the trace of the steps done is written all the same.
+    if (tracing_) {
+      FinishProfile(result.outcome == TrainOutcome::kStopped ? "stopped" : "diverged", result);
     }
     result.steps = step_;
     result.seconds = seconds_;
@@ -259,14 +273,70 @@ class Loop {
   }
 
  private:
+  // training.profile_steps: whether this run records a trace, and from which step. A run resumed inside the window
+  // records the rest of it unless the run before wrote the trace of its part (stopped inside the window).
+  void PlanProfile() {
+    profile_ = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
+    if (!profile_) return;
+    std::filesystem::path path = options_.profile_path;
+    if (path.empty()) {
+      if (options_.checkpoint_dir.empty()) {
+        throw Error("training.profile_steps needs a directory for its trace: train with a checkpoint directory");
+      }
+      path = ProfileTracePath(options_.checkpoint_dir);
+    }
+    profile_start_ = std::max(step_, profile_->begin);
+    if (profile_start_ >= profile_->end || (step_ > profile_->begin && std::filesystem::exists(path))) {
+      profile_.reset();
+      return;
+    }
+    trace_ = std::make_unique<ProfileTrace>(path, nlohmann::json{{"profile_steps", settings_.profile_steps},
+                                                                 {"workload", workload_.name()},
+                                                                 {"max_train_steps", options_.max_train_steps},
+                                                                 {"batch_size", hp_.batch_size},
+                                                                 {"device", device_.str()},
+                                                                 {"resumed_from_step", step_}});
+  }
+
+  void StartProfile() {
+    trace_->Start();
+    tracing_ = trace_.get();
+  }
+
+  // Writes the trace. A trace that cannot be written is a warning: training goes on (its checkpoints say whether the
+  // disk is the trouble).
+  void FinishProfile(const std::string& ended, TrainResult& result) {
+    tracing_ = nullptr;
+    profile_.reset();
+    try {
+      trace_->Finish(ended);
+      result.profile_trace = trace_->path().string();
+    } catch (const Error& e) {
+      std::fprintf(stderr, "dltune: warning: no profile trace: %s\n", FirstLine(e.what()).c_str());
+    }
+    trace_.reset();
+  }
+
+  Batch NextBatch(BatchPipeline& pipeline) {
+    TraceSpan span(tracing_, "data_wait");
+    return pipeline.Next();
+  }
+
   void TrainStep(const Batch& batch) {
     model_->train();
+    TraceSpan zero_grad(tracing_, "zero_grad");
     optimizer_->ZeroGrad();
+    zero_grad.End();
+    TraceSpan forward(tracing_, "forward");
     const torch::Tensor inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     const torch::Tensor labels = batch.labels.to(device_, /*non_blocking=*/true);
     const torch::Tensor loss = workload_.PerExampleLoss(model_->Forward(inputs), labels).mean();
+    forward.End();
+    TraceSpan backward(tracing_, "backward");
     loss.backward();
+    backward.End();
     // Global gradient norm and clipping as tensor ops: no host sync.
+    TraceSpan clip(tracing_, "grad_norm");
     std::vector<torch::Tensor> squares;
     for (const auto& p : model_->parameters()) {
       if (p.grad().defined()) squares.push_back(p.grad().pow(2).sum());
@@ -282,6 +352,8 @@ class Loop {
     pending_norms_.push_back(norm.detach());
     pending_losses_.push_back(loss.detach());
     pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
+    clip.End();
+    TraceSpan update(tracing_, "optimizer");
     optimizer_->Step(pending_lrs_.back());
   }
 
@@ -290,6 +362,7 @@ class Loop {
     seconds_["train"] += elapsed;
     seconds_["data_wait"] += data_wait;
     if (pending_losses_.empty()) return std::nullopt;
+    TraceSpan span(tracing_, "metrics");
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
     const torch::Tensor norms = torch::stack(pending_norms_).to(torch::kCPU, torch::kDouble);
@@ -366,6 +439,7 @@ class Loop {
   }
 
   void Evaluate(bool last, TrainResult& result) {
+    TraceSpan span(tracing_, "evaluation");
     const WorkloadData& data = workload_.Data();
     std::vector<EvalMetric> metrics;
     AddSplitMetrics("train", train_subset_, metrics);
@@ -391,6 +465,7 @@ class Loop {
     }
     callbacks_.OnEvaluation(step_, metrics, best_step_.value_or(0), best_value_.value_or(std::nan("")));
     ReportPredictions();
+    span.End();  // the checkpoint is a span of its own, as it is a phase of its own in the time split
     SaveCheckpoint(objective);
     (void)result;
   }
@@ -414,6 +489,7 @@ class Loop {
 
   void SaveCheckpoint(std::optional<double> objective) {
     if (!checkpoints_) return;
+    TraceSpan span(tracing_, "checkpoint");
     const auto start = Clock::now();
     // Counted however it returns.
     struct AddOnExit {
@@ -536,6 +612,10 @@ class Loop {
   std::optional<std::int64_t> best_step_;
   std::optional<double> best_value_;
   std::optional<double> final_value_;
+  std::optional<ProfileWindow> profile_;  // the window still to record; nullopt: none (or done)
+  std::int64_t profile_start_ = 0;        // the step after which recording starts (the window's, or a resume's)
+  std::unique_ptr<ProfileTrace> trace_;   // made before the window, started at its first step
+  ProfileTrace* tracing_ = nullptr;       // trace_ while it records, else null: what every span checks
   std::vector<torch::Tensor> pending_losses_;
   std::vector<torch::Tensor> pending_norms_;
   std::vector<torch::Tensor> pending_clipped_;

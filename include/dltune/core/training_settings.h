@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -31,6 +33,7 @@ struct TrainingSettings {
   int keep_best_checkpoints = 1;             // the best pool (retrospective optimal checkpoint selection)
   int keep_latest_checkpoints = 2;           // the latest pool (resuming after preemption)
   int threads = 1;                           // threads per trial; the runner runs cores / threads trials at once
+  std::string profile_steps;                 // "A:B": a profile trace of steps A to B (ProfileWindow); "": none
   double timeout_seconds = 0;  // >0: a trial process running longer than this is stopped and failed (runner)
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
@@ -61,7 +64,8 @@ struct TrainingSettingField {
   std::variant<std::int64_t TrainingSettings::*, int TrainingSettings::*, double TrainingSettings::*,
                bool TrainingSettings::*, std::string TrainingSettings::*>
       member;
-  void (*check_text)(const std::string& text) = nullptr;  // kText: throws Error for a bad value
+  // kText: throws Error for a bad value; `max_train_steps` (0: unknown) bounds a text naming steps.
+  void (*check_text)(const std::string& text, std::int64_t max_train_steps) = nullptr;
 
   Value Get(const TrainingSettings& settings) const;
   // Sets the value, checked: throws Error, with a message to follow the setting's name ("must be between 1 and
@@ -81,6 +85,24 @@ TrainingSettings TrainingSettingsFromJson(const nlohmann::json& json);
 // `dltune train` options that reproduce `settings`: every setting that differs from its default and has a flag, as
 // shell words ("--eval-every 500 --test").
 std::string TrainingSettingFlags(const TrainingSettings& settings);
+
+// `training.profile_steps`: the window of training steps a profile trace records. "A:B" is from step A to step B,
+// steps counted as everywhere in dltune (step n: n updates done): the B - A training steps that metrics.jsonl
+// numbers A+1 to B, each with its evaluation and checkpoint when it has them (Python's slice A:B of the 0-based
+// steps). 0 <= A < B <= max_train_steps.
+struct ProfileWindow {
+  std::int64_t begin = 0;  // A: recording starts when this many steps are done
+  std::int64_t end = 0;    // B: and stops when this many are
+
+  // The window `text` names; nullopt for "" (no trace). Throws Error, with a message to follow the setting's name
+  // ("must be A:B ..."), for anything else, and for a window ending after `max_train_steps` (when > 0).
+  static std::optional<ProfileWindow> Parse(const std::string& text, std::int64_t max_train_steps = 0);
+  std::int64_t steps() const { return end - begin; }
+};
+
+// The file the trainer writes a profile trace to: profile.trace.json in the directory that holds the checkpoint
+// directory `checkpoint_dir` (a trial's directory, `dltune train`'s --out). docs/training.md describes its format.
+std::filesystem::path ProfileTracePath(const std::filesystem::path& checkpoint_dir);
 
 // A duration as a person writes it: a number of seconds, or a number with a unit ("90s", "45m", "2h", "1.5d").
 // Throws Error for anything else.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,9 +60,14 @@ class StudyJsonCache {
 
 // {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",
 //  "best_step", "final", "exit_status", "stderr_tail", "params", "checkpoints": [{"step", "path", "objective",
-//  "pool", "deleted"}], "sections": [...] (the trial's training curves and gradient norms)}. Throws Error for an
-// unknown study or trial.
+//  "pool", "deleted"}], "profile_trace": {"path", "steps", "bytes"} | null (the trial's profile trace, when the file
+//  exists: TrialProfileTrace), "sections": [...] (the trial's training curves and gradient norms)}. Throws Error for
+// an unknown study or trial.
 nlohmann::json TrialJson(Store& store, const std::string& name, std::uint64_t number);
+
+// The trial's profile trace file (training.profile_steps), found from its checkpoints (FindProfileTrace in
+// html_report.h), for the dashboard to serve; nullopt when it has none. Throws Error for an unknown study or trial.
+std::optional<std::filesystem::path> TrialProfileTrace(Store& store, const std::string& name, std::uint64_t number);
 
 // A file the dashboard serves.
 struct WebAsset {

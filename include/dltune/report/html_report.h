@@ -22,9 +22,17 @@ namespace dltune {
 // best trials (TopTrials(data, top_trials), analysis.h), from the store and from the run module, which this module
 // does not depend on.
 struct TrialExtras {
-  std::vector<CheckpointRecord> checkpoints;  // as Store::ListCheckpoints returns them
-  std::string reproduce;                      // a command that trains the trial again (run/trial_setup.h)
+  // As Store::ListCheckpoints returns them; they also locate the trial's profile trace (FindProfileTrace), linked
+  // when that file exists.
+  std::vector<CheckpointRecord> checkpoints;
+  std::string reproduce;  // a command that trains the trial again (run/trial_setup.h)
 };
+
+// The profile trace of a trial (training.profile_steps, docs/training.md) where the built-in trainer writes it:
+// ProfileTracePath of the directory holding its checkpoints, the trial's directory, found from the paths of its
+// checkpoints (kept or deleted). The first such file that exists; nullopt when none does (no profile window, no
+// checkpoint yet, or a program of one's own that keeps its checkpoints elsewhere).
+std::optional<std::filesystem::path> FindProfileTrace(const std::vector<CheckpointRecord>& checkpoints);
 
 // Options of RenderReport. Plain value type.
 struct ReportOptions {
@@ -52,7 +60,8 @@ struct ReportOptions {
 // naming where it looked and `scripts/setup` when none holds them, or when $DLTUNE_WEB_DIR is set and does not.
 std::filesystem::path FindWebDir();
 
-// The report of a study as one HTML document (UTF-8). Throws Error when the charting libraries cannot be read.
+// The report of a study as one HTML document (UTF-8). Throws Error when the charting libraries cannot be read. Apart
+// from those libraries it reads only whether the best trials' profile traces exist (FindProfileTrace).
 std::string RenderReport(const StudyData& data, const ReportOptions& options = {});
 
 // Two studies side by side, as one HTML document (`dltune compare`): their records, the best result at equal budget

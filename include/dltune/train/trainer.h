@@ -33,6 +33,9 @@ struct TrainerOptions {
   TrainingSettings training;
   Objective objective;         // what picks the best checkpoint (retrospective selection): valid/error_rate, minimized
   std::string checkpoint_dir;  // "" = no checkpoints (and no resume)
+  // Where training.profile_steps's trace goes; "": ProfileTracePath(checkpoint_dir), beside the checkpoint directory
+  // (training with a window and neither is an Error).
+  std::string profile_path;
   // Whose checkpoints they are (CheckpointOptions::owner): a directory holding another owner's checkpoints is refused
   // (Error) rather than resumed from or pruned. null: any owner.
   nlohmann::json checkpoint_owner;
@@ -121,6 +124,9 @@ struct TrainResult {
   std::optional<double> final_value;  // objective at the last evaluation
   // Where this run's time went, in seconds: data_load, train (of which data_wait), evaluation, checkpoint.
   std::map<std::string, double> seconds;
+  // The profile trace this run wrote (training.profile_steps), "" when none: a run resumed after its window, or
+  // inside it when the run before wrote its part, writes none.
+  std::string profile_trace;
 };
 
 class Workload;

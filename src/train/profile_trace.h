@@ -1,0 +1,80 @@
+// A profile trace of a window of training steps (training.profile_steps): LibTorch's operator events, recorded by its
+// legacy autograd profiler (torch::autograd::profiler; Debian's LibTorch 1.13 has no Kineto), and the trainer's own
+// spans, written as one Chrome trace-event JSON file that ui.perfetto.dev and chrome://tracing open
+// (docs/training.md, "DIR/profile.trace.json"). Nothing here runs outside the window: the trainer holds no
+// ProfileTrace then, and a TraceSpan of no trace reads no clock.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dltune {
+
+class ProfileTrace {
+ public:
+  // Records nothing until Start. `metadata` goes into the file's otherData.dltune, with the steps it holds.
+  ProfileTrace(std::filesystem::path path, nlohmann::json metadata);
+  // A trace still recording (an exception leaving the training loop) is stopped and written as it is; errors are
+  // ignored there.
+  ~ProfileTrace();
+  ProfileTrace(const ProfileTrace&) = delete;
+  ProfileTrace& operator=(const ProfileTrace&) = delete;
+
+  // Starts LibTorch's profiler on the calling thread, the training thread; Finish must be called on it too.
+  void Start();
+  bool recording() const { return recording_; }
+
+  // Now on the clock of LibTorch's events (nanoseconds, CLOCK_REALTIME), so the trainer's spans and the operators
+  // they contain line up.
+  static std::int64_t Now();
+  // One span of the trainer, on the training thread. `name` is a literal; a span with a step is named "step N".
+  void AddSpan(const char* name, std::int64_t begin, std::int64_t end, std::int64_t step = -1) noexcept;
+
+  // Stops the profiler and writes the file whole (never a torn one). `ended` says why the recording ended:
+  // "window" (its last step done), "stopped", "diverged", "error". Throws IoError when the file cannot be written.
+  void Finish(const std::string& ended);
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  struct Span {
+    const char* name;
+    std::int64_t begin, end, step;
+  };
+
+  std::filesystem::path path_;
+  nlohmann::json metadata_;
+  bool recording_ = false;
+  std::int64_t origin_ = 0;      // Now() when recording started: ts 0 of the file
+  std::uint64_t thread_id_ = 0;  // the training thread, as LibTorch numbers threads in its events
+  std::vector<Span> spans_;
+};
+
+// Times the enclosing scope as a span of `trace`; does nothing (not even read the clock) when `trace` is null.
+class TraceSpan {
+ public:
+  TraceSpan(ProfileTrace* trace, const char* name, std::int64_t step = -1)
+      : trace_(trace), name_(name), step_(step), begin_(trace != nullptr ? ProfileTrace::Now() : 0) {}
+  ~TraceSpan() { End(); }
+  TraceSpan(const TraceSpan&) = delete;
+  TraceSpan& operator=(const TraceSpan&) = delete;
+
+  // Ends the span before the scope does.
+  void End() {
+    if (trace_ == nullptr) return;
+    trace_->AddSpan(name_, begin_, ProfileTrace::Now(), step_);
+    trace_ = nullptr;
+  }
+
+ private:
+  ProfileTrace* trace_;
+  const char* name_;
+  std::int64_t step_;
+  std::int64_t begin_;
+};
+
+}  // namespace dltune
