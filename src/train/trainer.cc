@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <future>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -18,6 +20,7 @@
 #include "checkpoint.h"
 #include "dltune/core/error.h"
 #include "dltune/core/eval_schedule.h"
+#include "dltune/core/files.h"
 #include "dltune/core/rng.h"
 #include "dltune/core/schedule.h"
 #include "dltune/core/sha256.h"
@@ -259,6 +262,12 @@ class Loop {
       }
       step_span.End();
       if (tracing_ && step_ == profile_->end) FinishProfile("window", result);
+      ReportWrittenCheckpoint();
+    }
+    {
+      const auto start = Clock::now();
+      FinishCheckpointWrite();  // the last checkpoint is committed and reported before the run ends
+      seconds_["checkpoint"] += Seconds(Clock::now() - start);
     }
     // Stopped or diverged inside the window: the trace of the steps done is written all the same.
     if (tracing_) {
@@ -487,6 +496,9 @@ class Loop {
     callbacks_.OnPredictions(step_, predictions);
   }
 
+  // Serializes the state here, then writes, checksums and fsyncs it on a thread of its own while training goes on
+  // (a checkpoint's disk time does not stall the steps). One write at a time: a save waits for the one before.
+  // Its report (OnCheckpoint) is sent from this thread once it is committed: at a later step, or at the end.
   void SaveCheckpoint(std::optional<double> objective) {
     if (!checkpoints_) return;
     TraceSpan span(tracing_, "checkpoint");
@@ -497,30 +509,50 @@ class Loop {
       std::chrono::steady_clock::time_point start;
       ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
     } add{seconds_["checkpoint"], start};
+    FinishCheckpointWrite();
     saved_step_ = step_;
-    const auto saved = checkpoints_->Save(step_, objective, [&](const std::filesystem::path& dir) {
-      torch::serialize::OutputArchive archive;
-      torch::serialize::OutputArchive model_archive;
-      model_->save(model_archive);
-      archive.write("model", model_archive);
-      torch::serialize::OutputArchive optimizer_archive;
-      optimizer_->Save(optimizer_archive);
-      archive.write("optimizer", optimizer_archive);
-      archive.write("step", torch::tensor(step_, torch::kLong));
-      archive.write("best_step", torch::tensor(best_step_.value_or(-1), torch::kLong));
-      archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
-      archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
-      {
-        auto generator = at::detail::getDefaultCPUGenerator();
-        const std::lock_guard<std::mutex> lock(generator.mutex());
-        archive.write("cpu_generator", generator.get_state());
-      }
-      archive.save_to((dir / "state.pt").string());
+    torch::serialize::OutputArchive archive;
+    torch::serialize::OutputArchive model_archive;
+    model_->save(model_archive);
+    archive.write("model", model_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->Save(optimizer_archive);
+    archive.write("optimizer", optimizer_archive);
+    archive.write("step", torch::tensor(step_, torch::kLong));
+    archive.write("best_step", torch::tensor(best_step_.value_or(-1), torch::kLong));
+    archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
+    archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
+    {
+      auto generator = at::detail::getDefaultCPUGenerator();
+      const std::lock_guard<std::mutex> lock(generator.mutex());
+      archive.write("cpu_generator", generator.get_state());
+    }
+    // The bytes, taken now: the model's tensors change with the next step.
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    checkpoint_write_ = std::async(std::launch::async, [this, step = step_, objective, state = std::move(bytes).str()] {
+      const auto saved = checkpoints_->Save(step, objective, [&](const std::filesystem::path& dir) {
+        WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
+      });
+      return WrittenCheckpoint{saved, Sha256Hex(state)};
     });
-    callbacks_.OnCheckpoint({step_, saved.info.path.string(), objective, Sha256File(saved.info.path / "state.pt"),
-                             saved.info.in_best, false});
-    for (const auto& removed : saved.deleted) {
+  }
+
+  // Waits for the checkpoint being written, if any, and reports it; rethrows the error it failed with.
+  void FinishCheckpointWrite() {
+    if (!checkpoint_write_.valid()) return;
+    const WrittenCheckpoint written = checkpoint_write_.get();
+    const CheckpointInfo& info = written.saved.info;
+    callbacks_.OnCheckpoint({info.step, info.path.string(), info.objective, written.sha256, info.in_best, false});
+    for (const auto& removed : written.saved.deleted) {
       callbacks_.OnCheckpoint({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
+    }
+  }
+
+  // Reports a checkpoint whose write has finished, without waiting for one that has not.
+  void ReportWrittenCheckpoint() {
+    if (checkpoint_write_.valid() && checkpoint_write_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      FinishCheckpointWrite();
     }
   }
 
@@ -603,6 +635,12 @@ class Loop {
   std::shared_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<CheckpointManager> checkpoints_;
+  // A checkpoint and the SHA-256 of its state.pt, once written.
+  struct WrittenCheckpoint {
+    SavedCheckpoint saved;
+    std::string sha256;
+  };
+  std::future<WrittenCheckpoint> checkpoint_write_;  // after checkpoints_: destroyed (waited for) before it
   Dataset train_subset_;
   Dataset valid_sample_;
   Dataset prediction_set_;
