@@ -295,6 +295,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
     }
   }
   const fs::path temp = TempPath(dir_, name);
+  std::map<std::string, std::string> digests;  // of the payload files
   std::error_code ec;
   if (!fs::create_directory(temp, ec) || ec) {
     throw IoError(fmt::format("checkpoint: cannot create {}: {}", temp.string(), ec ? ec.message() : "exists"));
@@ -321,6 +322,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
       const std::optional<FileDigest> digest = DigestFile(path);
       if (!digest) throw IoError(fmt::format("checkpoint: cannot read {}", path.string()));
       files[relative] = {{"sha256", digest->sha256}, {"bytes", digest->bytes}};
+      digests[relative] = digest->sha256;
     }
     for (auto dir = directories.rbegin(); dir != directories.rend(); ++dir) FsyncPath(*dir, true);
 
@@ -371,6 +373,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
 
   SavedCheckpoint saved;
   saved.deleted = ApplyRetention(step);
+  saved.sha256 = std::move(digests);
   saved.info = Describe(step);
   return saved;
 }

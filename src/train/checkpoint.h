@@ -57,6 +57,8 @@ struct SavedCheckpoint {
   CheckpointInfo info;
   // Checkpoint directories retention removed after the commit, in ascending step order.
   std::vector<std::filesystem::path> deleted;
+  // The SHA-256 (hex) of each payload file, by its path relative to the checkpoint, as meta.json records it.
+  std::map<std::string, std::string> sha256;
 };
 
 // A committed checkpoint whose payload checksums verified; read the payload files from info.path.

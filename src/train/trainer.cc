@@ -23,7 +23,6 @@
 #include "dltune/core/files.h"
 #include "dltune/core/rng.h"
 #include "dltune/core/schedule.h"
-#include "dltune/core/sha256.h"
 #include "dltune/train/workload.h"
 #include "eval_batches.h"
 #include "optimizer.h"
@@ -531,20 +530,20 @@ class Loop {
     std::ostringstream bytes;
     archive.save_to(bytes);
     checkpoint_write_ = std::async(std::launch::async, [this, step = step_, objective, state = std::move(bytes).str()] {
-      const auto saved = checkpoints_->Save(step, objective, [&](const std::filesystem::path& dir) {
+      return checkpoints_->Save(step, objective, [&](const std::filesystem::path& dir) {
         WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
       });
-      return WrittenCheckpoint{saved, Sha256Hex(state)};
     });
   }
 
   // Waits for the checkpoint being written, if any, and reports it; rethrows the error it failed with.
   void FinishCheckpointWrite() {
     if (!checkpoint_write_.valid()) return;
-    const WrittenCheckpoint written = checkpoint_write_.get();
-    const CheckpointInfo& info = written.saved.info;
-    callbacks_.OnCheckpoint({info.step, info.path.string(), info.objective, written.sha256, info.in_best, false});
-    for (const auto& removed : written.saved.deleted) {
+    const SavedCheckpoint saved = checkpoint_write_.get();
+    const CheckpointInfo& info = saved.info;
+    callbacks_.OnCheckpoint(
+        {info.step, info.path.string(), info.objective, saved.sha256.at("state.pt"), info.in_best, false});
+    for (const auto& removed : saved.deleted) {
       callbacks_.OnCheckpoint({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
     }
   }
@@ -635,12 +634,7 @@ class Loop {
   std::shared_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<CheckpointManager> checkpoints_;
-  // A checkpoint and the SHA-256 of its state.pt, once written.
-  struct WrittenCheckpoint {
-    SavedCheckpoint saved;
-    std::string sha256;
-  };
-  std::future<WrittenCheckpoint> checkpoint_write_;  // after checkpoints_: destroyed (waited for) before it
+  std::future<SavedCheckpoint> checkpoint_write_;  // after checkpoints_: destroyed (waited for) before it
   Dataset train_subset_;
   Dataset valid_sample_;
   Dataset prediction_set_;
