@@ -84,6 +84,7 @@ static bool ServeTrialsIfAsked(int& argc, char**& argv) {
   if (!trial) std::exit(0);
   static std::vector<std::string> words = trial->argv;
   static std::vector<char*> pointers;
+  pointers.reserve(words.size() + 1);
   for (std::string& word : words) pointers.push_back(word.data());
   pointers.push_back(nullptr);
   argc = static_cast<int>(words.size());

@@ -171,18 +171,10 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
   for (auto& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
 
-  std::map<std::string, std::string> environment;
-  for (char** entry = environ; *entry; ++entry) {
-    const std::string text = *entry;
-    const auto equals = text.find('=');
-    if (equals != std::string::npos) environment[text.substr(0, equals)] = text.substr(equals + 1);
-  }
-  for (const auto& [key, value] : command.environment) environment[key] = value;
-  environment["DLTUNE_REPORT"] = fmt::format("/dev/fd/{}", kReportFd);
-  environment["DLTUNE_TRIAL_TOKEN"] = token_;
-  std::vector<std::string> env_strings;
-  env_strings.reserve(environment.size());
-  for (const auto& [key, value] : environment) env_strings.push_back(fmt::format("{}={}", key, value));
+  std::map<std::string, std::string> overrides = command.environment;
+  overrides["DLTUNE_REPORT"] = fmt::format("/dev/fd/{}", kReportFd);
+  overrides["DLTUNE_TRIAL_TOKEN"] = token_;
+  std::vector<std::string> env_strings = EnvironmentWith(overrides);
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
@@ -323,6 +315,20 @@ std::string TailOfFile(const std::filesystem::path& path, std::size_t max_lines,
     if (text[i] == '\n' && ++lines == max_lines) return text.substr(i + 1);
   }
   return text;
+}
+
+std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& overrides) {
+  std::map<std::string, std::string> environment;
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string text = *entry;
+    const auto equals = text.find('=');
+    if (equals != std::string::npos) environment[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  for (const auto& [key, value] : overrides) environment[key] = value;
+  std::vector<std::string> entries;
+  entries.reserve(environment.size());
+  for (const auto& [key, value] : environment) entries.push_back(fmt::format("{}={}", key, value));
+  return entries;
 }
 
 std::filesystem::path SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }

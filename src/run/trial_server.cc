@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-extern char** environ;
+#include "dltune/run/trial_process.h"
 
 namespace dltune {
 namespace {
@@ -220,16 +220,9 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return false;
   // Everything the child needs is prepared before fork.
-  std::map<std::string, std::string> environment;
-  for (char** entry = environ; *entry; ++entry) {
-    const std::string text = *entry;
-    const auto equals = text.find('=');
-    if (equals != std::string::npos) environment[text.substr(0, equals)] = text.substr(equals + 1);
-  }
-  for (const auto& [key, value] : load_environment) environment[key] = value;
-  std::vector<std::string> env_strings;
-  for (const auto& [key, value] : environment) env_strings.push_back(key + "=" + value);
+  std::vector<std::string> env_strings = EnvironmentWith(load_environment);
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
   std::string program = executable;

@@ -352,13 +352,19 @@ class Worker {
 
   void Poll() {
     std::vector<pollfd> fds;
+    bool exiting = false;  // a process closed its report: it is ending, to be reaped within milliseconds
     for (const auto& slot : slots_) {
-      if (slot->process->report_fd() >= 0) fds.push_back({slot->process->report_fd(), POLLIN, 0});
+      if (slot->process->report_fd() >= 0) {
+        fds.push_back({slot->process->report_fd(), POLLIN, 0});
+      } else {
+        exiting = true;
+      }
     }
+    const int timeout_ms = exiting ? 2 : 100;
     if (fds.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(exiting ? 2 : 20));
     } else {
-      ::poll(fds.data(), fds.size(), 100);
+      ::poll(fds.data(), fds.size(), timeout_ms);
     }
     for (auto& slot : slots_) ReadLines(*slot, false);
   }

@@ -72,6 +72,9 @@ class TrialProcess {
 // The last `max_lines` lines (at most `max_bytes` bytes) of a text file; "" when it cannot be read.
 std::string TailOfFile(const std::filesystem::path& path, std::size_t max_lines = 20, std::size_t max_bytes = 4096);
 
+// This process's environment with `overrides` set, as "KEY=VALUE" entries sorted by key.
+std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& overrides);
+
 // The path of the running executable (/proc/self/exe).
 std::filesystem::path SelfExecutable();
 
