@@ -38,10 +38,11 @@ completed with that sampler, and with seed 0 in every process the first trials o
 params. In both modes a trial's model is seeded and built under a lock, since torch's global generator is shared.
 
 Options: --trials-per-optimizer N (16), --steps N (2000), --jobs J, --parallel-mode threads|processes, --out FILE
-(JSON: {"wall_seconds", "trials", "best_valid_error": {"nesterov", "adam"}, "best_overall", ...}), --storage URL (an
-RDB URL to keep the studies; default in memory, or a temporary SQLite file for processes). wall_seconds runs from
-creating the studies to the end of the last trial: data loading included (and with processes the workers' start-up
-and imports), the interpreter's start and the first imports not. Prints a table of the trials and a summary line.
+(JSON: {"wall_seconds", "trials", "best_valid_error": {"nesterov", "adam"}, "best_overall", "train_steps" and
+"evaluations" summed over the trials, "eval_examples", ...}), --storage URL (an RDB URL to keep the studies; default
+in memory, or a temporary SQLite file for processes). wall_seconds runs from creating the studies to the end of the
+last trial: data loading included (and with processes the workers' start-up and imports), the interpreter's start and
+the first imports not. Prints a table of the trials and a summary line.
 
 Run with the Debian interpreter that has optuna and torch:
     /usr/bin/python3 bench/peers/optuna_quickstart.py --out /tmp/optuna_quickstart.json
@@ -145,7 +146,7 @@ def objective(trial, optimizer_name, steps):
     batches_per_epoch = TRAIN_SIZE // BATCH_SIZE
     eval_every = max(1, steps // 10)
 
-    best_error, best_step, first_loss = math.inf, 0, None
+    best_error, best_step, first_loss, evaluations = math.inf, 0, None, 0
     interval_loss = torch.zeros(())  # summed on the tensor side: no host synchronization per step
     model.train()
     for step in range(steps):
@@ -166,14 +167,17 @@ def objective(trial, optimizer_name, steps):
             interval_loss.zero_()
             if not math.isfinite(mean_loss) or mean_loss > DIVERGENCE_FACTOR * first_loss:
                 trial.set_user_attr("infeasible", f"training loss {mean_loss:.4g} at step {done}")
+                trial.set_user_attr("work", [done, evaluations])
                 return float("nan")  # Optuna records the trial as failed, as dltune records it infeasible
             _, train_error = evaluate(model, train_eval_x, train_eval_y)
             _, valid_error = evaluate(model, valid_x, valid_y)
+            evaluations += 1
             trial.report(valid_error, done)
             if valid_error < best_error:
                 best_error, best_step = valid_error, done
             trial.set_user_attr("train_error", train_error)
     trial.set_user_attr("best_step", best_step)
+    trial.set_user_attr("work", [steps, evaluations])  # steps trained, evaluations: for the bench's machine limit
     return best_error
 
 
@@ -289,10 +293,14 @@ def main():
 def summarize(args, studies, wall_seconds):
     """Prints the trials and the summary; returns the JSON result."""
     complete = optuna.trial.TrialState.COMPLETE
-    best, trial_count, failed = {}, 0, 0
+    best, trial_count, failed, train_steps, evaluations = {}, 0, 0, 0, 0
     for name, study in studies.items():
         trials = study.get_trials(deepcopy=False)
         trial_count += len(trials)
+        for t in trials:
+            done_steps, done_evaluations = t.user_attrs.get("work", (0, 0))
+            train_steps += done_steps
+            evaluations += done_evaluations
         print(f"study {study.study_name} ({len(trials)} trials)")
         print(f"  {'trial':>5}  {'learning_rate':>13}  {'one_minus_*':>11}  {'best valid error':>16}  {'at step':>7}")
         for t in trials:
@@ -323,6 +331,9 @@ def summarize(args, studies, wall_seconds):
         "best_overall": best_overall,
         "best_optimizer": winner,
         "failed_trials": failed,
+        "train_steps": train_steps,
+        "evaluations": evaluations,
+        "eval_examples": evaluations * (TRAIN_EVAL_EXAMPLES + VALID_SIZE),
         "steps": args.steps,
         "trials_per_optimizer": args.trials_per_optimizer,
         "jobs": args.jobs,

@@ -3,14 +3,16 @@
 
 The same model (784-H-10 MLP, inputs standardized inside the model with mean 0.2860 and std 0.3530, ReLU), data split
 (train = the first 50,000 images of train-images-idx3-ubyte.gz, valid = the last 10,000), batch size, steps, optimizer
-(SGD with Nesterov momentum; equal to the playbook's Nesterov for a constant learning rate), evaluation schedule
-(every --eval-every steps and at the last step: a fixed 10,000-example subset of train and the full valid split,
---eval-batch-size examples per batch, under no_grad) and thread count as dltune's built-in workload. Batches are drawn
-without replacement from a fresh permutation each epoch (the last partial batch dropped), by tensor indexing in the
-training loop (no DataLoader workers: the fastest plain-PyTorch input path for an in-memory data set).
+(--optimizer nesterov: torch.optim.SGD with Nesterov momentum, equal to the playbook's Nesterov for a constant learning
+rate; --optimizer adam: torch.optim.Adam with --beta1, --beta2 and --epsilon, as a PyTorch user runs it; it adds
+epsilon after bias-correcting v where dltune's rule adds it before, a negligible difference at epsilon 1e-8),
+evaluation schedule (every --eval-every steps and at the last step: a fixed 10,000-example subset of train and the
+full valid split, --eval-batch-size examples per batch, under no_grad) and thread count as dltune's built-in workload.
+Batches are drawn without replacement from a fresh permutation each epoch (the last partial batch dropped), by tensor
+indexing in the training loop (no DataLoader workers: the fastest plain-PyTorch input path for an in-memory data set).
 
 Prints one line per evaluation, then a summary line the bench parses:
-  pytorch_mlp steps=N train_seconds=... total_seconds=... steps_per_second=... valid_error_rate=... ...
+  pytorch_mlp optimizer=NAME steps=N train_seconds=... total_seconds=... steps_per_second=... valid_error_rate=... ...
 train_seconds is the training loop alone (batching, forward, backward, update) without evaluations; total_seconds is
 everything from reading the data to the end of the last evaluation (the interpreter and `import torch` excluded,
 import_seconds reported beside it).
@@ -85,7 +87,11 @@ def main():
     parser.add_argument("--train-eval-examples", type=int, default=10_000)
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--optimizer", choices=("nesterov", "adam"), default="nesterov")
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--beta1", type=float, default=0.9)
+    parser.add_argument("--beta2", type=float, default=0.999)
+    parser.add_argument("--epsilon", type=float, default=1e-8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -101,7 +107,11 @@ def main():
     train_eval_x, train_eval_y = train_x[subset], train_y[subset]
 
     model = nn.Sequential(Standardize(), nn.Linear(784, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10))
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum, nesterov=True)
+    if args.optimizer == "nesterov":
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate, momentum=args.momentum, nesterov=True)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, betas=(args.beta1, args.beta2),
+                                     eps=args.epsilon)
     order_generator = torch.Generator().manual_seed(args.seed + 2)
     batches_per_epoch = TRAIN_SIZE // args.batch_size
 
@@ -133,8 +143,8 @@ def main():
                   f"valid_loss={valid_loss:.4f} valid_error_rate={valid_error:.4f}", flush=True)
     total_seconds = time.perf_counter() - start
 
-    print(f"pytorch_mlp steps={args.steps} train_seconds={train_seconds:.3f} eval_seconds={eval_seconds:.3f} "
-          f"total_seconds={total_seconds:.3f} import_seconds={_IMPORT_SECONDS:.3f} "
+    print(f"pytorch_mlp optimizer={args.optimizer} steps={args.steps} train_seconds={train_seconds:.3f} "
+          f"eval_seconds={eval_seconds:.3f} total_seconds={total_seconds:.3f} import_seconds={_IMPORT_SECONDS:.3f} "
           f"steps_per_second={args.steps / train_seconds:.1f} train_error_rate={train_error:.4f} "
           f"valid_error_rate={valid_error:.4f} threads={torch.get_num_threads()} torch={torch.__version__}",
           flush=True)
