@@ -25,6 +25,7 @@ namespace {
 constexpr int kReportFd = 3;
 constexpr int kServerControlFd = 3;           // the server's end of its socket, in the server
 constexpr std::size_t kMaxRequest = 1 << 20;  // the trial's command line and environment, as JSON
+constexpr std::size_t kMaxReply = 1 << 16;    // {"pid": N} or {"error": ...}
 constexpr int kReplyTimeoutMs = 300 * 1000;   // preparing may decode a large data set
 constexpr double kReparentTimeoutSeconds = 10;
 
@@ -51,9 +52,10 @@ bool SendMessage(int socket, const std::string& text, const std::vector<int>& fd
   return sent == static_cast<ssize_t>(text.size());
 }
 
-// Receives one message and the descriptors it carries (close-on-exec); false at end of file or on an error.
-bool ReceiveMessage(int socket, std::string& text, std::vector<int>& fds) {
-  text.assign(kMaxRequest, '\0');
+// Receives one message of at most `max_bytes` and the descriptors it carries (close-on-exec); false at end of file,
+// on an error, or when the message was longer.
+bool ReceiveMessage(int socket, std::size_t max_bytes, std::string& text, std::vector<int>& fds) {
+  text.assign(max_bytes, '\0');
   iovec data{text.data(), text.size()};
   std::array<char, CMSG_SPACE(sizeof(int) * 8)> control{};
   msghdr message{};
@@ -150,7 +152,7 @@ std::optional<ServedTrial> ServeTrials(int control_fd,
   const pid_t server = ::getpid();
   std::string text;
   std::vector<int> fds;
-  while (ReceiveMessage(control_fd, text, fds)) {
+  while (ReceiveMessage(control_fd, kMaxRequest, text, fds)) {
     nlohmann::json reply;
     try {
       const Request request = ParseRequest(text);
@@ -276,7 +278,7 @@ std::optional<pid_t> TrialServer::Start(const std::vector<std::string>& argv,
   std::vector<int> fds;
   pollfd ready{control_fd_, POLLIN, 0};
   if (!SendMessage(control_fd_, request.dump(), {out_fd, err_fd, report_fd}) ||
-      ::poll(&ready, 1, kReplyTimeoutMs) != 1 || !ReceiveMessage(control_fd_, text, fds)) {
+      ::poll(&ready, 1, kReplyTimeoutMs) != 1 || !ReceiveMessage(control_fd_, kMaxReply, text, fds)) {
     CloseAll(fds);
     Shutdown();
     failed_ = true;  // it died or hangs: exec from now on
