@@ -1,5 +1,7 @@
 #include "machine_limit.h"
 
+#include "dltune/core/machine.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,6 +20,8 @@
 #include <thread>
 
 #include <torch/torch.h>
+
+#include "dltune/core/machine.h"
 
 namespace dltune::bench {
 namespace {
@@ -169,28 +173,6 @@ std::string CoreIn(std::string_view text) {
 }
 
 std::string CoreOf(const ProcessRun& run) { return CoreIn(run.Output()); }
-
-// ---- the machine --------------------------------------------------------------------------------------------
-
-std::string CpuModel() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (!line.starts_with("model name")) continue;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string model = line.substr(colon + 1);
-    model.erase(0, model.find_first_not_of(" \t"));
-    if (!model.empty()) return model;
-  }
-  return "unknown CPU";
-}
-
-int OnlineCores() {
-  cpu_set_t cores;
-  CPU_ZERO(&cores);
-  if (sched_getaffinity(0, sizeof cores, &cores) == 0) return std::max(1, CPU_COUNT(&cores));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
 
 // ---- the MLP's products -------------------------------------------------------------------------------------
 
@@ -434,8 +416,8 @@ std::string MachineLimit::Problems() const {
 
 MachineLimit MeasureMachineLimit(const Mlp& mlp, const std::vector<KernelUser>& users) {
   MachineLimit limit;
-  limit.cpu = CpuModel();
-  limit.cores = OnlineCores();
+  limit.cpu = CpuModelName();
+  limit.cores = AvailableCores();
   limit.mlp = mlp;
   // Environments measured so far, with the kernel set each ran, so that users with the same environment share one.
   std::vector<std::pair<Environment, std::string>> measured;

@@ -56,13 +56,6 @@ Environment WithCoreReport(Environment environment);
 std::string CoreIn(std::string_view text);
 std::string CoreOf(const ProcessRun& run);
 
-// ---- the machine --------------------------------------------------------------------------------------------
-
-// The "model name" of /proc/cpuinfo, or "unknown CPU".
-std::string CpuModel();
-// The cores this process may run on (its CPU affinity), at least 1: as many trials as a study runs at once.
-int OnlineCores();
-
 // ---- the MLP's products -------------------------------------------------------------------------------------
 
 // C (m x n) = A (m x k) B (k x n) in float32.

@@ -14,25 +14,26 @@
 //      peer runs OpenBLAS's own), and in each the sgemm GFLOP/s of the MLP's products (a training step's at batch 128,
 //      an evaluation batch's at 256) and of a 2048 cube, on 1 core and on all cores (one single-thread process per
 //      core at once, summed, as the study's trial processes run). Then `dltune run examples/quickstart.yaml` (32
-//      trials: 16 per optimizer, 2000 steps of the Fashion-MNIST MLP, evaluation every 200 steps, 1 thread per trial,
-//      as many trials at once as cores) against bench/peers/optuna_quickstart.py: the same study written with Optuna
+//      trials: 16 per optimizer, 2000 steps of the Fashion-MNIST MLP, evaluation every 200 steps, trials at once and
+//      threads each as dltune measures them on a fresh cache, the probe's time included: docs/parallel-layout.md)
+//      against bench/peers/optuna_quickstart.py: the same study written with Optuna
 //      3.1 (QMCSampler(qmc_type="halton"), one study per optimizer) and PyTorch Python, the same trials, steps, batch
-//      size, evaluation schedule and threads, --jobs = the same parallelism. Both run with OPENBLAS_VERBOSE=2, so
-//      the kernel set of dltune's trials (each one's stderr.log, or the trial server's line in the runner's output)
-//      and of the peer is read from OpenBLAS's "Core:" line.
-//      Prints each side's wall-clock seconds and best valid error per optimizer, and the ratio; each side's work
-//      (training steps and evaluated examples: dltune's from its SQLite store in the run directory, the peer's from
-//      its JSON; trials that diverge stop early) and its machine limit: the seconds that work's products need at the
-//      fastest measured kernel set's all-cores GFLOP/s (MLP FLOP per training step by the usual count 6 x batch x
-//      (784*256 + 256*10); the limit counts the products a step runs, without the hidden layer's input gradient;
-//      per evaluated example 2 x (784*256 + 256*10)); the share of it each side reaches, limit seconds / wall
-//      seconds; and dltune's time per trial beyond training and evaluation, from the store's trials.time_split: the
-//      sum of its phases but train, data_wait and evaluation (store writes, which overlap the others, excluded) over
-//      the trials. Goals (printed met or not, never failing the exit status): dltune >= 1.5x faster than the peer,
-//      best error within 0.5 points, >= 70% of the machine's limit, < 0.3 s per trial beyond training and evaluation.
-//      Other load on the machine slows both sides and the sgemm measurements: the limit is also given per CPU second
-//      (the GFLOP/s over the share of a core each measuring process got), and the 70% goal is judged only when the
-//      measuring processes had their cores (at least 0.9 of one each).
+//      size and evaluation schedule, 1 thread per trial, --jobs = as many trials at once as cores. Both run with
+//      OPENBLAS_VERBOSE=2, so the kernel set of dltune's trials (each one's stderr.log, or the trial server's line in
+//      the runner's output) and of the peer is read from OpenBLAS's "Core:" line. Prints each side's wall-clock seconds
+//      and best valid error per optimizer, and the ratio; each side's work (training steps and evaluated examples:
+//      dltune's from its SQLite store in the run directory, the peer's from its JSON; trials that diverge stop early)
+//      and its machine limit: the seconds that work's products need at the fastest measured kernel set's all-cores
+//      GFLOP/s (MLP FLOP per training step by the usual count 6 x batch x (784*256 + 256*10); the limit counts the
+//      products a step runs, without the hidden layer's input gradient; per evaluated example 2 x (784*256 + 256*10));
+//      the share of it each side reaches, limit seconds / wall seconds; and dltune's time per trial beyond training and
+//      evaluation, from the store's trials.time_split: the sum of its phases but train, data_wait and evaluation (store
+//      writes, which overlap the others, excluded) over the trials. Goals (printed met or not, never failing the exit
+//      status): dltune >= 1.5x faster than the peer, best error within 0.5 points, >= 70% of the machine's limit, < 0.3
+//      s per trial beyond training and evaluation. Other load on the machine slows both sides and the sgemm
+//      measurements: the limit is also given per CPU second (the GFLOP/s over the share of a core each measuring
+//      process got), and the 70% goal is judged only when the measuring processes had their cores (at least 0.9 of one
+//      each).
 // Paths: the dltune binary is the one built with this benchmark; the peer runs with $DLTUNE_PYTHON, else
 // /usr/bin/python3. Exits 0 when everything ran, 1 when something could not run.
 #include <sys/wait.h>
@@ -230,12 +231,21 @@ int Quickstart(const fs::path& dir) {
     return 1;
   }
 
-  std::printf("\nquickstart: dltune run %s (%d trials at once) ...\n", spec.c_str(), parallel);
+  std::printf("\nquickstart: dltune run %s (its own layout, measured on a fresh cache) ...\n", spec.c_str());
   std::fflush(stdout);
-  const double dltune_seconds = Timed("cd " + dir.string() + " && OPENBLAS_VERBOSE=2 " + DLTUNE_CLI_PATH + " run " +
-                                      spec.string() + " --storage sqlite://" + (dir / "quickstart.db").string() +
-                                      " > " + (dir / "quickstart.out").string() + " 2>&1");
+  const double dltune_seconds =
+      Timed("cd " + dir.string() + " && DLTUNE_CACHE_DIR=" + (dir / "cache").string() + " OPENBLAS_VERBOSE=2 " +
+            DLTUNE_CLI_PATH + " run " + spec.string() + " --storage sqlite://" + (dir / "quickstart.db").string() +
+            " > " + (dir / "quickstart.out").string() + " 2>&1");
   if (dltune_seconds < 0) return 1;
+  {
+    std::ifstream out(dir / "quickstart.out");
+    for (std::string line; std::getline(out, line);) {
+      if (line.starts_with("parallel layout: ") && line.find("...") == std::string::npos) {
+        std::printf("  dltune's %s\n", line.c_str());
+      }
+    }
+  }
   auto dltune_best = BestPerSubstudy(dir / "quickstart.db", "quickstart");
   const StudyRecordSummary dltune_study = ReadStudy(dir / "quickstart.db", "quickstart");
   std::printf("quickstart: Optuna + PyTorch (--jobs %d) ...\n", parallel);

@@ -211,7 +211,8 @@ space:
   EXPECT_EQ(launch.evaluation.split, "test");
   EXPECT_EQ(launch.evaluation.examples, 10000);
 
-  // The same numbers from `dltune train` of that configuration and seed, stopped at the best step, evaluated on test.
+  // The same numbers from `dltune train` of that configuration and seed, stopped at the best step, evaluated on test,
+  // with the trial's one thread (a short study's layout; sums over more threads round differently).
   const TrialRecord& chosen = *std::find_if(retrain.trials.begin(), retrain.trials.end(),
                                             [&](const TrialRecord& t) { return t.number == launch.evaluation.trial; });
   const std::string learning_rate = [&] {
@@ -222,7 +223,8 @@ space:
   }();
   const std::string train = fmt::format(
       "train fashion_mnist_mlp --set 'hidden_sizes=[64]' --set batch_size=64 --set optimizer={} --set "
-      "learning_rate={} --steps {} --seed {} --eval-every 100 --train-eval-examples 2000 --test --out again",
+      "learning_rate={} --steps {} --seed {} --eval-every 100 --train-eval-examples 2000 --threads 1 --test --out "
+      "again",
       std::get<std::string>(chosen.params.at("optimizer")), learning_rate, launch.evaluation.step, chosen.seed);
   const Result trained = test::RunDltune(train, dir_);
   ASSERT_EQ(trained.exit_code, 0) << trained.err;

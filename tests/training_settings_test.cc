@@ -97,8 +97,24 @@ TEST(TrainingSettings, EverySettingIsDocumented) {
   }
 }
 
+// training.threads is a count or auto (0, the default): the parallel layout then chooses (parallel_layout.h).
+TEST(TrainingSettings, ThreadsAreACountOrAuto) {
+  EXPECT_EQ(TrainingSettings{}.threads, 0);
+  EXPECT_EQ(TrainingSettingsFromJson({{"threads", "auto"}}).threads, 0);
+  EXPECT_EQ(TrainingSettingsFromJson({{"threads", 0}}).threads, 0);  // trial.json's way of writing auto
+  EXPECT_EQ(TrainingSettingsFromJson({{"threads", 3}}).threads, 3);
+  try {
+    TrainingSettingsFromJson({{"threads", -1}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("training.threads must be between 1 and 1024, or auto"));
+  }
+  EXPECT_THROW(TrainingSettingsFromJson({{"threads", "many"}}), Error);
+  EXPECT_EQ(TrainingSettingFlags(TrainingSettings{}), "");  // auto is the default: no --threads
+}
+
 TEST(TrainingSettings, BadValuesAreRefusedNamingTheSetting) {
-  EXPECT_THROW(TrainingSettingsFromJson({{"threads", 0}}), Error);
+  EXPECT_THROW(TrainingSettingsFromJson({{"threads", 1.5}}), Error);
   try {
     TrainingSettingsFromJson({{"divergence_factor", 0.5}});
     FAIL();

@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
   // `launch` and `evaluate` evaluate with the same kernels as training did, so their numbers are training's.
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial" ||
-                   std::string(argv[1]) == "launch" || std::string(argv[1]) == "evaluate")) {
+                   std::string(argv[1]) == "probe-speed" || std::string(argv[1]) == "launch" ||
+                   std::string(argv[1]) == "evaluate")) {
     dltune::ReexecWithFasterBlasKernels(argv);
   }
   CLI::App app{

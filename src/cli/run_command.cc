@@ -13,7 +13,9 @@
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/builtin_trial.h"
+#include "dltune/run/parallel_layout.h"
 #include "dltune/run/study_session.h"
+#include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/run/worker.h"
@@ -65,7 +67,8 @@ void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   AddStorageOption(command, args.storage);
   command
       ->add_option("--parallel", args.parallel,
-                   "Trials at once (default: the cores available divided by the spec's training.threads)")
+                   "Trials at once (default: the layout measured for the study's model on this machine, or the cores "
+                   "available divided by the spec's training.threads when it gives them; docs/parallel-layout.md)")
       ->check(WholeNumberIn(1, 4096));
   command
       ->add_option("--stale-after", args.stale_after,
@@ -98,6 +101,31 @@ WorkerOptions ToWorkerOptions(const WorkerArgs& args) {
           .worker_id = args.worker_id,
           .max_consecutive_failures = args.max_consecutive_failures,
           .retry_failed = args.retry_failed};
+}
+
+// Sets how many trials run at once and the threads of each (ChooseParallelLayout) for the study's trials, and says
+// which layout and why.
+void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& options) {
+  const TrialCounts counts = store.CountTrials(session.study().id);
+  const auto ended = static_cast<std::uint64_t>(
+      counts.Count(TrialState::kCompleted) + counts.Count(TrialState::kInfeasible) + counts.Count(TrialState::kFailed));
+  const std::uint64_t planned = StudyPlan(session.spec()).TrialCount();
+  LayoutRequest request{.parallel = options.parallel,
+                        .trials_to_run = planned > ended ? planned - ended : 0,
+                        .dltune_executable = SelfExecutable()};
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  request.progress = [tty](const std::string& what) {
+    std::printf(tty ? "\rparallel layout: %s...\x1b[K" : "parallel layout: %s...\n", what.c_str());
+    std::fflush(stdout);
+  };
+  const ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
+  if (tty) std::printf("\r\x1b[K");
+  std::printf("parallel layout: %d trial%s at once, %d thread%s each: %s\n", layout.trials,
+              layout.trials == 1 ? "" : "s", layout.threads, layout.threads == 1 ? "" : "s",
+              TerminalSafe(layout.basis).c_str());
+  std::fflush(stdout);
+  options.parallel = layout.trials;
+  options.threads_per_trial = layout.threads;
 }
 
 // The study's tracking row, and for each sub-study its best trial: value, best step, checkpoint, reproduction.
@@ -256,8 +284,8 @@ void RegisterRunCommands(CLI::App& app) {
       PrintStartLine(*store, session);
       WorkerOptions options = ToWorkerOptions(*args);
       options.study = spec.name;
-      const int parallel = options.parallel > 0 ? options.parallel : DefaultParallelism(spec.training.threads);
-      const int status = RunLoop(*store, options, session.study().id, parallel);
+      ApplyLayout(*store, session, options);
+      const int status = RunLoop(*store, options, session.study().id, options.parallel);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
       if (!args->no_report) {
         std::printf("\n");
@@ -286,19 +314,18 @@ void RegisterRunCommands(CLI::App& app) {
     worker->callback([args] {
       const auto store = OpenStore(StoreUrlOrDefault(args->storage), false);
       std::int64_t study_id = 0;
-      int threads = 1;
+      WorkerOptions options = ToWorkerOptions(*args);
       if (!args->study.empty()) {
         const StudySession session = StudySession::Open(*store, args->study);
         study_id = session.study().id;
-        threads = session.spec().training.threads;
+        ApplyLayout(*store, session, options);
       }
-      const WorkerOptions options = ToWorkerOptions(*args);
       std::printf("worker %s on %s: %s\n",
                   args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
                   args->study.empty() ? "every study" : ("study " + args->study).c_str());
       std::fflush(stdout);
       const int status =
-          RunLoop(*store, options, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(threads));
+          RunLoop(*store, options, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(1));
       if (status == kExitAllDone || status == kExitSomeFailed) std::printf("worker done: no trial left to run\n");
       if (status != 0) throw CLI::RuntimeError(status);
     });
@@ -313,6 +340,22 @@ void RegisterRunCommands(CLI::App& app) {
     trial_server->group("Internal");
     trial_server->callback(
         [] { throw Error("dltune trial-server is started by a dltune worker, with its socket on descriptor 3"); });
+  }
+  {
+    auto* probe = app.add_subcommand(
+        "probe-speed",
+        "Time the training steps of the built-in trial that $DLTUNE_TRIAL describes, for $DLTUNE_PROBE_SECONDS "
+        "seconds (default 1), and write {\"steps_per_second\": N} to $DLTUNE_REPORT: the probe by which dltune run "
+        "and dltune worker choose how many trials run at once and how many threads each uses "
+        "(docs/parallel-layout.md). Started by them, not by hand.\n\n"
+        "Example (what a layout probe runs):\n  DLTUNE_TRIAL=/tmp/probe/trial.json DLTUNE_THREADS=2 "
+        "DLTUNE_REPORT=/dev/stdout dltune probe-speed");
+    probe->group("Internal");
+    probe->callback([] {
+      const int status = RunSpeedProbe();
+      std::fflush(nullptr);
+      std::_Exit(status);  // as run-trial: LibTorch's static destructors would only add to the measurement's cost
+    });
   }
   {
     auto* run_trial = app.add_subcommand(

@@ -58,8 +58,10 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        1000, false, false, &TrainingSettings::keep_best_checkpoints},
       {"keep_latest_checkpoints", "--keep-latest", "newest checkpoints kept for resuming (default 2)", Kind::kCount, 1,
        1000, false, false, &TrainingSettings::keep_latest_checkpoints},
-      {"threads", "--threads", "threads each trial uses (default 1)", Kind::kCount, 1, 1024, false, false,
-       &TrainingSettings::threads},
+      {"threads", "--threads",
+       "threads each trial uses, or auto (default): in a study, the layout of trials and threads that finishes "
+       "soonest on this machine, measured once (docs/parallel-layout.md); in dltune train, every core available",
+       Kind::kCount, 1, 1024, false, false, &TrainingSettings::threads, nullptr, true},
       {"profile_steps", "--profile-steps",
        "write a trace for ui.perfetto.dev of steps A:B, from step A to step B (LibTorch's operators and the "
        "trainer's spans), to profile.trace.json beside the checkpoint directory (default: none)",
@@ -116,12 +118,18 @@ void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, s
       }
       break;
     case Kind::kCount: {
+      if (const auto* word = std::get_if<std::string>(&value); auto_word && word != nullptr && *word == "auto") {
+        number = 0;
+        break;
+      }
       const auto real = NumericValue(value);
       if (!real || std::holds_alternative<bool>(value) || std::floor(*real) != *real) {
-        throw Error("must be a whole number");
+        throw Error(auto_word ? "must be a whole number or auto" : "must be a whole number");
       }
       number = *real;
-      if (number < min || number > upper) throw Error(fmt::format("must be between {:.0f} and {:.0f}", min, upper));
+      if (number < min || number > upper) {
+        throw Error(fmt::format("must be between {:.0f} and {:.0f}{}", min, upper, auto_word ? ", or auto" : ""));
+      }
       break;
     }
     case Kind::kNumber: {
@@ -149,9 +157,9 @@ void TrainingSettings::Validate(std::int64_t max_train_steps) const {
   TrainingSettings checked;
   for (const Field& field : TrainingSettingFields()) {
     const Value value = field.Get(*this);
-    // Zero is the "derived" default of the step intervals and of the evaluation batch size, and no timeout.
+    // Zero is the "derived" default of the step intervals and of the evaluation batch size, no timeout, and auto.
     const bool derived = (field.key == "eval_every_steps" || field.key == "log_every_steps" ||
-                          field.key == "eval_batch_size" || field.key == "timeout") &&
+                          field.key == "eval_batch_size" || field.key == "timeout" || field.auto_word) &&
                          NumericValue(value) == 0.0;
     if (derived) continue;
     try {

@@ -203,14 +203,23 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
   }
 }
 
+BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("{}: cannot read the trial description", path));
+  nlohmann::json trial;
+  try {
+    trial = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+  return ReadBuiltinTrial(trial, path);
+}
+
 void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) {
   static std::set<std::string> prepared;  // workload name and arguments
   const auto trial_path = environment.find("DLTUNE_TRIAL");
   if (trial_path == environment.end()) return;
-  std::ifstream in(trial_path->second);
-  const nlohmann::json trial = nlohmann::json::parse(in, nullptr, false);
-  if (!trial.is_object()) throw IoError(fmt::format("{}: cannot read the trial description", trial_path->second));
-  const BuiltinTrialRun run = ReadBuiltinTrial(trial, trial_path->second);
+  const BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path->second);
   const std::string key = run.workload + " " + run.args.dump();
   if (prepared.count(key)) return;
   PreloadWorkloadData(run.workload, run.args);
@@ -220,16 +229,8 @@ void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) 
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
-  std::ifstream in(trial_path);
-  if (!in) throw IoError(fmt::format("{}: cannot read the trial description", trial_path));
-  nlohmann::json trial;
-  try {
-    trial = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", trial_path, e.what()));
-  }
   const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
-  BuiltinTrialRun run = ReadBuiltinTrial(trial, trial_path);
+  BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
   if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
     run.options.max_resume_step = std::stoll(limit);
@@ -248,6 +249,22 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     case TrainOutcome::kStopped: return kTrialStoppedExitStatus;
   }
   return 0;
+}
+
+int RunSpeedProbe() {
+  const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
+  const std::string report_path = RequireEnv("DLTUNE_REPORT");
+  BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
+  double seconds = 1.0;
+  if (const char* text = std::getenv("DLTUNE_PROBE_SECONDS"); text && *text) seconds = std::stod(text);
+  // A probe measures speed, not learning: a loss that grows is no reason to stop it.
+  run.options.training.divergence_factor = 1e300;
+  const double steps_per_second =
+      MeasureTrainingSpeed(run.workload, run.args, HyperParams(run.args, run.params), run.options, seconds);
+  std::ofstream report(report_path);
+  report << nlohmann::json{{"steps_per_second", steps_per_second}}.dump() << "\n";
+  report.flush();
+  return report && steps_per_second > 0 ? 0 : 1;
 }
 
 }  // namespace dltune

@@ -133,8 +133,18 @@ nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord&
           {"params_sha256", Sha256Hex(by_name.dump())}};
 }
 
+int TrialThreads(const StudySpec& spec, const StudyRecord& study, std::uint64_t number) {
+  if (spec.training.threads > 0) return spec.training.threads;
+  std::ifstream in(TrialDirectory(spec, study, number) / "trial.json");
+  const nlohmann::json trial = nlohmann::json::parse(in, nullptr, false);
+  const int threads = trial.is_object() ? trial.value(nlohmann::json::json_pointer("/training/threads"), 0) : 0;
+  return std::max(1, threads);
+}
+
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming) {
+  TrainingSettings training = spec.training.Resolved(TrialMaxTrainSteps(spec, trial.params));
+  training.threads = TrialThreads(spec, study, trial.number);
   nlohmann::json by_name = nlohmann::json::object();
   for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
   return {{"protocol", kTrialProtocolVersion},
@@ -148,13 +158,19 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
           {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           // Every setting, the derived ones (the evaluation interval) worked out for the program that reads them.
-          {"training", TrainingSettingsToJson(spec.training.Resolved(TrialMaxTrainSteps(spec, trial.params)))},
+          {"training", TrainingSettingsToJson(training)},
           {"params", by_name},
           {"resuming", resuming}};
 }
 
-PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
-                           const std::filesystem::path& dltune_executable) {
+PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study, const ActiveTrial& trial,
+                           const std::filesystem::path& dltune_executable, int auto_threads) {
+  StudySpec resolved;
+  if (given_spec.training.threads == 0) {
+    resolved = given_spec;
+    resolved.training.threads = std::max(1, auto_threads);
+  }
+  const StudySpec& spec = given_spec.training.threads == 0 ? resolved : given_spec;
   PreparedTrial prepared;
   prepared.trial_dir = TrialDirectory(spec, study, trial.number());
   std::error_code error;
@@ -218,7 +234,9 @@ std::string ReproduceCommand(const StudySpec& spec, const StudyRecord& study, co
   }
   for (const auto& [name, value] : params) command += " --set " + ShellQuote(name + "=" + FormatValue(value));
   command += fmt::format(" --steps {} --seed {}", TrialMaxTrainSteps(spec, trial.params), trial.seed);
-  if (const std::string flags = TrainingSettingFlags(spec.training); !flags.empty()) command += " " + flags;
+  TrainingSettings training = spec.training;
+  training.threads = TrialThreads(spec, study, trial.number);
+  if (const std::string flags = TrainingSettingFlags(training); !flags.empty()) command += " " + flags;
   if (spec.objective.Name() != Objective{}.Name() || spec.objective.direction != Direction::kMinimize) {
     command +=
         fmt::format(" --objective {} --{}", ShellQuote(spec.objective.Name()), DirectionName(spec.objective.direction));

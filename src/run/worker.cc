@@ -1,7 +1,6 @@
 #include "dltune/run/worker.h"
 
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/machine.h"
 #include "dltune/run/study_session.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
@@ -284,7 +284,8 @@ class Worker {
     ActiveTrial& active = *slot->trial;
     bool resuming = false;
     try {
-      const PreparedTrial prepared = PrepareTrial(spec, session.study(), active, dltune_);
+      const PreparedTrial prepared =
+          PrepareTrial(spec, session.study(), active, dltune_, std::max(1, options_.threads_per_trial));
       slot->trial_dir = prepared.trial_dir;
       resuming = prepared.resuming;
       for (const auto& checkpoint : store_.ListCheckpoints(active.lease().trial_id)) {
@@ -747,14 +748,7 @@ std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const 
   return "";
 }
 
-int DefaultParallelism(int threads_per_trial) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  int cores = 0;
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, cores / std::max(1, threads_per_trial));
-}
+int DefaultParallelism(int threads_per_trial) { return std::max(1, AvailableCores() / std::max(1, threads_per_trial)); }
 
 std::string DefaultWorkerId() {
   char host[256] = {};

@@ -4,10 +4,12 @@
 
 #include <torch/torch.h>
 
+#include "dltune/core/machine.h"
+
 namespace dltune {
 
 void SetTorchThreads(int threads) {
-  torch::set_num_threads(threads);
+  torch::set_num_threads(threads > 0 ? threads : AvailableCores());
   // LibTorch allows setting the inter-op pool only once, before it is used.
   static std::once_flag interop_once;
   std::call_once(interop_once, [] {

@@ -1,5 +1,8 @@
 #include "dltune/workloads/train.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "dltune/workloads/registry.h"
@@ -37,6 +40,52 @@ void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json&
   torch::set_num_threads(1);
   const auto workload = MakeWorkload(workload_name, workload_args);
   workload->Data();  // decoded data sets stay cached in the process (LoadFashionMnist)
+}
+
+namespace {
+
+// Collects each step's time and stops training once `seconds` of steps are measured.
+class StepTimer : public TrainerCallbacks {
+ public:
+  explicit StepTimer(double seconds) : seconds_(seconds) {}
+
+  void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
+    for (const StepMetrics& step : steps) {
+      if (step.step <= kWarmUpSteps) continue;
+      times_.push_back(step.step_time);
+      measured_ += step.step_time;
+    }
+  }
+  bool ShouldStop(std::int64_t step) override { return step > kWarmUpSteps + 5 && measured_ >= seconds_; }
+
+  double Median() {
+    if (times_.empty()) return 0;
+    auto middle = times_.begin() + static_cast<std::ptrdiff_t>(times_.size() / 2);
+    std::nth_element(times_.begin(), middle, times_.end());
+    return *middle;
+  }
+
+ private:
+  static constexpr std::int64_t kWarmUpSteps = 5;  // the first steps allocate and fill caches
+  double seconds_;
+  double measured_ = 0;
+  std::vector<double> times_;
+};
+
+}  // namespace
+
+double MeasureTrainingSpeed(const std::string& workload_name, const nlohmann::json& workload_args,
+                            const HyperParams& params, TrainerOptions options, double seconds) {
+  options.checkpoint_dir.clear();
+  options.profile_path.clear();
+  options.training.profile_steps.clear();
+  options.training.log_every_steps = 1;
+  options.training.eval_schedule.clear();
+  options.training.eval_every_steps = options.max_train_steps;  // only at the end, which the timer stops before
+  StepTimer timer(seconds);
+  Train(workload_name, workload_args, params, options, timer);
+  const double median = timer.Median();
+  return median > 0 ? 1.0 / median : 0;
 }
 
 }  // namespace dltune

@@ -32,7 +32,7 @@ struct TrainingSettings {
   double divergence_factor = 100.0;          // a training loss above this multiple of the first one is divergence
   int keep_best_checkpoints = 1;             // the best pool (retrospective optimal checkpoint selection)
   int keep_latest_checkpoints = 2;           // the latest pool (resuming after preemption)
-  int threads = 1;                           // threads per trial; the runner runs cores / threads trials at once
+  int threads = 0;                           // threads per trial; 0 ("auto"): the runner measures the layout
   std::string profile_steps;                 // "A:B": a profile trace of steps A to B (ProfileWindow); "": none
   double timeout_seconds = 0;  // >0: a trial process running longer than this is stopped and failed (runner)
 
@@ -66,6 +66,7 @@ struct TrainingSettingField {
       member;
   // kText: throws Error for a bad value; `max_train_steps` (0: unknown) bounds a text naming steps.
   void (*check_text)(const std::string& text, std::int64_t max_train_steps) = nullptr;
+  bool auto_word = false;  // kCount: also the word "auto", held as 0
 
   Value Get(const TrainingSettings& settings) const;
   // Sets the value, checked: throws Error, with a message to follow the setting's name ("must be between 1 and

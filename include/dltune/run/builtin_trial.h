@@ -24,6 +24,8 @@ struct BuiltinTrialRun {
 };
 // Reads `trial` (trial.json's content; `where` names it in errors). Throws Error for a missing or mistyped field.
 BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where);
+// Reads the trial.json at `path`. Throws IoError when it cannot be read, Error when it is not a trial description.
+BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path);
 
 // A trial server's preparation for the built-in trial whose environment is `environment`: decodes the data set of
 // the workload its DLTUNE_TRIAL names, once per workload and arguments (PreloadWorkloadData). Throws Error when the
@@ -34,5 +36,10 @@ void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment);
 // (0, or kTrialStoppedExitStatus when `stop_requested` became true, set by the caller's SIGTERM handler). Throws
 // Error for unusable trial files or params (the caller prints it to stderr, which the worker records).
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested);
+
+// `dltune probe-speed`, the parallel layout's probe (parallel_layout.h): trains the built-in trial that $DLTUNE_TRIAL
+// describes for $DLTUNE_PROBE_SECONDS seconds (1 when unset), without evaluating or checkpointing, and writes
+// {"steps_per_second": N} to $DLTUNE_REPORT. Returns the exit status; throws Error for unusable trial files.
+int RunSpeedProbe();
 
 }  // namespace dltune

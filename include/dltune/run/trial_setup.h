@@ -44,16 +44,20 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
                                                 const std::map<std::string, Value>& params,
                                                 const std::filesystem::path& trial_dir);
 
-// trial.json's content (see docs/trial-protocol.md).
+// The threads trial `number` trains with: the spec's training.threads, or when that is auto the parallel layout's
+// choice its trial.json records (1 before it has one).
+int TrialThreads(const StudySpec& spec, const StudyRecord& study, std::uint64_t number);
+
+// trial.json's content (see docs/trial-protocol.md); its training.threads is TrialThreads'.
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
                                 const std::map<std::string, Value>& params, bool resuming);
 
 // Creates the trial's directory and files and the command that runs it: `dltune_executable run-trial` for a
 // built-in workload, the rendered `command:` otherwise. The study directory gets a study.json naming its study; one
 // naming another study is refused. Throws Error when a file cannot be written or a placeholder has no value in this
-// trial.
+// trial. A spec that leaves training.threads to auto gives the trial `auto_threads` threads.
 PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
-                           const std::filesystem::path& dltune_executable);
+                           const std::filesystem::path& dltune_executable, int auto_threads = 1);
 
 // A command that trains the trial again on its own: `dltune train ...` with its params and seed for a built-in
 // workload; the program with its environment otherwise.

@@ -35,6 +35,12 @@ SplitOverlap CheckWorkloadSplits(const std::string& workload_name, const nlohman
 // LibTorch on one intra-op thread and never starts a thread pool. Throws Error like the workload's own loading.
 void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json& workload_args);
 
+// Training steps per second of workload `workload_name` with these params and options (its threads, its batch
+// size), timed over about `seconds` of training after a few warm-up steps: the median step. Evaluates nothing and
+// writes no checkpoint. Throws Error like Train.
+double MeasureTrainingSpeed(const std::string& workload_name, const nlohmann::json& workload_args,
+                            const HyperParams& params, TrainerOptions options, double seconds);
+
 // Every registered workload's name, sorted; the built-in ones included.
 std::vector<std::string> WorkloadNames();
 

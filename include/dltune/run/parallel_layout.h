@@ -1,0 +1,63 @@
+// How a study uses this machine: how many trials run at once and how many threads each trains with. Chosen by
+// measurement for a built-in workload whose spec leaves training.threads to auto, from the machine's cores and the
+// model's own speed at each layout; `--parallel` and training.threads override (docs/parallel-layout.md).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dltune/study/study_spec.h"
+
+namespace dltune {
+
+struct ParallelLayout {
+  int trials = 1;     // at once
+  int threads = 1;    // per trial
+  std::string basis;  // why this layout, for the user: "measured", "--parallel", a short study, ...
+};
+
+// One candidate layout as the probe measured it: `trials` probe processes at once, `threads` threads each, and the
+// training steps per second of one of them (their mean).
+struct LayoutMeasurement {
+  int trials = 1;
+  int threads = 1;
+  double steps_per_second = 0;
+};
+
+// The layouts worth measuring on `cores` cores: 1, 2, 4, ... threads per trial and `cores` itself, each with as
+// many trials at once as fit (cores / threads).
+std::vector<LayoutMeasurement> LayoutCandidates(int cores);
+
+// The measured layout that trains `trials_to_run` trials soonest: rounds of trials (trials_to_run / trials, rounded
+// up) times one trial's time at its measured speed. Layouts within 3% of the soonest count as equal, and the one
+// with fewer threads per trial is taken (independent trials do not wait for each other's threads). `measurements`
+// must not be empty and their speeds must be positive.
+ParallelLayout PickMeasuredLayout(const std::vector<LayoutMeasurement>& measurements, std::uint64_t trials_to_run);
+
+// A study shorter than this many training steps in all is not worth a probe: one thread per trial.
+inline constexpr std::uint64_t kLayoutProbeMinSteps = 20000;
+
+struct LayoutRequest {
+  int parallel = 0;                                  // --parallel; 0 when not given
+  int cores = 0;                                     // 0: AvailableCores()
+  std::uint64_t trials_to_run = 0;                   // trials of the study not yet ended
+  std::filesystem::path dltune_executable;           // runs the probe (`dltune probe-speed`)
+  std::filesystem::path cache_file;                  // empty: LayoutCacheFile()
+  double probe_seconds = 0.5;                        // training time of each probe process
+  std::function<void(const std::string&)> progress;  // told what is being measured; may be empty
+};
+
+// The layout of `spec`'s trials: training.threads and --parallel when given (the other derived from the cores),
+// one thread per trial for a command: study or a short one, and otherwise the measured layout. A measurement is
+// cached per machine (CPU, cores, BLAS kernels) and workload (name, arguments, the first trial's params) in the cache
+// file. A probe that fails falls back to one thread per trial and says why in `basis`; never throws for it.
+ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request);
+
+// Where measured layouts are kept: $DLTUNE_CACHE_DIR, else $XDG_CACHE_HOME/dltune, else ~/.cache/dltune; the file
+// parallel-layouts.json there.
+std::filesystem::path LayoutCacheFile();
+
+}  // namespace dltune

@@ -1,0 +1,298 @@
+#include "dltune/run/parallel_layout.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/error.h"
+#include "dltune/core/files.h"
+#include "dltune/core/machine.h"
+#include "dltune/core/sha256.h"
+#include "dltune/run/study_session.h"
+#include "dltune/run/trial_process.h"
+#include "dltune/train/blas_kernels.h"
+
+namespace dltune {
+namespace {
+
+constexpr double kEqualWithin = 0.03;         // layouts this close in estimated time count as equal
+constexpr double kProbeTimeoutSeconds = 120;  // a probe process past this is killed and the measurement abandoned
+constexpr int kCacheVersion = 1;
+
+std::string Plural(int count, const char* one, const char* many) {
+  return fmt::format("{} {}", count, count == 1 ? one : many);
+}
+
+std::string Describe(int trials, int threads) {
+  return fmt::format("{} at once, {} each", Plural(trials, "trial", "trials"), Plural(threads, "thread", "threads"));
+}
+
+// The settings a probe process trains with: the BLAS kernels a trial gets, and the library's own thread count.
+std::map<std::string, std::string> ProbeEnvironment(int threads, double seconds, const std::filesystem::path& trial) {
+  std::map<std::string, std::string> environment = {{"DLTUNE_TRIAL", trial.string()},
+                                                    {"DLTUNE_PROBE_SECONDS", fmt::format("{}", seconds)},
+                                                    {"DLTUNE_THREADS", std::to_string(threads)},
+                                                    {"OMP_NUM_THREADS", std::to_string(threads)},
+                                                    {"MKL_NUM_THREADS", std::to_string(threads)}};
+  if (const auto blas = FasterBlasEnvironment()) environment[blas->first] = blas->second;
+  return environment;
+}
+
+// What makes one measurement valid for another study: the machine and the training that was timed.
+nlohmann::json CacheKey(const nlohmann::json& probe_trial, int cores) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  const auto faster = FasterBlasEnvironment();
+  return {{"cpu", CpuModelName()},
+          {"cores", cores},
+          {"blas", faster ? faster->second : (coretype ? coretype : "auto")},
+          {"workload", probe_trial.at("workload")},
+          {"params", probe_trial.at("params")}};
+}
+
+nlohmann::json ReadCache(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return nlohmann::json::object();
+  nlohmann::json cache = nlohmann::json::parse(in, nullptr, false);
+  if (!cache.is_object() || cache.value("version", 0) != kCacheVersion || !cache.contains("layouts")) {
+    return nlohmann::json::object();  // unreadable or from another version: measured again and rewritten
+  }
+  return cache;
+}
+
+std::optional<std::vector<LayoutMeasurement>> CachedMeasurements(const std::filesystem::path& file,
+                                                                 const std::string& key) {
+  const nlohmann::json cache = ReadCache(file);
+  if (!cache.contains("layouts") || !cache["layouts"].contains(key)) return std::nullopt;
+  std::vector<LayoutMeasurement> measured;
+  try {
+    for (const auto& entry : cache["layouts"][key].at("measurements")) {
+      measured.push_back(
+          {entry.at("trials").get<int>(), entry.at("threads").get<int>(), entry.at("steps_per_second").get<double>()});
+      if (!(measured.back().steps_per_second > 0)) return std::nullopt;
+    }
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  if (measured.empty()) return std::nullopt;
+  return measured;
+}
+
+std::string NowText() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  ::gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+void StoreMeasurements(const std::filesystem::path& file, const std::string& key, const nlohmann::json& key_json,
+                       const std::vector<LayoutMeasurement>& measured) {
+  nlohmann::json cache = ReadCache(file);
+  cache["version"] = kCacheVersion;
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& m : measured) {
+    entries.push_back({{"trials", m.trials}, {"threads", m.threads}, {"steps_per_second", m.steps_per_second}});
+  }
+  cache["layouts"][key] = {{"machine_and_workload", key_json}, {"measured_at", NowText()}, {"measurements", entries}};
+  std::error_code error;
+  std::filesystem::create_directories(file.parent_path(), error);
+  WriteFileAtomically(file, cache.dump(2) + "\n", false);
+}
+
+// Runs `trials` probe processes at once with `threads` threads each; their mean steps/s.
+double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& probe_dir, int trials, int threads) {
+  TrialCommand command;
+  command.argv = {request.dltune_executable.string(), "probe-speed"};
+  command.environment = ProbeEnvironment(threads, request.probe_seconds, probe_dir / "trial.json");
+  command.stdout_path = probe_dir / "probe.log";
+  command.stderr_path = probe_dir / "probe.log";
+  std::vector<std::unique_ptr<TrialProcess>> processes;
+  processes.reserve(static_cast<std::size_t>(trials));
+  std::vector<std::string> reports(static_cast<std::size_t>(trials));
+  for (int i = 0; i < trials; ++i) processes.push_back(std::make_unique<TrialProcess>(command));
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t running = processes.size();
+  std::vector<bool> ended(processes.size(), false);
+  while (running > 0) {
+    for (std::size_t i = 0; i < processes.size(); ++i) {
+      if (ended[i]) continue;
+      if (processes[i]->report_fd() >= 0) processes[i]->ReadReport(reports[i]);
+      if (const auto status = processes[i]->TryWait()) {
+        while (processes[i]->report_fd() >= 0 && processes[i]->ReadReport(reports[i])) {
+        }
+        if (!status->ok()) {
+          throw Error(fmt::format("the probe process ended with {}: {}", status->Describe(),
+                                  TailOfFile(command.stderr_path, 5)));
+        }
+        ended[i] = true;
+        --running;
+      }
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kProbeTimeoutSeconds) {
+      throw Error(fmt::format("the probe took longer than {:.0f} s", kProbeTimeoutSeconds));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  double total = 0;
+  for (const std::string& report : reports) {
+    const nlohmann::json line = nlohmann::json::parse(report, nullptr, false);
+    if (!line.is_object() || !line.contains("steps_per_second") || !line["steps_per_second"].is_number()) {
+      throw Error(fmt::format("the probe process reported no speed: '{}'", report));
+    }
+    total += line["steps_per_second"].get<double>();
+  }
+  return total / trials;
+}
+
+// The training the probe times: the study's first trial, as trial.json describes it to a built-in trial.
+nlohmann::json ProbeTrial(const StudySpec& spec, int threads) {
+  const StudyPlan plan(spec);
+  if (plan.TrialCount() == 0 || !plan.IsPlanned(0)) throw Error("the study's first trial is not planned ahead");
+  const PlannedTrial first = plan.Trial(0);
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [name, value] : ParamsByName(*spec.space, first.params)) params[name] = ValueToJson(value);
+  const std::int64_t steps = TrialMaxTrainSteps(spec, first.params);
+  TrainingSettings training = spec.training.Resolved(steps);
+  training.threads = threads;
+  return {{"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
+          {"params", params},
+          {"max_train_steps", steps},
+          {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
+          {"seed", first.seed},
+          {"training", TrainingSettingsToJson(training)}};
+}
+
+std::vector<LayoutMeasurement> Probe(const StudySpec& spec, const LayoutRequest& request, int cores) {
+  const auto probe_dir = std::filesystem::temp_directory_path() / fmt::format("dltune-layout-probe-{}", ::getpid());
+  std::filesystem::create_directories(probe_dir);
+  struct RemoveOnExit {
+    std::filesystem::path dir;
+    ~RemoveOnExit() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove{probe_dir};
+  std::vector<LayoutMeasurement> measured = LayoutCandidates(cores);
+  for (LayoutMeasurement& candidate : measured) {
+    WriteFileAtomically(probe_dir / "trial.json", ProbeTrial(spec, candidate.threads).dump(2), false);
+    if (request.progress) request.progress("measuring " + Describe(candidate.trials, candidate.threads));
+    candidate.steps_per_second = MeasureLayout(request, probe_dir, candidate.trials, candidate.threads);
+  }
+  return measured;
+}
+
+std::string MeasuredText(const std::vector<LayoutMeasurement>& measured) {
+  std::string text;
+  for (const auto& m : measured) {
+    text += fmt::format("{}{}×{}: {:.0f} steps/s per trial", text.empty() ? "" : "; ", m.trials, m.threads,
+                        m.steps_per_second);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<LayoutMeasurement> LayoutCandidates(int cores) {
+  cores = std::max(1, cores);
+  std::vector<LayoutMeasurement> candidates;
+  for (int threads = 1; threads < cores; threads *= 2) candidates.push_back({cores / threads, threads, 0});
+  candidates.push_back({1, cores, 0});
+  return candidates;
+}
+
+ParallelLayout PickMeasuredLayout(const std::vector<LayoutMeasurement>& measurements, std::uint64_t trials_to_run) {
+  if (measurements.empty()) throw Error("no layout was measured");
+  const auto estimate = [&](const LayoutMeasurement& m) {
+    const auto rounds = (std::max<std::uint64_t>(1, trials_to_run) + static_cast<std::uint64_t>(m.trials) - 1) /
+                        static_cast<std::uint64_t>(m.trials);
+    return static_cast<double>(rounds) / m.steps_per_second;  // in units of one trial's steps
+  };
+  double soonest = INFINITY;
+  for (const auto& m : measurements) {
+    if (!(m.steps_per_second > 0)) throw Error("a measured layout has no speed");
+    soonest = std::min(soonest, estimate(m));
+  }
+  const LayoutMeasurement* chosen = nullptr;
+  for (const auto& m : measurements) {
+    if (estimate(m) <= soonest * (1 + kEqualWithin) && (!chosen || m.threads < chosen->threads)) chosen = &m;
+  }
+  return {chosen->trials, chosen->threads, "measured"};
+}
+
+std::filesystem::path LayoutCacheFile() {
+  const auto from = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value && *value ? value : "";
+  };
+  std::filesystem::path dir;
+  if (const auto own = from("DLTUNE_CACHE_DIR"); !own.empty()) {
+    dir = own;
+  } else if (const auto xdg = from("XDG_CACHE_HOME"); !xdg.empty()) {
+    dir = std::filesystem::path(xdg) / "dltune";
+  } else {
+    dir = std::filesystem::path(from("HOME").empty() ? "/tmp" : from("HOME")) / ".cache" / "dltune";
+  }
+  return dir / "parallel-layouts.json";
+}
+
+ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request) {
+  const int cores = request.cores > 0 ? request.cores : AvailableCores();
+  const int threads = spec.training.threads;
+  if (threads > 0 && request.parallel > 0) {
+    return {request.parallel, threads, "--parallel and training.threads"};
+  }
+  if (threads > 0) return {std::max(1, cores / threads), threads, "training.threads, and the cores available"};
+  if (request.parallel > 0) {
+    return {request.parallel, std::max(1, cores / request.parallel), "--parallel, and the cores available"};
+  }
+  const ParallelLayout one_each{cores, 1, ""};
+  if (spec.workload.name.empty()) {
+    return {one_each.trials, 1, "one thread per trial: the trials are a program of yours, not measured"};
+  }
+  const std::uint64_t steps =
+      request.trials_to_run * static_cast<std::uint64_t>(std::max<std::int64_t>(1, spec.max_train_steps));
+  if (steps < kLayoutProbeMinSteps) {
+    return {one_each.trials, 1,
+            fmt::format("one thread per trial: {} training steps left in all, too few to be worth measuring", steps)};
+  }
+  try {
+    const nlohmann::json key_json = CacheKey(ProbeTrial(spec, 1), cores);
+    const std::string key = Sha256Hex(key_json.dump()).substr(0, 16);
+    const std::filesystem::path cache = request.cache_file.empty() ? LayoutCacheFile() : request.cache_file;
+    std::vector<LayoutMeasurement> measured;
+    std::string basis;
+    if (auto cached = CachedMeasurements(cache, key)) {
+      measured = std::move(*cached);
+      basis = fmt::format("measured before on this machine ({}; cached in {})", MeasuredText(measured), cache.string());
+    } else {
+      measured = Probe(spec, request, cores);
+      basis = fmt::format("measured ({})", MeasuredText(measured));
+      try {
+        StoreMeasurements(cache, key, key_json, measured);
+      } catch (const Error& e) {
+        basis += fmt::format("; not cached: {}", e.what());
+      }
+    }
+    // Measured with as many trials at once as fit; a study with fewer trials left runs fewer.
+    for (LayoutMeasurement& m : measured) {
+      m.trials =
+          static_cast<int>(std::clamp<std::uint64_t>(request.trials_to_run, 1, static_cast<std::uint64_t>(m.trials)));
+    }
+    ParallelLayout layout = PickMeasuredLayout(measured, request.trials_to_run);
+    layout.basis = basis;
+    return layout;
+  } catch (const std::exception& e) {
+    return {one_each.trials, 1, fmt::format("one thread per trial: the layout could not be measured ({})", e.what())};
+  }
+}
+
+}  // namespace dltune

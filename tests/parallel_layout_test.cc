@@ -1,0 +1,203 @@
+// The parallel layout (include/dltune/run/parallel_layout.h): which layouts are measured, which one the measurements
+// choose, what overrides them, and the real probe with its per-machine cache, through `dltune run` as well.
+#include "dltune/run/parallel_layout.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "dltune/core/machine.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Measurements as (trials, threads, steps/s).
+std::vector<LayoutMeasurement> Measured(std::initializer_list<LayoutMeasurement> list) { return list; }
+
+TEST(LayoutCandidates, OneThreadEachUpToAllCoresForOneTrial) {
+  const auto text = [](int cores) {
+    std::string out;
+    for (const auto& c : LayoutCandidates(cores))
+      out += std::to_string(c.trials) + "x" + std::to_string(c.threads) + " ";
+    return out;
+  };
+  EXPECT_EQ(text(1), "1x1 ");
+  EXPECT_EQ(text(2), "2x1 1x2 ");
+  EXPECT_EQ(text(6), "6x1 3x2 1x4 1x6 ");
+  EXPECT_EQ(text(8), "8x1 4x2 2x4 1x8 ");
+}
+
+TEST(PickMeasuredLayout, TakesTheLayoutThatFinishesTheTrialsSoonest) {
+  // 100 trials: 50 rounds at 400 steps/s beat 100 rounds at 500.
+  const ParallelLayout many = PickMeasuredLayout(Measured({{2, 1, 400}, {1, 2, 500}}), 100);
+  EXPECT_EQ(many.trials, 2);
+  EXPECT_EQ(many.threads, 1);
+  // One trial left: it runs alone either way, and faster with both threads.
+  const ParallelLayout last = PickMeasuredLayout(Measured({{1, 1, 400}, {1, 2, 500}}), 1);
+  EXPECT_EQ(last.threads, 2);
+  // A model whose steps scale with threads: 2 threads more than double the speed.
+  EXPECT_EQ(PickMeasuredLayout(Measured({{2, 1, 100}, {1, 2, 230}}), 100).threads, 2);
+  // Three trials on 4 cores: 4×1 finishes in one round, 2×2 in two.
+  EXPECT_EQ(PickMeasuredLayout(Measured({{3, 1, 100}, {2, 2, 150}, {1, 4, 200}}), 3).trials, 3);
+}
+
+TEST(PickMeasuredLayout, NearTiesGoToFewerThreadsPerTrial) {
+  // 100 rounds at 790 steps/s is within 3% of 50 rounds at 400.
+  EXPECT_EQ(PickMeasuredLayout(Measured({{1, 2, 790}, {2, 1, 400}}), 100).threads, 1);
+  EXPECT_EQ(PickMeasuredLayout(Measured({{1, 2, 850}, {2, 1, 400}}), 100).threads, 2);
+}
+
+TEST(PickMeasuredLayout, RefusesMeasurementsWithoutSpeed) {
+  EXPECT_THROW(PickMeasuredLayout({}, 10), Error);
+  EXPECT_THROW(PickMeasuredLayout(Measured({{2, 1, 0}}), 10), Error);
+}
+
+class ChooseLayout : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dltune_layout_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // A Fashion-MNIST MLP study of `trials` trials of `steps` steps, with `training` as its training: block.
+  static StudySpec Spec(int trials, int steps, const std::string& training = "{}") {
+    return ParseStudySpec(
+        "name: layout\n"
+        "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
+        "max_train_steps: " +
+            std::to_string(steps) + "\ntraining: " + training + "\ntrials: " + std::to_string(trials) +
+            "\nspace:\n  optimizer: nesterov\n  learning_rate: {min: 0.01, max: 0.1, scale: log}\n"
+            "  momentum: 0.9\n  batch_size: 64\n",
+        "layout.yaml");
+  }
+
+  LayoutRequest Request(int cores, std::uint64_t trials_to_run, int parallel = 0) const {
+    return {.parallel = parallel,
+            .cores = cores,
+            .trials_to_run = trials_to_run,
+            .dltune_executable = DLTUNE_CLI,
+            .cache_file = dir_ / "cache" / "parallel-layouts.json",
+            .probe_seconds = 0.2};
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ChooseLayout, TheSpecsThreadsAndParallelOverrideTheMeasurement) {
+  const ParallelLayout by_threads = ChooseParallelLayout(Spec(100, 1000, "{threads: 2}"), Request(8, 100));
+  EXPECT_EQ(by_threads.trials, 4);
+  EXPECT_EQ(by_threads.threads, 2);
+  EXPECT_THAT(by_threads.basis, HasSubstr("training.threads"));
+  const ParallelLayout by_parallel = ChooseParallelLayout(Spec(100, 1000), Request(6, 100, 3));
+  EXPECT_EQ(by_parallel.trials, 3);
+  EXPECT_EQ(by_parallel.threads, 2);
+  EXPECT_THAT(by_parallel.basis, HasSubstr("--parallel"));
+  const ParallelLayout both = ChooseParallelLayout(Spec(100, 1000, "{threads: 3}"), Request(2, 100, 5));
+  EXPECT_EQ(both.trials, 5);
+  EXPECT_EQ(both.threads, 3);
+  EXPECT_FALSE(fs::exists(dir_ / "cache")) << "nothing was measured";
+}
+
+TEST_F(ChooseLayout, AShortStudyIsNotMeasured) {
+  const ParallelLayout layout = ChooseParallelLayout(Spec(4, 100), Request(4, 4));
+  EXPECT_EQ(layout.trials, 4);
+  EXPECT_EQ(layout.threads, 1);
+  EXPECT_THAT(layout.basis, HasSubstr("400 training steps left in all, too few to be worth measuring"));
+  EXPECT_FALSE(fs::exists(dir_ / "cache"));
+}
+
+TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
+  const StudySpec spec = Spec(40, 1000);
+  std::vector<std::string> progress;
+  LayoutRequest request = Request(2, 40);
+  request.progress = [&](const std::string& what) { progress.push_back(what); };
+  const ParallelLayout first = ChooseParallelLayout(spec, request);
+  EXPECT_THAT(first.basis, ::testing::StartsWith("measured (2×1: "));
+  EXPECT_THAT(progress, ::testing::ElementsAre("measuring 2 trials at once, 1 thread each",
+                                               "measuring 1 trial at once, 2 threads each"));
+  std::ifstream in(request.cache_file);
+  const nlohmann::json cache = nlohmann::json::parse(in);
+  ASSERT_EQ(cache.at("layouts").size(), 1u);
+  const nlohmann::json entry = cache.at("layouts").begin().value();
+  EXPECT_EQ(entry.at("machine_and_workload").at("cpu"), CpuModelName());
+  EXPECT_EQ(entry.at("machine_and_workload").at("params").at("batch_size"), 64);
+  ASSERT_EQ(entry.at("measurements").size(), 2u);
+  for (const auto& m : entry.at("measurements")) {
+    EXPECT_GT(m.at("steps_per_second").get<double>(), 10) << m.dump();  // a 32-unit MLP trains far faster
+  }
+  // The same model again, in a study of another name and length: the cache answers, nothing is measured.
+  progress.clear();
+  request.trials_to_run = 30;
+  const ParallelLayout again = ChooseParallelLayout(Spec(30, 2000), request);
+  EXPECT_TRUE(progress.empty());
+  EXPECT_THAT(again.basis, HasSubstr("measured before on this machine"));
+  EXPECT_EQ(again.threads, first.threads);
+  // Another core count is another machine as far as the measurement goes.
+  request.cores = 1;
+  const ParallelLayout one_core = ChooseParallelLayout(spec, request);
+  EXPECT_EQ(progress.size(), 1u);
+  EXPECT_EQ(one_core.trials, 1);
+  EXPECT_EQ(one_core.threads, 1);
+}
+
+TEST_F(ChooseLayout, AnUnreadableCacheIsMeasuredAgainAndAFailedProbeFallsBack) {
+  LayoutRequest request = Request(2, 40);
+  fs::create_directories(request.cache_file.parent_path());
+  std::ofstream(request.cache_file) << "{ not json";
+  EXPECT_THAT(ChooseParallelLayout(Spec(40, 1000), request).basis, ::testing::StartsWith("measured ("));
+  EXPECT_TRUE(nlohmann::json::parse(test::Slurp(request.cache_file), nullptr, false).is_object());
+
+  request.cache_file = dir_ / "other-cache.json";
+  request.dltune_executable = "/bin/false";
+  const ParallelLayout fallback = ChooseParallelLayout(Spec(40, 1000), request);
+  EXPECT_EQ(fallback.trials, 2);
+  EXPECT_EQ(fallback.threads, 1);
+  EXPECT_THAT(fallback.basis,
+              HasSubstr("the layout could not be measured (the probe process ended with exit status 1"));
+  EXPECT_FALSE(fs::exists(request.cache_file));
+}
+
+// dltune run says which layout it took, and a trial of an auto study trains with the layout's threads: trial.json
+// and the reproduction command say so.
+TEST_F(ChooseLayout, DltuneRunGivesEachTrialTheLayoutsThreads) {
+  std::ofstream(dir_ / "study.yaml") << "name: threads\n"
+                                        "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [16]}}\n"
+                                        "max_train_steps: 10\n"
+                                        "training: {train_eval_examples: 500}\n"
+                                        "trials: 2\n"
+                                        "space:\n  optimizer: adam\n  learning_rate: 0.001\n  batch_size: 32\n";
+  const test::Result run =
+      test::RunDltune("run study.yaml --parallel 1 --no-report --storage sqlite://" + (dir_ / "s.db").string(), dir_);
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const int cores = AvailableCores();
+  EXPECT_THAT(run.out, HasSubstr(fmt::format("parallel layout: 1 trial at once, {} thread{} each: --parallel", cores,
+                                             cores == 1 ? "" : "s")));
+  fs::path trial_json;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_ / "runs")) {
+    if (entry.path().filename() == "trial.json") trial_json = entry.path();
+  }
+  ASSERT_FALSE(trial_json.empty());
+  EXPECT_EQ(nlohmann::json::parse(test::Slurp(trial_json)).at("training").at("threads"), cores);
+  // The best trial's reproduction command trains with the same threads.
+  EXPECT_THAT(run.out, ::testing::ContainsRegex(fmt::format("reproduce: +dltune train .*--threads {} ", cores)));
+}
+
+}  // namespace
+}  // namespace dltune
