@@ -1,10 +1,12 @@
 // dltune: the command-line front end of libdltune.
+#include <malloc.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -92,7 +94,19 @@ static bool ServeTrialsIfAsked(int& argc, char**& argv) {
   return true;
 }
 
+// Commands that train keep the memory they free: a training step frees and allocates the same large tensors again,
+// and glibc's default hands such blocks back to the kernel to fault them in again on the next step (40% of a small
+// MLP's step when it logs every step; docs/training.md, "Memory").
+static void KeepFreedMemoryIfTraining(int argc, char** argv) {
+  static const std::set<std::string> kTraining = {"train",  "run-trial", "probe-speed", "trial-server",
+                                                  "launch", "evaluate"};
+  if (argc < 2 || !kTraining.count(argv[1])) return;
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest threshold glibc takes; fixing it stops its adjusting
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
+
 int main(int argc, char** argv) {
+  KeepFreedMemoryIfTraining(argc, argv);  // before the trial server forks: its trials inherit the settings
   ServeTrialsIfAsked(argc, argv);
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
   // `launch` and `evaluate` evaluate with the same kernels as training did, so their numbers are training's.

@@ -345,11 +345,13 @@ class Loop {
     backward.End();
     // Global gradient norm and clipping as tensor ops: no host sync.
     TraceSpan clip(tracing_, "grad_norm");
-    std::vector<torch::Tensor> squares;
+    // Each parameter's norm is one reduction without a temporary (pow(2).sum() writes and reads a squared copy, and
+    // LibTorch's pow is not vectorized here); the global norm is the norm of those norms.
+    std::vector<torch::Tensor> norms;
     for (const auto& p : model_->parameters()) {
-      if (p.grad().defined()) squares.push_back(p.grad().pow(2).sum());
+      if (p.grad().defined()) norms.push_back(p.grad().norm());
     }
-    const torch::Tensor norm = torch::stack(squares).sum().sqrt();
+    const torch::Tensor norm = torch::stack(norms).norm();
     if (hp_.grad_clip_norm > 0) {
       const torch::Tensor scale = torch::clamp(hp_.grad_clip_norm / (norm + 1e-6), c10::nullopt, 1.0);
       for (auto& p : model_->parameters()) {
