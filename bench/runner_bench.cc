@@ -7,8 +7,8 @@
 //      - wall time of `dltune run` on the finished study, i.e. startup, summary and exit) / 100: spawning the trial
 //      process, claiming, writing params.json and trial.json, reading its report, the store writes and reaping it.
 //      The trivial script's own cost (100 runs of it by /bin/sh, without dltune) is printed beside it. Also printed:
-//      the start-up cost of a built-in trial's process (`dltune run-trial`, which loads LibTorch), from a study of 20
-//      one-step `synthetic` trials measured the same way;
+//      the start-up cost of a built-in trial's process (`dltune run-trial`, forked by the worker's trial server, on
+//      one thread), from a study of 20 one-step `synthetic` trials measured the same way;
 //   2. quickstart (skipped with --overhead-only): first the machine's limit (bench/machine_limit.h): the CPU model,
 //      the OpenBLAS kernel set each side trains with (dltune's trials get its choice, DLTUNE_BLAS_KERNELS=auto; the
 //      peer runs OpenBLAS's own), and in each the sgemm GFLOP/s of the MLP's products (a training step's at batch 128,
@@ -114,8 +114,8 @@ int Overhead(const fs::path& dir) {
   constexpr int kBuiltin = 20;
   const double builtin =
       PerTrialSeconds(dir, "builtin",
-                      "name: builtin\nworkload: synthetic\nmax_train_steps: 1\ntrials: " + std::to_string(kBuiltin) +
-                          "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
+                      "name: builtin\nworkload: synthetic\nmax_train_steps: 1\ntraining: {threads: 1}\ntrials: " +
+                          std::to_string(kBuiltin) + "\nspace:\n  learning_rate: {min: 0.001, max: 1, scale: log}\n",
                       kBuiltin);
   if (per_trial < 0 || alone < 0 || builtin < 0) return 1;
   std::printf("\nrunner overhead per trial (goal < 100 ms)\n");
@@ -124,8 +124,8 @@ int Overhead(const fs::path& dir) {
       "run by sh alone: %.1f ms)\n",
       kTrials, per_trial * 1000, alone / kTrials * 1000);
   std::printf(
-      "  built-in trial (synthetic, 1 step), %d trials:   %.1f ms per trial (the trial process loads "
-      "LibTorch)\n",
+      "  built-in trial (synthetic, 1 step, 1 thread), %d trials:   %.1f ms per trial (forked by the worker's "
+      "trial server)\n",
       kBuiltin, builtin * 1000);
   std::printf("  goal %s\n", per_trial < 0.1 ? "met" : "NOT met");
   return 0;
