@@ -98,8 +98,8 @@ static bool ServeTrialsIfAsked(int& argc, char**& argv) {
 // and glibc's default hands such blocks back to the kernel to fault them in again on the next step (40% of a small
 // MLP's step when it logs every step; docs/training.md, "Memory").
 static void KeepFreedMemoryIfTraining(int argc, char** argv) {
-  static const std::set<std::string> kTraining = {"train",  "run-trial", "probe-speed", "trial-server",
-                                                  "launch", "evaluate"};
+  static const std::set<std::string> kTraining = {"train",        "run-trial", "probe-speed",
+                                                  "trial-server", "launch",    "evaluate"};
   if (argc < 2 || !kTraining.count(argv[1])) return;
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest threshold glibc takes; fixing it stops its adjusting
   ::mallopt(M_TRIM_THRESHOLD, 1 << 30);
