@@ -168,7 +168,10 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
   StudySpec resolved;
   if (given_spec.training.threads == 0) {
     resolved = given_spec;
-    resolved.training.threads = std::max(1, auto_threads);
+    // A trial that resumes keeps the threads it started with: sums over other threads round differently, and
+    // resuming is bit-exact.
+    const bool started = std::filesystem::exists(TrialDirectory(given_spec, study, trial.number()) / "trial.json");
+    resolved.training.threads = started ? TrialThreads(given_spec, study, trial.number()) : std::max(1, auto_threads);
   }
   const StudySpec& spec = given_spec.training.threads == 0 ? resolved : given_spec;
   PreparedTrial prepared;

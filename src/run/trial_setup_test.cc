@@ -46,6 +46,31 @@ TEST(TrialSetup, WritesTheTrialsFilesAndEnvironment) {
   EXPECT_TRUE(PrepareTrial(spec, session.study(), *trial, "/usr/bin/dltune").resuming);
 }
 
+// With training.threads left to auto, a trial gets the layout's threads when it starts and keeps them when it
+// resumes under another layout (resuming is bit-exact only with the same threads).
+TEST(TrialSetup, AnAutoTrialKeepsItsThreadsWhenItResumes) {
+  TempStore temp;
+  const StudySpec spec = test::CommandSpec("s", "python3 train.py", temp.dir());
+  ASSERT_EQ(spec.training.threads, 0);
+  StudySession session = StudySession::OpenOrCreate(temp.store(), spec, "");
+  auto trial = session.Ask("w:1");
+  const auto threads_of = [](const PreparedTrial& prepared) {
+    std::ifstream in(prepared.trial_dir / "trial.json");
+    return nlohmann::json::parse(in).at("training").at("threads").get<int>();
+  };
+  const PreparedTrial first = PrepareTrial(spec, session.study(), *trial, "dltune", 2);
+  EXPECT_EQ(threads_of(first), 2);
+  EXPECT_EQ(first.command.environment.at("DLTUNE_THREADS"), "2");
+  EXPECT_EQ(TrialThreads(spec, session.study(), trial->number()), 2);
+  const PreparedTrial resumed = PrepareTrial(spec, session.study(), *trial, "dltune", 1);
+  EXPECT_TRUE(resumed.resuming);
+  EXPECT_EQ(threads_of(resumed), 2);
+  EXPECT_EQ(resumed.command.environment.at("DLTUNE_THREADS"), "2");
+  // Another trial, not started before, gets the new layout's.
+  auto next = session.Ask("w:1");
+  EXPECT_EQ(threads_of(PrepareTrial(spec, session.study(), *next, "dltune", 1)), 1);
+}
+
 TEST(TrialSetup, CompoundCommandsKeepTheirShell) {
   TempStore temp;
   const StudySpec spec = test::CommandSpec("s", "cd sub && python3 t.py {learning_rate}", temp.dir());

@@ -55,7 +55,8 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
 // Creates the trial's directory and files and the command that runs it: `dltune_executable run-trial` for a
 // built-in workload, the rendered `command:` otherwise. The study directory gets a study.json naming its study; one
 // naming another study is refused. Throws Error when a file cannot be written or a placeholder has no value in this
-// trial. A spec that leaves training.threads to auto gives the trial `auto_threads` threads.
+// trial. A spec that leaves training.threads to auto gives the trial `auto_threads` threads, or on resuming the
+// threads it started with.
 PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
                            const std::filesystem::path& dltune_executable, int auto_threads = 1);
 
