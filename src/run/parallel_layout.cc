@@ -153,16 +153,16 @@ double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& 
   return total / trials;
 }
 
-// The training the probe times: the study's first trial, as trial.json describes it to a built-in trial.
-nlohmann::json ProbeTrial(const StudySpec& spec, int threads) {
+// The training the probe times: the study's first trial, as trial.json describes it to a built-in trial (its
+// training.threads set per candidate layout).
+nlohmann::json ProbeTrial(const StudySpec& spec) {
   const StudyPlan plan(spec);
   if (plan.TrialCount() == 0 || !plan.IsPlanned(0)) throw Error("the study's first trial is not planned ahead");
   const PlannedTrial first = plan.Trial(0);
   nlohmann::json params = nlohmann::json::object();
   for (const auto& [name, value] : ParamsByName(*spec.space, first.params)) params[name] = ValueToJson(value);
   const std::int64_t steps = TrialMaxTrainSteps(spec, first.params);
-  TrainingSettings training = spec.training.Resolved(steps);
-  training.threads = threads;
+  const TrainingSettings training = spec.training.Resolved(steps);
   return {{"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           {"params", params},
           {"max_train_steps", steps},
@@ -171,7 +171,7 @@ nlohmann::json ProbeTrial(const StudySpec& spec, int threads) {
           {"training", TrainingSettingsToJson(training)}};
 }
 
-std::vector<LayoutMeasurement> Probe(const StudySpec& spec, const LayoutRequest& request, int cores) {
+std::vector<LayoutMeasurement> Probe(nlohmann::json probe_trial, const LayoutRequest& request, int cores) {
   const auto probe_dir = std::filesystem::temp_directory_path() / fmt::format("dltune-layout-probe-{}", ::getpid());
   std::filesystem::create_directories(probe_dir);
   struct RemoveOnExit {
@@ -183,7 +183,8 @@ std::vector<LayoutMeasurement> Probe(const StudySpec& spec, const LayoutRequest&
   } remove{probe_dir};
   std::vector<LayoutMeasurement> measured = LayoutCandidates(cores);
   for (LayoutMeasurement& candidate : measured) {
-    WriteFileAtomically(probe_dir / "trial.json", ProbeTrial(spec, candidate.threads).dump(2), false);
+    probe_trial["training"]["threads"] = candidate.threads;
+    WriteFileAtomically(probe_dir / "trial.json", probe_trial.dump(2), false);
     if (request.progress) request.progress("measuring " + Describe(candidate.trials, candidate.threads));
     candidate.steps_per_second = MeasureLayout(request, probe_dir, candidate.trials, candidate.threads);
   }
@@ -265,7 +266,8 @@ ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& 
             fmt::format("one thread per trial: {} training steps left in all, too few to be worth measuring", steps)};
   }
   try {
-    const nlohmann::json key_json = CacheKey(ProbeTrial(spec, 1), cores);
+    const nlohmann::json probe_trial = ProbeTrial(spec);
+    const nlohmann::json key_json = CacheKey(probe_trial, cores);
     const std::string key = Sha256Hex(key_json.dump()).substr(0, 16);
     const std::filesystem::path cache = request.cache_file.empty() ? LayoutCacheFile() : request.cache_file;
     std::vector<LayoutMeasurement> measured;
@@ -274,7 +276,7 @@ ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& 
       measured = std::move(*cached);
       basis = fmt::format("measured before on this machine ({}; cached in {})", MeasuredText(measured), cache.string());
     } else {
-      measured = Probe(spec, request, cores);
+      measured = Probe(probe_trial, request, cores);
       basis = fmt::format("measured ({})", MeasuredText(measured));
       try {
         StoreMeasurements(cache, key, key_json, measured);

@@ -133,12 +133,20 @@ nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord&
           {"params_sha256", Sha256Hex(by_name.dump())}};
 }
 
+namespace {
+
+// The threads the trial.json in `trial_dir` records; 0 when it has none or there is none.
+int RecordedThreads(const std::filesystem::path& trial_dir) {
+  std::ifstream in(trial_dir / "trial.json");
+  const nlohmann::json trial = nlohmann::json::parse(in, nullptr, false);
+  return trial.is_object() ? std::max(0, trial.value(nlohmann::json::json_pointer("/training/threads"), 0)) : 0;
+}
+
+}  // namespace
+
 int TrialThreads(const StudySpec& spec, const StudyRecord& study, std::uint64_t number) {
   if (spec.training.threads > 0) return spec.training.threads;
-  std::ifstream in(TrialDirectory(spec, study, number) / "trial.json");
-  const nlohmann::json trial = nlohmann::json::parse(in, nullptr, false);
-  const int threads = trial.is_object() ? trial.value(nlohmann::json::json_pointer("/training/threads"), 0) : 0;
-  return std::max(1, threads);
+  return std::max(1, RecordedThreads(TrialDirectory(spec, study, number)));
 }
 
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
@@ -170,8 +178,8 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
     resolved = given_spec;
     // A trial that resumes keeps the threads it started with: sums over other threads round differently, and
     // resuming is bit-exact.
-    const bool started = std::filesystem::exists(TrialDirectory(given_spec, study, trial.number()) / "trial.json");
-    resolved.training.threads = started ? TrialThreads(given_spec, study, trial.number()) : std::max(1, auto_threads);
+    const int recorded = RecordedThreads(TrialDirectory(given_spec, study, trial.number()));
+    resolved.training.threads = recorded > 0 ? recorded : std::max(1, auto_threads);
   }
   const StudySpec& spec = given_spec.training.threads == 0 ? resolved : given_spec;
   PreparedTrial prepared;
