@@ -39,6 +39,8 @@ void RegisterDecisionCommands(CLI::App& app);
 // The command line as typed (set by main), recorded with new studies.
 void SetCommandLine(int argc, char** argv);
 const std::string& CommandLineText();
+// The words after the program's name on the command line.
+const std::vector<std::string>& CommandLineWords();
 // The --storage option.
 void AddStorageOption(CLI::App* command, std::string& storage);
 // The findings of `dltune doctor` as text, most serious first.

@@ -63,14 +63,18 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
 namespace dltune::cli {
 namespace {
 std::string command_line;
+std::vector<std::string> command_words;
 }  // namespace
 
 void SetCommandLine(int argc, char** argv) {
   command_line = "dltune";
+  command_words.assign(argv + 1, argv + argc);
   for (int i = 1; i < argc; ++i) command_line += " " + dltune::ShellQuote(argv[i]);
 }
 
 const std::string& CommandLineText() { return command_line; }
+
+const std::vector<std::string>& CommandLineWords() { return command_words; }
 
 }  // namespace dltune::cli
 

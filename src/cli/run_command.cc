@@ -120,11 +120,14 @@ void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& optio
   };
   const ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
   if (tty) std::printf("\r\x1b[K");
-  std::printf("parallel layout: %d trial%s at once, %d thread%s each: %s\n", layout.trials,
-              layout.trials == 1 ? "" : "s", layout.threads, layout.threads == 1 ? "" : "s",
-              TerminalSafe(layout.basis).c_str());
+  const std::string each = layout.processes > 1
+                               ? fmt::format("{} ranks of {} thread{} each", layout.processes, layout.threads,
+                                             layout.threads == 1 ? "" : "s")
+                               : fmt::format("{} thread{} each", layout.threads, layout.threads == 1 ? "" : "s");
+  std::printf("parallel layout: %d trial%s at once, %s: %s\n", layout.trials, layout.trials == 1 ? "" : "s",
+              each.c_str(), TerminalSafe(layout.basis).c_str());
   std::fflush(stdout);
-  options.parallel = layout.trials;
+  options.parallel = layout.trials * layout.processes;  // the worker counts processes
   options.threads_per_trial = layout.threads;
 }
 

@@ -1,10 +1,17 @@
 // `dltune train`: train one workload once with given hyperparameters, writing metrics and checkpoints to a directory.
+#include <stdlib.h>
+
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -13,6 +20,8 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/core/sha256.h"
+#include "dltune/run/trial_gang.h"
+#include "dltune/run/trial_process.h"
 #include "dltune/space/yaml_node.h"
 #include "dltune/workloads/train.h"
 
@@ -104,6 +113,59 @@ class JsonlCallbacks final : public TrainerCallbacks {
   std::int64_t stop_at_step_ = 0;
 };
 
+// A data-parallel rank other than 0: rank 0 writes the metrics and checkpoints; this one only hears a stop.
+class QuietRankCallbacks final : public TrainerCallbacks {
+ public:
+  explicit QuietRankCallbacks(std::int64_t stop_at_step) : stop_at_step_(stop_at_step) {}
+  bool ShouldStop(std::int64_t step) override {
+    return stop_requested.load() || (stop_at_step_ > 0 && step >= stop_at_step_);
+  }
+
+ private:
+  std::int64_t stop_at_step_ = 0;
+};
+
+// `dltune train --processes N` run by hand: this process becomes rank 0 and starts ranks 1 to N-1 as copies of the
+// same command on this machine, each writing its output to DIR/rank_<r>.log.
+class LocalRanks {
+ public:
+  LocalRanks(const std::vector<std::string>& argv, int processes, const std::filesystem::path& out) {
+    const std::string port = std::to_string(FreeLocalPort());
+    const std::map<std::string, std::string> rendezvous = {{"WORLD_SIZE", std::to_string(processes)},
+                                                           {"LOCAL_WORLD_SIZE", std::to_string(processes)},
+                                                           {"MASTER_ADDR", "127.0.0.1"},
+                                                           {"MASTER_PORT", port}};
+    for (const auto& [key, value] : rendezvous) ::setenv(key.c_str(), value.c_str(), 1);
+    ::setenv("RANK", "0", 1);
+    ::setenv("LOCAL_RANK", "0", 1);
+    for (int rank = 1; rank < processes; ++rank) {
+      TrialCommand command;
+      command.argv = argv;
+      command.environment = rendezvous;
+      command.environment["RANK"] = command.environment["LOCAL_RANK"] = std::to_string(rank);
+      command.stdout_path = command.stderr_path = out / fmt::format("rank_{}.log", rank);
+      peers_.push_back(std::make_unique<TrialProcess>(command));
+    }
+    std::printf("data-parallel: rank 0 of %d here; ranks 1 to %d log to %s/rank_<r>.log\n", processes, processes - 1,
+                out.string().c_str());
+    std::fflush(stdout);
+  }
+
+  // Waits for the other ranks to end (they end with rank 0), killing those still running after a grace period.
+  void Join() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kGangGraceSeconds);
+    for (auto& peer : peers_) {
+      while (!peer->TryWait()) {
+        if (std::chrono::steady_clock::now() > deadline) peer->Signal(SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<TrialProcess>> peers_;  // destroyed (killed if running) when rank 0 fails
+};
+
 // "key=value" with the value read as YAML (numbers, booleans, text, lists such as [256, 256]).
 std::pair<std::string, nlohmann::json> ParseAssignment(const std::string& text) {
   const auto equals = text.find('=');
@@ -179,12 +241,29 @@ void RegisterTrainCommand(CLI::App& app) {
         {"workload", args->workload},
         {"seed", args->seed},
         {"params_sha256", Sha256Hex(nlohmann::json({{"args", workload_args}, {"params", params_json}}).dump())}};
-    JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective.Name(),
-                             args->stop_at_step);
     std::signal(SIGINT, RequestStop);
     std::signal(SIGTERM, RequestStop);
+    std::unique_ptr<LocalRanks> local_ranks;
+    if (options.training.processes > 1) {
+      if (std::getenv("RANK") == nullptr && std::getenv("SLURM_PROCID") == nullptr) {
+        std::vector<std::string> argv = {SelfExecutable().string()};
+        argv.insert(argv.end(), CommandLineWords().begin(), CommandLineWords().end());
+        local_ranks = std::make_unique<LocalRanks>(argv, options.training.processes, args->out);
+      }
+      options.distributed = DistributedOptionsFromEnvironment(options.training);
+      if (options.distributed.rank != 0) {
+        QuietRankCallbacks quiet(args->stop_at_step);
+        const TrainResult result =
+            Train(args->workload, workload_args, HyperParams(workload_args, params), options, quiet);
+        if (result.outcome == TrainOutcome::kStopped) throw CLI::RuntimeError(75);
+        return;
+      }
+    }
+    JsonlCallbacks callbacks(std::filesystem::path(args->out) / "metrics.jsonl", args->steps, options.objective.Name(),
+                             args->stop_at_step);
     const TrainResult result =
         Train(args->workload, workload_args, HyperParams(workload_args, params), options, callbacks);
+    if (local_ranks) local_ranks->Join();
     if (result.resumed_from_step > 0)
       std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
     if (!result.profile_trace.empty()) {

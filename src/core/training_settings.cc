@@ -69,6 +69,14 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        [](const std::string& text, std::int64_t max_train_steps) { ProfileWindow::Parse(text, max_train_steps); }},
       {"timeout", "", "a trial process running longer than this is stopped and failed (default: none)", Kind::kDuration,
        0, 365.0 * 86400, true, false, &TrainingSettings::timeout_seconds},
+      {"processes", "--processes",
+       "processes (ranks) that train each trial together, data-parallel: each computes its share of every batch and "
+       "they average their gradients; batch_size stays the global batch (default 1; docs/data-parallel.md)",
+       Kind::kCount, 1, 4096, false, false, &TrainingSettings::processes},
+      {"collective_timeout", "--collective-timeout",
+       "how long a data-parallel rank waits for the others before the trial fails: a rank that died or hangs "
+       "(default 300s)",
+       Kind::kDuration, 0, 365.0 * 86400, true, false, &TrainingSettings::collective_timeout_seconds},
   };
   return kFields;
 }

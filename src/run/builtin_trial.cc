@@ -172,6 +172,21 @@ class ReportingCallbacks final : public TrainerCallbacks {
   InjectedFaults faults_;
 };
 
+// A data-parallel rank other than 0: it reports nothing (rank 0 reports for the trial) and only hears the stop
+// request and the faults a test injects.
+class QuietRankCallbacks final : public TrainerCallbacks {
+ public:
+  explicit QuietRankCallbacks(const std::atomic<bool>& stop_requested) : stop_requested_(stop_requested) {}
+  bool ShouldStop(std::int64_t step) override {
+    faults_.AtStep(step);
+    return stop_requested_.load();
+  }
+
+ private:
+  const std::atomic<bool>& stop_requested_;
+  InjectedFaults faults_;
+};
+
 }  // namespace
 
 BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where) {
@@ -228,7 +243,6 @@ void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) 
 
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
-  const std::string report_path = RequireEnv("DLTUNE_REPORT");
   const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
@@ -239,6 +253,18 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     std::printf("started warm: forked by trial server %s\n", server);
     std::fflush(stdout);
   }
+  if (run.options.training.processes > 1) {
+    run.options.distributed = DistributedOptionsFromEnvironment(run.options.training);
+    std::printf("data-parallel rank %d of %d\n", run.options.distributed.rank, run.options.distributed.world_size);
+    std::fflush(stdout);
+  }
+  if (run.options.distributed.rank != 0) {
+    QuietRankCallbacks quiet(stop_requested);
+    const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, quiet);
+    std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());
+    return result.outcome == TrainOutcome::kStopped ? kTrialStoppedExitStatus : 0;
+  }
+  const std::string report_path = RequireEnv("DLTUNE_REPORT");
   ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
   const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, callbacks);
   std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());

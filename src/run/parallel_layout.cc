@@ -248,6 +248,17 @@ std::filesystem::path LayoutCacheFile() {
 ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request) {
   const int cores = request.cores > 0 ? request.cores : AvailableCores();
   const int threads = spec.training.threads;
+  if (const int processes = spec.training.processes; processes > 1) {
+    // --parallel counts processes; a gang runs whole, even alone on fewer cores than it has ranks.
+    const int rank_threads = std::max(1, threads);
+    const int slots = request.parallel > 0 ? request.parallel : cores / rank_threads;
+    return {std::max(1, slots / processes), rank_threads,
+            fmt::format("{} ranks per trial (training.processes) in {}, {}; not measured", processes,
+                        request.parallel > 0 ? "--parallel " + std::to_string(request.parallel) + " processes"
+                                             : std::to_string(cores) + " cores",
+                        threads > 0 ? "training.threads each" : "one thread each"),
+            processes};
+  }
   if (threads > 0 && request.parallel > 0) {
     return {request.parallel, threads, "--parallel and training.threads"};
   }

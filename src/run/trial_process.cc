@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "dltune/run/trial_gang.h"
 #include "dltune/run/trial_server.h"
 
 extern char** environ;
@@ -196,7 +197,7 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
     if (server != nullptr && command.warm_start) {
       std::map<std::string, std::string> load_environment;  // what libraries read as they load
       for (const auto& [key, value] : command.environment) {
-        if (key.rfind("DLTUNE_", 0) != 0) load_environment[key] = value;
+        if (key.rfind("DLTUNE_", 0) != 0 && !IsRendezvousVariable(key)) load_environment[key] = value;
       }
       warm =
           server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1], load_environment);

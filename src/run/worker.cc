@@ -20,6 +20,7 @@
 
 #include "dltune/core/machine.h"
 #include "dltune/run/study_session.h"
+#include "dltune/run/trial_gang.h"
 #include "dltune/run/trial_process.h"
 #include "dltune/run/trial_report.h"
 #include "dltune/run/trial_server.h"
@@ -44,7 +45,8 @@ struct KeptCheckpoint {
 struct Slot {
   StudySession* session = nullptr;
   std::optional<ActiveTrial> trial;
-  std::unique_ptr<TrialProcess> process;
+  std::unique_ptr<TrialGang> process;  // its processes: one, or its data-parallel ranks
+  int processes = 1;                   // of --parallel's count
   ReportReader reader;
   std::filesystem::path trial_dir;
   bool manages_checkpoints = false;
@@ -96,10 +98,10 @@ class Worker {
       try {
         HandleStopRequests();
         const double now = Now();
-        if (!stopping_ && static_cast<int>(slots_.size()) < parallel_ && now >= next_claim) {
-          while (static_cast<int>(slots_.size()) < parallel_ && ClaimAndStart()) {
+        if (!stopping_ && UsedProcesses() < parallel_ && now >= next_claim) {
+          while (UsedProcesses() < parallel_ && ClaimAndStart()) {
           }
-          if (static_cast<int>(slots_.size()) < parallel_) next_claim = now + 0.5;  // nothing pending: ask again soon
+          if (UsedProcesses() < parallel_) next_claim = now + 0.5;  // nothing pending: ask again soon
         }
         if (slots_.empty()) {
           if (stopping_ || !TrialsLeft(announced_wait)) break;
@@ -239,6 +241,8 @@ class Worker {
         continue;
       }
       if (!Runnable(session->spec())) continue;  // an ask/tell study: its own program trains it
+      // A data-parallel trial's ranks must fit beside the processes running (alone, it runs however many it has).
+      if (UsedProcesses() > 0 && UsedProcesses() + session->spec().training.processes > parallel_) continue;
       try {
         CheckWorkloadKnown(session->spec());
       } catch (const Error& e) {
@@ -254,26 +258,40 @@ class Worker {
     return false;
   }
 
-  // When the longest-free slot came free (the run's start for slots never used), taken for the trial started now.
-  double TakeFreeSlotTime() {
+  // Processes of --parallel's count that the running trials take.
+  int UsedProcesses() const {
+    int used = 0;
+    for (const auto& slot : slots_) used += slot->processes;
+    return used;
+  }
+
+  // When the trial started now could have started: when the last of the `count` longest-free slots it takes came
+  // free (the run's start for slots never used). Those slots are taken.
+  double TakeFreeSlotTime(int count) {
     if (free_since_.empty()) return Now();
-    const double since = free_since_.front();
-    free_since_.pop_front();
+    double since = 0;
+    for (int i = 0; i < count && !free_since_.empty(); ++i) {
+      since = std::max(since, free_since_.front());
+      free_since_.pop_front();
+    }
     return since;
   }
 
   void Start(StudySession& session, ActiveTrial trial) {
-    const double free_since = TakeFreeSlotTime();
-    // Any way out of here but a started trial leaves the slot free from now on.
+    const int processes = session.spec().training.processes;
+    const double free_since = TakeFreeSlotTime(processes);
+    // Any way out of here but a started trial leaves the slots free from now on.
     struct FreeUnlessStarted {
       std::deque<double>& free_since;
+      int count;
       bool started = false;
       ~FreeUnlessStarted() {
-        if (!started) free_since.push_back(Now());
+        if (!started) free_since.insert(free_since.end(), static_cast<std::size_t>(count), Now());
       }
-    } slot_guard{free_since_};
+    } slot_guard{free_since_, processes};
     auto slot = std::make_unique<Slot>();
     slot->session = &session;
+    slot->processes = processes;
     const StudySpec& spec = session.spec();
     slot->progress = {.study = spec.name,
                       .number = trial.number(),
@@ -302,7 +320,8 @@ class Worker {
       slot->tensorboard.emplace(slot->trial_dir);
       slot->spawned_at = Now();
       active.AddTime({{"scheduling", slot->spawned_at - free_since}});
-      slot->process = std::make_unique<TrialProcess>(command, &trial_server_);
+      slot->process =
+          std::make_unique<TrialGang>(command, processes, spec.training.collective_timeout_seconds, &trial_server_);
     } catch (const LeaseLostError&) {
       return;
     } catch (const StoreUnavailableError&) {
@@ -557,8 +576,8 @@ class Worker {
       ReadLines(slot, true);
       AccountProcessTime(slot);
       Conclude(slot, *status);
+      free_since_.insert(free_since_.end(), static_cast<std::size_t>(slot.processes), Now());
       it = slots_.erase(it);
-      free_since_.push_back(Now());
     }
   }
 
@@ -633,6 +652,11 @@ class Worker {
         }
       } else {
         reason = "the trial program ended with " + status.Describe();
+        // A data-parallel trial: the rank that ended first is the cause; rank 0 only lost its peer.
+        if (const std::string& peer = slot.process->PeerFailure(); !peer.empty()) {
+          reason = fmt::format("{}; rank 0 then ended with {} (see {})", peer, status.Describe(),
+                               (slot.trial_dir / "rank_*.log").string());
+        }
         trial.Fail(reason, exit_code, stderr_tail);
         cause = FailureCause(reason, stderr_tail);
       }

@@ -27,6 +27,11 @@ Dataset Checked(Dataset data, std::int64_t batch_size, std::int64_t start_batch,
                             data.size()));
   }
   if (start_batch < 0) throw Error(fmt::format("input pipeline: start_batch must be >= 0, not {}", start_batch));
+  if (options.shard.count < 1 || options.shard.index < 0 || options.shard.index >= options.shard.count ||
+      batch_size % options.shard.count != 0) {
+    throw Error(fmt::format("input pipeline: share {} of {} of a batch of {} is not an equal share",
+                            options.shard.index, options.shard.count, batch_size));
+  }
   if (options.prefetch_batches < 1) {
     throw Error(fmt::format("input pipeline: prefetch_batches must be >= 1, not {}", options.prefetch_batches));
   }
@@ -68,8 +73,10 @@ Batch BatchPipeline::Make(std::int64_t index, std::vector<std::int64_t>& order, 
     order = EpochOrder(data_.size(), data_seed_, epoch);
     order_epoch = epoch;
   }
+  const std::int64_t share = batch_size_ / options_.shard.count;
   const torch::Tensor rows =
-      torch::from_blob(order.data() + position * batch_size_, {batch_size_}, torch::kInt64).to(data_.inputs.device());
+      torch::from_blob(order.data() + position * batch_size_ + options_.shard.index * share, {share}, torch::kInt64)
+          .to(data_.inputs.device());
   Batch batch{data_.inputs.index_select(0, rows), data_.labels.index_select(0, rows), index};
   if (options_.transform) {
     Rng rng(MixSeed(MixSeed(data_seed_, kTransformStream), static_cast<std::uint64_t>(index)));

@@ -24,7 +24,8 @@
 
 namespace dltune {
 
-// One training batch: batch_size examples (inputs [B, ...], labels [B]) and its position k in the stream.
+// One training batch: batch_size examples (inputs [B, ...], labels [B]), or a data-parallel rank's share of them,
+// and its position k in the stream.
 struct Batch {
   torch::Tensor inputs;
   torch::Tensor labels;
@@ -39,6 +40,13 @@ struct PipelineOptions {
   // `rng` is seeded from (data_seed, batch.index), so a transform that draws only from it keeps batch k a pure
   // function of (data_seed, k). May throw: the exception reaches the consumer from Next().
   std::function<void(Batch& batch, Rng& rng)> transform;
+  // Data-parallel training: of each batch of batch_size examples, only share `index` of `count` equal shares (its
+  // rows [index * batch_size / count, (index + 1) * batch_size / count)), so that the ranks' shares make up the batch
+  // one process would train on. batch_size must be a multiple of count.
+  struct Shard {
+    int index = 0;
+    int count = 1;
+  } shard;
 };
 
 // Serves batches 0, 1, 2, ... (from start_batch on) of `data`, gathered in shuffled order by a background thread

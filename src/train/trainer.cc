@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include <torch/torch.h>
 
 #include "checkpoint.h"
+#include "data_parallel.h"
 #include "dltune/core/error.h"
 #include "dltune/core/eval_schedule.h"
 #include "dltune/core/files.h"
@@ -155,9 +157,22 @@ class Loop {
                               hp_.batch_size));
     }
 
+    if (options.distributed.world_size != settings_.processes) {
+      throw Error(fmt::format("training.processes is {}, but this process is rank {} of {}", settings_.processes,
+                              options.distributed.rank, options.distributed.world_size));
+    }
+    if (options.distributed.world_size > 1) {
+      if (hp_.batch_size % options.distributed.world_size != 0) {
+        throw Error(
+            fmt::format("batch_size {} is not a multiple of training.processes {}: every rank trains an equal "
+                        "share of each batch",
+                        hp_.batch_size, options.distributed.world_size));
+      }
+      parallel_ = std::make_unique<DataParallel>(options.distributed);
+    }
     BuildModel();
     params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
-    if (!options.checkpoint_dir.empty()) {
+    if (!options.checkpoint_dir.empty() && rank() == 0) {
       checkpoints_ =
           std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
                                                                 .keep_latest = settings_.keep_latest_checkpoints,
@@ -202,6 +217,7 @@ class Loop {
   }
 
   std::int64_t batch_size() const { return hp_.batch_size; }
+  int rank() const { return parallel_ ? parallel_->rank() : 0; }
 
   TrainResult Run() {
     TrainResult result;
@@ -217,7 +233,9 @@ class Loop {
                                   MixSeed(options_.data_seed, 2));
     }
     prediction_set_ = data.valid.Slice(0, std::min(settings_.prediction_examples, data.valid.size()));
-    BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_);
+    PipelineOptions pipeline_options;
+    if (parallel_) pipeline_options.shard = {parallel_->rank(), parallel_->world_size()};
+    BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_, pipeline_options);
     seconds_["data_load"] += Seconds(Clock::now() - data_start);
 
     auto interval_start = Clock::now();
@@ -249,7 +267,7 @@ class Loop {
       }
       // The next interval's step times start after this evaluation and checkpoint, which are not steps.
       if (eval_now || step_ % log_every_ == 0) interval_start = Clock::now();
-      if (!last && callbacks_.ShouldStop(step_)) {
+      if (!last && StopAgreed()) {
         FlushTrainMetrics(Seconds(Clock::now() - interval_start), pipeline.TakeWaitSeconds());
         // Stopped right after an evaluation: its checkpoint is the one to resume from (saving again would replace
         // it with one without its objective, and take it out of the best pool).
@@ -285,6 +303,7 @@ class Loop {
   // records the rest of it unless the run before wrote the trace of its part (stopped inside the window).
   void PlanProfile() {
     profile_ = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
+    if (rank() != 0) profile_.reset();  // one trace, of rank 0's steps
     if (!profile_) return;
     std::filesystem::path path = options_.profile_path;
     if (path.empty()) {
@@ -338,11 +357,19 @@ class Loop {
     TraceSpan forward(tracing_, "forward");
     const torch::Tensor inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     const torch::Tensor labels = batch.labels.to(device_, /*non_blocking=*/true);
-    const torch::Tensor loss = workload_.PerExampleLoss(model_->Forward(inputs), labels).mean();
+    torch::Tensor loss = workload_.PerExampleLoss(model_->Forward(inputs), labels).mean();
     forward.End();
+    if (parallel_) parallel_->BeginStep(loss, stop_wish_);
     TraceSpan backward(tracing_, "backward");
     loss.backward();
     backward.End();
+    if (parallel_) {
+      // The gradients' mean over the ranks, and the loss of the whole global batch.
+      TraceSpan all_reduce(tracing_, "all_reduce");
+      const DataParallel::StepAgreement agreed = parallel_->FinishStep();
+      loss = agreed.loss;
+      stop_agreed_ = agreed.stop;
+    }
     // Global gradient norm and clipping as tensor ops: no host sync.
     TraceSpan clip(tracing_, "grad_norm");
     // Each parameter's norm is one reduction without a temporary (pow(2).sum() writes and reads a squared copy, and
@@ -417,7 +444,11 @@ class Loop {
                   torch::zeros({}, torch::TensorOptions(device_).dtype(torch::kDouble)),
                   torch::zeros({}, torch::TensorOptions(device_).dtype(torch::kDouble)),
                   torch::zeros({classes}, torch::TensorOptions(device_).dtype(torch::kDouble))};
-    for (const EvalBatch& batch : MakeEvalBatches(split, eval_batch_size_)) {
+    // Data-parallel ranks take every world_size-th batch, and add their sums up below.
+    const EvalBatches batches = MakeEvalBatches(split, eval_batch_size_);
+    const std::int64_t first = rank(), stride = parallel_ ? parallel_->world_size() : 1;
+    for (std::int64_t index = first; index < batches.size(); index += stride) {
+      const EvalBatch batch = batches.Get(index);
       const torch::Tensor inputs = batch.inputs.to(device_);
       const torch::Tensor labels = batch.labels.to(device_);
       const torch::Tensor weights = batch.weights.to(device_, torch::kDouble);
@@ -428,6 +459,12 @@ class Loop {
       sums.correct += correct.sum();
       sums.weight += weights.sum();
       sums.class_correct.scatter_add_(0, labels, correct);
+    }
+    if (parallel_) {
+      torch::Tensor packed =
+          torch::cat({sums.loss.view({1}), sums.correct.view({1}), sums.weight.view({1}), sums.class_correct});
+      parallel_->SumInPlace(packed);
+      sums = {packed[0], packed[1], packed[2], packed.slice(0, 3)};
     }
     return sums;
   }
@@ -450,6 +487,7 @@ class Loop {
 
   void Evaluate(bool last, TrainResult& result) {
     TraceSpan span(tracing_, "evaluation");
+    SynchronizeBuffers();
     const WorkloadData& data = workload_.Data();
     std::vector<EvalMetric> metrics;
     AddSplitMetrics("train", train_subset_, metrics);
@@ -481,7 +519,7 @@ class Loop {
   }
 
   void ReportPredictions() {
-    if (prediction_set_.size() == 0) return;
+    if (prediction_set_.size() == 0 || rank() != 0) return;
     torch::NoGradGuard no_grad;
     model_->eval();
     const torch::Tensor probabilities = torch::softmax(model_->Forward(prediction_set_.inputs.to(device_)), 1);
@@ -501,7 +539,7 @@ class Loop {
   // (a checkpoint's disk time does not stall the steps). One write at a time: a save waits for the one before.
   // Its report (OnCheckpoint) is sent from this thread once it is committed: at a later step, or at the end.
   void SaveCheckpoint(std::optional<double> objective) {
-    if (!checkpoints_) return;
+    if (options_.checkpoint_dir.empty()) return;
     TraceSpan span(tracing_, "checkpoint");
     const auto start = Clock::now();
     // Counted however it returns.
@@ -510,6 +548,16 @@ class Loop {
       std::chrono::steady_clock::time_point start;
       ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
     } add{seconds_["checkpoint"], start};
+    std::vector<std::string> rank_generators;
+    if (parallel_) {
+      // Every rank takes part; rank 0 writes the one checkpoint, with every rank's dropout generator.
+      SynchronizeBuffers();
+      rank_generators = parallel_->AllGather(SerializedGeneratorState());
+      if (rank() != 0) {
+        saved_step_ = step_;
+        return;
+      }
+    }
     FinishCheckpointWrite();
     saved_step_ = step_;
     torch::serialize::OutputArchive archive;
@@ -523,10 +571,11 @@ class Loop {
     archive.write("best_step", torch::tensor(best_step_.value_or(-1), torch::kLong));
     archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
-    {
-      auto generator = at::detail::getDefaultCPUGenerator();
-      const std::lock_guard<std::mutex> lock(generator.mutex());
-      archive.write("cpu_generator", generator.get_state());
+    archive.write("cpu_generator", GeneratorState());
+    if (!rank_generators.empty()) {
+      std::vector<torch::Tensor> rows;
+      for (const std::string& state : rank_generators) rows.push_back(GeneratorStateFrom(state));
+      archive.write("cpu_generator_ranks", torch::stack(rows));
     }
     // The bytes, taken now: the model's tensors change with the next step.
     std::ostringstream bytes;
@@ -563,22 +612,83 @@ class Loop {
     model_ = workload_.BuildModel(params_);
     model_->to(device_);
     optimizer_ = std::make_unique<Optimizer>(model_->parameters(), hp_.optimizer);
+    if (parallel_) parallel_->Attach(model_->parameters());
     // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
-    torch::manual_seed(MixSeed(options_.data_seed, 0xD209));
+    torch::manual_seed(DropoutSeed());
+  }
+
+  // The dropout generator's seed: the data seed's, and a stream of its own for each data-parallel rank but 0.
+  std::uint64_t DropoutSeed() const {
+    const std::uint64_t seed = MixSeed(options_.data_seed, 0xD209);
+    return rank() == 0 ? seed : MixSeed(seed, static_cast<std::uint64_t>(rank()));
+  }
+
+  static torch::Tensor GeneratorState() {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    return generator.get_state();
+  }
+  static void SetGeneratorState(const torch::Tensor& state) {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    const std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state);
+  }
+  static std::string SerializedGeneratorState() {
+    const torch::Tensor state = GeneratorState().contiguous();
+    return {static_cast<const char*>(state.data_ptr()), static_cast<std::size_t>(state.numel())};
+  }
+  static torch::Tensor GeneratorStateFrom(const std::string& bytes) {
+    torch::Tensor state = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
+    std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
+    return state;
+  }
+
+  // Data-parallel: gives every rank the mean of the ranks' batch-norm running averages (the playbook's multi-host
+  // rule: synchronize them before evaluating or checkpointing), once per step.
+  void SynchronizeBuffers() {
+    if (!parallel_ || buffers_synchronized_step_ == step_) return;
+    parallel_->AverageBuffers(model_->buffers());
+    buffers_synchronized_step_ = step_;
+  }
+
+  // Whether training stops after this step. Alone: when the callbacks say so. Data-parallel: when any rank wished to
+  // after the step before (this step's all-reduce carried the wishes), so that every rank stops at the same step; this
+  // rank's wish is asked now, for the next step.
+  bool StopAgreed() {
+    if (!parallel_) return callbacks_.ShouldStop(step_);
+    stop_wish_ = callbacks_.ShouldStop(step_) || stop_wish_;
+    return stop_agreed_;
   }
 
   // Restores the newest checkpoint (at or before max_resume_step) that verifies and that LibTorch can read; a newer
   // one that fails either way is skipped with a warning, as a corrupt one is (docs/checkpoint-layout.md, Recovery).
   void Resume(TrainResult& result) {
-    if (!checkpoints_) return;
+    if (parallel_) {
+      // Rank 0 chooses and reads the checkpoint; every other rank restores the bytes it sends.
+      if (options_.checkpoint_dir.empty()) return;
+      std::string state;
+      if (rank() == 0) state = ResumeFromNewest(result);
+      parallel_->Broadcast(state);
+      if (state.empty()) return;
+      if (rank() != 0) RestoreStateFrom(state);
+      result.resumed_from_step = step_;
+      return;
+    }
+    ResumeFromNewest(result);
+  }
+
+  // Resumes from the newest usable checkpoint, and returns its state's bytes ("" when it starts afresh).
+  std::string ResumeFromNewest(TrainResult& result) {
+    if (!checkpoints_) return "";
     const auto all = checkpoints_->List();
     for (auto it = all.rbegin(); it != all.rend(); ++it) {
       if (options_.max_resume_step >= 0 && it->step > options_.max_resume_step) continue;
       try {
         const LoadedCheckpoint loaded = checkpoints_->Load(it->step);
-        RestoreState(loaded.info.path / "state.pt");
+        std::string state = ReadStateFile(loaded.info.path / "state.pt");
+        RestoreStateFrom(state);
         result.resumed_from_step = step_;
-        return;
+        return state;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "dltune: warning: skipping the checkpoint of step %lld: %s\n",
                      static_cast<long long>(it->step), FirstLine(e.what()).c_str());
@@ -590,13 +700,25 @@ class Loop {
         BuildModel();
       }
     }
+    return "";
   }
 
   static std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-  void RestoreState(const std::filesystem::path& file) {
+  static std::string ReadStateFile(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in) throw IoError(fmt::format("{}: cannot read the checkpoint", file.string()));
+    return std::move(bytes).str();
+  }
+
+  void RestoreState(const std::filesystem::path& file) { RestoreStateFrom(ReadStateFile(file)); }
+
+  void RestoreStateFrom(const std::string& state) {
     torch::serialize::InputArchive archive;
-    archive.load_from(file.string(), device_);
+    std::istringstream in(state);
+    archive.load_from(in, device_);
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
     model_->load(model_archive);
@@ -613,11 +735,16 @@ class Loop {
     if (const auto best_step = read("best_step").item<std::int64_t>(); best_step >= 0) best_step_ = best_step;
     if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
     if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
-    const torch::Tensor generator_state = read("cpu_generator");
-    {
-      auto generator = at::detail::getDefaultCPUGenerator();
-      const std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(generator_state);
+    SetGeneratorState(read("cpu_generator"));
+    if (parallel_) {
+      // Each rank's own generator when the checkpoint was written by as many ranks; else a rank's stream restarts
+      // from its seed and the step (rank 0 continues rank 0's).
+      torch::Tensor ranks;
+      if (archive.try_read("cpu_generator_ranks", ranks) && ranks.size(0) == parallel_->world_size()) {
+        SetGeneratorState(ranks[rank()].to(torch::kCPU).contiguous());
+      } else if (rank() != 0) {
+        torch::manual_seed(MixSeed(DropoutSeed(), static_cast<std::uint64_t>(step_)));
+      }
     }
   }
 
@@ -635,6 +762,10 @@ class Loop {
   std::int64_t eval_batch_size_ = 1;
   std::shared_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<DataParallel> parallel_;  // data-parallel training; null when this process trains alone
+  bool stop_wish_ = false;                  // this rank asked to stop (data-parallel), told the others next step
+  bool stop_agreed_ = false;                // some rank asked to stop: every rank stops after this step
+  std::int64_t buffers_synchronized_step_ = -1;
   std::unique_ptr<CheckpointManager> checkpoints_;
   std::future<SavedCheckpoint> checkpoint_write_;  // after checkpoints_: destroyed (waited for) before it
   Dataset train_subset_;

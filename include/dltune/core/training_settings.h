@@ -35,6 +35,8 @@ struct TrainingSettings {
   int threads = 0;                           // threads per trial; 0 ("auto"): the runner measures the layout
   std::string profile_steps;                 // "A:B": a profile trace of steps A to B (ProfileWindow); "": none
   double timeout_seconds = 0;  // >0: a trial process running longer than this is stopped and failed (runner)
+  int processes = 1;           // data-parallel ranks that train each trial together (docs/data-parallel.md)
+  double collective_timeout_seconds = 300;  // how long a rank waits for the others in a collective
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
   void Validate(std::int64_t max_train_steps) const;

@@ -15,8 +15,9 @@ namespace dltune {
 
 struct ParallelLayout {
   int trials = 1;     // at once
-  int threads = 1;    // per trial
+  int threads = 1;    // per trial (per rank of a data-parallel trial)
   std::string basis;  // why this layout, for the user: "measured", "--parallel", a short study, ...
+  int processes = 1;  // per trial: training.processes
 };
 
 // One candidate layout as the probe measured it: `trials` probe processes at once, `threads` threads each, and the
@@ -51,6 +52,8 @@ struct LayoutRequest {
 };
 
 // The layout of `spec`'s trials: training.threads and --parallel when given (the other derived from the cores),
+// for a data-parallel study (training.processes > 1) --parallel's processes, or the cores, in whole trials of one
+// thread per rank unless training.threads says otherwise,
 // one thread per trial for a command: study or a short one, and otherwise the measured layout. A measurement is
 // cached per machine (CPU, cores, BLAS kernels) and workload (name, arguments, the first trial's params) in the cache
 // file. A probe that fails falls back to one thread per trial and says why in `basis`; never throws for it.

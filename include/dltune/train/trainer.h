@@ -23,6 +23,23 @@
 
 namespace dltune {
 
+// Where a data-parallel rank finds its group (docs/data-parallel.md): rank 0 serves the rendezvous store at
+// master_addr:master_port, and the others connect to it.
+struct DistributedOptions {
+  int rank = 0;
+  int world_size = 1;  // 1: this process trains alone
+  std::string master_addr;
+  int master_port = 0;
+  double timeout_seconds = 300;  // training.collective_timeout: how long a collective waits for the others
+  std::string store_prefix;      // this trial's keys in a store shared with others; "": the store is the trial's own
+};
+
+// The group of a process that is one of `training.processes` ranks, from the variables its launcher set: RANK,
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun's and dltune's gangs), else Slurm's SLURM_PROCID and
+// SLURM_NTASKS with MASTER_ADDR and MASTER_PORT; DLTUNE_STORE_PREFIX when set. Throws Error naming a variable that
+// is missing or wrong, and when the world size is not training.processes.
+DistributedOptions DistributedOptionsFromEnvironment(const TrainingSettings& training);
+
 // How to train, apart from the hyperparameters (which come in a HyperParams). Documented value struct;
 // Validate() throws Error naming a bad value.
 struct TrainerOptions {
@@ -45,6 +62,10 @@ struct TrainerOptions {
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
   std::string device = "cpu";   // a torch device string: "cpu", "cuda:0", ...
+  // This process's rank among training.processes data-parallel ranks (world_size must equal that setting). Every rank
+  // trains its shard of each global batch; only rank 0 calls the callbacks other than ShouldStop and writes
+  // checkpoints and traces, and checkpoint_dir is read by rank 0 alone (it sends the others the state to resume).
+  DistributedOptions distributed;
 
   void Validate() const;
 };

@@ -1,0 +1,114 @@
+#include "dltune/run/trial_gang.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+bool IsRendezvousVariable(const std::string& name) {
+  for (const char* variable : kRendezvousVariables) {
+    if (name == variable) return true;
+  }
+  return false;
+}
+
+int FreeLocalPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw IoError(fmt::format("cannot open a socket to find a free port: {}", std::strerror(errno)));
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (!ok) throw IoError(fmt::format("cannot find a free port on 127.0.0.1: {}", std::strerror(error)));
+  return ntohs(address.sin_port);
+}
+
+TrialGang::TrialGang(const TrialCommand& command, int processes, double collective_timeout, TrialServer* server)
+    : collective_timeout_(collective_timeout) {
+  if (processes <= 1) {
+    ranks_.push_back(std::make_unique<TrialProcess>(command, server));
+    ended_.resize(1);
+    return;
+  }
+  const std::string port = std::to_string(FreeLocalPort());
+  for (int rank = 0; rank < processes; ++rank) {
+    TrialCommand rank_command = command;
+    auto& environment = rank_command.environment;
+    environment["RANK"] = environment["LOCAL_RANK"] = std::to_string(rank);
+    environment["WORLD_SIZE"] = environment["LOCAL_WORLD_SIZE"] = std::to_string(processes);
+    environment["MASTER_ADDR"] = "127.0.0.1";
+    environment["MASTER_PORT"] = port;
+    if (rank > 0) {
+      rank_command.stdout_path = command.stdout_path.parent_path() / fmt::format("rank_{}.log", rank);
+      rank_command.stderr_path = rank_command.stdout_path;
+    }
+    ranks_.push_back(std::make_unique<TrialProcess>(rank_command, server));  // a throw kills those started
+  }
+  ended_.resize(ranks_.size());
+}
+
+TrialGang::~TrialGang() = default;
+
+bool TrialGang::ReadReport(std::string& out) {
+  std::string dropped;
+  for (std::size_t r = 1; r < ranks_.size(); ++r) {
+    while (ranks_[r]->report_fd() >= 0 && ranks_[r]->ReadReport(dropped) && !dropped.empty()) dropped.clear();
+  }
+  return ranks_.front()->ReadReport(out);
+}
+
+void TrialGang::Signal(int signal) {
+  for (auto& rank : ranks_) rank->Signal(signal);
+}
+
+std::optional<ExitStatus> TrialGang::TryWait() {
+  const double now = SteadySeconds();
+  for (std::size_t r = 0; r < ranks_.size(); ++r) {
+    if (ended_[r]) continue;
+    ended_[r] = ranks_[r]->TryWait();
+    if (!ended_[r]) continue;
+    if (r == 0) {
+      rank0_ended_at_ = now;
+    } else if (!ended_[r]->ok() && !ended_[0] && peer_failure_.empty()) {
+      peer_failure_ = fmt::format("rank {} of {} ended with {}", r, ranks_.size(), ended_[r]->Describe());
+      peer_failed_at_ = now;
+    }
+  }
+  bool all = true;
+  for (const auto& status : ended_) all = all && status.has_value();
+  if (all) return ended_.front();
+  // Ranks left behind: after rank 0 ended they have nothing to do; after a rank died the others' collectives fail
+  // within the timeout, and whoever still runs past it hangs.
+  const bool overstayed = (rank0_ended_at_ > 0 && now - rank0_ended_at_ > kGangGraceSeconds) ||
+                          (peer_failed_at_ > 0 && now - peer_failed_at_ > collective_timeout_ + kGangGraceSeconds);
+  if (overstayed && !killed_) {
+    Signal(SIGKILL);
+    killed_ = true;
+  }
+  return std::nullopt;
+}
+
+}  // namespace dltune

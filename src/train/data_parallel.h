@@ -1,0 +1,92 @@
+// Data-parallel training of one trial by several processes (ranks), on LibTorch's distributed engine: c10d's
+// TCPStore for the rendezvous and its Gloo process group for the collectives (docs/data-parallel.md).
+//
+// Every rank holds the whole model, computes the gradient of its shard of each global batch, and the ranks average
+// those gradients with all-reduces before each applies the same update, so their models stay identical. Gradients
+// are all-reduced in buckets of parameters, each launched from a gradient hook as soon as its last gradient is
+// computed, so communication overlaps the rest of the backward pass. The last bucket also carries each rank's loss and
+// its wish to stop, so every rank reports the same global loss and stops at the same step, at no extra round trip.
+//
+// Any failed collective (a rank that died, or one that did not answer within the timeout) throws
+// CollectiveError: the group is broken for good and the trial ends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
+
+namespace dltune {
+
+// A collective that failed: another rank ended or did not answer in time.
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+class DataParallel {
+ public:
+  // Joins the group `options` describes (rank, world size, rendezvous address), waiting up to its timeout for the
+  // others. Throws CollectiveError when they do not all come, Error for unusable options.
+  explicit DataParallel(const DistributedOptions& options);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
+  // Averages the gradients of `params` from now on (hooks on each; buckets in reverse order, as backward produces
+  // them). Call again after the model is rebuilt; the previous parameters are forgotten.
+  void Attach(const std::vector<torch::Tensor>& params);
+
+  // Before backward: this rank's mean loss (a scalar) and its wish to stop, which travel with the gradients.
+  void BeginStep(const torch::Tensor& local_loss, bool stop_wish);
+  // After backward: launches what the hooks did not (unused parameters), waits for every bucket, and leaves each
+  // parameter's grad holding the mean over the ranks (a view of its bucket). Returns the mean loss over the ranks (a
+  // scalar tensor) and whether any rank wished to stop. Throws CollectiveError.
+  struct StepAgreement {
+    torch::Tensor loss;
+    bool stop = false;
+  };
+  StepAgreement FinishStep();
+
+  // Sums `tensor` (float32, float64 or int64, CPU) over the ranks, in place. Throws CollectiveError.
+  void SumInPlace(torch::Tensor& tensor);
+  // Replaces every floating-point buffer of `buffers` (batch norm's running averages) by its mean over the ranks.
+  void AverageBuffers(const std::vector<torch::Tensor>& buffers);
+  // Rank 0's `bytes`, on every rank (the others' `bytes` are replaced). Throws CollectiveError.
+  void Broadcast(std::string& bytes);
+  // Every rank's `bytes` (all of one length), by rank. Throws CollectiveError or Error when lengths differ.
+  std::vector<std::string> AllGather(const std::string& bytes);
+
+ private:
+  struct Bucket;
+
+  // Called by a parameter's hook with its gradient.
+  void GradientReady(std::size_t param, const torch::Tensor& grad);
+  // Launches the all-reduces of the buckets whose gradients are all in, in bucket order.
+  void LaunchReadyBuckets();
+  // Waits for `work`; a failure becomes CollectiveError naming `what`.
+  void Wait(const c10::intrusive_ptr<c10d::Work>& work, const std::string& what);
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  double timeout_seconds_ = 0;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::pair<std::size_t, std::int64_t>> place_;  // per parameter: its bucket and offset in it
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::size_t next_launch_ = 0;  // buckets before this one are launched this step
+  std::vector<unsigned> hook_ids_;
+};
+
+}  // namespace dltune
