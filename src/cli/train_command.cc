@@ -255,6 +255,8 @@ void RegisterTrainCommand(CLI::App& app) {
         QuietRankCallbacks quiet(args->stop_at_step);
         const TrainResult result =
             Train(args->workload, workload_args, HyperParams(workload_args, params), options, quiet);
+        std::printf("data-parallel rank %d of %d: %lld steps done; rank 0 reports them\n", options.distributed.rank,
+                    options.distributed.world_size, static_cast<long long>(result.steps));
         if (result.outcome == TrainOutcome::kStopped) throw CLI::RuntimeError(75);
         return;
       }

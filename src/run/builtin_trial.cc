@@ -34,15 +34,18 @@ std::string RequireEnv(const char* name) {
   return value;
 }
 
-// Faults a test asks a built-in trial to have, from DLTUNE_INJECT_FAULT = "KIND@TRIAL:STEP[,...]": at step STEP of
-// trial number TRIAL, `segv` raises SIGSEGV, `kill` SIGKILLs itself, `hang` sleeps for ever, and `leak` allocates and
-// touches 64 MiB at every step from STEP on, never freed (docs/trial-protocol.md, "Testing").
+// Faults a test asks a built-in trial to have, from DLTUNE_INJECT_FAULT = "KIND@TRIAL:STEP[#RANK][,...]": at step
+// STEP of trial number TRIAL, `segv` raises SIGSEGV, `kill` SIGKILLs itself, `hang` sleeps for ever, and `leak`
+// allocates and touches 64 MiB at every step from STEP on, never freed (docs/trial-protocol.md, "Testing"). With
+// #RANK, only that data-parallel rank of the trial has it; without, every rank.
 class InjectedFaults {
  public:
   InjectedFaults() {
     const char* spec = std::getenv("DLTUNE_INJECT_FAULT");
     const char* number = std::getenv("DLTUNE_TRIAL_NUMBER");
     if (!spec || !number) return;
+    const char* rank_variable = std::getenv("RANK");
+    const std::string rank = rank_variable != nullptr && *rank_variable ? rank_variable : "0";
     std::istringstream items(spec);
     std::string item;
     while (std::getline(items, item, ',')) {
@@ -52,7 +55,9 @@ class InjectedFaults {
         throw Error(fmt::format("DLTUNE_INJECT_FAULT: '{}' is not KIND@TRIAL:STEP", item));
       }
       if (item.substr(at + 1, colon - at - 1) != number) continue;
-      faults_.emplace_back(item.substr(0, at), std::stoll(item.substr(colon + 1)));
+      const auto hash = item.find('#', colon);
+      if (hash != std::string::npos && item.substr(hash + 1) != rank) continue;
+      faults_.emplace_back(item.substr(0, at), std::stoll(item.substr(colon + 1, hash - colon - 1)));
     }
   }
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "dltune/run/trial_report.h"
 
 namespace dltune {
 namespace {
@@ -102,7 +103,10 @@ std::optional<ExitStatus> TrialGang::TryWait() {
   if (all) return ended_.front();
   // Ranks left behind: after rank 0 ended they have nothing to do; after a rank died the others' collectives fail
   // within the timeout, and whoever still runs past it hangs.
-  const bool overstayed = (rank0_ended_at_ > 0 && now - rank0_ended_at_ > kGangGraceSeconds) ||
+  // Rank 0 failed: the others cannot finish without it, and have nothing to save.
+  const bool rank0_failed =
+      ended_[0] && !ended_[0]->ok() && !(ended_[0]->signal == 0 && ended_[0]->code == kTrialStoppedExitStatus);
+  const bool overstayed = rank0_failed || (rank0_ended_at_ > 0 && now - rank0_ended_at_ > kGangGraceSeconds) ||
                           (peer_failed_at_ > 0 && now - peer_failed_at_ > collective_timeout_ + kGangGraceSeconds);
   if (overstayed && !killed_) {
     Signal(SIGKILL);

@@ -1,9 +1,14 @@
 #include "data_parallel.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -31,6 +36,29 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const std::string& master_
   }
   if (IsLoopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
   return c10d::ProcessGroupGloo::createDefaultDevice();
+}
+
+// Waits until something listens at host:port (rank 0's store), for up to `timeout_seconds`. LibTorch's store client
+// that finds no listener waits a whole second before it tries again; this polls every 5 ms, so a rank that starts
+// before rank 0 joins it as soon as it listens.
+void WaitForListener(const std::string& host, int port, double timeout_seconds) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) return;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  bool listening = false;
+  while (!listening && std::chrono::steady_clock::now() < deadline) {
+    for (const addrinfo* address = found; address != nullptr && !listening; address = address->ai_next) {
+      const int fd = ::socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, address->ai_protocol);
+      if (fd < 0) continue;
+      listening = ::connect(fd, address->ai_addr, address->ai_addrlen) == 0;
+      ::close(fd);
+    }
+    if (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::freeaddrinfo(found);
 }
 
 std::chrono::milliseconds Milliseconds(double seconds) {
@@ -108,6 +136,7 @@ DataParallel::DataParallel(const DistributedOptions& options)
                             options.master_addr.empty() ? "unset" : options.master_addr, options.master_port));
   }
   try {
+    if (rank_ != 0) WaitForListener(options.master_addr, options.master_port, timeout_seconds_);
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(options.master_port);
     store_options.isServer = rank_ == 0;

@@ -1,0 +1,310 @@
+// Data-parallel trials (training.processes, docs/data-parallel.md) on Fashion-MNIST, through the command as a user
+// runs it: 2 ranks over loopback train what 1 process trains at the same global batch, their checkpoints resume under
+// either count, one process writes, and a rank that dies or hangs fails the trial, which then resumes.
+//
+// Tolerances. A sum over 2 ranks adds in another order than one over 1 process, as a sum over 2 threads does; the
+// differences start at float32 rounding (~1e-7) and training amplifies them at its own pace. The Adam MLP stays within
+// 1e-6 over 60 steps. The CNN's ReLUs and max-pools amplify faster (a value on a kink takes the other branch), so it
+// is compared over 30 small SGD steps, where it stays within 1e-4 (its gradient norm within 1e-3): the same as one
+// process with 2 threads against 1.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::RunDltune;
+using test::Slurp;
+using ::testing::HasSubstr;
+
+// A run's metrics.jsonl: training loss and gradient norm by step, evaluations by "step split metric".
+struct Series {
+  std::map<std::int64_t, std::pair<double, double>> train;
+  std::map<std::string, double> eval;
+  int train_lines = 0;
+};
+
+Series ReadSeries(const fs::path& out) {
+  Series series;
+  std::ifstream in(out / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] == "train") {
+      series.train[j["step"].get<std::int64_t>()] = {j["loss"].get<double>(), j["grad_norm"].get<double>()};
+      ++series.train_lines;
+    } else if (j["type"] == "eval") {
+      series.eval[std::to_string(j["step"].get<std::int64_t>()) + " " + j["split"].get<std::string>() + " " +
+                  j["metric"].get<std::string>()] = j["value"].get<double>();
+    }
+  }
+  return series;
+}
+
+// Losses and gradient norms within a relative tolerance; evaluation losses within `eval_tolerance` (relative), and
+// counted metrics (correct_class_k, accuracy, error_rate) within `examples` examples of 1000.
+void ExpectSeriesAgree(const Series& one, const Series& two, double loss_tolerance, double grad_tolerance,
+                       double eval_tolerance, int examples = 0) {
+  ASSERT_EQ(one.train.size(), two.train.size());
+  ASSERT_EQ(one.eval.size(), two.eval.size());
+  for (const auto& [step, values] : one.train) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    ASSERT_TRUE(two.train.count(step));
+    EXPECT_NEAR(two.train.at(step).first, values.first, loss_tolerance * std::abs(values.first));
+    EXPECT_NEAR(two.train.at(step).second, values.second, grad_tolerance * std::abs(values.second));
+  }
+  for (const auto& [key, value] : one.eval) {
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(two.eval.count(key));
+    // Counts are exact sums, but an example near a decision boundary may fall on the other side.
+    if (key.find("correct_class_") != std::string::npos) {
+      EXPECT_NEAR(two.eval.at(key), value, examples);
+    } else if (key.find(" loss") == std::string::npos) {
+      EXPECT_NEAR(two.eval.at(key), value, examples / 1000.0 + 1e-12);
+    } else {
+      EXPECT_NEAR(two.eval.at(key), value, eval_tolerance * std::abs(value));
+    }
+  }
+}
+
+// The tensors of `archive` and of the archives nested in it (a module's submodules), by dotted name.
+void CollectTensors(torch::serialize::InputArchive& archive, const std::string& prefix,
+                    std::map<std::string, torch::Tensor>& tensors) {
+  for (const std::string& key : archive.keys()) {
+    torch::Tensor tensor;
+    torch::serialize::InputArchive nested;
+    if (archive.try_read(key, tensor) || archive.try_read(key, tensor, /*is_buffer=*/true)) {
+      tensors[prefix + key] = tensor;
+    } else if (archive.try_read(key, nested)) {
+      CollectTensors(nested, prefix + key + ".", tensors);
+    }
+  }
+}
+
+// The model's tensors (parameters and buffers) in a checkpoint's state.pt, by name.
+std::map<std::string, torch::Tensor> CheckpointTensors(const fs::path& state) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(state.string());
+  torch::serialize::InputArchive model;
+  archive.read("model", model);
+  std::map<std::string, torch::Tensor> tensors;
+  CollectTensors(model, "", tensors);
+  return tensors;
+}
+
+// The largest difference between the two checkpoints' tensors, relative to each tensor's largest value.
+double LargestRelativeDifference(const fs::path& a, const fs::path& b, const std::string& name_part = "") {
+  const auto one = CheckpointTensors(a);
+  const auto two = CheckpointTensors(b);
+  EXPECT_EQ(one.size(), two.size());
+  double largest = 0;
+  int compared = 0;
+  for (const auto& [name, tensor] : one) {
+    if (name.find(name_part) == std::string::npos || !tensor.is_floating_point()) continue;
+    ++compared;
+    const torch::Tensor other = two.at(name);
+    const double scale = std::max(1e-12, tensor.abs().max().item<double>());
+    largest = std::max(largest, (tensor - other).abs().max().item<double>() / scale);
+  }
+  EXPECT_GT(compared, 0) << "no tensor named *" << name_part << "* in " << a;
+  return largest;
+}
+
+// Whether any process works in `dir` (trial processes work in their trial directory or where the run started).
+bool SomeProcessWorksIn(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const fs::path cwd = fs::read_symlink(entry.path() / "cwd", error);
+    if (!error && cwd.string().rfind(dir.string(), 0) == 0) return true;
+  }
+  return false;
+}
+
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dltune_dp_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // `dltune train ARGS --out DIR/out`; expects exit status `status`.
+  void Train(const std::string& args, const std::string& out, int status = 0) {
+    const auto result = RunDltune("train " + args + " --out " + (dir_ / out).string());
+    ASSERT_EQ(result.exit_code, status) << result.out << result.err;
+  }
+
+  // The newest checkpoint's state.pt in `out`.
+  fs::path LatestState(const std::string& out) {
+    fs::path latest;
+    for (const auto& entry : fs::directory_iterator(dir_ / out / "checkpoints")) {
+      if (entry.is_directory() && entry.path().filename().string().rfind("step_", 0) == 0 &&
+          entry.path().filename() > latest.filename()) {
+        latest = entry.path();
+      }
+    }
+    return latest / "state.pt";
+  }
+
+  fs::path dir_;
+};
+
+const std::string kMlp =
+    "fashion_mnist_mlp --set hidden_sizes=[64] --set optimizer=adam --set learning_rate=0.003 --set batch_size=64 "
+    "--steps 60 --eval-every 20 --log-every 1 --train-eval-examples 1000 --threads 1 --seed 7";
+
+TEST_F(DataParallel, TwoRanksTrainTheMlpAsOneProcessDoesAndOnlyRankZeroWrites) {
+  Train(kMlp, "one");
+  Train(kMlp + " --processes 2 --collective-timeout 60s", "two");
+  const Series one = ReadSeries(dir_ / "one");
+  const Series two = ReadSeries(dir_ / "two");
+  ASSERT_EQ(one.train.size(), 60U);
+  ExpectSeriesAgree(one, two, 1e-6, 1e-6, 1e-6);
+  // Every step and evaluation once: rank 1 wrote none of them, nor a checkpoint of its own.
+  EXPECT_EQ(two.train_lines, 60);
+  EXPECT_LT(LargestRelativeDifference(LatestState("one"), LatestState("two")), 1e-6);
+  std::set<std::string> written;
+  for (const auto& entry : fs::directory_iterator(dir_ / "two")) written.insert(entry.path().filename().string());
+  EXPECT_EQ(written, (std::set<std::string>{"checkpoints", "metrics.jsonl", "rank_1.log"}));
+  const std::string rank_log = Slurp(dir_ / "two" / "rank_1.log");
+  EXPECT_THAT(rank_log, HasSubstr("data-parallel rank 1 of 2: 60 steps done"));
+  EXPECT_THAT(rank_log, ::testing::Not(HasSubstr("eval at step")));
+}
+
+TEST_F(DataParallel, TwoRanksTrainTheCnnWithGhostBatchNormAsOneProcessDoes) {
+  // Shares of 32 examples: two ghost batches of 16 on each rank, the four of the global batch in all.
+  const std::string cnn =
+      "fashion_mnist_cnn --set conv_channels=[8,16] --set dense_size=32 --set normalization=ghost "
+      "--set virtual_batch_size=16 --set optimizer=sgd --set learning_rate=0.01 --set batch_size=64 --steps 30 "
+      "--eval-every 10 --log-every 1 --train-eval-examples 1000 --threads 1 --seed 7";
+  Train(cnn, "one");
+  Train(cnn + " --processes 2", "two");
+  ExpectSeriesAgree(ReadSeries(dir_ / "one"), ReadSeries(dir_ / "two"), 1e-4, 1e-3, 1e-4, 3);
+  // The running averages were synchronized before the checkpoint: they differ from one process's as its weights do
+  // (3e-4 here), where rank 0's own, from half of the ghost batches, differ by 2e-2.
+  EXPECT_LT(LargestRelativeDifference(LatestState("one"), LatestState("two"), "running_"), 2e-3);
+}
+
+TEST_F(DataParallel, CheckpointsResumeUnderTheOtherRankCount) {
+  Train(kMlp, "whole");
+  // 2 ranks, stopped at step 30, resumed by 1 process; and the other way round.
+  Train(kMlp + " --processes 2 --stop-at-step 30", "two_then_one", 75);
+  Train(kMlp, "two_then_one");
+  Train(kMlp + " --stop-at-step 30", "one_then_two", 75);
+  Train(kMlp + " --processes 2", "one_then_two");
+  const Series whole = ReadSeries(dir_ / "whole");
+  for (const std::string out : {"two_then_one", "one_then_two"}) {
+    SCOPED_TRACE(out);
+    const Series resumed = ReadSeries(dir_ / out);
+    EXPECT_EQ(resumed.train_lines, 60);  // no step twice, none missing
+    ExpectSeriesAgree(whole, resumed, 1e-6, 1e-6, 1e-6);
+  }
+}
+
+// A study of one data-parallel trial of 60 steps, with a checkpoint every 20.
+class DataParallelStudy : public DataParallel {
+ protected:
+  void SetUp() override {
+    DataParallel::SetUp();
+    std::ofstream(dir_ / "study.yaml") << "name: gang\n"
+                                          "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [64]}}\n"
+                                          "max_train_steps: 60\n"
+                                          "training: {eval_every_steps: 20, log_every_steps: 1, "
+                                          "train_eval_examples: 1000, processes: 2, collective_timeout: 3s}\n"
+                                          "trials: 1\n"
+                                          "space:\n"
+                                          "  optimizer: adam\n"
+                                          "  learning_rate: 0.003\n"
+                                          "  batch_size: 64\n";
+  }
+
+  // `dltune run` of the study with `environment` (VAR=value ...); returns its exit status and elapsed seconds.
+  std::pair<int, double> Run(const std::string& environment, const std::string& flags = "") {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string command = "cd '" + dir_.string() + "' && env " + environment + " " + DLTUNE_CLI +
+                                " run study.yaml --no-report " + flags + " --storage sqlite://" +
+                                (dir_ / "dltune.db").string() + " >> run.out 2>&1";
+    const int status = std::system(command.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  }
+
+  // The content of file `name` in the trial's directory.
+  std::string TrialFile(const std::string& name) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / "runs")) {
+      if (entry.path().filename() == name && entry.path().parent_path().filename() == "trial_0") {
+        return Slurp(entry.path());
+      }
+    }
+    return "";
+  }
+
+  TrialRecord Trial() {
+    const auto store = OpenStore("sqlite://" + (dir_ / "dltune.db").string());
+    return store->ListTrials(store->FindStudy("gang")->id).at(0);
+  }
+
+  std::vector<std::int64_t> TrainSteps() {
+    const auto store = OpenStore("sqlite://" + (dir_ / "dltune.db").string());
+    std::vector<std::int64_t> steps;
+    for (const TrainMeasurement& m : store->TrainSeries(Trial().id)) steps.push_back(m.step);
+    return steps;
+  }
+
+  void ExpectResumesWithoutGap() {
+    EXPECT_FALSE(SomeProcessWorksIn(dir_ / "runs")) << "a rank outlived its trial";
+    const auto [status, seconds] = Run("", "--retry-failed");
+    ASSERT_EQ(status, 0) << Slurp(dir_ / "run.out");
+    EXPECT_EQ(Trial().state, TrialState::kCompleted) << Slurp(dir_ / "run.out");
+    EXPECT_THAT(Slurp(dir_ / "run.out"), HasSubstr("trial 0 resumes"));
+    std::vector<std::int64_t> expected(60);
+    for (std::int64_t i = 0; i < 60; ++i) expected[static_cast<std::size_t>(i)] = i + 1;
+    EXPECT_EQ(TrainSteps(), expected);
+  }
+};
+
+TEST_F(DataParallelStudy, AKilledRankFailsTheTrialLeavesNoRankAndTheTrialResumes) {
+  const auto [status, seconds] = Run("DLTUNE_INJECT_FAULT=kill@0:30#1");
+  EXPECT_NE(status, 0);
+  const TrialRecord trial = Trial();
+  EXPECT_EQ(trial.state, TrialState::kFailed);
+  EXPECT_THAT(trial.reason, HasSubstr("rank 1 of 2 ended with killed by signal 9"));
+  EXPECT_LT(seconds, 30);  // a dead peer is noticed at once, well within the collective timeout
+  ExpectResumesWithoutGap();
+}
+
+TEST_F(DataParallelStudy, AHungRankFailsTheTrialWithinTheCollectiveTimeout) {
+  const auto [status, seconds] = Run("DLTUNE_INJECT_FAULT=hang@0:30#1");
+  EXPECT_NE(status, 0);
+  const TrialRecord trial = Trial();
+  EXPECT_EQ(trial.state, TrialState::kFailed);
+  EXPECT_THAT(TrialFile("stderr.log"), HasSubstr("did not answer within 3 s"));
+  EXPECT_LT(seconds, 30);
+  ExpectResumesWithoutGap();
+}
+
+}  // namespace
+}  // namespace dltune
