@@ -2,10 +2,14 @@
 // process of one built-in trial, started by a worker).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,6 +23,7 @@
 #include "dltune/run/trial_report.h"
 #include "dltune/run/trial_setup.h"
 #include "dltune/run/worker.h"
+#include "dltune/run/worker_gang.h"
 #include "dltune/store/tracking.h"
 #include "progress_view.h"
 
@@ -45,6 +50,7 @@ void InstallStopHandlers() {
 struct WorkerArgs {
   std::string storage;
   std::string study;
+  std::string spec;  // dltune worker --spec: the study to create when the store lacks it, then work on
   int parallel = 0;
   double stale_after = 60;
   int max_retries = 3;
@@ -105,6 +111,39 @@ WorkerOptions ToWorkerOptions(const WorkerArgs& args) {
 
 // Sets how many trials run at once and the threads of each (ChooseParallelLayout) for the study's trials, and says
 // which layout and why.
+// Throws Error unless a launcher job of gang.size workers can train `spec`'s trials as one gang.
+void CheckGangFits(const StudySpec& spec, const WorkerGang& gang) {
+  if (spec.training.processes != gang.size) {
+    throw Error(
+        fmt::format("this worker is task {} of {} of a launcher's job, whose workers train each trial as one "
+                    "gang: study '{}' has training.processes {}, not {} (docs/data-parallel.md)",
+                    gang.rank, gang.size, spec.name, spec.training.processes, gang.size));
+  }
+}
+
+// A gang's worker other than rank 0 (worker_gang.h), until rank 0's says no trial is left.
+void RunAsGangMember(const StudySpec& spec, WorkerGang gang) {
+  CheckGangFits(spec, gang);
+  gang.timeout_seconds = spec.training.collective_timeout_seconds;
+  InstallStopHandlers();
+  const int status = RunGangMember(gang, stop_requests, [](const std::string& line) {
+    std::printf("%s\n", TerminalSafe(line).c_str());
+    std::fflush(stdout);
+  });
+  if (status != 0) throw CLI::RuntimeError(status);
+}
+
+// The study of `spec`, created when the store has none. Workers of one job start together: when another created it
+// a moment before (the store refuses a second study of the name), it is opened.
+StudySession OpenOrCreateStudy(Store& store, const StudySpec& spec) {
+  try {
+    return StudySession::OpenOrCreate(store, spec, CommandLineText(), false);
+  } catch (const Error&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return StudySession::OpenOrCreate(store, spec, CommandLineText(), false);
+  }
+}
+
 void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& options) {
   const TrialCounts counts = store.CountTrials(session.study().id);
   const auto ended = static_cast<std::uint64_t>(
@@ -314,18 +353,49 @@ void RegisterRunCommands(CLI::App& app) {
             std::string(kExitStatusHelp));
     AddWorkerOptions(worker, *args);
     worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
+    worker
+        ->add_option("--spec", args->spec,
+                     "Only the study of this spec, created from it when the store has none yet (as dltune run "
+                     "creates it): for job scripts whose workers all start at once")
+        ->excludes("--study");
     worker->callback([args] {
-      const auto store = OpenStore(StoreUrlOrDefault(args->storage), false);
+      // A gang's ranks other than 0 need only the spec's training settings: they start the ranks of the trials
+      // rank 0's worker publishes, and never touch the store.
+      std::optional<StudySpec> spec_file;
+      if (!args->spec.empty()) spec_file = LoadStudySpec(args->spec);
+      const WorkerGang gang = WorkerGangFromEnvironment(300);
+      if (gang.size > 1 && gang.rank != 0 && spec_file) {
+        RunAsGangMember(*spec_file, gang);
+        return;
+      }
+      // With --spec the store is created too, as dltune run creates it.
+      const auto store = OpenStore(StoreUrlOrDefault(args->storage), spec_file.has_value());
       std::int64_t study_id = 0;
       WorkerOptions options = ToWorkerOptions(*args);
-      if (!args->study.empty()) {
-        const StudySession session = StudySession::Open(*store, args->study);
+      std::string study_name = args->study;
+      if (spec_file) study_name = OpenOrCreateStudy(*store, *spec_file).study().name;
+      if (!study_name.empty()) {
+        const StudySession session = StudySession::Open(*store, study_name);
         study_id = session.study().id;
-        ApplyLayout(*store, session, options);
+        if (gang.size > 1) {
+          if (gang.rank != 0) {
+            RunAsGangMember(session.spec(), gang);
+            return;
+          }
+          CheckGangFits(session.spec(), gang);
+          options.gang = gang;
+          options.gang.timeout_seconds = session.spec().training.collective_timeout_seconds;
+          options.parallel = gang.size;  // one trial at a time: the gang's
+          options.threads_per_trial = std::max(1, session.spec().training.threads);
+          std::printf("gang of %d workers at %s:%d: this worker is rank 0 and claims the trials\n", gang.size,
+                      gang.address.c_str(), gang.port);
+        } else {
+          ApplyLayout(*store, session, options);
+        }
       }
       std::printf("worker %s on %s: %s\n",
                   args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
-                  args->study.empty() ? "every study" : ("study " + args->study).c_str());
+                  study_name.empty() ? "every study" : ("study " + study_name).c_str());
       std::fflush(stdout);
       const int status =
           RunLoop(*store, options, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(1));

@@ -130,7 +130,7 @@ class QuietRankCallbacks final : public TrainerCallbacks {
 class LocalRanks {
  public:
   LocalRanks(const std::vector<std::string>& argv, int processes, const std::filesystem::path& out) {
-    const std::string port = std::to_string(FreeLocalPort());
+    const std::string port = std::to_string(FreePort());
     const std::map<std::string, std::string> rendezvous = {{"WORLD_SIZE", std::to_string(processes)},
                                                            {"LOCAL_WORLD_SIZE", std::to_string(processes)},
                                                            {"MASTER_ADDR", "127.0.0.1"},

@@ -31,19 +31,19 @@ bool IsRendezvousVariable(const std::string& name) {
   return false;
 }
 
-int FreeLocalPort() {
+int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw IoError(fmt::format("cannot open a socket to find a free port: {}", std::strerror(errno)));
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
   address.sin_port = 0;
   socklen_t length = sizeof(address);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
   const int error = errno;
   ::close(fd);
-  if (!ok) throw IoError(fmt::format("cannot find a free port on 127.0.0.1: {}", std::strerror(error)));
+  if (!ok) throw IoError(fmt::format("cannot find a free port: {}", std::strerror(error)));
   return ntohs(address.sin_port);
 }
 
@@ -54,7 +54,7 @@ TrialGang::TrialGang(const TrialCommand& command, int processes, double collecti
     ended_.resize(1);
     return;
   }
-  const std::string port = std::to_string(FreeLocalPort());
+  const std::string port = std::to_string(FreePort());
   for (int rank = 0; rank < processes; ++rank) {
     TrialCommand rank_command = command;
     auto& environment = rank_command.environment;

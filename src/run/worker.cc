@@ -25,6 +25,7 @@
 #include "dltune/run/trial_report.h"
 #include "dltune/run/trial_server.h"
 #include "dltune/run/trial_setup.h"
+#include "dltune/run/worker_gang.h"
 #include "dltune/store/tracking.h"
 #include "tfevents.h"
 
@@ -83,6 +84,7 @@ class Worker {
                       "trials are trained by a program using the ask/tell API",
                       options.study));
     }
+    if (options.gang.size > 1) gang_ = std::make_unique<GangLeader>(options.gang);
     parallel_ = options.parallel > 0
                     ? options.parallel
                     : DefaultParallelism(options.study.empty() ? 1 : Session(options.study).spec().training.threads);
@@ -320,8 +322,14 @@ class Worker {
       slot->tensorboard.emplace(slot->trial_dir);
       slot->spawned_at = Now();
       active.AddTime({{"scheduling", slot->spawned_at - free_since}});
-      slot->process =
-          std::make_unique<TrialGang>(command, processes, spec.training.collective_timeout_seconds, &trial_server_);
+      if (gang_) {
+        // The other ranks start on the other workers of the gang; this machine runs rank 0.
+        command = gang_->Publish(command, slot->trial_dir);
+        slot->process = std::make_unique<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
+      } else {
+        slot->process =
+            std::make_unique<TrialGang>(command, processes, spec.training.collective_timeout_seconds, &trial_server_);
+      }
     } catch (const LeaseLostError&) {
       return;
     } catch (const StoreUnavailableError&) {
@@ -720,6 +728,7 @@ class Worker {
   std::string worker_id_;
   std::filesystem::path dltune_;
   TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
+  std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;
   int parallel_ = 1;
   bool stopping_ = false;

@@ -30,8 +30,9 @@ inline constexpr const char* kRendezvousVariables[] = {"RANK",        "WORLD_SIZ
 // loads: a trial server need not start afresh for them).
 bool IsRendezvousVariable(const std::string& name);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (the kernel's choice for port 0). Throws IoError.
-int FreeLocalPort();
+// A TCP port of this machine that was free a moment ago on every interface (the kernel's choice for port 0). Throws
+// IoError.
+int FreePort();
 
 class TrialGang {
  public:

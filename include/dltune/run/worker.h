@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dltune/run/worker_gang.h"
 #include "dltune/store/store.h"
 
 namespace dltune {
@@ -33,6 +34,9 @@ struct WorkerOptions {
   // How long the loop rides out a store it cannot reach (a database restart, a lost connection) while its trials go
   // on running, before it gives up (StoreUnavailableError).
   double store_patience = 300;
+  // This worker is rank 0 of a launcher job's gang of workers (worker_gang.h): each trial it starts is published to
+  // the others, which start its other ranks, and it runs one trial at a time. Size 1: no gang.
+  WorkerGang gang;
 };
 
 // A running trial as the progress view sees it.

@@ -1,0 +1,187 @@
+#include "dltune/run/worker_gang.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/error.h"
+#include "dltune/core/files.h"
+#include "dltune/run/trial_gang.h"
+#include "dltune/train/rendezvous_store.h"
+
+namespace dltune {
+namespace {
+
+std::optional<int> NumberVariable(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  try {
+    std::size_t end = 0;
+    const int value = std::stoi(text, &end);
+    if (text[end] == '\0') return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("${} is '{}', not a whole number", name, text));
+}
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The files a trial's process reads at start, which a machine that does not share the trial's directory lacks.
+constexpr const char* kTrialFiles[] = {"trial.json", "params.json"};
+
+}  // namespace
+
+WorkerGang WorkerGangFromEnvironment(double timeout_seconds) {
+  WorkerGang gang;
+  gang.timeout_seconds = timeout_seconds;
+  std::optional<int> rank = NumberVariable("RANK"), size = NumberVariable("WORLD_SIZE");
+  if (!rank || !size) {
+    rank = NumberVariable("SLURM_PROCID");
+    size = NumberVariable("SLURM_NTASKS");
+  }
+  if (!rank || !size || *size <= 1) return gang;
+  if (*rank < 0 || *rank >= *size) throw Error(fmt::format("this worker is rank {} of {}: no such rank", *rank, *size));
+  const char* address = std::getenv("MASTER_ADDR");
+  const std::optional<int> port = NumberVariable("MASTER_PORT");
+  if (address == nullptr || *address == '\0' || !port) {
+    throw Error(fmt::format(
+        "this worker is task {} of {} of a launcher's job, which makes the job's workers one gang: set MASTER_ADDR to "
+        "the first task's host and MASTER_PORT to a free port there (examples/slurm/ shows how)",
+        *rank, *size));
+  }
+  gang.rank = *rank;
+  gang.size = *size;
+  gang.address = address;
+  gang.port = *port;
+  return gang;
+}
+
+GangLeader::GangLeader(const WorkerGang& gang)
+    : gang_(gang),
+      store_(std::make_unique<RendezvousStore>(gang.address, gang.port, /*serve=*/true, gang.timeout_seconds)) {}
+
+GangLeader::~GangLeader() {
+  try {
+    store_->Set("done", std::to_string(trials_));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (store_->Add("left", 0) < gang_.size - 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const Error&) {
+    // The others find the store gone, and leave.
+  }
+}
+
+TrialCommand GangLeader::Publish(const TrialCommand& command, const std::filesystem::path& trial_dir) {
+  const int port = FreePort();  // on rank 0's machine, where rank 0 of the trial serves its store
+  nlohmann::json files = nlohmann::json::object();
+  for (const char* name : kTrialFiles) {
+    if (std::filesystem::exists(trial_dir / name)) files[name] = ReadText(trial_dir / name);
+  }
+  const nlohmann::json trial = {{"argv", command.argv},
+                                {"shell_command", command.shell_command},
+                                {"environment", command.environment},
+                                {"working_dir", command.working_dir.string()},
+                                {"trial_dir", trial_dir.string()},
+                                {"built_in", command.warm_start},
+                                {"files", files},
+                                {"master_port", port}};
+  store_->Set(fmt::format("trial/{}", ++trials_), trial.dump());
+  TrialCommand rank0 = command;
+  rank0.environment["RANK"] = rank0.environment["LOCAL_RANK"] = "0";
+  rank0.environment["WORLD_SIZE"] = std::to_string(gang_.size);
+  rank0.environment["LOCAL_WORLD_SIZE"] = "1";
+  rank0.environment["MASTER_ADDR"] = gang_.address;
+  rank0.environment["MASTER_PORT"] = std::to_string(port);
+  return rank0;
+}
+
+namespace {
+
+// Starts this worker's rank of a published trial.
+std::unique_ptr<TrialProcess> StartRank(const WorkerGang& gang, const nlohmann::json& trial) {
+  const std::filesystem::path trial_dir = trial.at("trial_dir").get<std::string>();
+  std::filesystem::create_directories(trial_dir);
+  for (const auto& [name, content] : trial.at("files").items()) {
+    const std::filesystem::path path = trial_dir / name;
+    if (!std::filesystem::exists(path) || ReadText(path) != content.get<std::string>()) {
+      WriteFileAtomically(path, content.get<std::string>());
+    }
+  }
+  TrialCommand command;
+  command.argv = trial.at("argv").get<std::vector<std::string>>();
+  // A built-in trial runs this machine's dltune, wherever rank 0's is.
+  if (trial.at("built_in").get<bool>() && !command.argv.empty()) command.argv[0] = SelfExecutable().string();
+  command.shell_command = trial.at("shell_command").get<std::string>();
+  command.environment = trial.at("environment").get<std::map<std::string, std::string>>();
+  command.environment["RANK"] = std::to_string(gang.rank);
+  command.environment["LOCAL_RANK"] = "0";
+  command.environment["WORLD_SIZE"] = std::to_string(gang.size);
+  command.environment["LOCAL_WORLD_SIZE"] = "1";
+  command.environment["MASTER_ADDR"] = gang.address;
+  command.environment["MASTER_PORT"] = std::to_string(trial.at("master_port").get<int>());
+  command.working_dir = trial.at("working_dir").get<std::string>();
+  command.stdout_path = command.stderr_path = trial_dir / fmt::format("rank_{}.log", gang.rank);
+  return std::make_unique<TrialProcess>(command);
+}
+
+}  // namespace
+
+int RunGangMember(const WorkerGang& gang, const std::atomic<int>& stop_requests,
+                  const std::function<void(const std::string&)>& notice) {
+  BecomeSubreaper();
+  RendezvousStore store(gang.address, gang.port, /*serve=*/false, gang.timeout_seconds);
+  notice(fmt::format("rank {} of {}: joined the gang at {}:{}; running the ranks of the trials rank 0 starts",
+                     gang.rank, gang.size, gang.address, gang.port));
+  std::unique_ptr<TrialProcess> running;
+  int next = 1;
+  int signalled = 0;   // the stop requests passed on to the running rank
+  std::string number;  // the running rank's trial number
+  std::string drained;
+  while (true) {
+    if (running) {
+      while (running->report_fd() >= 0 && running->ReadReport(drained) && !drained.empty()) drained.clear();
+      if (const auto status = running->TryWait()) {
+        notice(fmt::format("rank {} of trial {} ended with {}", gang.rank, number, status->Describe()));
+        running.reset();
+      }
+    }
+    const int stops = stop_requests.load();
+    if (stops > signalled && running) running->Signal(stops >= 2 ? SIGKILL : SIGTERM);
+    signalled = stops;
+    if (stops > 0 && !running) break;
+    if (const auto published = store.TryGet(fmt::format("trial/{}", next)); published && stops == 0) {
+      if (running) {
+        notice(fmt::format("rank {} of trial {} still runs as rank 0 starts the next: ended", gang.rank, number));
+        running.reset();  // kills it
+      }
+      const nlohmann::json trial = nlohmann::json::parse(*published);
+      running = StartRank(gang, trial);
+      number = trial.at("environment").value("DLTUNE_TRIAL_NUMBER", std::to_string(next));
+      notice(fmt::format("rank {} of trial {} started in {}", gang.rank, number,
+                         trial.at("trial_dir").get<std::string>()));
+      ++next;
+    } else if (!running && store.TryGet("done")) {
+      break;
+    }
+    ReapOrphans();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  store.Add("left", 1);
+  return 0;
+}
+
+}  // namespace dltune
