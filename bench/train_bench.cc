@@ -56,6 +56,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,6 +65,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "data_parallel_bench.h"
 #include "dltune/train/blas_kernels.h"
 #include "machine_limit.h"
 
@@ -595,12 +597,26 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == dltune::bench::kSgemmWorkerFlag) {
     return dltune::bench::RunSgemmWorker(argc, argv);
   }
+  // --processes LIST: the data-parallel comparison instead (bench/data_parallel_bench.h).
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) != "--processes") continue;
+    dltune::bench::DataParallelBenchOptions data_parallel;
+    data_parallel.processes.clear();
+    std::stringstream list(argv[i + 1]);
+    for (std::string item; std::getline(list, item, ',');) data_parallel.processes.push_back(std::stoi(item));
+    for (int j = 1; j < argc; ++j) {
+      if (std::string(argv[j]) == "--repeats" && j + 1 < argc) data_parallel.repeats = std::stoi(argv[j + 1]);
+      if (std::string(argv[j]) == "--keep") data_parallel.keep = true;
+    }
+    return dltune::bench::RunDataParallelBench(data_parallel, argv[0]);
+  }
   Options options;
   if (!ParseOptions(argc, argv, options)) {
     std::fprintf(stderr,
                  "usage: %s [--steps N (3000)] [--eval-every N (500)] [--threads N (1)] [--optimizers LIST "
-                 "(nesterov,adam)] [--repeats N (1)] [--keep]\n",
-                 argv[0]);
+                 "(nesterov,adam)] [--repeats N (1)] [--keep]\n   or: %s --processes LIST (e.g. 1,2: data-parallel "
+                 "MLP and CNN against PyTorch DDP) [--repeats N] [--keep]\n",
+                 argv[0], argv[0]);
     return 2;
   }
   const char* tmp = std::getenv("TMPDIR");

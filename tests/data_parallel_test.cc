@@ -306,5 +306,28 @@ TEST_F(DataParallelStudy, AHungRankFailsTheTrialWithinTheCollectiveTimeout) {
   ExpectResumesWithoutGap();
 }
 
+// examples/external/study_ddp.yaml as shipped: each trial is 2 ranks of PyTorch's DistributedDataParallel, started by
+// dltune with the rendezvous variables; rank 0's reports are the trial's.
+TEST_F(DataParallel, ThePytorchDdpExampleRunsAsAGangOfTwo) {
+  fs::create_directory_symlink(fs::path(DLTUNE_SOURCE_DIR) / "examples", dir_ / "examples");
+  const std::string storage = "sqlite://" + (dir_ / "dltune.db").string();
+  const auto result = RunDltune("run examples/external/study_ddp.yaml --no-report --storage " + storage, dir_);
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const auto store = OpenStore(storage);
+  const auto trials = store->ListTrials(store->FindStudy("external_ddp")->id);
+  ASSERT_EQ(trials.size(), 2U);
+  for (const TrialRecord& trial : trials) {
+    SCOPED_TRACE("trial " + std::to_string(trial.number));
+    EXPECT_EQ(trial.state, TrialState::kCompleted) << trial.reason;
+    EXPECT_EQ(store->TrainSeries(trial.id).size(), 100U);  // rank 0's steps, each once
+    ASSERT_TRUE(trial.best_value.has_value());
+    EXPECT_LT(*trial.best_value, 0.5);  // it learned: 10 classes, chance is 0.9
+  }
+  std::size_t rank_logs = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_ / "runs"))
+    rank_logs += entry.path().filename() == "rank_1.log";
+  EXPECT_EQ(rank_logs, 2U);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -74,7 +74,8 @@ void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   command
       ->add_option("--parallel", args.parallel,
                    "Trials at once (default: the layout measured for the study's model on this machine, or the cores "
-                   "available divided by the spec's training.threads when it gives them; docs/parallel-layout.md)")
+                   "available divided by the spec's training.threads when it gives them; docs/parallel-layout.md). A "
+                   "data-parallel trial (training.processes: N) counts as N")
       ->check(WholeNumberIn(1, 4096));
   command
       ->add_option("--stale-after", args.stale_after,
