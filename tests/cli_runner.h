@@ -41,4 +41,17 @@ inline Result RunDltune(const std::string& arguments, const std::filesystem::pat
   return result;
 }
 
+// Whether any process works in `dir` or below it (a worker, its trial server and its trials work where the run
+// started or in their trial directory): what a test checks to find a process that outlived its run.
+inline bool SomeProcessWorksIn(const std::filesystem::path& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;
+    const std::filesystem::path cwd = std::filesystem::read_symlink(entry.path() / "cwd", error);
+    if (!error && cwd.string().rfind(dir.string(), 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace dltune::test

@@ -32,6 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::RunDltune;
 using test::Slurp;
+using test::SomeProcessWorksIn;
 using ::testing::HasSubstr;
 
 // A run's metrics.jsonl: training loss and gradient norm by step, evaluations by "step split metric".
@@ -125,18 +126,6 @@ double LargestRelativeDifference(const fs::path& a, const fs::path& b, const std
   }
   EXPECT_GT(compared, 0) << "no tensor named *" << name_part << "* in " << a;
   return largest;
-}
-
-// Whether any process works in `dir` (trial processes work in their trial directory or where the run started).
-bool SomeProcessWorksIn(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code error;
-    const fs::path cwd = fs::read_symlink(entry.path() / "cwd", error);
-    if (!error && cwd.string().rfind(dir.string(), 0) == 0) return true;
-  }
-  return false;
 }
 
 class DataParallel : public ::testing::Test {

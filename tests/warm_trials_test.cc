@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::Slurp;
+using test::SomeProcessWorksIn;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -97,18 +98,6 @@ class WarmTrials : public ::testing::Test {
 
   fs::path dir_;
 };
-
-// Whether any process works in `dir` (a worker, its trial server and its trials all work where the run started).
-bool SomeProcessWorksIn(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code error;
-    const fs::path cwd = fs::read_symlink(entry.path() / "cwd", error);
-    if (!error && cwd.string().rfind(dir.string(), 0) == 0) return true;
-  }
-  return false;
-}
 
 TEST_F(WarmTrials, AreForkedByTheServerAndTrainExactlyAsExecdOnes) {
   ASSERT_EQ(RunStudy("warm", ""), 0) << Slurp(dir_ / "warm" / "run.out");

@@ -4,8 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
 
 namespace dltune {
 
@@ -27,6 +33,31 @@ std::string CpuModelName() {
     if (!model.empty()) return model;
   }
   return "unknown CPU";
+}
+
+std::optional<int> WholeNumberVariable(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  try {
+    std::size_t end = 0;
+    const int value = std::stoi(text, &end);
+    if (end == std::strlen(text)) return value;
+  } catch (const std::exception&) {
+  }
+  throw Error(fmt::format("${} is '{}', not a whole number", name, text));
+}
+
+std::optional<LauncherTask> LauncherTaskFromEnvironment() {
+  for (const auto& [rank_name, size_name] :
+       {std::pair("RANK", "WORLD_SIZE"), std::pair("SLURM_PROCID", "SLURM_NTASKS")}) {
+    const std::optional<int> rank = WholeNumberVariable(rank_name), size = WholeNumberVariable(size_name);
+    if (!rank || !size) continue;
+    const std::string source = fmt::format("{} and {}", rank_name, size_name);
+    if (*rank < 0 || *rank >= *size)
+      throw Error(fmt::format("{} say rank {} of {}: no such rank", source, *rank, *size));
+    return LauncherTask{*rank, *size, source};
+  }
+  return std::nullopt;
 }
 
 }  // namespace dltune

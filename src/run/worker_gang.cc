@@ -14,23 +14,12 @@
 
 #include "dltune/core/error.h"
 #include "dltune/core/files.h"
+#include "dltune/core/machine.h"
 #include "dltune/run/trial_gang.h"
 #include "dltune/train/rendezvous_store.h"
 
 namespace dltune {
 namespace {
-
-std::optional<int> NumberVariable(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  try {
-    std::size_t end = 0;
-    const int value = std::stoi(text, &end);
-    if (text[end] == '\0') return value;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("${} is '{}', not a whole number", name, text));
-}
 
 std::string ReadText(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -47,23 +36,18 @@ constexpr const char* kTrialFiles[] = {"trial.json", "params.json"};
 WorkerGang WorkerGangFromEnvironment(double timeout_seconds) {
   WorkerGang gang;
   gang.timeout_seconds = timeout_seconds;
-  std::optional<int> rank = NumberVariable("RANK"), size = NumberVariable("WORLD_SIZE");
-  if (!rank || !size) {
-    rank = NumberVariable("SLURM_PROCID");
-    size = NumberVariable("SLURM_NTASKS");
-  }
-  if (!rank || !size || *size <= 1) return gang;
-  if (*rank < 0 || *rank >= *size) throw Error(fmt::format("this worker is rank {} of {}: no such rank", *rank, *size));
+  const std::optional<LauncherTask> task = LauncherTaskFromEnvironment();
+  if (!task || task->size <= 1) return gang;
   const char* address = std::getenv("MASTER_ADDR");
-  const std::optional<int> port = NumberVariable("MASTER_PORT");
+  const std::optional<int> port = WholeNumberVariable("MASTER_PORT");
   if (address == nullptr || *address == '\0' || !port) {
     throw Error(fmt::format(
         "this worker is task {} of {} of a launcher's job, which makes the job's workers one gang: set MASTER_ADDR to "
         "the first task's host and MASTER_PORT to a free port there (examples/slurm/ shows how)",
-        *rank, *size));
+        task->rank, task->size));
   }
-  gang.rank = *rank;
-  gang.size = *size;
+  gang.rank = task->rank;
+  gang.size = task->size;
   gang.address = address;
   gang.port = *port;
   return gang;

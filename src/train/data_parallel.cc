@@ -15,6 +15,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "dltune/core/machine.h"
+
 namespace dltune {
 namespace {
 
@@ -67,47 +69,27 @@ std::chrono::milliseconds Milliseconds(double seconds) {
 
 std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-// The whole number in variable `name`, or nullopt when it is unset; Error when it is not a whole number.
-std::optional<int> IntegerVariable(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  try {
-    std::size_t end = 0;
-    const int value = std::stoi(text, &end);
-    if (end == std::strlen(text)) return value;
-  } catch (const std::exception&) {
-  }
-  throw Error(fmt::format("${} is '{}', not a whole number", name, text));
-}
-
 }  // namespace
 
 DistributedOptions DistributedOptionsFromEnvironment(const TrainingSettings& training) {
   DistributedOptions options;
   options.timeout_seconds = training.collective_timeout_seconds;
-  std::optional<int> rank = IntegerVariable("RANK"), world = IntegerVariable("WORLD_SIZE");
-  const char* from = "RANK and WORLD_SIZE";
-  if (!rank && !world) {
-    rank = IntegerVariable("SLURM_PROCID");
-    world = IntegerVariable("SLURM_NTASKS");
-    from = "SLURM_PROCID and SLURM_NTASKS";
-  }
-  if (!rank || !world) {
+  const std::optional<LauncherTask> task = LauncherTaskFromEnvironment();
+  if (!task) {
     throw Error(fmt::format(
         "training.processes is {}, but this process was not started as one of its ranks: RANK and WORLD_SIZE (or "
         "Slurm's SLURM_PROCID and SLURM_NTASKS) are not set; dltune run and dltune worker start the ranks "
         "(docs/data-parallel.md)",
         training.processes));
   }
-  if (*world != training.processes) {
-    throw Error(fmt::format("training.processes is {}, but {} say this is rank {} of {}", training.processes, from,
-                            *rank, *world));
+  if (task->size != training.processes) {
+    throw Error(fmt::format("training.processes is {}, but {} say this is rank {} of {}", training.processes,
+                            task->source, task->rank, task->size));
   }
-  if (*rank < 0 || *rank >= *world) throw Error(fmt::format("{} say rank {} of {}: no such rank", from, *rank, *world));
-  options.rank = *rank;
-  options.world_size = *world;
+  options.rank = task->rank;
+  options.world_size = task->size;
   const char* address = std::getenv("MASTER_ADDR");
-  const std::optional<int> port = IntegerVariable("MASTER_PORT");
+  const std::optional<int> port = WholeNumberVariable("MASTER_PORT");
   if (address == nullptr || *address == '\0' || !port) {
     throw Error("$MASTER_ADDR and $MASTER_PORT must name rank 0's host and a free port on it: the ranks meet there");
   }
