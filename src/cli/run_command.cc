@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/machine.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/builtin_trial.h"
 #include "dltune/run/parallel_layout.h"
@@ -387,7 +388,10 @@ void RegisterRunCommands(CLI::App& app) {
           options.gang = gang;
           options.gang.timeout_seconds = session.spec().training.collective_timeout_seconds;
           options.parallel = gang.size;  // one trial at a time: the gang's
-          options.threads_per_trial = std::max(1, session.spec().training.threads);
+          // auto: the cores Slurm gave each task, else this machine's (a gang has one task per machine).
+          options.threads_per_trial = session.spec().training.threads > 0
+                                          ? session.spec().training.threads
+                                          : WholeNumberVariable("SLURM_CPUS_PER_TASK").value_or(AvailableCores());
           std::printf("gang of %d workers at %s:%d: this worker is rank 0 and claims the trials\n", gang.size,
                       gang.address.c_str(), gang.port);
         } else {

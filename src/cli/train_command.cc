@@ -1,6 +1,7 @@
 // `dltune train`: train one workload once with given hyperparameters, writing metrics and checkpoints to a directory.
 #include <stdlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -19,6 +20,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/machine.h"
 #include "dltune/core/sha256.h"
 #include "dltune/run/trial_gang.h"
 #include "dltune/run/trial_process.h"
@@ -245,6 +247,9 @@ void RegisterTrainCommand(CLI::App& app) {
     std::signal(SIGTERM, RequestStop);
     std::unique_ptr<LocalRanks> local_ranks;
     if (options.training.processes > 1) {
+      // auto: the cores shared out among the ranks of this machine.
+      const int local_ranks_here = WholeNumberVariable("LOCAL_WORLD_SIZE").value_or(options.training.processes);
+      if (options.training.threads == 0) options.training.threads = std::max(1, AvailableCores() / local_ranks_here);
       if (std::getenv("RANK") == nullptr && std::getenv("SLURM_PROCID") == nullptr) {
         std::vector<std::string> argv = {SelfExecutable().string()};
         argv.insert(argv.end(), CommandLineWords().begin(), CommandLineWords().end());
