@@ -350,8 +350,11 @@ void RegisterRunCommands(CLI::App& app) {
         "to run. Start any number of workers on any number of machines against one PostgreSQL store; a worker that "
         "dies loses nothing — its trials are taken over after --stale-after seconds and resume from their latest "
         "checkpoint (put the spec's run_dir on a filesystem every machine mounts). Create the study first with "
-        "dltune run (or the ask/tell API).\n\n"
-        "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart" +
+        "dltune run (or the ask/tell API), or give its spec with --spec. The tasks of one launcher job (srun, "
+        "torchrun: RANK and WORLD_SIZE or SLURM_PROCID and SLURM_NTASKS, with MASTER_ADDR and MASTER_PORT) train a "
+        "data-parallel study's trials together, one rank each (docs/data-parallel.md).\n\n"
+        "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart\n"
+        "  srun -N 2 dltune worker --storage postgresql://tuner@db.example.com/dltune --spec study.yaml" +
             std::string(kExitStatusHelp));
     AddWorkerOptions(worker, *args);
     worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
