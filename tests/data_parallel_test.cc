@@ -295,6 +295,27 @@ TEST_F(DataParallelStudy, AHungRankFailsTheTrialWithinTheCollectiveTimeout) {
   ExpectResumesWithoutGap();
 }
 
+// The tasks of a launcher's job (srun -n 2) form a gang only for a data-parallel study: on any other each is a worker
+// of its own, as before gangs existed; a data-parallel study's gang needs to know where to meet.
+TEST_F(DataParallel, LauncherTasksFormAGangOnlyForADataParallelStudy) {
+  std::ofstream(dir_ / "single.yaml") << "name: single\nworkload: synthetic\nmax_train_steps: 20\ntrials: 2\n"
+                                         "space:\n  learning_rate: 0.1\n";
+  std::ofstream(dir_ / "gang.yaml") << "name: gang\nworkload: synthetic\nmax_train_steps: 20\ntrials: 2\n"
+                                       "training: {processes: 2}\nspace:\n  learning_rate: 0.1\n  batch_size: 64\n";
+  const std::string task = "env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT SLURM_PROCID=1 SLURM_NTASKS=2 ";
+  const std::string storage = " --storage sqlite://" + (dir_ / "dltune.db").string();
+  const auto run = [&](const std::string& spec) {
+    const std::string command =
+        "cd '" + dir_.string() + "' && " + task + DLTUNE_CLI + " worker --spec " + spec + storage + " > out.txt 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(run("single.yaml"), 0) << Slurp(dir_ / "out.txt");
+  EXPECT_THAT(Slurp(dir_ / "out.txt"), HasSubstr("worker done"));
+  EXPECT_EQ(run("gang.yaml"), 2) << Slurp(dir_ / "out.txt");
+  EXPECT_THAT(Slurp(dir_ / "out.txt"), HasSubstr("set MASTER_ADDR"));
+}
+
 // examples/external/study_ddp.yaml as shipped: each trial is 2 ranks of PyTorch's DistributedDataParallel, started by
 // dltune with the rendezvous variables; rank 0's reports are the trial's.
 TEST_F(DataParallel, ThePytorchDdpExampleRunsAsAGangOfTwo) {

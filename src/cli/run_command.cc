@@ -124,9 +124,8 @@ void CheckGangFits(const StudySpec& spec, const WorkerGang& gang) {
 }
 
 // A gang's worker other than rank 0 (worker_gang.h), until rank 0's says no trial is left.
-void RunAsGangMember(const StudySpec& spec, WorkerGang gang) {
+void RunAsGangMember(const StudySpec& spec, const WorkerGang& gang) {
   CheckGangFits(spec, gang);
-  gang.timeout_seconds = spec.training.collective_timeout_seconds;
   InstallStopHandlers();
   const int status = RunGangMember(gang, stop_requests, [](const std::string& line) {
     std::printf("%s\n", TerminalSafe(line).c_str());
@@ -368,10 +367,16 @@ void RegisterRunCommands(CLI::App& app) {
       // rank 0's worker publishes, and never touch the store.
       std::optional<StudySpec> spec_file;
       if (!args->spec.empty()) spec_file = LoadStudySpec(args->spec);
-      const WorkerGang gang = WorkerGangFromEnvironment(300);
-      if (gang.size > 1 && gang.rank != 0 && spec_file) {
-        RunAsGangMember(*spec_file, gang);
-        return;
+      // A launcher's tasks form one gang for a data-parallel study; for any other each task is a worker of its own.
+      const auto gang_of = [](const StudySpec& spec) {
+        return spec.training.processes > 1 ? WorkerGangFromEnvironment(spec.training.collective_timeout_seconds)
+                                           : WorkerGang{};
+      };
+      if (spec_file) {
+        if (const WorkerGang gang = gang_of(*spec_file); gang.size > 1 && gang.rank != 0) {
+          RunAsGangMember(*spec_file, gang);
+          return;
+        }
       }
       // With --spec the store is created too, as dltune run creates it.
       const auto store = OpenStore(StoreUrlOrDefault(args->storage), spec_file.has_value());
@@ -382,14 +387,13 @@ void RegisterRunCommands(CLI::App& app) {
       if (!study_name.empty()) {
         const StudySession session = StudySession::Open(*store, study_name);
         study_id = session.study().id;
-        if (gang.size > 1) {
+        if (const WorkerGang gang = gang_of(session.spec()); gang.size > 1) {
           if (gang.rank != 0) {
             RunAsGangMember(session.spec(), gang);
             return;
           }
           CheckGangFits(session.spec(), gang);
           options.gang = gang;
-          options.gang.timeout_seconds = session.spec().training.collective_timeout_seconds;
           options.parallel = gang.size;  // one trial at a time: the gang's
           // auto: the cores Slurm gave each task, else this machine's (a gang has one task per machine).
           options.threads_per_trial = session.spec().training.threads > 0
