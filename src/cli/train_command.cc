@@ -132,19 +132,14 @@ class QuietRankCallbacks final : public TrainerCallbacks {
 class LocalRanks {
  public:
   LocalRanks(const std::vector<std::string>& argv, int processes, const std::filesystem::path& out) {
-    const std::string port = std::to_string(FreePort());
-    const std::map<std::string, std::string> rendezvous = {{"WORLD_SIZE", std::to_string(processes)},
-                                                           {"LOCAL_WORLD_SIZE", std::to_string(processes)},
-                                                           {"MASTER_ADDR", "127.0.0.1"},
-                                                           {"MASTER_PORT", port}};
-    for (const auto& [key, value] : rendezvous) ::setenv(key.c_str(), value.c_str(), 1);
-    ::setenv("RANK", "0", 1);
-    ::setenv("LOCAL_RANK", "0", 1);
+    const int port = FreePort();
+    for (const auto& [key, value] : RendezvousVariables({0, processes, 0, processes}, "127.0.0.1", port)) {
+      ::setenv(key.c_str(), value.c_str(), 1);
+    }
     for (int rank = 1; rank < processes; ++rank) {
       TrialCommand command;
       command.argv = argv;
-      command.environment = rendezvous;
-      command.environment["RANK"] = command.environment["LOCAL_RANK"] = std::to_string(rank);
+      command.environment = RendezvousVariables({rank, processes, rank, processes}, "127.0.0.1", port);
       command.stdout_path = command.stderr_path = out / fmt::format("rank_{}.log", rank);
       peers_.push_back(std::make_unique<TrialProcess>(command));
     }

@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -39,6 +41,14 @@ void WriteFileAtomically(const std::filesystem::path& path, std::string_view con
   }
   if (::close(fd) != 0) fail("write", errno);
   if (::rename(temporary.c_str(), path.c_str()) != 0) fail("replace", errno);
+}
+
+std::string ReadWholeFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  if (in) bytes << in.rdbuf();
+  if (!in) throw IoError(fmt::format("{}: cannot read it: {}", path.string(), std::strerror(errno)));
+  return std::move(bytes).str();
 }
 
 }  // namespace dltune

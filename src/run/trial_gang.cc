@@ -31,6 +31,15 @@ bool IsRendezvousVariable(const std::string& name) {
   return false;
 }
 
+std::map<std::string, std::string> RendezvousVariables(const RankPlace& place, const std::string& address, int port) {
+  return {{"RANK", std::to_string(place.rank)},
+          {"WORLD_SIZE", std::to_string(place.size)},
+          {"LOCAL_RANK", std::to_string(place.local_rank)},
+          {"LOCAL_WORLD_SIZE", std::to_string(place.local_size)},
+          {"MASTER_ADDR", address},
+          {"MASTER_PORT", std::to_string(port)}};
+}
+
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw IoError(fmt::format("cannot open a socket to find a free port: {}", std::strerror(errno)));
@@ -54,14 +63,12 @@ TrialGang::TrialGang(const TrialCommand& command, int processes, double collecti
     ended_.resize(1);
     return;
   }
-  const std::string port = std::to_string(FreePort());
+  const int port = FreePort();
   for (int rank = 0; rank < processes; ++rank) {
     TrialCommand rank_command = command;
-    auto& environment = rank_command.environment;
-    environment["RANK"] = environment["LOCAL_RANK"] = std::to_string(rank);
-    environment["WORLD_SIZE"] = environment["LOCAL_WORLD_SIZE"] = std::to_string(processes);
-    environment["MASTER_ADDR"] = "127.0.0.1";
-    environment["MASTER_PORT"] = port;
+    for (auto& [key, value] : RendezvousVariables({rank, processes, rank, processes}, "127.0.0.1", port)) {
+      rank_command.environment[key] = value;
+    }
     if (rank > 0) {
       rank_command.stdout_path = command.stdout_path.parent_path() / fmt::format("rank_{}.log", rank);
       rank_command.stderr_path = rank_command.stdout_path;

@@ -4,9 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,13 +18,6 @@
 
 namespace dltune {
 namespace {
-
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The files a trial's process reads at start, which a machine that does not share the trial's directory lacks.
 constexpr const char* kTrialFiles[] = {"trial.json", "params.json"};
@@ -73,7 +64,7 @@ TrialCommand GangLeader::Publish(const TrialCommand& command, const std::filesys
   const int port = FreePort();  // on rank 0's machine, where rank 0 of the trial serves its store
   nlohmann::json files = nlohmann::json::object();
   for (const char* name : kTrialFiles) {
-    if (std::filesystem::exists(trial_dir / name)) files[name] = ReadText(trial_dir / name);
+    if (std::filesystem::exists(trial_dir / name)) files[name] = ReadWholeFile(trial_dir / name);
   }
   const nlohmann::json trial = {{"argv", command.argv},
                                 {"shell_command", command.shell_command},
@@ -85,11 +76,7 @@ TrialCommand GangLeader::Publish(const TrialCommand& command, const std::filesys
                                 {"master_port", port}};
   store_->Set(fmt::format("trial/{}", ++trials_), trial.dump());
   TrialCommand rank0 = command;
-  rank0.environment["RANK"] = rank0.environment["LOCAL_RANK"] = "0";
-  rank0.environment["WORLD_SIZE"] = std::to_string(gang_.size);
-  rank0.environment["LOCAL_WORLD_SIZE"] = "1";
-  rank0.environment["MASTER_ADDR"] = gang_.address;
-  rank0.environment["MASTER_PORT"] = std::to_string(port);
+  for (auto& [key, value] : RendezvousVariables({0, gang_.size}, gang_.address, port)) rank0.environment[key] = value;
   return rank0;
 }
 
@@ -101,7 +88,7 @@ std::unique_ptr<TrialProcess> StartRank(const WorkerGang& gang, const nlohmann::
   std::filesystem::create_directories(trial_dir);
   for (const auto& [name, content] : trial.at("files").items()) {
     const std::filesystem::path path = trial_dir / name;
-    if (!std::filesystem::exists(path) || ReadText(path) != content.get<std::string>()) {
+    if (!std::filesystem::exists(path) || ReadWholeFile(path) != content.get<std::string>()) {
       WriteFileAtomically(path, content.get<std::string>());
     }
   }
@@ -111,12 +98,10 @@ std::unique_ptr<TrialProcess> StartRank(const WorkerGang& gang, const nlohmann::
   if (trial.at("built_in").get<bool>() && !command.argv.empty()) command.argv[0] = SelfExecutable().string();
   command.shell_command = trial.at("shell_command").get<std::string>();
   command.environment = trial.at("environment").get<std::map<std::string, std::string>>();
-  command.environment["RANK"] = std::to_string(gang.rank);
-  command.environment["LOCAL_RANK"] = "0";
-  command.environment["WORLD_SIZE"] = std::to_string(gang.size);
-  command.environment["LOCAL_WORLD_SIZE"] = "1";
-  command.environment["MASTER_ADDR"] = gang.address;
-  command.environment["MASTER_PORT"] = std::to_string(trial.at("master_port").get<int>());
+  for (auto& [key, value] :
+       RendezvousVariables({gang.rank, gang.size}, gang.address, trial.at("master_port").get<int>())) {
+    command.environment[key] = value;
+  }
   command.working_dir = trial.at("working_dir").get<std::string>();
   command.stdout_path = command.stderr_path = trial_dir / fmt::format("rank_{}.log", gang.rank);
   return std::make_unique<TrialProcess>(command);

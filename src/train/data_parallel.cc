@@ -103,7 +103,7 @@ DistributedOptions DistributedOptionsFromEnvironment(const TrainingSettings& tra
 struct DataParallel::Bucket {
   torch::Tensor flat;
   std::vector<std::size_t> params;  // indices into params_
-  std::int64_t gradients = 0;       // elements of flat that hold gradients; kControlValues more follow them
+  std::int64_t gradients = 0;       // elements of flat that hold gradients; in the last, kControlValues follow
   std::size_t ready = 0;            // of its parameters, how many gradients arrived this step
   c10::intrusive_ptr<c10d::Work> work;
 };
@@ -156,7 +156,7 @@ void DataParallel::Attach(const std::vector<torch::Tensor>& params) {
   auto close_bucket = [&] {
     if (current.empty()) return;
     auto bucket = std::make_unique<Bucket>();
-    bucket->flat = torch::zeros({elements + kControlValues}, params_[current.front()].options().requires_grad(false));
+    bucket->flat = torch::zeros({elements}, params_[current.front()].options().requires_grad(false));
     bucket->gradients = elements;
     std::int64_t offset = 0;
     for (const std::size_t p : current) {
@@ -178,6 +178,9 @@ void DataParallel::Attach(const std::vector<torch::Tensor>& params) {
     if (elements * static_cast<std::int64_t>(param.element_size()) >= cap) close_bucket();
   }
   close_bucket();
+  // The last bucket, launched last, also carries the step's control values.
+  Bucket& last = *buckets_.back();
+  last.flat = torch::zeros({last.gradients + kControlValues}, last.flat.options());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     hook_ids_.push_back(params_[i].register_hook([this, i](const torch::Tensor& grad) { GradientReady(i, grad); }));
   }
@@ -286,27 +289,12 @@ void DataParallel::Broadcast(std::string& bytes) {
   bytes.assign(static_cast<const char*>(data.data_ptr()), static_cast<std::size_t>(size));
 }
 
-std::vector<std::string> DataParallel::AllGather(const std::string& bytes) {
-  torch::Tensor mine = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(mine.data_ptr(), bytes.data(), bytes.size());
-  torch::Tensor length = torch::tensor({static_cast<std::int64_t>(bytes.size())}, torch::kInt64);
-  torch::Tensor longest = length.clone();
-  std::vector<at::Tensor> lengths{longest};
-  c10d::AllreduceOptions max;
-  max.reduceOp = c10d::ReduceOp::MAX;
-  Wait(group_->allreduce(lengths, max), "a state all-gather");
-  if (longest.item<std::int64_t>() != length.item<std::int64_t>()) {
-    throw Error(fmt::format("data-parallel rank {}: its generator state differs in size from another rank's", rank_));
-  }
+torch::Tensor DataParallel::AllGather(const torch::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> gathered(1);
-  for (int r = 0; r < world_size_; ++r) gathered[0].push_back(torch::empty_like(mine));
-  std::vector<at::Tensor> input{mine};
+  for (int r = 0; r < world_size_; ++r) gathered[0].push_back(torch::empty_like(tensor));
+  std::vector<at::Tensor> input{tensor.contiguous()};
   Wait(group_->allgather(gathered, input), "a state all-gather");
-  std::vector<std::string> result;
-  for (const auto& tensor : gathered[0]) {
-    result.emplace_back(static_cast<const char*>(tensor.data_ptr()), static_cast<std::size_t>(tensor.numel()));
-  }
-  return result;
+  return torch::stack(gathered[0]);
 }
 
 }  // namespace dltune

@@ -64,8 +64,9 @@ class DataParallel {
   void AverageBuffers(const std::vector<torch::Tensor>& buffers);
   // Rank 0's `bytes`, on every rank (the others' `bytes` are replaced). Throws CollectiveError.
   void Broadcast(std::string& bytes);
-  // Every rank's `bytes` (all of one length), by rank. Throws CollectiveError or Error when lengths differ.
-  std::vector<std::string> AllGather(const std::string& bytes);
+  // Every rank's `tensor` (CPU, contiguous, the same shape and dtype on every rank: all run the same LibTorch),
+  // stacked by rank. Throws CollectiveError.
+  torch::Tensor AllGather(const torch::Tensor& tensor);
 
  private:
   struct Bucket;

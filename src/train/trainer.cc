@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <future>
 #include <sstream>
@@ -548,11 +547,11 @@ class Loop {
       std::chrono::steady_clock::time_point start;
       ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
     } add{seconds_["checkpoint"], start};
-    std::vector<std::string> rank_generators;
+    torch::Tensor rank_generators;
     if (parallel_) {
       // Every rank takes part; rank 0 writes the one checkpoint, with every rank's dropout generator.
       SynchronizeBuffers();
-      rank_generators = parallel_->AllGather(SerializedGeneratorState());
+      rank_generators = parallel_->AllGather(GeneratorState());
       if (rank() != 0) {
         saved_step_ = step_;
         return;
@@ -572,11 +571,7 @@ class Loop {
     archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
     archive.write("cpu_generator", GeneratorState());
-    if (!rank_generators.empty()) {
-      std::vector<torch::Tensor> rows;
-      for (const std::string& state : rank_generators) rows.push_back(GeneratorStateFrom(state));
-      archive.write("cpu_generator_ranks", torch::stack(rows));
-    }
+    if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
     // The bytes, taken now: the model's tensors change with the next step.
     std::ostringstream bytes;
     archive.save_to(bytes);
@@ -633,16 +628,6 @@ class Loop {
     const std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(state);
   }
-  static std::string SerializedGeneratorState() {
-    const torch::Tensor state = GeneratorState().contiguous();
-    return {static_cast<const char*>(state.data_ptr()), static_cast<std::size_t>(state.numel())};
-  }
-  static torch::Tensor GeneratorStateFrom(const std::string& bytes) {
-    torch::Tensor state = torch::empty({static_cast<std::int64_t>(bytes.size())}, torch::kUInt8);
-    std::memcpy(state.data_ptr(), bytes.data(), bytes.size());
-    return state;
-  }
-
   // Data-parallel: gives every rank the mean of the ranks' batch-norm running averages (the playbook's multi-host
   // rule: synchronize them before evaluating or checkpointing), once per step.
   void SynchronizeBuffers() {
@@ -685,7 +670,7 @@ class Loop {
       if (options_.max_resume_step >= 0 && it->step > options_.max_resume_step) continue;
       try {
         const LoadedCheckpoint loaded = checkpoints_->Load(it->step);
-        std::string state = ReadStateFile(loaded.info.path / "state.pt");
+        std::string state = ReadWholeFile(loaded.info.path / "state.pt");
         RestoreStateFrom(state);
         result.resumed_from_step = step_;
         return state;
@@ -705,15 +690,7 @@ class Loop {
 
   static std::string FirstLine(const std::string& text) { return text.substr(0, text.find('\n')); }
 
-  static std::string ReadStateFile(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    if (!in) throw IoError(fmt::format("{}: cannot read the checkpoint", file.string()));
-    return std::move(bytes).str();
-  }
-
-  void RestoreState(const std::filesystem::path& file) { RestoreStateFrom(ReadStateFile(file)); }
+  void RestoreState(const std::filesystem::path& file) { RestoreStateFrom(ReadWholeFile(file)); }
 
   void RestoreStateFrom(const std::string& state) {
     torch::serialize::InputArchive archive;

@@ -1,7 +1,8 @@
-// Writing files so that a reader never sees half of one.
+// Writing files so that a reader never sees half of one, and reading one whole.
 #pragma once
 
 #include <filesystem>
+#include <string>
 #include <string_view>
 
 namespace dltune {
@@ -11,5 +12,8 @@ namespace dltune {
 // and Error says what failed and where. With `sync`, the data reaches the disk before the rename (a file that must
 // survive a crash of the machine); without, a crash may leave the old file, never a torn one.
 void WriteFileAtomically(const std::filesystem::path& path, std::string_view content, bool sync = true);
+
+// The bytes of the file at `path`. Throws IoError naming it when it cannot be read.
+std::string ReadWholeFile(const std::filesystem::path& path);
 
 }  // namespace dltune

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,15 @@ inline constexpr const char* kRendezvousVariables[] = {"RANK",        "WORLD_SIZ
 // Whether `name` is one of kRendezvousVariables (they differ from trial to trial, and no library reads them as it
 // loads: a trial server need not start afresh for them).
 bool IsRendezvousVariable(const std::string& name);
+
+// The rendezvous variables of rank `rank` of `size`, `local_size` of them on this machine, meeting at address:port.
+struct RankPlace {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+};
+std::map<std::string, std::string> RendezvousVariables(const RankPlace& place, const std::string& address, int port);
 
 // A TCP port of this machine that was free a moment ago on every interface (the kernel's choice for port 0). Throws
 // IoError.
