@@ -1,5 +1,6 @@
 #include "fused_update.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dltune {
@@ -86,16 +87,50 @@ template <typename T>
   }
 }
 
-}  // namespace
-
-[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] void FusedUpdate(
-    const UpdateCoefficients& c, const UpdateSlice<float>& slice) {
-  Update(c, slice);
+// The sum of x[i]^2 in double precision. Eight independent partial sums (one per lane; the order of additions
+// within each is fixed) let the compiler vectorize without reassociating.
+template <typename T>
+[[gnu::always_inline]] inline double SumOfSquares(const T* __restrict x, std::int64_t n) {
+  constexpr std::int64_t kLanes = 8;
+  double lanes[kLanes] = {};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (std::int64_t j = 0; j < kLanes; ++j) {
+      const auto v = static_cast<double>(x[i + j]);
+      lanes[j] += v * v;
+    }
+  }
+  for (; i < n; ++i) lanes[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  double sum = 0;
+  for (const double lane : lanes) sum += lane;
+  return sum;
 }
 
-[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] void FusedUpdate(
+// Updates in chunks small enough to stay in L1, and sums each chunk's gradient squares right after its update
+// read it: one trip through memory for both.
+template <typename T>
+[[gnu::always_inline]] inline double UpdateAndMeasure(const UpdateCoefficients& c, const UpdateSlice<T>& s) {
+  constexpr std::int64_t kChunk = 2048;
+  double squares = 0;
+  for (std::int64_t begin = 0; begin < s.size; begin += kChunk) {
+    const std::int64_t size = std::min(kChunk, s.size - begin);
+    Update(c, UpdateSlice<T>{s.param + begin, s.grad + begin, s.first ? s.first + begin : nullptr,
+                             s.second ? s.second + begin : nullptr, size});
+    squares += SumOfSquares(s.grad + begin, size);
+  }
+  return squares;
+}
+
+}  // namespace
+
+[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double FusedUpdate(
+    const UpdateCoefficients& c, const UpdateSlice<float>& slice) {
+  return UpdateAndMeasure(c, slice);
+}
+
+[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double FusedUpdate(
     const UpdateCoefficients& c, const UpdateSlice<double>& slice) {
-  Update(c, slice);
+  return UpdateAndMeasure(c, slice);
 }
 
 }  // namespace dltune

@@ -39,7 +39,9 @@ struct UpdateSlice {
   std::int64_t size = 0;
 };
 
-void FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<float>& slice);
-void FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<double>& slice);
+// Updates the slice and returns the sum of the squares of its `grad` (the gradient as given, before any coupled
+// weight decay), taken in the same pass so the gradient norm costs no read of its own.
+double FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<float>& slice);
+double FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<double>& slice);
 
 }  // namespace dltune

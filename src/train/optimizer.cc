@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -110,7 +111,7 @@ void Optimizer::ZeroGrad() {
   }
 }
 
-void Optimizer::Step(double learning_rate) {
+double Optimizer::Step(double learning_rate) {
   if (!(std::isfinite(learning_rate) && learning_rate >= 0.0)) {
     throw Error(fmt::format("optimizer: the learning rate must be finite and >= 0, not {}", learning_rate));
   }
@@ -138,6 +139,11 @@ void Optimizer::Step(double learning_rate) {
   c.epsilon = options_.epsilon;
 
   torch::NoGradGuard no_grad;
+  // Each slice's sum of gradient squares, keyed by where the slice starts so the total is added up in one order
+  // whichever thread finished first.
+  std::vector<std::pair<std::int64_t, double>> squares;
+  std::mutex squares_mutex;
+  std::int64_t offset = 0;  // of this parameter's first element among all the parameters'
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
@@ -153,12 +159,20 @@ void Optimizer::Step(double learning_rate) {
       auto* first = state.buffers.empty() ? nullptr : state.buffers[0].data_ptr<scalar_t>();
       auto* second = state.buffers.size() < 2 ? nullptr : state.buffers[1].data_ptr<scalar_t>();
       at::parallel_for(0, p.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
-        FusedUpdate(c, UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
-                                             second ? second + begin : nullptr, end - begin});
+        const double sum =
+            FusedUpdate(c, UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
+                                                 second ? second + begin : nullptr, end - begin});
+        const std::lock_guard<std::mutex> lock(squares_mutex);
+        squares.emplace_back(offset + begin, sum);
       });
     });
+    offset += p.numel();
   }
   ++steps_;
+  std::sort(squares.begin(), squares.end());
+  double total = 0;
+  for (const auto& [start, sum] : squares) total += sum;
+  return std::sqrt(total);
 }
 
 void Optimizer::Save(torch::serialize::OutputArchive& archive) const {

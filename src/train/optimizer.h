@@ -71,9 +71,11 @@ class Optimizer {
 
   // Makes every parameter's grad undefined (cheaper than zeroing; the next backward allocates it).
   void ZeroGrad();
-  // Applies one update with learning rate eta_t = `learning_rate` to every parameter that has a grad. Throws Error
-  // if the learning rate is negative or not finite, or a grad is sparse; nothing is changed then.
-  void Step(double learning_rate);
+  // Applies one update with learning rate eta_t = `learning_rate` to every parameter that has a grad, and returns
+  // the global L2 norm of those grads (as they were before the update, without weight decay), summed in double
+  // precision in the update's own pass. Throws Error if the learning rate is negative or not finite, or a grad is
+  // sparse; nothing is changed then.
+  double Step(double learning_rate);
   // Number of Step calls so far (restored by Load).
   std::int64_t steps() const { return steps_; }
 

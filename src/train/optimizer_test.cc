@@ -472,6 +472,45 @@ TEST(OptimizerTest, LargeParametersUpdatedInSlicesFollowTheTensorForm) {
   torch::set_num_threads(threads_before);
 }
 
+// Step returns the global norm of the gradients it applied, summed in double precision in the update's own pass:
+// the norm of the raw gradients (weight decay not added), over the parameters that have one, the same on any run with
+// the same thread count.
+TEST(OptimizerTest, StepReturnsTheGradientNormItApplied) {
+  const int threads_before = torch::get_num_threads();
+  for (const int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    for (const std::string kind : {"sgd", "nesterov", "rmsprop", "adam"}) {
+      SCOPED_TRACE(kind + ", " + std::to_string(threads) + " threads");
+      torch::manual_seed(11);
+      // Sizes that make several slices, a tail no vector width divides, and one parameter with no gradient.
+      std::vector<torch::Tensor> params = {torch::randn({3 * 32768 + 13}).requires_grad_(),
+                                           torch::randn({7}).requires_grad_(), torch::randn({5}).requires_grad_()};
+      Optimizer optimizer(params, ReferenceOptions(kind.c_str(), kWeightDecay, false));
+      for (int step = 1; step <= 3; ++step) {
+        params[0].mutable_grad() = torch::randn({3 * 32768 + 13}) * step;
+        params[1].mutable_grad() = torch::randn({7});
+        const double expected = std::sqrt(params[0].grad().to(torch::kDouble).pow(2).sum().item<double>() +
+                                          params[1].grad().to(torch::kDouble).pow(2).sum().item<double>());
+        const std::vector<torch::Tensor> grads = {params[0].grad().clone(), params[1].grad().clone()};
+        const torch::Tensor before = params[0].detach().clone();
+        const double norm = optimizer.Step(kLearningRates[step - 1]);
+        EXPECT_NEAR(norm, expected, 1e-12 * expected);
+        EXPECT_FALSE(torch::equal(params[0].detach(), before));  // the update happened too
+
+        // The same step again from the same state gives the same norm, bit for bit.
+        for (std::size_t i = 0; i < grads.size(); ++i) params[i].mutable_grad() = grads[i];
+        Optimizer again({params[0].detach().clone().requires_grad_(), params[1].detach().clone().requires_grad_(),
+                         params[2].detach().clone().requires_grad_()},
+                        ReferenceOptions(kind.c_str(), kWeightDecay, false));
+        std::vector<torch::Tensor> copies = again.params();
+        for (std::size_t i = 0; i < grads.size(); ++i) copies[i].mutable_grad() = grads[i];
+        EXPECT_EQ(again.Step(kLearningRates[step - 1]), norm);
+      }
+    }
+  }
+  torch::set_num_threads(threads_before);
+}
+
 TEST(OptimizerTest, ConstructorRejectsNonContiguousParameters) {
   const torch::Tensor matrix = torch::zeros({3, 2});
   try {

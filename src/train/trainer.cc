@@ -369,7 +369,18 @@ class Loop {
       loss = agreed.loss;
       stop_agreed_ = agreed.stop;
     }
-    // Global gradient norm and clipping as tensor ops: no host sync.
+    pending_losses_.push_back(loss.detach());
+    pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
+    // Clipping needs the norm before the update; otherwise the update's own pass over the gradients takes it.
+    std::optional<double> norm_before_clipping;
+    if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradients();
+    TraceSpan update(tracing_, "optimizer");
+    const double norm = optimizer_->Step(pending_lrs_.back());
+    pending_norms_.push_back(norm_before_clipping.value_or(norm));
+  }
+
+  // The global gradient norm, before the update, and the gradients scaled down to grad_clip_norm when above it.
+  double ClipGradients() {
     TraceSpan clip(tracing_, "grad_norm");
     // Each parameter's norm is one reduction without a temporary (pow(2).sum() writes and reads a squared copy, and
     // LibTorch's pow is not vectorized here); the global norm is the norm of those norms.
@@ -378,19 +389,13 @@ class Loop {
       if (p.grad().defined()) norms.push_back(p.grad().norm());
     }
     const torch::Tensor norm = torch::stack(norms).norm();
-    if (hp_.grad_clip_norm > 0) {
-      const torch::Tensor scale = torch::clamp(hp_.grad_clip_norm / (norm + 1e-6), c10::nullopt, 1.0);
-      for (auto& p : model_->parameters()) {
-        if (p.grad().defined()) p.grad().mul_(scale);
-      }
-      pending_clipped_.push_back(norm > hp_.grad_clip_norm);
+    const torch::Tensor scale = torch::clamp(hp_.grad_clip_norm / (norm + 1e-6), c10::nullopt, 1.0);
+    for (auto& p : model_->parameters()) {
+      if (p.grad().defined()) p.grad().mul_(scale);
     }
-    pending_norms_.push_back(norm.detach());
-    pending_losses_.push_back(loss.detach());
-    pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
-    clip.End();
-    TraceSpan update(tracing_, "optimizer");
-    optimizer_->Step(pending_lrs_.back());
+    const double value = norm.item<double>();
+    pending_clipped_.push_back(value > hp_.grad_clip_norm);
+    return value;
   }
 
   // Pulls the interval's training metrics to the host and reports them; returns the reason if training diverged.
@@ -401,9 +406,7 @@ class Loop {
     TraceSpan span(tracing_, "metrics");
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
-    const torch::Tensor norms = torch::stack(pending_norms_).to(torch::kCPU, torch::kDouble);
-    torch::Tensor clipped;
-    if (!pending_clipped_.empty()) clipped = torch::stack(pending_clipped_).to(torch::kCPU);
+
     std::vector<StepMetrics> steps;
     std::optional<std::string> diverged;
     const std::int64_t first_step = step_ - count + 1;
@@ -412,8 +415,8 @@ class Loop {
       m.step = first_step + i;
       m.loss = losses[i].item<double>();
       m.learning_rate = pending_lrs_[static_cast<std::size_t>(i)];
-      m.grad_norm = norms[i].item<double>();
-      if (clipped.defined()) m.clipped = clipped[i].item<bool>();
+      m.grad_norm = pending_norms_[static_cast<std::size_t>(i)];
+      if (!pending_clipped_.empty()) m.clipped = pending_clipped_[static_cast<std::size_t>(i)];
       m.step_time = elapsed / static_cast<double>(count);
       m.data_wait = data_wait / static_cast<double>(count);
       m.examples_per_second = m.step_time > 0 ? static_cast<double>(hp_.batch_size) / m.step_time : 0;
@@ -759,8 +762,8 @@ class Loop {
   std::unique_ptr<ProfileTrace> trace_;   // made before the window, started at its first step
   ProfileTrace* tracing_ = nullptr;       // trace_ while it records, else null: what every span checks
   std::vector<torch::Tensor> pending_losses_;
-  std::vector<torch::Tensor> pending_norms_;
-  std::vector<torch::Tensor> pending_clipped_;
+  std::vector<double> pending_norms_;
+  std::vector<bool> pending_clipped_;
   std::vector<double> pending_lrs_;
 };
 

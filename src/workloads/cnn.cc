@@ -42,7 +42,7 @@ class Cnn final : public Model {
   }
 
   torch::Tensor Forward(const torch::Tensor& inputs) override {
-    torch::Tensor x = (inputs.view({-1, 1, 28, 28}) - kFashionMnistMean) / kFashionMnistStd;
+    torch::Tensor x = Standardize(inputs.view({-1, 1, 28, 28}), kFashionMnistMean, kFashionMnistStd);
     x = torch::max_pool2d(Activate(options_.activation, norm1_.forward(conv1_->forward(x))), 2);
     x = torch::max_pool2d(Activate(options_.activation, norm2_.forward(conv2_->forward(x))), 2);
     x = Activate(options_.activation, norm3_.forward(dense_->forward(x.flatten(1))));
