@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <mutex>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -139,11 +139,7 @@ double Optimizer::Step(double learning_rate) {
   c.epsilon = options_.epsilon;
 
   torch::NoGradGuard no_grad;
-  // Each slice's sum of gradient squares, keyed by where the slice starts so the total is added up in one order
-  // whichever thread finished first.
-  std::vector<std::pair<std::int64_t, double>> squares;
-  std::mutex squares_mutex;
-  std::int64_t offset = 0;  // of this parameter's first element among all the parameters'
+  double squares = 0;  // of the gradients, parameter by parameter
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
@@ -158,21 +154,19 @@ double Optimizer::Step(double learning_rate) {
       const auto* gradient = grad.data_ptr<scalar_t>();
       auto* first = state.buffers.empty() ? nullptr : state.buffers[0].data_ptr<scalar_t>();
       auto* second = state.buffers.size() < 2 ? nullptr : state.buffers[1].data_ptr<scalar_t>();
-      at::parallel_for(0, p.numel(), kGrain, [&](std::int64_t begin, std::int64_t end) {
-        const double sum =
-            FusedUpdate(c, UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
-                                                 second ? second + begin : nullptr, end - begin});
-        const std::lock_guard<std::mutex> lock(squares_mutex);
-        squares.emplace_back(offset + begin, sum);
-      });
+      // The slices' sums are combined in thread order, so the norm is the same on every run with these threads.
+      squares += at::parallel_reduce(
+          0, p.numel(), kGrain, 0.0,
+          [&](std::int64_t begin, std::int64_t end, double) {
+            return FusedUpdate(c,
+                               UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
+                                                     second ? second + begin : nullptr, end - begin});
+          },
+          std::plus<double>());
     });
-    offset += p.numel();
   }
   ++steps_;
-  std::sort(squares.begin(), squares.end());
-  double total = 0;
-  for (const auto& [start, sum] : squares) total += sum;
-  return std::sqrt(total);
+  return std::sqrt(squares);
 }
 
 void Optimizer::Save(torch::serialize::OutputArchive& archive) const {

@@ -406,7 +406,6 @@ class Loop {
     TraceSpan span(tracing_, "metrics");
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
-
     std::vector<StepMetrics> steps;
     std::optional<std::string> diverged;
     const std::int64_t first_step = step_ - count + 1;
