@@ -34,8 +34,9 @@ struct Batch {
 
 // Options of a BatchPipeline beyond its data, batch size and seed.
 struct PipelineOptions {
-  // Batches prepared ahead of the consumer (the bounded queue's capacity); >= 1.
-  std::int64_t prefetch_batches = 4;
+  // Batches prepared ahead of the consumer (the bounded queue's capacity); >= 1. A full queue is refilled once the
+  // consumer has taken half of it, so the worker wakes once per half queue rather than once per batch.
+  std::int64_t prefetch_batches = 16;
   // Optional work done on the background thread to each batch after gathering it (augmentation, preprocessing).
   // `rng` is seeded from (data_seed, batch.index), so a transform that draws only from it keeps batch k a pure
   // function of (data_seed, k). May throw: the exception reaches the consumer from Next().
@@ -86,7 +87,8 @@ class BatchPipeline {
   const std::uint64_t data_seed_;
   const PipelineOptions options_;
   const std::int64_t batches_per_epoch_;
-  double wait_seconds_ = 0;  // consumer thread only
+  const std::size_t refill_at_;  // queue length at which a full queue is refilled: half the capacity
+  double wait_seconds_ = 0;      // consumer thread only
 
   std::mutex mutex_;
   std::condition_variable ready_;  // a batch or an error was queued

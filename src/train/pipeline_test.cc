@@ -184,6 +184,36 @@ TEST(BatchPipeline, NoWaitWhenTheQueueIsFull) {
   EXPECT_LT(pipeline.TakeWaitSeconds(), 0.001);
 }
 
+TEST(BatchPipeline, AFullQueueIsRefilledOnlyOnceHalfOfItIsTaken) {
+  auto made = std::make_shared<std::atomic<int>>(0);
+  PipelineOptions options;
+  options.prefetch_batches = 8;
+  options.transform = [made](Batch&, Rng&) { ++*made; };
+  BatchPipeline pipeline(Numbered(1000), 10, 1, 0, options);
+  while (*made < 8) std::this_thread::sleep_for(milliseconds(1));
+  Take(pipeline, 3);  // 5 left: above half, so the worker is not woken
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(*made, 8);
+  Take(pipeline, 1);  // 4 left: the worker fills the queue again
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (*made < 12 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(milliseconds(1));
+  std::this_thread::sleep_for(milliseconds(50));
+  EXPECT_EQ(*made, 12);
+  for (int i = 4; i < 20; ++i) EXPECT_EQ(pipeline.Next().index, i);  // and the stream goes on in order
+}
+
+TEST(BatchPipeline, AStridedSplitGivesTheBatchesOfItsContiguousCopy) {
+  const Dataset numbered = Numbered(60);
+  // Every other example of 120, as a view: rows are not where a contiguous tensor has them.
+  const Dataset doubled{torch::cat({numbered.inputs, numbered.inputs}, 1).view({120, 2}),
+                        numbered.labels.repeat_interleave(2)};
+  const Dataset strided{doubled.inputs.slice(0, 0, 120, 2), doubled.labels.slice(0, 0, 120, 2)};
+  ASSERT_FALSE(strided.inputs.is_contiguous());
+  BatchPipeline a(strided, 7, 3);
+  BatchPipeline b(Dataset{strided.inputs.contiguous(), strided.labels.contiguous()}, 7, 3);
+  ExpectSameBatches(Take(a, 20), Take(b, 20));
+}
+
 TEST(BatchPipeline, WorkerExceptionIsRethrownFromNextAfterEarlierBatches) {
   PipelineOptions options;
   options.transform = [](Batch& batch, Rng&) {
