@@ -16,6 +16,7 @@
 
 #include "cli_runner.h"
 #include "dltune/core/machine.h"
+#include "dltune/run/trial_process.h"
 
 namespace dltune {
 namespace {
@@ -155,6 +156,18 @@ TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
   EXPECT_EQ(progress.size(), 1u);
   EXPECT_EQ(one_core.trials, 1);
   EXPECT_EQ(one_core.threads, 1);
+}
+
+// Given a trial server, the probe forks its processes from it: one server, loaded with one thread, serves the
+// candidates of every thread count (and the trials after them).
+TEST_F(ChooseLayout, TheProbeIsForkedByOneTrialServerForEveryThreadCount) {
+  BecomeSubreaper();  // as dltune run is: warm processes are re-parented to it
+  TrialServer server;
+  LayoutRequest request = Request(2, 40);
+  request.trial_server = &server;
+  const ParallelLayout layout = ChooseParallelLayout(Spec(40, 1000), request);
+  EXPECT_THAT(layout.basis, ::testing::StartsWith("measured (2×1: "));
+  EXPECT_EQ(server.servers_started(), 1);
 }
 
 TEST_F(ChooseLayout, AnUnreadableCacheIsMeasuredAgainAndAFailedProbeFallsBack) {

@@ -145,14 +145,19 @@ StudySession OpenOrCreateStudy(Store& store, const StudySpec& spec) {
   }
 }
 
-void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& options) {
+// Chooses the layout (measuring it if need be) and sets it in `options`. The probe's processes are forked by
+// `trial_server`, which then forks the study's trials too: it is started once, for both.
+void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& options, TrialServer& trial_server) {
   const TrialCounts counts = store.CountTrials(session.study().id);
   const auto ended = static_cast<std::uint64_t>(
       counts.Count(TrialState::kCompleted) + counts.Count(TrialState::kInfeasible) + counts.Count(TrialState::kFailed));
   const std::uint64_t planned = StudyPlan(session.spec()).TrialCount();
   LayoutRequest request{.parallel = options.parallel,
                         .trials_to_run = planned > ended ? planned - ended : 0,
-                        .dltune_executable = SelfExecutable()};
+                        .dltune_executable = SelfExecutable(),
+                        .trial_server = &trial_server};
+  BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
+  options.trial_server = &trial_server;
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
   request.progress = [tty](const std::string& what) {
     std::printf(tty ? "\rparallel layout: %s...\x1b[K" : "parallel layout: %s...\n", what.c_str());
@@ -327,7 +332,8 @@ void RegisterRunCommands(CLI::App& app) {
       PrintStartLine(*store, session);
       WorkerOptions options = ToWorkerOptions(*args);
       options.study = spec.name;
-      ApplyLayout(*store, session, options);
+      TrialServer trial_server;  // outlives the loop's trial processes
+      ApplyLayout(*store, session, options, trial_server);
       const int status = RunLoop(*store, options, session.study().id, options.parallel);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
       if (!args->no_report) {
@@ -382,6 +388,7 @@ void RegisterRunCommands(CLI::App& app) {
       const auto store = OpenStore(StoreUrlOrDefault(args->storage), spec_file.has_value());
       std::int64_t study_id = 0;
       WorkerOptions options = ToWorkerOptions(*args);
+      TrialServer trial_server;  // outlives the loop's trial processes
       std::string study_name = args->study;
       if (spec_file) study_name = OpenOrCreateStudy(*store, *spec_file).study().name;
       if (!study_name.empty()) {
@@ -402,7 +409,7 @@ void RegisterRunCommands(CLI::App& app) {
           std::printf("gang of %d workers at %s:%d: this worker is rank 0 and claims the trials\n", gang.size,
                       gang.address.c_str(), gang.port);
         } else {
-          ApplyLayout(*store, session, options);
+          ApplyLayout(*store, session, options, trial_server);
         }
       }
       std::printf("worker %s on %s: %s\n",

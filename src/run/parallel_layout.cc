@@ -115,10 +115,11 @@ double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& 
   command.environment = ProbeEnvironment(threads, request.probe_seconds, probe_dir / "trial.json");
   command.stdout_path = probe_dir / "probe.log";
   command.stderr_path = probe_dir / "probe.log";
+  command.warm_start = true;  // a built-in trial's training: a trial server may fork it
   std::vector<std::unique_ptr<TrialProcess>> processes;
   processes.reserve(static_cast<std::size_t>(trials));
   std::vector<std::string> reports(static_cast<std::size_t>(trials));
-  for (int i = 0; i < trials; ++i) processes.push_back(std::make_unique<TrialProcess>(command));
+  for (int i = 0; i < trials; ++i) processes.push_back(std::make_unique<TrialProcess>(command, request.trial_server));
   const auto start = std::chrono::steady_clock::now();
   std::size_t running = processes.size();
   std::vector<bool> ended(processes.size(), false);

@@ -195,9 +195,13 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
     std::unique_lock<std::mutex> lock(leaders_mutex);
     std::optional<pid_t> warm;
     if (server != nullptr && command.warm_start) {
-      std::map<std::string, std::string> load_environment;  // what libraries read as they load
+      // What libraries read as they load. Not the thread counts: the server loads with one thread, and a built-in
+      // trial sets its own count (LibTorch's, which the OpenMP build of OpenBLAS follows) before it computes.
+      std::map<std::string, std::string> load_environment;
       for (const auto& [key, value] : command.environment) {
-        if (key.rfind("DLTUNE_", 0) != 0 && !IsRendezvousVariable(key)) load_environment[key] = value;
+        if (key.rfind("DLTUNE_", 0) != 0 && !IsRendezvousVariable(key) && !IsThreadCountVariable(key)) {
+          load_environment[key] = value;
+        }
       }
       warm =
           server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1], load_environment);

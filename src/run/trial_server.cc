@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -146,6 +147,10 @@ std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>
 
 }  // namespace
 
+bool IsThreadCountVariable(const std::string& name) {
+  return std::find(kThreadCountVariables.begin(), kThreadCountVariables.end(), name) != kThreadCountVariables.end();
+}
+
 std::optional<ServedTrial> ServeTrials(int control_fd,
                                        const std::function<void(const std::map<std::string, std::string>&)>& prepare) {
   ::signal(SIGCHLD, SIG_DFL);
@@ -222,7 +227,10 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return false;
   // Everything the child needs is prepared before fork.
-  std::vector<std::string> env_strings = EnvironmentWith(load_environment);
+  // One thread while it serves, whatever its trials use: no OpenMP pool may exist when it forks.
+  std::map<std::string, std::string> server_environment = load_environment;
+  for (const char* name : kThreadCountVariables) server_environment.insert_or_assign(name, std::string(1, '1'));
+  std::vector<std::string> env_strings = EnvironmentWith(server_environment);
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
@@ -255,6 +263,7 @@ bool TrialServer::EnsureRunning(const std::string& executable,
     return false;
   }
   pid_ = pid;
+  ++servers_started_;
   control_fd_ = sockets[0];
   executable_ = executable;
   load_environment_ = load_environment;

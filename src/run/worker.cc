@@ -327,8 +327,8 @@ class Worker {
         command = gang_->Publish(command, slot->trial_dir);
         slot->process = std::make_unique<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
       } else {
-        slot->process =
-            std::make_unique<TrialGang>(command, processes, spec.training.collective_timeout_seconds, &trial_server_);
+        slot->process = std::make_unique<TrialGang>(command, processes, spec.training.collective_timeout_seconds,
+                                                    &TrialServerToUse());
       }
     } catch (const LeaseLostError&) {
       return;
@@ -727,6 +727,8 @@ class Worker {
   const std::atomic<int>& stops_;
   std::string worker_id_;
   std::filesystem::path dltune_;
+  TrialServer& TrialServerToUse() { return options_.trial_server != nullptr ? *options_.trial_server : trial_server_; }
+
   TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
   std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;

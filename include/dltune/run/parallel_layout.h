@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dltune/run/trial_server.h"
 #include "dltune/study/study_spec.h"
 
 namespace dltune {
@@ -49,6 +50,9 @@ struct LayoutRequest {
   std::filesystem::path cache_file;                  // empty: LayoutCacheFile()
   double probe_seconds = 0.5;                        // training time of each probe process
   std::function<void(const std::string&)> progress;  // told what is being measured; may be empty
+  // Forks the probe processes warm (LibTorch loaded, data decoded once for all of them and the trials after);
+  // null: each probe process is started by exec.
+  TrialServer* trial_server = nullptr;
 };
 
 // The layout of `spec`'s trials: training.threads and --parallel when given (the other derived from the cores),

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -37,6 +38,11 @@ struct ServedTrial {
 std::optional<ServedTrial> ServeTrials(int control_fd,
                                        const std::function<void(const std::map<std::string, std::string>&)>& prepare);
 
+// The environment variables that set a library's thread count. The server runs with each of them at 1, and a forked
+// trial sets its own count, so trials (and layout probes) of different thread counts share one server.
+inline constexpr std::array<const char*, 2> kThreadCountVariables = {"OMP_NUM_THREADS", "MKL_NUM_THREADS"};
+bool IsThreadCountVariable(const std::string& name);
+
 // The worker's side: starts the server on first use, asks it for trial processes, and shuts it down.
 class TrialServer {
  public:
@@ -47,13 +53,16 @@ class TrialServer {
 
   // Starts a trial running `argv` with `environment` (whole, "KEY=VALUE"), in `working_dir` (empty: the worker's),
   // with standard output `out_fd`, standard error `err_fd` and the report channel `report_fd` on descriptor 3.
-  // `load_environment` names the settings read when libraries load (thread counts, BLAS kernels): a server started
-  // with others is replaced. Returns the trial's pid (the caller's child by the time this returns), or nullopt
+  // `load_environment` names the settings read when libraries load (BLAS kernels, say; not thread counts): a server
+  // started with others is replaced. Returns the trial's pid (the caller's child by the time this returns), or nullopt
   // when warm starts are unavailable here (disabled by DLTUNE_WARM_TRIALS=0, this process is not a child subreaper,
   // or the server cannot be started or has died): the caller then starts the trial itself.
   std::optional<pid_t> Start(const std::vector<std::string>& argv, const std::vector<std::string>& environment,
                              const std::string& working_dir, int out_fd, int err_fd, int report_fd,
                              const std::map<std::string, std::string>& load_environment);
+
+  // Server processes started so far (one unless a change of load environment or a death replaced it).
+  int servers_started() const { return servers_started_; }
 
  private:
   bool EnsureRunning(const std::string& executable, const std::map<std::string, std::string>& load_environment);
@@ -63,6 +72,7 @@ class TrialServer {
   int control_fd_ = -1;
   std::string executable_;
   std::map<std::string, std::string> load_environment_;
+  int servers_started_ = 0;
   bool failed_ = false;  // could not start, or died: exec from then on
 };
 

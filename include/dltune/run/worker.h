@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dltune/run/trial_server.h"
 #include "dltune/run/worker_gang.h"
 #include "dltune/store/store.h"
 
@@ -37,6 +38,9 @@ struct WorkerOptions {
   // This worker is rank 0 of a launcher job's gang of workers (worker_gang.h): each trial it starts is published to
   // the others, which start its other ranks, and it runs one trial at a time. Size 1: no gang.
   WorkerGang gang;
+  // Forks built-in trials warm; null: the worker starts one of its own. Given when the caller has already started
+  // one (for the layout probe), so that the trials are forked from the process that is loaded and prepared.
+  TrialServer* trial_server = nullptr;
 };
 
 // A running trial as the progress view sees it.
