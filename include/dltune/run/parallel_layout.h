@@ -48,7 +48,7 @@ struct LayoutRequest {
   std::uint64_t trials_to_run = 0;                   // trials of the study not yet ended
   std::filesystem::path dltune_executable;           // runs the probe (`dltune probe-speed`)
   std::filesystem::path cache_file;                  // empty: LayoutCacheFile()
-  double probe_seconds = 0.5;                        // training time of each probe process
+  double probe_seconds = 0.5;                        // training time of each candidate (over its two measurements)
   std::function<void(const std::string&)> progress;  // told what is being measured; may be empty
   // Forks the probe processes warm (LibTorch loaded, data decoded once for all of them and the trials after);
   // null: each probe process is started by exec.
