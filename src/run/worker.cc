@@ -10,6 +10,7 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -348,7 +349,9 @@ class Worker {
       Finished(*slot, TrialState::kFailed, reason, FailureCause(reason, ""));
       return;
     }
-    slot->last_flush = Now();
+    // Heartbeat at the loop's next pass: starting the process (a trial server's first start, under load) may have
+    // taken much of stale_after since the claim's heartbeat.
+    slot->last_flush = -std::numeric_limits<double>::infinity();
     observer_.TrialStarted(slot->progress, resuming);
     slots_.push_back(std::move(slot));
     slot_guard.started = true;
