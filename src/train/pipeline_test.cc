@@ -171,12 +171,17 @@ TEST(BatchPipeline, MeasuresTimeBlockedOnASlowProducer) {
   EXPECT_EQ(pipeline.TakeWaitSeconds(), 0.0);  // reset by the previous call
 }
 
+// Options with a queue of `capacity` batches whose transform counts the batches made in `made`.
+PipelineOptions CountingBatches(std::int64_t capacity, const std::shared_ptr<std::atomic<int>>& made) {
+  PipelineOptions options;
+  options.prefetch_batches = capacity;
+  options.transform = [made](Batch&, Rng&) { ++*made; };
+  return options;
+}
+
 TEST(BatchPipeline, NoWaitWhenTheQueueIsFull) {
   auto made = std::make_shared<std::atomic<int>>(0);
-  PipelineOptions options;
-  options.prefetch_batches = 4;
-  options.transform = [made](Batch&, Rng&) { ++*made; };
-  BatchPipeline pipeline(Numbered(1000), 10, 1, 0, options);
+  BatchPipeline pipeline(Numbered(1000), 10, 1, 0, CountingBatches(4, made));
   while (*made < 4) std::this_thread::sleep_for(milliseconds(1));
   std::this_thread::sleep_for(milliseconds(50));  // the fourth batch reaches the queue
   EXPECT_EQ(*made, 4);                            // and the worker waits for room
@@ -186,10 +191,7 @@ TEST(BatchPipeline, NoWaitWhenTheQueueIsFull) {
 
 TEST(BatchPipeline, AFullQueueIsRefilledOnlyOnceHalfOfItIsTaken) {
   auto made = std::make_shared<std::atomic<int>>(0);
-  PipelineOptions options;
-  options.prefetch_batches = 8;
-  options.transform = [made](Batch&, Rng&) { ++*made; };
-  BatchPipeline pipeline(Numbered(1000), 10, 1, 0, options);
+  BatchPipeline pipeline(Numbered(1000), 10, 1, 0, CountingBatches(8, made));
   while (*made < 8) std::this_thread::sleep_for(milliseconds(1));
   Take(pipeline, 3);  // 5 left: above half, so the worker is not woken
   std::this_thread::sleep_for(milliseconds(50));
