@@ -10,11 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -310,6 +312,194 @@ TEST_F(Reliability, AFailedReportOrExportLeavesNoEmptyFile) {
   for (const auto& entry : fs::directory_iterator(dir_)) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   }
+}
+
+// A file past `ulimit -f` is an I/O error (74) with the file left as it was, not a kill by SIGXFSZ (exit 153).
+TEST_F(Reliability, AFileSizeLimitIsAnIoErrorNotAKill) {
+  ASSERT_EQ(Run("run " + CommandStudy("limited", "true", 2).string() + " --no-report --storage " + Url()).exit_code, 0);
+  std::ofstream(dir_ / "trials.csv") << "the earlier export\n";
+  const std::string limit = "ulimit -f 1 &&";  // 1 kB files at most, SIGXFSZ as the shell leaves it
+  const Outcome exported = Run("export limited -o trials.csv --format json --storage " + Url(), 1500000, 60, limit);
+  EXPECT_EQ(exported.exit_code, 74) << exported.err;
+  EXPECT_EQ(Slurp(dir_ / "trials.csv"), "the earlier export\n");
+  const Outcome report = Run("report limited --storage " + Url(), 1500000, 60, limit);
+  EXPECT_EQ(report.exit_code, 74) << report.err;
+  EXPECT_FALSE(fs::exists(dir_ / "limited-report.html"));
+  const Outcome run = Run("run " + CommandStudy("fresh", "true", 2).string() + " --no-report --storage sqlite://" +
+                              (dir_ / "fresh.db").string(),
+                          1500000, 60, limit);
+  EXPECT_EQ(run.exit_code, 74) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("File too large"));
+}
+
+// Every command checks that what it printed reached standard output: a full disk under `dltune export > file` is
+// an I/O error (74), not a CSV cut mid-row and exit 0.
+TEST_F(Reliability, AStandardOutputThatCannotBeWrittenIsAnIoError) {
+  const auto spec = CommandStudy("printed", "true", 3);
+  ASSERT_EQ(Run("run " + spec.string() + " --no-report --storage " + Url()).exit_code, 0);
+  for (const std::string& command : std::vector<std::string>{
+           "export printed --storage " + Url(), "show printed --storage " + Url(), "studies --storage " + Url(),
+        "space sample " + spec.string(), "space check " + spec.string(), "--help"}) {
+    const std::string line = "cd '" + dir_.string() + "' && " + DLTUNE_CLI + " " + command + " > /dev/full 2> err.txt";
+    const int status = std::system(line.c_str());
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 74) << command;
+    EXPECT_THAT(Slurp(dir_ / "err.txt"), HasSubstr("cannot write standard output")) << command;
+  }
+}
+
+// A model too large for the machine and a workload argument no one reads are the spec's mistakes (exit 2, naming
+// the setting), found by space check and by run before anything is created.
+TEST_F(Reliability, AModelTooLargeOrAnUnknownArgumentIsRefusedBeforeAnythingRuns) {
+  const std::string space = "max_train_steps: 10\nspace: {learning_rate: {min: 0.01, max: 1, scale: log}}\n";
+  const struct {
+    std::string args;
+    std::string message;
+  } cases[] = {
+      {"{hidden_sizes: [1000000000]}", "the model does not fit in this machine's memory (it asked for "},
+      {"{hidden_size: [512]}", "reads no argument named 'hidden_size' (did you mean 'hidden_sizes'?)"},
+      {"{bogus: 1}", "reads no argument named 'bogus'"},
+      {"{data_dir: /tmp}", "reads no argument named 'data_dir'"},
+  };
+  int n = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const std::string name = "wrong" + std::to_string(n++);
+    const auto spec = Write(name + ".yaml", "name: " + name + "\nworkload: {name: synthetic, args: " + c.args +
+                                                "}\ntraining: {eval_every_steps: 5}\n" + space);
+    for (const std::string& command : std::vector<std::string>{"space check ", "run --no-report --storage " + Url() + " "}) {
+      const Outcome outcome = Run(command + spec.string());
+      EXPECT_EQ(outcome.exit_code, 2) << command << outcome.err;
+      EXPECT_THAT(outcome.err, HasSubstr(c.message)) << command;
+      EXPECT_THAT(outcome.err, Not(HasSubstr("internal error")));
+    }
+    EXPECT_FALSE(OpenStore(Url())->FindStudy(name)) << "the study was created";
+  }
+  const Outcome big = Run("space check " + (dir_ / "wrong0.yaml").string());
+  EXPECT_THAT(big.err, HasSubstr("hidden_sizes: [1000000000]"));
+}
+
+// A run_dir that cannot hold trial directories is refused before the study is created: the corrected spec then runs.
+TEST_F(Reliability, AnUnusableRunDirIsRefusedBeforeTheStudyIsCreated) {
+  Write("a-file", "not a directory\n");
+  for (const std::string& run_dir : {(dir_ / "a-file").string(), std::string("/proc/self")}) {
+    SCOPED_TRACE(run_dir);
+    const auto spec = CommandStudy("where", "true", 1, "run_dir: " + run_dir + "\n");
+    const Outcome run = Run("run " + spec.string() + " --no-report --storage " + Url());
+    EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+    EXPECT_THAT(run.err, HasSubstr("run_dir"));
+    EXPECT_FALSE(OpenStore(Url())->FindStudy("where"));
+  }
+  const Outcome fixed = Run("run " + CommandStudy("where", "true", 1).string() + " --no-report --storage " + Url());
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.out << fixed.err;
+}
+
+// A damaged store is corrupt data (65): a person must look at it; retrying (74, 69) cannot help.
+TEST_F(Reliability, ADamagedStoreIsCorruptData) {
+  ASSERT_EQ(Run("run " + CommandStudy("whole", "true", 20).string() + " --no-report --storage " + Url()).exit_code, 0);
+  const auto size = fs::file_size(dir_ / "dltune.db");
+  fs::copy_file(dir_ / "dltune.db", dir_ / "cut.db");
+  fs::resize_file(dir_ / "cut.db", size / 2);
+  Write("garbage.db", std::string(8192, 'x'));
+  for (const char* file : {"cut.db", "garbage.db"}) {
+    SCOPED_TRACE(file);
+    const std::string url = "sqlite://" + (dir_ / file).string();
+    for (const std::string& command : std::vector<std::string>{"studies --storage " + url, "show whole --storage " + url}) {
+      const Outcome outcome = Run(command);
+      EXPECT_EQ(outcome.exit_code, 65) << command << outcome.err;
+    }
+  }
+}
+
+// Killing the runner again and again, each time before its trial gets anywhere, never uses up the trial's retries:
+// the machine stayed up, so the trial was not what killed it.
+TEST_F(Reliability, KillingTheRunnerAgainAndAgainNeverFailsATrial) {
+  const auto spec = CommandStudy("killed", "sleep 30", 1);
+  for (int kill = 0; kill < 5; ++kill) {
+    const std::string command = "cd '" + dir_.string() + "' && exec " + DLTUNE_CLI + " run " + spec.string() +
+                                " --no-report --storage " + Url() + " >> run.out 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t runner = -1;
+    ASSERT_EQ(posix_spawn(&runner, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(kill == 0 ? 1500 : 600));
+    ::kill(runner, SIGKILL);
+    ::waitpid(runner, nullptr, 0);
+  }
+  const auto store = OpenStore(Url());
+  const TrialRecord trial = store->ListTrials(store->FindStudy("killed")->id).at(0);
+  EXPECT_NE(trial.state, TrialState::kFailed) << trial.reason;
+  EXPECT_EQ(trial.retries, 0) << trial.reason;
+}
+
+// The test set is evaluated once, whoever asks at the same time: while one process evaluates it, a launch or a test
+// evaluation is refused at once (76), and the next sees the first's and needs --again. A checkpoint changed since it
+// was recorded is never launched.
+TEST_F(Reliability, TheTestSplitIsEvaluatedOnceEvenByLaunchesAtOnce) {
+  const auto spec = Write("once.yaml",
+                          "name: once\nworkload: {name: synthetic, args: {hidden_sizes: [16]}}\nmax_train_steps: 40\n"
+                          "trials: 2\ntraining: {eval_every_steps: 20}\n"
+                          "space: {learning_rate: {min: 0.01, max: 0.1, scale: log}, batch_size: 32}\n");
+  ASSERT_EQ(Run("run " + spec.string() + " --no-report --storage " + Url()).exit_code, 0);
+  const auto store = OpenStore(Url());
+  const StudyRecord study = *store->FindStudy("once");
+  {
+    const auto held = store->LockTestSplit(study.id);  // another process evaluating the test split
+    const Outcome launch = Run("launch once --reason first --storage " + Url());
+    EXPECT_EQ(launch.exit_code, 76) << launch.out << launch.err;
+    EXPECT_THAT(launch.err, HasSubstr("another dltune is evaluating the test split"));
+    EXPECT_EQ(Run("evaluate once --split test --storage " + Url()).exit_code, 76);
+    EXPECT_EQ(Run("evaluate once --split valid --storage " + Url()).exit_code, 0);  // other splits are free
+  }
+  const Outcome launched = Run("launch once --reason first --storage " + Url());
+  ASSERT_EQ(launched.exit_code, 0) << launched.out << launched.err;
+  EXPECT_THAT(launched.out, HasSubstr("(checksum verified)"));
+  EXPECT_EQ(Run("launch once --reason second --storage " + Url()).exit_code, 2);
+  // Two launches with --again started together: each ends launched or refused, and no two share a model file.
+  std::vector<pid_t> launchers;
+  for (int i = 0; i < 2; ++i) {
+    const std::string command = "cd '" + dir_.string() + "' && exec " + DLTUNE_CLI +
+                                " launch once --again --reason again --storage " + Url() + " > launch" +
+                                std::to_string(i) + ".out 2>&1";
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = -1;
+    ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    launchers.push_back(pid);
+  }
+  for (const pid_t pid : launchers) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 76)) << status;
+  }
+  std::set<std::string> models;
+  const auto launches = store->ListLaunches(study.id);
+  for (const LaunchRecord& launch : launches) {
+    EXPECT_TRUE(models.insert(launch.export_path).second) << launch.export_path;
+    EXPECT_TRUE(fs::exists(launch.export_path)) << launch.export_path;
+  }
+  const auto evaluations = store->ListEvaluations(study.id);
+  EXPECT_EQ(std::count_if(evaluations.begin(), evaluations.end(),
+                          [](const CheckpointEvaluation& e) { return e.split == "test"; }),
+            static_cast<long>(launches.size()));
+  // The chosen checkpoint's state.pt replaced by another trial's: refused, not launched.
+  const auto trials = store->ListTrials(study.id);
+  const TrialRecord& best = trials.at(launches.front().evaluation.trial);
+  const TrialRecord& other = trials.at(1 - best.number);
+  const auto state_of = [&](const TrialRecord& trial) {
+    fs::path latest;
+    for (const auto& checkpoint : store->ListCheckpoints(trial.id)) {
+      if (!checkpoint.deleted) latest = fs::path(checkpoint.path) / "state.pt";
+    }
+    return latest;
+  };
+  EXPECT_THAT(store->ListCheckpoints(best.id).back().checksum, ::testing::StartsWith("sha256:"));
+  for (const auto& checkpoint : store->ListCheckpoints(best.id)) {
+    if (!checkpoint.deleted) fs::copy_file(state_of(other), fs::path(checkpoint.path) / "state.pt",
+                                           fs::copy_options::overwrite_existing);
+  }
+  const Outcome swapped = Run("launch once --trial " + std::to_string(best.number) + " --again --reason swapped "
+                              "--storage " + Url());
+  EXPECT_EQ(swapped.exit_code, 65) << swapped.out << swapped.err;
+  EXPECT_THAT(swapped.err, HasSubstr("changed since it was recorded"));
+  EXPECT_EQ(store->ListLaunches(study.id).size(), launches.size());
 }
 
 // --- the dashboard holds --------------------------------------------------------------------------------------

@@ -450,19 +450,22 @@ TEST_P(StoreContract, AGoneWorkersTrialsAreReclaimedAtOnce) {
   const StudyRecord study = NewStudyWithTrials(3);
   const auto gone = store_->ClaimNext(study.id, "host:1");
   const auto alive = store_->ClaimNext(study.id, "host:2");
-  const auto reclaimed = store_->ReclaimWorker(study.id, "host:1", 1);
+  const auto reclaimed = store_->ReclaimWorker(study.id, "host:1");
   ASSERT_EQ(reclaimed.size(), 1u);
   EXPECT_EQ(reclaimed[0].number, gone->first.number);
   EXPECT_EQ(reclaimed[0].new_state, TrialState::kPending);
+  EXPECT_FALSE(reclaimed[0].counted);
   EXPECT_EQ(store_->FindTrial(study.id, alive->first.number)->state, TrialState::kRunning);
   EXPECT_THROW(store_->Heartbeat(gone->second), LeaseLostError);
-  const auto again = store_->ClaimNext(study.id, "host:1");
-  ASSERT_EQ(again->first.number, gone->first.number);
-  EXPECT_EQ(again->first.retries, 1);
-  // The second time the limit of one retry is reached and the trial fails.
-  const auto last = store_->ReclaimWorker(study.id, "host:1", 1);
-  ASSERT_EQ(last.size(), 1u);
-  EXPECT_EQ(last[0].new_state, TrialState::kFailed);
+  // A worker killed from outside again and again, before its trial gets anywhere, never uses up the trial's retries.
+  for (int kill = 0; kill < 5; ++kill) {
+    const auto again = store_->ClaimNext(study.id, "host:1");
+    ASSERT_EQ(again->first.number, gone->first.number);
+    EXPECT_EQ(again->first.retries, 0);
+    const auto back = store_->ReclaimWorker(study.id, "host:1");
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(back[0].new_state, TrialState::kPending);
+  }
   EXPECT_NE(store_->FindTrial(study.id, gone->first.number)->reason.find("is gone"), std::string::npos);
 }
 
@@ -609,6 +612,45 @@ TEST_P(StoreContract, KilledWorkerLeavesAConsistentStoreAndItsTrialIsReclaimed) 
   EXPECT_EQ(again->first.retries, 0);  // it had recorded steps: its lost worker does not count against it
   reopened->Finish(again->second, {.state = TrialState::kCompleted, .final_value = 0.1});
   EXPECT_EQ(reopened->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+}
+
+// Two launches at once must not both evaluate the test split: whoever holds it (another process, here) makes every
+// other holder fail at once, and its death releases it.
+TEST_P(StoreContract, TheTestSplitIsHeldByOneProcessAtATime) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  const StudyRecord other = NewStudyWithTrials(1);
+  Child holder = Spawn({DLTUNE_STORE_WORKER, url_, study.name, "holder", "test-split"});
+  char line[128] = {0};
+  ASSERT_NE(std::fgets(line, sizeof line, holder.out), nullptr);
+  EXPECT_THAT(line, HasSubstr("held"));
+  try {
+    (void)store_->LockTestSplit(study.id);
+    ADD_FAILURE() << "a second holder got the test split";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConflict);
+    EXPECT_THAT(e.what(), HasSubstr("another dltune is evaluating the test split"));
+  }
+  Child second = Spawn({DLTUNE_STORE_WORKER, url_, study.name, "second", "test-split"});
+  EXPECT_EQ(Wait(second.pid), 4);  // "busy"
+  std::fclose(second.out);
+  EXPECT_NE(store_->LockTestSplit(other.id), nullptr);  // another study's is its own
+  kill(holder.pid, SIGKILL);
+  EXPECT_EQ(Wait(holder.pid), 128 + SIGKILL);
+  std::fclose(holder.out);
+  // A killed holder never keeps it (the server may take a moment to see a PostgreSQL session end).
+  std::unique_ptr<StoreLock> lock;
+  for (int i = 0; i < 100 && !lock; ++i) {
+    try {
+      lock = store_->LockTestSplit(study.id);
+    } catch (const Error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  EXPECT_NE(lock, nullptr);
+  // Held in this process, it is refused to this process too: one evaluation at a time.
+  EXPECT_THROW((void)store_->LockTestSplit(study.id), Error);
+  lock.reset();
+  EXPECT_NE(store_->LockTestSplit(study.id), nullptr);
 }
 
 INSTANTIATE_TEST_SUITE_P(Sqlite, StoreContract, ::testing::Values("sqlite"));

@@ -4,9 +4,12 @@
 //                                              "claimed N" per trial.
 //   store_worker URL STUDY WORKER hold         claim one trial, record a few measurements, print "holding N",
 //                                              then wait to be killed.
+//   store_worker URL STUDY WORKER test-split   hold the study's test split (Store::LockTestSplit), print "held"
+//                                              (or "busy" when another holds it), then wait to be killed.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -14,7 +17,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: store_worker URL STUDY WORKER drain ROWS | hold\n");
+    std::fprintf(stderr, "usage: store_worker URL STUDY WORKER drain ROWS | hold | test-split\n");
     return 2;
   }
   try {
@@ -23,6 +26,20 @@ int main(int argc, char** argv) {
     if (!study) throw dltune::Error(std::string("no study ") + argv[2]);
     const std::string worker = argv[3];
     const std::string mode = argv[4];
+    if (mode == "test-split") {
+      std::unique_ptr<dltune::StoreLock> lock;
+      try {
+        lock = store->LockTestSplit(study->id);
+      } catch (const dltune::Error& e) {
+        if (e.kind() != dltune::ErrorKind::kConflict) throw;
+        std::printf("busy\n");
+        return 4;
+      }
+      std::printf("held\n");
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::hours(1));
+      return 0;
+    }
     if (mode == "hold") {
       const auto claim = store->ClaimNext(study->id, worker);
       if (!claim) return 3;

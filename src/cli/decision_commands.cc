@@ -57,6 +57,11 @@ std::string MetricsText(const std::map<std::string, double>& metrics) {
   return text.empty() ? "-" : text;
 }
 
+// Says whether the checkpoint's file was checked against the checksum recorded when it was written.
+const char* ChecksumText(bool verified) {
+  return verified ? "checksum verified" : "no checksum recorded: the file was not verified";
+}
+
 }  // namespace
 
 void RegisterDecisionCommands(CLI::App& app) {
@@ -133,22 +138,17 @@ void RegisterDecisionCommands(CLI::App& app) {
     AddStorageOption(evaluate, args->storage);
     evaluate->callback([args] {
       const auto store = OpenForWriting(args->storage);
-      const StudyData data = LoadStudyData(*store, args->study, /*with_measurements=*/false);
-      if (args->split == "test" && TestEvaluations(*store, data.study) > 0 && !args->again) {
-        throw Error(
-            fmt::format("the test split of study '{}' was evaluated before; the playbook checks it once, at "
-                        "the end: pass --again to evaluate it once more (the count is kept)",
-                        data.study.name));
+      const EvaluationDone done = Evaluate(
+          *store, {.study = args->study, .trial = args->trial, .split = args->split, .again = args->again});
+      std::printf("%s\n", TerminalSafe(done.chosen.why).c_str());
+      std::printf("checkpoint: %s (step %lld, %s)\n", done.chosen.checkpoint.path.c_str(),
+                  static_cast<long long>(done.chosen.checkpoint.step), ChecksumText(done.checksum_verified));
+      std::printf("%s: %s over %lld examples\n", args->split.c_str(), MetricsText(done.evaluation.metrics).c_str(),
+                  static_cast<long long>(done.evaluation.examples));
+      if (args->split == "test") {
+        std::printf("test evaluations of this study: %d%s\n", done.test_evaluations,
+                    done.test_evaluations > 1 ? " (the test set was seen before)" : "");
       }
-      const ChosenCheckpoint chosen = ChooseCheckpoint(*store, data, args->trial);
-      std::printf("%s\n", TerminalSafe(chosen.why).c_str());
-      const bool verified = VerifyCheckpoint(chosen.checkpoint);
-      std::printf("checkpoint: %s (step %lld%s)\n", chosen.checkpoint.path.c_str(),
-                  static_cast<long long>(chosen.checkpoint.step), verified ? ", checksum verified" : ", no checksum");
-      const CheckpointEvaluation stored =
-          store->AddEvaluation(data.study.id, EvaluateChosen(data, chosen, args->split, {}));
-      std::printf("%s: %s over %lld examples\n", args->split.c_str(), MetricsText(stored.metrics).c_str(),
-                  static_cast<long long>(stored.examples));
     });
   }
   {
@@ -176,23 +176,24 @@ void RegisterDecisionCommands(CLI::App& app) {
     AddStorageOption(launch, args->storage);
     launch->callback([args] {
       const auto store = OpenForWriting(args->storage);
-      const LaunchRecord launched = Launch(*store, {.study = args->study,
-                                                    .trial = args->trial,
-                                                    .reason = args->reason,
-                                                    .again = args->again,
-                                                    .export_path = args->export_path});
+      const LaunchDone done = Launch(*store, {.study = args->study,
+                                              .trial = args->trial,
+                                              .reason = args->reason,
+                                              .again = args->again,
+                                              .export_path = args->export_path});
+      const LaunchRecord& launched = done.launch;
       const CheckpointEvaluation& e = launched.evaluation;
-      const int count = TestEvaluations(*store, *store->FindStudy(args->study));
-      std::printf("launched study %s, trial %llu, checkpoint of step %lld (checksum verified)\n",
-                  launched.study.c_str(), static_cast<unsigned long long>(e.trial), static_cast<long long>(e.step));
+      std::printf("launched study %s, trial %llu, checkpoint of step %lld (%s)\n", launched.study.c_str(),
+                  static_cast<unsigned long long>(e.trial), static_cast<long long>(e.step),
+                  ChecksumText(done.checksum_verified));
       std::printf("  test:     %s over %lld examples\n", MetricsText(e.metrics).c_str(),
                   static_cast<long long>(e.examples));
       std::printf("  model:    %s\n", launched.export_path.c_str());
       std::printf("  commit:   %s%s\n",
                   launched.git_commit.empty() ? "- (not a git checkout)" : launched.git_commit.c_str(),
                   launched.git_dirty.value_or(false) ? " with uncommitted changes" : "");
-      std::printf("  test evaluations of this study: %d%s\n", count,
-                  count > 1 ? " (the test set was seen before)" : "");
+      std::printf("  test evaluations of this study: %d%s\n", done.test_evaluations,
+                  done.test_evaluations > 1 ? " (the test set was seen before)" : "");
     });
   }
   {

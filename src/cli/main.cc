@@ -1,9 +1,13 @@
 // dltune: the command-line front end of libdltune.
 #include <malloc.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 #include <cstdlib>
 #include <exception>
 #include <set>
@@ -26,6 +30,7 @@ namespace {
 
 constexpr int kUsageError = 2;      // a command line CLI11 refused (a dltune::Error exits with its kind's status)
 constexpr int kInternalError = 70;  // a bug in dltune (EX_SOFTWARE)
+constexpr int kIoError = 74;        // standard output could not be written (EX_IOERR)
 
 void PrintError(const std::string& message) {
   std::fprintf(stderr, "dltune: error: %s\n", dltune::TerminalSafe(message).c_str());
@@ -56,6 +61,19 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
     group = group->get_subcommand(word);
     path += " " + word;
   }
+}
+
+// Everything a command printed reached standard output, or the command fails: a full disk under `dltune export >
+// file` must not pass for a whole CSV. `status` is the command's own; a write error turns it into 74.
+int CheckStandardOutput(int status) {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail();
+  if (!failed) return status;
+  const int error = errno;
+  std::fprintf(stderr, "dltune: error: cannot write standard output%s%s; what it holds is incomplete\n",
+               error != 0 ? ": " : "", error != 0 ? std::strerror(error) : "");
+  return status == 0 ? kIoError : status;
 }
 
 }  // namespace
@@ -110,6 +128,8 @@ static void KeepFreedMemoryIfTraining(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // A file past `ulimit -f` is a write error (EFBIG) to report, with the file left as it was, not a kill.
+  ::signal(SIGXFSZ, SIG_IGN);
   KeepFreedMemoryIfTraining(argc, argv);  // before the trial server forks: its trials inherit the settings
   ServeTrialsIfAsked(argc, argv);
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
@@ -143,9 +163,10 @@ int main(int argc, char** argv) {
     CheckCommandWords(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {
-    return e.get_exit_code();  // a command that reported its own outcome (e.g. train: 3 infeasible, 75 stopped)
+    // a command that reported its own outcome (e.g. train: 3 infeasible, 75 stopped)
+    return CheckStandardOutput(e.get_exit_code());
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) return CheckStandardOutput(app.exit(e));  // --help, --version
     PrintError(fmt::format("{} (run with --help for usage)", e.what()));
     return kUsageError;
   } catch (const dltune::Error& e) {
@@ -155,5 +176,5 @@ int main(int argc, char** argv) {
     PrintError(fmt::format("internal error, please report it: {}", e.what()));
     return kInternalError;
   }
-  return 0;
+  return CheckStandardOutput(0);
 }

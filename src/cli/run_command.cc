@@ -137,6 +137,7 @@ void RunAsGangMember(const StudySpec& spec, const WorkerGang& gang) {
 // The study of `spec`, created when the store has none. Workers of one job start together: when another created it
 // a moment before (the store refuses a second study of the name), it is opened.
 StudySession OpenOrCreateStudy(Store& store, const StudySpec& spec) {
+  if (!store.FindStudy(spec.name)) CheckSpecBeforeCreating(spec);
   try {
     return StudySession::OpenOrCreate(store, spec, CommandLineText(), false);
   } catch (const Error&) {
@@ -240,7 +241,7 @@ bool WorkerCanTrain(const StudyRecord& study) {
 // The exit status, from how the loop ended and what the studies' trials are now.
 int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<StudyRecord>& studies) {
   if (summary.interrupted) return kTrialStoppedExitStatus;
-  if (!summary.halted.empty()) return kExitHalted;
+  if (!summary.halted.empty()) return summary.halted_resumable ? kTrialStoppedExitStatus : kExitHalted;
   std::int64_t left = 0, failed = 0;
   for (const auto& study : studies) {
     const StudySummary counts = SummarizeStudy(store, study, 0);
@@ -277,10 +278,11 @@ int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, i
     std::printf("stopped: %d trial%s stopped with a checkpoint; run the same command again to resume\n",
                 summary.stopped, summary.stopped == 1 ? "" : "s");
   } else if (!summary.halted.empty()) {
-    std::printf(
-        "\nstopped: %s\nFix the cause, then run the same command again with --retry-failed to try the "
-        "failed trials again (the others resume).\n",
-        TerminalSafe(summary.halted).c_str());
+    std::printf(summary.halted_resumable
+                    ? "\nstopped: %s\nFix the cause, then run the same command again: the stopped trials resume.\n"
+                    : "\nstopped: %s\nFix the cause, then run the same command again with --retry-failed to try the "
+                      "failed trials again (the others resume).\n",
+                TerminalSafe(summary.halted).c_str());
   } else if (status == kTrialStoppedExitStatus) {
     std::printf(
         "\nsome trials are left stopped (dltune show lists them and why); run the same command again to "
@@ -328,6 +330,8 @@ void RegisterRunCommands(CLI::App& app) {
                         spec.file));
       }
       const auto store = OpenStore(StoreUrlOrDefault(args->storage));
+      // A mistake costs no study: checked before one is made (a resumed study was checked when it was made).
+      if (!store->FindStudy(spec.name)) CheckSpecBeforeCreating(spec);
       const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText(), args->extend);
       PrintStartLine(*store, session);
       WorkerOptions options = ToWorkerOptions(*args);

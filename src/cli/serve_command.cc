@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
+#include "dltune/store/tracking.h"
 #include "guarded_server.h"
 
 namespace dltune::cli {
@@ -134,9 +135,9 @@ void RegisterServeCommand(CLI::App& app) {
       ->check(WholeNumberIn(1, 4096));
   serve->callback([args] {
     const std::string url = StoreUrlOrDefault(args->storage);
-    auto store = OpenStoreReadOnly(url);
-    std::mutex store_mutex;      // a Store is used by one thread at a time; the server answers on several
-    StudyJsonCache study_pages;  // guarded by store_mutex too
+    ReadOnlyStorePool stores(url);  // a Store serves one thread at a time; the server answers on several
+    const std::string store_url = stores.Acquire()->url();  // opened now: a store that cannot be read fails here
+    StudyPageCache study_pages;     // a running study's page is rebuilt once per interval, not once per poll
     const auto assets = LoadAssets();
 
     ServerGuards guards;
@@ -161,26 +162,31 @@ void RegisterServeCommand(CLI::App& app) {
       response.set_header("Cache-Control", "max-age=3600");
       SendAsset(request, response, it->second);
     });
-    // An API answer, made with the store held; a study or trial the store does not have is a 404.
+    // An API answer, made with a store of this thread's; a study or trial the store does not have is a 404.
     auto api = [&](auto&& answer) {
       return [&, answer](const httplib::Request& request, httplib::Response& response) {
-        const std::lock_guard<std::mutex> lock(store_mutex);
         try {
-          SendJsonText(response, answer(request));
+          const ReadOnlyStorePool::Lease store = stores.Acquire();
+          SendJsonText(response, answer(*store, request));
         } catch (const Error& e) {
           SendError(response, 404, e.what());
         }
       };
     };
-    server.Get("/api/studies", api([&](const httplib::Request&) { return StudiesJson(*store).dump(); }));
-    server.Get(R"(/api/studies/([^/]+))", api([&](const httplib::Request& request) {
-                 return study_pages.Get(*store, request.matches[1].str(), StudyPart::kRecords);
+    const auto study_part = [&](Store& store, const std::string& name, StudyPart part) {
+      const StudyRecord study = RequireStudy(store, name);
+      const std::string key = name + (part == StudyPart::kRecords ? "\n records" : "\n measurements");
+      return study_pages.Get(key, study.updated_at, [&] { return StudyJson(store, name, part).dump(); });
+    };
+    server.Get("/api/studies", api([&](Store& store, const httplib::Request&) { return StudiesJson(store).dump(); }));
+    server.Get(R"(/api/studies/([^/]+))", api([&](Store& store, const httplib::Request& request) {
+                 return study_part(store, request.matches[1].str(), StudyPart::kRecords);
                }));
-    server.Get(R"(/api/studies/([^/]+)/measurements)", api([&](const httplib::Request& request) {
-                 return study_pages.Get(*store, request.matches[1].str(), StudyPart::kMeasurements);
+    server.Get(R"(/api/studies/([^/]+)/measurements)", api([&](Store& store, const httplib::Request& request) {
+                 return study_part(store, request.matches[1].str(), StudyPart::kMeasurements);
                }));
-    server.Get(R"(/api/studies/([^/]+)/trials/(\d{1,18}))", api([&](const httplib::Request& request) {
-                 return TrialJson(*store, request.matches[1].str(), std::stoull(request.matches[2].str())).dump();
+    server.Get(R"(/api/studies/([^/]+)/trials/(\d{1,18}))", api([&](Store& store, const httplib::Request& request) {
+                 return TrialJson(store, request.matches[1].str(), std::stoull(request.matches[2].str())).dump();
                }));
     // A trial's profile trace, to download and open in ui.perfetto.dev: the one file beside the trial's checkpoints
     // that the store's records lead to (TrialProfileTrace), never a path the request names.
@@ -189,7 +195,7 @@ void RegisterServeCommand(CLI::App& app) {
                  std::optional<std::filesystem::path> trace;
                  const auto number = std::stoull(request.matches[2].str());
                  try {
-                   const std::lock_guard<std::mutex> lock(store_mutex);
+                   const ReadOnlyStorePool::Lease store = stores.Acquire();
                    trace = TrialProfileTrace(*store, request.matches[1].str(), number);
                  } catch (const Error& e) {
                    return SendError(response, 404, e.what());
@@ -227,7 +233,7 @@ void RegisterServeCommand(CLI::App& app) {
           fmt::format("cannot listen on {}:{} (in use, or not an address of this machine)", args->host, args->port));
     }
     const std::string address = args->host.find(':') != std::string::npos ? "[" + args->host + "]" : args->host;
-    std::printf("dltune dashboard of %s at http://%s:%d/%s (Ctrl-C stops it)\n", store->url().c_str(), address.c_str(),
+    std::printf("dltune dashboard of %s at http://%s:%d/%s (Ctrl-C stops it)\n", store_url.c_str(), address.c_str(),
                 port, guards.token.empty() ? "" : ("?token=" + guards.token).c_str());
     if (!loopback) {
       std::printf("every request needs the token: open the address above (the page keeps it in a cookie)\n");

@@ -1,5 +1,7 @@
 #include "dltune/core/hyperparams.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
@@ -9,6 +11,7 @@ namespace dltune {
 
 HyperParams::HyperParams(nlohmann::json args, const std::map<std::string, Value>& params) {
   if (args.is_object()) values_ = std::move(args);
+  for (const auto& [name, value] : values_.items()) argument_names_.insert(name);
   for (const auto& [name, value] : params) {
     values_[name] = ValueToJson(value);
     param_names_.insert(name);
@@ -91,6 +94,27 @@ void HyperParams::CheckAllParamsRead(const std::string& who) const {
   std::string hints;
   for (const auto& name : unread) hints += DidYouMean(name, known);
   throw Error(fmt::format("{} uses no hyperparameter named {}{}", who, JoinAlternatives(unread), hints));
+}
+
+void HyperParams::CheckAllArgumentsRead(const std::string& who, const std::vector<std::string>& read_elsewhere) const {
+  std::vector<std::string> known(read_.begin(), read_.end());
+  known.insert(known.end(), read_elsewhere.begin(), read_elsewhere.end());
+  std::vector<std::string> unread;
+  for (const auto& name : argument_names_) {
+    if (read_.count(name) == 0 && param_names_.count(name) == 0 &&
+        std::find(read_elsewhere.begin(), read_elsewhere.end(), name) == read_elsewhere.end()) {
+      unread.push_back(name);
+    }
+  }
+  if (unread.empty()) return;
+  std::string hints;
+  for (const auto& name : unread) hints += DidYouMean(name, known);
+  throw Error(fmt::format("{} reads no argument named {}{}", who, JoinAlternatives(unread), hints));
+}
+
+std::string HyperParams::ValueText(const std::string& name) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? "(default)" : it->dump();
 }
 
 }  // namespace dltune

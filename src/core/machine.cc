@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -56,6 +57,20 @@ std::optional<LauncherTask> LauncherTaskFromEnvironment() {
     if (*rank < 0 || *rank >= *size)
       throw Error(fmt::format("{} say rank {} of {}: no such rank", source, *rank, *size));
     return LauncherTask{*rank, *size, source};
+  }
+  return std::nullopt;
+}
+
+std::optional<double> BootTime() {
+  std::ifstream stat("/proc/stat");
+  std::string key;
+  while (stat >> key) {
+    if (key == "btime") {
+      double seconds = 0;
+      if (stat >> seconds) return seconds;
+      return std::nullopt;
+    }
+    stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
   return std::nullopt;
 }

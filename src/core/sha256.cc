@@ -118,4 +118,21 @@ std::string Sha256File(const std::filesystem::path& file) {
   return "sha256:" + hash.HexDigest();
 }
 
+std::optional<std::string> CanonicalChecksum(std::string_view text) {
+  constexpr std::string_view kPrefix = "sha256:";
+  if (text.substr(0, kPrefix.size()) == kPrefix) text.remove_prefix(kPrefix.size());
+  if (text.size() != 64) return std::nullopt;
+  std::string digest(kPrefix);
+  for (const char c : text) {
+    if (c >= '0' && c <= '9') {
+      digest += c;
+    } else if ((c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) {
+      digest += static_cast<char>(c | 0x20);  // lowercase
+    } else {
+      return std::nullopt;
+    }
+  }
+  return digest;
+}
+
 }  // namespace dltune

@@ -1,5 +1,7 @@
 #include "dltune/core/sha256.h"
 
+#include <cctype>
+
 #include <gtest/gtest.h>
 
 namespace dltune {
@@ -23,6 +25,19 @@ TEST(Sha256, IncrementalEqualsWhole) {
     hash.Update(std::string_view(text).substr(split));
     EXPECT_EQ(hash.HexDigest(), Sha256Hex(text)) << split;
   }
+}
+
+TEST(Sha256, ChecksumsHaveOneCanonicalForm) {
+  const std::string hex = Sha256Hex("abc");
+  EXPECT_EQ(CanonicalChecksum("sha256:" + hex), "sha256:" + hex);
+  EXPECT_EQ(CanonicalChecksum(hex), "sha256:" + hex);  // the bare digits older stores hold
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(CanonicalChecksum("sha256:" + upper), "sha256:" + hex);
+  EXPECT_EQ(CanonicalChecksum(""), std::nullopt);
+  EXPECT_EQ(CanonicalChecksum("md5:900150983cd24fb0d6963f7d28e17f72"), std::nullopt);
+  EXPECT_EQ(CanonicalChecksum("sha256:" + hex.substr(1)), std::nullopt);
+  EXPECT_EQ(CanonicalChecksum("sha256:" + hex.substr(1) + "g"), std::nullopt);
 }
 
 }  // namespace

@@ -160,22 +160,81 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
           {"trials", trials}};
 }
 
-std::string StudyJsonCache::Get(Store& store, const std::string& name, StudyPart part) {
-  // Longer than the store's clock resolution (SQLite: 1 ms) plus any skew between this machine and a database server.
-  constexpr double kSettledSeconds = 2.0;
-  const StudyRecord study = RequireStudy(store, name);
-  const auto key = std::make_pair(name, part);
-  if (const auto it = entries_.find(key); it != entries_.end() && it->second.updated_at == study.updated_at) {
-    return it->second.body;
+namespace {
+
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+std::string StudyPageCache::Get(const std::string& key, double updated_at, const std::function<std::string()>& build) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Entry& entry = entries_[key];
+  const auto current = [&] {
+    if (!entry.body) return false;
+    if (entry.version == updated_at && entry.settled) return true;
+    return SteadySeconds() - entry.built_at < max_age_seconds_;
+  };
+  if (current()) return *entry.body;
+  if (entry.building) {
+    if (entry.body) return *entry.body;  // the previous document while the next is built: no one waits
+    built_.wait(lock, [&] { return !entry.building; });
+    if (entry.body) return *entry.body;
+    std::rethrow_exception(entry.failure);
   }
-  std::string body = StudyJson(store, name, part).dump();
-  const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  if (now - study.updated_at > kSettledSeconds) {
-    entries_[key] = {study.updated_at, body};
-  } else {
-    entries_.erase(key);
+  entry.building = true;
+  ++builds_;
+  lock.unlock();
+  std::shared_ptr<const std::string> body;
+  std::exception_ptr failure;
+  const double started = SteadySeconds();
+  const bool settled = WallSeconds() - updated_at > settle_seconds_;
+  try {
+    body = std::make_shared<const std::string>(build());
+  } catch (...) {
+    failure = std::current_exception();
   }
-  return body;
+  lock.lock();
+  entry.building = false;
+  entry.failure = failure;
+  if (body) {
+    entry.body = body;
+    entry.version = updated_at;
+    entry.built_at = started;
+    entry.settled = settled;
+  }
+  built_.notify_all();
+  lock.unlock();
+  if (failure) std::rethrow_exception(failure);
+  return *body;
+}
+
+std::uint64_t StudyPageCache::builds() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return builds_;
+}
+
+ReadOnlyStorePool::Lease::~Lease() {
+  if (!store_) return;
+  const std::lock_guard<std::mutex> lock(pool_->mutex_);
+  pool_->idle_.push_back(std::move(store_));
+}
+
+ReadOnlyStorePool::Lease ReadOnlyStorePool::Acquire() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_.empty()) {
+      std::unique_ptr<Store> store = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(store));
+    }
+  }
+  return Lease(*this, OpenStoreReadOnly(url_));  // opened outside the lock: others go on meanwhile
 }
 
 std::optional<std::filesystem::path> TrialProfileTrace(Store& store, const std::string& name, std::uint64_t number) {

@@ -160,8 +160,8 @@ ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::opti
 }
 
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint) {
-  constexpr std::string_view kPrefix = "sha256:";
-  if (checkpoint.checksum.rfind(kPrefix, 0) != 0) return false;
+  const auto expected = CanonicalChecksum(checkpoint.checksum);
+  if (!expected) return false;  // none recorded
   std::filesystem::path file = checkpoint.path;
   std::error_code error;
   if (std::filesystem::is_directory(file, error)) file /= "state.pt";
@@ -169,11 +169,11 @@ bool VerifyCheckpoint(const CheckpointRecord& checkpoint) {
     throw IoError(fmt::format("{}: the checkpoint of step {} is gone", file.string(), checkpoint.step));
   }
   const std::string actual = Sha256File(file);
-  if (actual != checkpoint.checksum) {
+  if (actual != *expected) {
     throw CorruptError(
         fmt::format("{}: the checkpoint of step {} changed since it was recorded (checksum {}, "
                     "recorded {}); it is not the one training selected",
-                    file.string(), checkpoint.step, actual, checkpoint.checksum));
+                    file.string(), checkpoint.step, actual, *expected));
   }
   return true;
 }
@@ -224,17 +224,44 @@ std::string CurrentAuthor() {
   return (user.empty() ? "unknown" : user) + "@" + host;
 }
 
-LaunchRecord Launch(Store& store, const LaunchRequest& request) {
-  if (request.reason.empty()) throw Error("a launch needs --reason: why this model is adopted, for the decision log");
-  const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
-  if (const int before = TestEvaluations(store, data.study); before > 0 && !request.again) {
+namespace {
+
+// Refuses a second look at the test split unless `again` (the playbook checks it once, at the end).
+void CheckTestSplitUnseen(Store& store, const StudyRecord& study, bool again) {
+  if (const int before = TestEvaluations(store, study); before > 0 && !again) {
     throw Error(fmt::format(
         "the test split of study '{}' was evaluated {} time{} already (dltune launches {} lists them); the playbook "
         "checks the test set once, at the end: pass --again to evaluate it once more (the count is kept)",
-        request.study, before, before == 1 ? "" : "s", request.study));
+        study.name, before, before == 1 ? "" : "s", study.name));
   }
-  const ChosenCheckpoint chosen = ChooseCheckpoint(store, data, request.trial);
-  VerifyCheckpoint(chosen.checkpoint);
+}
+
+}  // namespace
+
+EvaluationDone Evaluate(Store& store, const EvaluateRequest& request) {
+  const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
+  std::unique_ptr<StoreLock> test_split;
+  if (request.split == "test") {
+    test_split = store.LockTestSplit(data.study.id);
+    CheckTestSplitUnseen(store, data.study, request.again);
+  }
+  EvaluationDone done;
+  done.chosen = ChooseCheckpoint(store, data, request.trial);
+  done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
+  done.evaluation = store.AddEvaluation(data.study.id, EvaluateChosen(data, done.chosen, request.split, {}));
+  done.test_evaluations = TestEvaluations(store, data.study);
+  return done;
+}
+
+LaunchDone Launch(Store& store, const LaunchRequest& request) {
+  if (request.reason.empty()) throw Error("a launch needs --reason: why this model is adopted, for the decision log");
+  const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
+  // Held until the launch is recorded: a second launch at the same time is refused, never a second look unasked.
+  const std::unique_ptr<StoreLock> test_split = store.LockTestSplit(data.study.id);
+  CheckTestSplitUnseen(store, data.study, request.again);
+  LaunchDone done;
+  done.chosen = ChooseCheckpoint(store, data, request.trial);
+  done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
   const bool built_in = !data.spec.workload.name.empty();
   std::filesystem::path export_path = request.export_path;
   if (export_path.empty() && built_in) {
@@ -243,14 +270,16 @@ LaunchRecord Launch(Store& store, const LaunchRequest& request) {
                                             fmt::format("launch_{}", launches.size() + 1) / "model.pt");
   }
   LaunchRecord launch;
-  launch.evaluation = EvaluateChosen(data, chosen, "test", built_in ? export_path : std::filesystem::path());
+  launch.evaluation = EvaluateChosen(data, done.chosen, "test", built_in ? export_path : std::filesystem::path());
   launch.reason = request.reason;
   launch.author = CurrentAuthor();
   launch.git_commit = GitCommitOf(std::filesystem::current_path()).value_or("");
   launch.git_dirty = GitDirtyOf(std::filesystem::current_path());
   // An external program's model is its checkpoint.
-  launch.export_path = built_in ? export_path.string() : chosen.checkpoint.path;
-  return store.AddLaunch(data.study.id, launch);
+  launch.export_path = built_in ? export_path.string() : done.chosen.checkpoint.path;
+  done.launch = store.AddLaunch(data.study.id, launch);
+  done.test_evaluations = TestEvaluations(store, data.study);
+  return done;
 }
 
 }  // namespace dltune

@@ -1,10 +1,14 @@
 #include "dltune/run/trial_report.h"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "dltune/core/sha256.h"
 
 namespace dltune {
 namespace {
@@ -104,16 +108,8 @@ class LineParser {
   std::size_t line_number_;
 };
 
-}  // namespace
-
-ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
-  json object;
-  try {
-    object = json::parse(QuoteNonFiniteTokens(line));
-  } catch (const json::parse_error& e) {
-    throw ProtocolError(fmt::format("report line {} is not JSON ({}): {}", line_number, e.what(),
-                                    line.substr(0, std::min<std::size_t>(line.size(), 200))));
-  }
+// The report line's fields, checked; `object` is what the line parsed to.
+ReportLine ParseReportObject(const json& object, std::size_t line_number) {
   if (!object.is_object()) {
     throw ProtocolError(fmt::format("report line {} must be a JSON object, not {}", line_number, object.dump()));
   }
@@ -159,6 +155,14 @@ ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
                                 .best = p.Bool("best").value_or(false),
                                 .deleted = p.Bool("deleted").value_or(false)};
     if (checkpoint.path.empty()) p.Fail("\"path\" must not be empty");
+    if (!checkpoint.checksum.empty()) {
+      const auto canonical = CanonicalChecksum(checkpoint.checksum);
+      if (!canonical) {
+        p.Fail(fmt::format("\"checksum\" must be \"sha256:\" and the 64 hex digits of the checkpoint's SHA-256, not '{}'",
+                           checkpoint.checksum.substr(0, 100)));
+      }
+      checkpoint.checksum = *canonical;
+    }
     result.checkpoint = std::move(checkpoint);
   } else if (type == "timing") {
     const json* seconds = p.Find("seconds");
@@ -182,6 +186,54 @@ ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
     if (result.end->infeasible && result.end->reason.empty()) result.end->reason = "reported infeasible";
   }
   return result;
+}
+
+}  // namespace
+
+ReportLine ParseReportLine(std::string_view line, std::size_t line_number) {
+  json object;
+  try {
+    object = json::parse(QuoteNonFiniteTokens(line));
+  } catch (const json::exception& e) {  // not JSON, or a number past double's range (1e999): the line's fault
+    throw ProtocolError(fmt::format("report line {} is not JSON this protocol reads ({}): {}", line_number, e.what(),
+                                    line.substr(0, std::min<std::size_t>(line.size(), 200))));
+  }
+  try {
+    return ParseReportObject(object, line_number);
+  } catch (const json::exception& e) {  // whatever else the JSON library refuses is the line's fault too
+    throw ProtocolError(fmt::format("report line {}: {}", line_number, e.what()));
+  }
+}
+
+std::filesystem::path CheckpointPathOf(const std::filesystem::path& trial_dir, const std::string& path) {
+  const std::filesystem::path dir = trial_dir.lexically_normal();
+  const std::filesystem::path reported(path);
+  std::filesystem::path resolved = (reported.is_relative() ? dir / reported : reported).lexically_normal();
+  if (!resolved.has_filename()) resolved = resolved.parent_path();  // "checkpoints/" names checkpoints
+  const auto fail = [&](const std::string& why) {
+    throw ProtocolError(fmt::format("checkpoint path '{}' {}: a checkpoint is a file or directory of its own in the "
+                                    "trial directory (e.g. checkpoints/step_500) or outside it",
+                                    path, why));
+  };
+  const std::filesystem::path inside = resolved.lexically_relative(dir);
+  const bool leaves = inside.empty() || *inside.begin() == "..";
+  if (!leaves) {
+    if (inside == ".") fail("is the trial directory itself");
+    const std::string first = inside.begin()->string();
+    static const std::set<std::string> kOwnFiles = {"params.json", "trial.json", "stdout.log", "stderr.log",
+                                                     "evaluate.log"};
+    if (std::distance(inside.begin(), inside.end()) == 1 &&
+        (kOwnFiles.count(first) || first.rfind("events.out.tfevents.", 0) == 0 ||
+         (first.rfind("rank_", 0) == 0 && first.size() > 4 && first.substr(first.size() - 4) == ".log"))) {
+      fail("is a file dltune keeps for the trial");
+    }
+    return resolved;
+  }
+  if (reported.is_relative()) fail("leaves the trial directory by '..'");
+  if (const std::filesystem::path up = dir.lexically_relative(resolved); !up.empty() && *up.begin() != "..") {
+    fail("holds the trial directory");
+  }
+  return resolved;
 }
 
 void ReportReader::Feed(std::string_view bytes) {

@@ -133,5 +133,54 @@ TEST(TrialReport, WrittenLinesParseBack) {
   EXPECT_EQ(ParseReportLine(TimingLine({{"checkpoint", 0.5}}), 6).timing->seconds.at("checkpoint"), 0.5);
 }
 
+// Whatever the JSON library refuses is the line's fault, never the worker's: a number past double's range included.
+TEST(TrialReport, NumbersPastDoublesRangeAreTheLinesFault) {
+  EXPECT_NE(ErrorOf(R"({"type":"train","step":1,"loss":1e999})").find("report line 7"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"type":"eval","step":1,"split":"valid","metrics":{"e":-1e400}})").find("report line 7"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"type":"train","step":1e999})").find("report line 7"), std::string::npos);
+}
+
+// One checksum form: "sha256:" and 64 hex digits (bare digits are taken and given the prefix); anything else refused.
+TEST(TrialReport, ChecksumsAreSha256) {
+  const std::string hex(64, 'a');
+  const auto line = [](const std::string& checksum) {
+    return R"({"type":"checkpoint","step":1,"path":"ck/1","checksum":")" + checksum + R"("})";
+  };
+  EXPECT_EQ(ParseReportLine(line("sha256:" + hex), 1).checkpoint->checksum, "sha256:" + hex);
+  EXPECT_EQ(ParseReportLine(line(hex), 1).checkpoint->checksum, "sha256:" + hex);
+  EXPECT_NE(ErrorOf(line("md5:abc")).find("\"checksum\" must be \"sha256:\""), std::string::npos);
+}
+
+// A reported checkpoint lies strictly inside the trial directory and is none of dltune's files there, or outside.
+TEST(TrialReport, CheckpointPathsStayOutOfTheTrialDirectorysOwnFiles) {
+  const std::filesystem::path dir = "/runs/abc/trial_3";
+  EXPECT_EQ(CheckpointPathOf(dir, "checkpoints/step_5"), dir / "checkpoints/step_5");
+  EXPECT_EQ(CheckpointPathOf(dir, "checkpoints/step_5/"), dir / "checkpoints/step_5");
+  EXPECT_EQ(CheckpointPathOf(dir, "ck.pt"), dir / "ck.pt");
+  EXPECT_EQ(CheckpointPathOf(dir, dir.string() + "/checkpoints/./x"), dir / "checkpoints/x");
+  EXPECT_EQ(CheckpointPathOf(dir, "/scratch/ck/5"), "/scratch/ck/5");  // outside: recorded, never deleted
+  const auto refused = [&](const std::string& path) {
+    try {
+      CheckpointPathOf(dir, path);
+    } catch (const ProtocolError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused("checkpoints/..").find("is the trial directory itself"), std::string::npos);
+  EXPECT_NE(refused(".").find("is the trial directory itself"), std::string::npos);
+  EXPECT_NE(refused(dir.string()).find("is the trial directory itself"), std::string::npos);
+  EXPECT_NE(refused("..").find("leaves the trial directory"), std::string::npos);
+  EXPECT_NE(refused("../trial_4/ck").find("leaves the trial directory"), std::string::npos);
+  EXPECT_NE(refused("/runs").find("holds the trial directory"), std::string::npos);
+  EXPECT_NE(refused("/").find("holds the trial directory"), std::string::npos);
+  for (const char* own : {"params.json", "trial.json", "stdout.log", "stderr.log", "evaluate.log", "rank_1.log",
+                          "events.out.tfevents.0000000001.host"}) {
+    EXPECT_NE(refused(own).find("is a file dltune keeps"), std::string::npos) << own;
+  }
+  EXPECT_EQ(refused("checkpoints/params.json"), "");  // only the trial directory's own
+}
+
 }  // namespace
 }  // namespace dltune

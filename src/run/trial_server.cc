@@ -104,11 +104,7 @@ Request ParseRequest(const std::string& text) {
 // In the forked trial: waits to be the worker's child, then takes on the trial's descriptors, directory,
 // environment and signal state. Exits (127) when it cannot become the trial it was asked to be.
 ServedTrial BecomeTrial(const Request& request, const std::vector<int>& fds, int control_fd, pid_t server) {
-  // The intermediate process exits at once; until then it is this process's parent.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kReparentTimeoutSeconds);
-  while (::getppid() != request.worker && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
+  if (!WaitToBecomeChildOf(request.worker, kReparentTimeoutSeconds)) ::_exit(127);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != request.worker) ::_exit(127);  // not the worker's child (or the worker died meanwhile)
   sigset_t none;
@@ -146,6 +142,19 @@ std::map<std::string, std::string> EnvironmentMap(const std::vector<std::string>
 }
 
 }  // namespace
+
+bool WaitToBecomeChildOf(pid_t worker, double timeout_seconds) {
+  // The intermediate process exits at once; until then it is this process's parent. Re-parented anywhere but to the
+  // worker, or with the worker gone, the worker died meanwhile.
+  const pid_t intermediate = ::getppid();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  for (pid_t parent = intermediate; parent != worker; parent = ::getppid()) {
+    const bool worker_gone = ::kill(worker, 0) != 0 && errno == ESRCH;
+    if (parent != intermediate || worker_gone || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return true;
+}
 
 bool IsThreadCountVariable(const std::string& name) {
   return std::find(kThreadCountVariables.begin(), kThreadCountVariables.end(), name) != kThreadCountVariables.end();

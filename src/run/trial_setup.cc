@@ -1,5 +1,7 @@
 #include "dltune/run/trial_setup.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cassert>
 #include <fstream>
@@ -111,6 +113,30 @@ void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan) {
   std::string message = fmt::format("'{}' would fail these trials before training:", spec.workload.name);
   for (const auto& problem : problems) message += "\n  " + problem;
   throw SpecError(spec.workload.where, "workload", message);
+}
+
+void CheckRunDirUsable(const StudySpec& spec) {
+  const std::filesystem::path dir = std::filesystem::absolute(spec.run_dir).lexically_normal();
+  const auto refuse = [&](const std::string& why) {
+    throw SpecError(SourceLocation{spec.file}, "run_dir",
+                    fmt::format("'{}' cannot hold the trials' directories: {}", dir.string(), why));
+  };
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (!std::filesystem::is_directory(dir)) {
+    refuse(error ? error.message() : std::string("it is not a directory"));
+  }
+  // Writing is what trials do: try it (access() says yes to root on a read-only mount, and to nothing about /proc).
+  const std::filesystem::path probe = dir / fmt::format(".dltune-write-check-{}", ::getpid());
+  std::filesystem::create_directory(probe, error);
+  if (error) refuse(error.message());
+  std::filesystem::remove(probe, error);
+}
+
+void CheckSpecBeforeCreating(const StudySpec& spec) {
+  CheckWorkloadKnown(spec);
+  CheckWorkloadReadsParams(spec, StudyPlan(spec));
+  if (!spec.workload.name.empty() || !spec.command.empty()) CheckRunDirUsable(spec);
 }
 
 std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study) {

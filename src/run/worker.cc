@@ -55,7 +55,8 @@ struct Slot {
   std::vector<KeptCheckpoint> checkpoints;  // recorded and not deleted, by step
   std::optional<ReportEnd> end;
   std::string protocol_error;
-  std::optional<TfEventsWriter> tensorboard;  // the trial's scalars for `tensorboard --logdir`
+  std::optional<TfEventsWriter> tensorboard;  // the trial's scalars for `tensorboard --logdir`; gone after a write fails
+  std::string disk_fault;  // a write of the worker's for the trial failed (a full disk): it is stopped, to resume
   bool lease_lost = false;
   bool term_sent = false;
   bool kill_sent = false;
@@ -166,12 +167,15 @@ class Worker {
       }
       const std::int64_t study_id = session->study().id;
       std::vector<ReclaimedTrial> reclaimed = store_.ReclaimStale(study_id, options_.stale_after, options_.max_retries);
+      // A worker of this machine whose process is gone died while the machine stayed up when its trials heartbeated
+      // since the machine started; after a restart (perhaps the trial's doing), they wait out stale_after, counted.
+      static const double kBootTime = BootTime().value_or(std::numeric_limits<double>::infinity());
       std::set<std::string> gone;
       for (const auto& trial : store_.ListTrialsInState(study_id, TrialState::kRunning)) {
-        if (IsGoneLocalWorker(trial.worker)) gone.insert(trial.worker);
+        if (trial.heartbeat_at.value_or(0) >= kBootTime && IsGoneLocalWorker(trial.worker)) gone.insert(trial.worker);
       }
       for (const auto& worker : gone) {
-        for (auto& r : store_.ReclaimWorker(study_id, worker, options_.max_retries)) reclaimed.push_back(r);
+        for (auto& r : store_.ReclaimWorker(study_id, worker)) reclaimed.push_back(r);
       }
       for (const auto& r : reclaimed) {
         observer_.Notice(fmt::format("{} trial {}: worker {} was lost; {}", name, r.number, r.worker,
@@ -432,15 +436,17 @@ class Worker {
       std::erase_if(slot.checkpoints, [&](const KeptCheckpoint& c) { return c.step > line.start->step; });
     } else if (line.train) {
       trial.ReportTrain(*line.train);
-      slot.tensorboard->AddTrainMeasurement(*line.train, Now());
+      ToTensorBoard(slot, [&](TfEventsWriter& events) { events.AddTrainMeasurement(*line.train, Now()); });
       slot.progress.step = line.train->step;
     } else if (line.eval) {
       trial.ReportEval(line.eval->step, line.eval->split, line.eval->metrics, line.eval->examples);
-      for (const auto& [metric, value] : line.eval->metrics) {
-        slot.tensorboard->AddEvalMeasurement(
-            {.step = line.eval->step, .split = line.eval->split, .metric = metric, .value = value}, Now());
-      }
-      slot.tensorboard->Flush();
+      ToTensorBoard(slot, [&](TfEventsWriter& events) {
+        for (const auto& [metric, value] : line.eval->metrics) {
+          events.AddEvalMeasurement(
+              {.step = line.eval->step, .split = line.eval->split, .metric = metric, .value = value}, Now());
+        }
+        events.Flush();
+      });
       slot.progress.step = std::max(slot.progress.step, line.eval->step);
       slot.progress.objective = trial.final_value();
       slot.progress.best = trial.best_value();
@@ -454,11 +460,26 @@ class Worker {
     }
   }
 
+  // Writes the trial's TensorBoard scalars. A write that fails (a full disk) is the machine's fault, not the trial's:
+  // the trial is asked to stop (it checkpoints if it can) and recorded as stopped, to resume when run again; what it
+  // reports meanwhile is still recorded.
+  template <typename Write>
+  void ToTensorBoard(Slot& slot, Write&& write) {
+    if (!slot.tensorboard) return;
+    try {
+      write(*slot.tensorboard);
+    } catch (const IoError& e) {
+      slot.tensorboard.reset();
+      slot.disk_fault = e.what();
+      slot.process->Signal(SIGTERM);
+      observer_.Notice(fmt::format("{} trial {}: {}; stopping it, to resume when the study is run again",
+                                   slot.progress.study, slot.progress.number, e.what()));
+    }
+  }
+
   void HandleCheckpoint(Slot& slot, const ReportCheckpoint& reported) {
     ActiveTrial& trial = *slot.trial;
-    std::filesystem::path path = reported.path;
-    if (path.is_relative()) path = slot.trial_dir / path;
-    path = path.lexically_normal();
+    const std::filesystem::path path = CheckpointPathOf(slot.trial_dir, reported.path);  // or ProtocolError
     // A checkpoint saved again at the same place replaces the files of the one recorded there, and a deletion
     // removes them: either way, every record of that place is done with.
     for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end();) {
@@ -501,17 +522,36 @@ class Worker {
     for (std::size_t i = 0; i < by_objective.size() && i < static_cast<std::size_t>(training.keep_best_checkpoints);
          ++i)
       keep.insert(by_objective[i]->id);
-    const std::string inside = slot.trial_dir.lexically_normal().string() + "/";
     for (auto it = slot.checkpoints.begin(); it != slot.checkpoints.end();) {
-      if (keep.count(it->id) || it->path.string().rfind(inside, 0) != 0) {
+      if (keep.count(it->id) || !RemoveInsideTrialDirectory(slot.trial_dir, it->path)) {
         ++it;
         continue;
       }
-      std::error_code ignored;
-      std::filesystem::remove_all(it->path, ignored);
       slot.trial->MarkCheckpointDeleted(it->id);
       it = slot.checkpoints.erase(it);
     }
+  }
+
+  // Removes the checkpoint at `path` when it really lies in `trial_dir`: the directories on its way are resolved
+  // through symbolic links first, so that a link never leads retention out of the trial directory (or onto dltune's
+  // own files in it), and a checkpoint that is itself a link loses the link, not what it points to. False when it
+  // lies elsewhere: nothing is removed.
+  static bool RemoveInsideTrialDirectory(const std::filesystem::path& trial_dir, const std::filesystem::path& path) {
+    std::error_code error;
+    const std::filesystem::path real_dir = std::filesystem::canonical(trial_dir, error);
+    if (error) return false;
+    const std::filesystem::path real_parent = std::filesystem::weakly_canonical(path.parent_path(), error);
+    if (error || !path.has_filename()) return false;
+    const std::filesystem::path real = real_parent / path.filename();
+    const std::filesystem::path inside = real.lexically_relative(real_dir);
+    if (inside.empty() || *inside.begin() == "..") return false;
+    try {
+      CheckpointPathOf(real_dir, real.string());
+    } catch (const ProtocolError&) {
+      return false;
+    }
+    std::filesystem::remove_all(real, error);
+    return true;
   }
 
   // The store cannot be reached (a database restart, a lost connection, a full disk): the trials go on running (what
@@ -627,6 +667,12 @@ class Worker {
         reason = slot.protocol_error + " (see docs/trial-protocol.md)";
         trial.Fail(reason, exit_code, stderr_tail);
         cause = FailureCause(reason, "");
+      } else if (!slot.disk_fault.empty() && !status.ok()) {
+        state = TrialState::kStopped;
+        reason = fmt::format("{}; the trial was stopped ({}) and resumes when the study is run again", slot.disk_fault,
+                             status.Describe());
+        trial.Stop(reason);
+        cause = FailureCause(slot.disk_fault, "");
       } else if (slot.timed_out) {
         reason = fmt::format(
             "timed out: it ran longer than training.timeout ({}); it resumes from its latest "
@@ -715,6 +761,7 @@ class Worker {
     summary_.halted =
         fmt::format("{} trials in a row ended the same way, so the others would too: {}{}", same_failures_, reason,
                     slot.trial_dir.empty() ? "" : " (last: " + slot.trial_dir.string() + ")");
+    summary_.halted_resumable = state == TrialState::kStopped;
     stopping_ = true;
     for (auto& other : slots_) {
       if (&*other == &slot || other->term_sent) continue;
@@ -780,7 +827,7 @@ std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const 
     }
     if (dir == dir.parent_path()) break;
   }
-  for (const char* error : {"No space left on device", "Disk quota exceeded", "Read-only file system"}) {
+  for (const char* error : {"No space left on device", "Disk quota exceeded", "Read-only file system", "File too large"}) {
     if (stderr_tail.find(error) != std::string::npos) return std::string("the disk failed: ") + error;
   }
   return "";

@@ -3,8 +3,11 @@
 #include "dltune/run/worker.h"
 
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -259,7 +262,7 @@ TEST_F(WorkerTest, ATrialOfALostLocalWorkerIsReclaimedAtOnce) {
   const std::string host = DefaultWorkerId().substr(0, DefaultWorkerId().rfind(':'));
   ASSERT_TRUE(session.Ask(host + ":999999999"));
   EXPECT_EQ(Run().completed, 1);
-  EXPECT_EQ(Trial(0).retries, 1);
+  EXPECT_EQ(Trial(0).retries, 0);  // the machine stayed up: the trial did not kill its worker
   ASSERT_FALSE(recorder_.notices.empty());
   EXPECT_NE(recorder_.notices[0].find("was lost"), std::string::npos) << recorder_.notices[0];
 }
@@ -394,6 +397,118 @@ TEST_F(WorkerTest, ACheckpointSavedTwiceAtOnePlaceIsRecordedOnce) {
   const auto checkpoints = temp_.store().ListCheckpoints(Trial(0).id);
   ASSERT_EQ(checkpoints.size(), 2u);
   for (const auto& checkpoint : checkpoints) EXPECT_TRUE(checkpoint.deleted) << checkpoint.id;
+}
+
+// Retention deletes only inside the trial directory, and a link never leads it out: a trial that makes
+// checkpoints/link point elsewhere and reports checkpoints under it keeps what lies there.
+TEST_F(WorkerTest, RetentionNeverFollowsALinkOutOfTheTrialDirectory) {
+  const auto outside = temp_.dir() / "elsewhere";
+  for (int i = 1; i <= 3; ++i) std::filesystem::create_directories(outside / ("ck" + std::to_string(i)));
+  (void)Study(kPrelude +
+                  "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/checkpoints\"\n"
+                  "ln -sfn " + outside.string() + " \"$DLTUNE_TRIAL_DIR/checkpoints/link\"\n"
+                  "for i in 1 2 3; do\n"
+                  "  R '{\"type\":\"train\",\"step\":'$i',\"loss\":1}'\n"
+                  "  R '{\"type\":\"eval\",\"step\":'$i',\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "  R '{\"type\":\"checkpoint\",\"step\":'$i',\"path\":\"checkpoints/link/ck'$i'\",\"objective\":0.5}'\n"
+                  "done\n",
+              1, "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
+  EXPECT_EQ(Run().completed, 1);
+  for (int i = 1; i <= 3; ++i) EXPECT_TRUE(std::filesystem::exists(outside / ("ck" + std::to_string(i)))) << i;
+  for (const auto& checkpoint : temp_.store().ListCheckpoints(Trial(0).id)) EXPECT_FALSE(checkpoint.deleted);
+}
+
+// A checkpoint that is itself a link loses the link, never what it points to.
+TEST_F(WorkerTest, RetentionRemovesALinkCheckpointNotItsTarget) {
+  const auto outside = temp_.dir() / "target";
+  std::filesystem::create_directories(outside);
+  std::ofstream(outside / "keep") << "x";
+  (void)Study(kPrelude +
+                  "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/ck\"\n"
+                  "ln -sfn " + outside.string() + " \"$DLTUNE_TRIAL_DIR/ck/1\"\n"
+                  "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"ck/1\"}'\n"
+                  "mkdir \"$DLTUNE_TRIAL_DIR/ck/2\"\n"
+                  "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":2,\"path\":\"ck/2\"}'\n",
+              1, "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
+  EXPECT_EQ(Run().completed, 1);
+  const auto trial_dir = temp_.dir() / "runs" / temp_.store().FindStudy("s")->uid / "trial_0";
+  EXPECT_FALSE(std::filesystem::is_symlink(trial_dir / "ck" / "1"));
+  EXPECT_TRUE(std::filesystem::exists(outside / "keep"));
+}
+
+// A checkpoint path that names the trial directory (checkpoints/..), an ancestor or dltune's own files is refused
+// when reported: the trial fails with the reason and nothing is deleted.
+TEST_F(WorkerTest, ACheckpointPathOutsideTheCheckpointAreaFailsItsTrialAndDeletesNothing) {
+  const std::vector<std::string> paths = {"checkpoints/..", ".", "params.json", "..", "../trial_9/ck"};
+  (void)Study(kPrelude +
+                  "mkdir -p \"$DLTUNE_TRIAL_DIR/checkpoints\"\n"
+                  "echo x > \"$DLTUNE_TRIAL_DIR/checkpoints/a\"\n"
+                  "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"checkpoints/a\",\"objective\":0.5}'\n"
+                  "set -- checkpoints/.. . params.json .. ../trial_9/ck\n"
+                  "shift $DLTUNE_TRIAL_NUMBER\n"
+                  "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.6}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":2,\"path\":\"'$1'\",\"objective\":0.6}'\n"
+                  "sleep 5\n",
+              static_cast<int>(paths.size()), "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
+  const WorkerSummary summary = Run(static_cast<int>(paths.size()));
+  EXPECT_EQ(summary.failed, static_cast<int>(paths.size()));
+  for (std::uint64_t n = 0; n < paths.size(); ++n) {
+    SCOPED_TRACE(paths[n]);
+    const TrialRecord trial = Trial(n);
+    EXPECT_EQ(trial.state, TrialState::kFailed);
+    EXPECT_NE(trial.reason.find("checkpoint path '" + paths[n] + "'"), std::string::npos) << trial.reason;
+    const auto dir = temp_.dir() / "runs" / temp_.store().FindStudy("s")->uid / ("trial_" + std::to_string(n));
+    for (const char* file : {"params.json", "trial.json", "stderr.log", "checkpoints/a"}) {
+      EXPECT_TRUE(std::filesystem::exists(dir / file)) << file;
+    }
+    for (const auto& checkpoint : temp_.store().ListCheckpoints(trial.id)) EXPECT_FALSE(checkpoint.deleted);
+  }
+}
+
+// A number past double's range in a report line fails that trial alone; the worker goes on with the others.
+TEST_F(WorkerTest, ANumberPastDoublesRangeFailsItsTrialAlone) {
+  (void)Study(kPrelude +
+                  "if [ \"$DLTUNE_TRIAL_NUMBER\" = 0 ]; then R '{\"type\":\"train\",\"step\":1,\"loss\":1e999}'; fi\n" +
+                  kTrains.substr(kPrelude.size()),
+              3);
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.failed, 1);
+  EXPECT_EQ(summary.completed, 2);
+  EXPECT_EQ(Trial(0).state, TrialState::kFailed);
+  EXPECT_NE(Trial(0).reason.find("report line 1"), std::string::npos) << Trial(0).reason;
+}
+
+// Every write the worker makes for a trial follows the disk-fault rule: when the disk of its TensorBoard events
+// fills, the trial is stopped (to resume), not failed. A 256 kB tmpfs holds the trial directories.
+TEST_F(WorkerTest, AFullDiskUnderTheTensorBoardEventsStopsTheTrial) {
+  const auto runs = temp_.dir() / "runs";
+  std::filesystem::create_directories(runs);
+  if (::mount("tmpfs", runs.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    GTEST_SKIP() << "cannot mount a small tmpfs here (" << std::strerror(errno) << "): this test needs root";
+  }
+  struct Unmount {
+    std::filesystem::path dir;
+    ~Unmount() { ::umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{runs};
+  (void)Study(kPrelude +
+              "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
+              "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+              "dd if=/dev/zero of=\"$DLTUNE_TRIAL_DIR/fill\" bs=4096 2>/dev/null\n"
+              "s=2\nwhile [ $s -le 400 ]; do\n"  // past the events file's last page, into the full disk
+              "  R '{\"type\":\"train\",\"step\":'$s',\"loss\":1}'\n"
+              "  R '{\"type\":\"eval\",\"step\":'$s',\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+              "  s=$((s+1))\n"
+              "done\n"
+              "sleep 10\n");
+  const WorkerSummary summary = Run();
+  EXPECT_EQ(summary.failed, 0);
+  EXPECT_EQ(summary.stopped, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kStopped);
+  EXPECT_NE(Trial(0).reason.find("cannot write TensorBoard events"), std::string::npos) << Trial(0).reason;
+  EXPECT_GE(temp_.store().TrainSeries(Trial(0).id).size(), 2u);  // what it reported at the fault is kept
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ constexpr Oid kUnknownOid = 0;  // lets the server infer the type
 
 // Seconds to wait for a server, unless the URI says otherwise (libpq's default waits forever).
 constexpr const char* kConnectTimeoutSeconds = "10";
+// The high half of dltune's advisory lock keys ("dlt"), apart from other programs' locks in the same database.
+constexpr std::int64_t kAdvisoryLockClass = 0x646c74;
 // Statements are quoted in messages up to this many characters.
 constexpr std::size_t kQuotedSqlLength = 60;
 
@@ -240,7 +242,8 @@ Oid TypeOf(const SqlValue& value) {
 
 class PostgresConnection final : public SqlConnection {
  public:
-  PostgresConnection(const std::string& uri, bool read_only) : name_(WithoutPassword(uri)), read_only_(read_only) {
+  PostgresConnection(const std::string& uri, bool read_only)
+      : uri_(uri), name_(WithoutPassword(uri)), read_only_(read_only) {
     // Keywords before dbname are defaults the URI may override.
     const char* const keywords[] = {"connect_timeout", "fallback_application_name", "dbname", nullptr};
     const char* const values[] = {kConnectTimeoutSeconds, "dltune", uri.c_str(), nullptr};
@@ -375,6 +378,21 @@ class PostgresConnection final : public SqlConnection {
     }
   }
 
+  std::unique_ptr<StoreLock> TryLock(std::int64_t key) override {
+    // A connection of the lock's own: reconnecting this one after an outage would drop the lock unnoticed, and
+    // closing it (or the process's death) releases the lock.
+    auto holder = std::make_unique<PostgresConnection>(uri_, false);
+    const std::int64_t lock_key = (kAdvisoryLockClass << 32) ^ key;
+    const auto rows = holder->Query(
+        fmt::format("SELECT CASE WHEN pg_try_advisory_lock({}) THEN 1 ELSE 0 END", lock_key), {});
+    if (rows.empty() || std::get<std::int64_t>(rows.front().front()) != 1) return nullptr;
+    struct SessionLock final : StoreLock {
+      explicit SessionLock(std::unique_ptr<PostgresConnection> c) : connection(std::move(c)) {}
+      std::unique_ptr<PostgresConnection> connection;
+    };
+    return std::make_unique<SessionLock>(std::move(holder));
+  }
+
   void Rollback() override {
     in_transaction_ = false;
     if (PQstatus(conn_) != CONNECTION_OK) return;  // the server ended the transaction with the connection
@@ -486,6 +504,7 @@ class PostgresConnection final : public SqlConnection {
                                PQfname(result, column), std::string_view(text, length)));
   }
 
+  std::string uri_;   // as given, password included: the lock's own connection is opened with it
   std::string name_;
   PGconn* conn_ = nullptr;
   bool in_transaction_ = false;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dltune/core/error.h"
+#include "dltune/store/store.h"
 
 namespace dltune::internal {
 
@@ -70,6 +71,11 @@ class SqlConnection {
   virtual void BeginRead() = 0;
   virtual void Commit() = 0;
   virtual void Rollback() = 0;
+
+  // Takes this database's advisory lock `key` for as long as the returned object lives, or returns nullptr at once
+  // when another holder has it. A holder's death releases it. SQLite: an open file description's lock on byte `key`
+  // of "<database file>.locks" beside it; PostgreSQL: a session advisory lock on a connection of its own.
+  virtual std::unique_ptr<StoreLock> TryLock(std::int64_t key) = 0;
 };
 
 // Opens a SQLite database file, creating it if needed (WAL mode, a busy timeout, foreign keys on). With

@@ -513,12 +513,13 @@ std::vector<ReclaimedTrial> SqlStore::ReclaimStale(std::int64_t study_id, double
                  max_retries);
 }
 
-std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) {
-  return Reclaim(study_id, "worker = ?", worker, "is gone", max_retries);
+std::vector<ReclaimedTrial> SqlStore::ReclaimWorker(std::int64_t study_id, const std::string& worker) {
+  return Reclaim(study_id, "worker = ?", worker, "is gone", std::nullopt);
 }
 
 std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::string& condition,
-                                              const SqlValue& condition_arg, const std::string& why, int max_retries) {
+                                              const SqlValue& condition_arg, const std::string& why,
+                                              std::optional<int> max_retries) {
   return Transaction(true, [&] {
     const auto stale =
         connection_->Query(Sql("SELECT id, number, worker, retries, furthest_step, "
@@ -531,16 +532,16 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
       const std::int64_t furthest = AsOptionalInt(row[4]).value_or(-1);
       const std::int64_t reached = AsOptionalInt(row[5]).value_or(-1);
       // Only a worker lost before the trial got any further counts against the trial (it may be what kills it).
-      const bool counted = reached <= furthest;
+      const bool counted = max_retries && reached <= furthest;
       const int retries = static_cast<int>(AsInt(row[3])) + (counted ? 1 : 0);
       const std::string worker = AsText(row[2]);
-      const bool give_up = retries > max_retries;
+      const bool give_up = counted && retries > *max_retries;
       const std::string reason =
           give_up ? fmt::format("worker '{}' {} {} times without the trial getting further; the limit is {}", worker,
-                                why, retries, max_retries)
+                                why, retries, *max_retries)
           : counted
               ? fmt::format("worker '{}' {} before the trial got further; retry {} of {}", worker, why, retries,
-                            max_retries)
+                            *max_retries)
               : fmt::format("worker '{}' {} at step {}; it resumes from its latest checkpoint", worker, why, reached);
       connection_->Execute(
           Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, furthest_step = ?, worker = ") +
@@ -851,6 +852,17 @@ std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
     }
     return launches;
   });
+}
+
+std::unique_ptr<StoreLock> SqlStore::LockTestSplit(std::int64_t study_id) {
+  auto lock = connection_->TryLock(study_id);
+  if (!lock) {
+    throw Error(fmt::format("{}: another dltune is evaluating the test split of this study right now (a launch, or "
+                            "evaluate --split test); once it is done, dltune launches lists it",
+                            url_),
+                ErrorKind::kConflict);
+  }
+  return lock;
 }
 
 }  // namespace dltune::internal

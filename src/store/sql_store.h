@@ -40,7 +40,7 @@ class SqlStore final : public Store {
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;
   void Finish(const TrialLease& lease, const TrialOutcome& outcome) override;
   std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) override;
-  std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker, int max_retries) override;
+  std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker) override;
   int ResumeStopped(std::int64_t study_id) override;
   int RetryFailed(std::int64_t study_id) override;
   void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) override;
@@ -57,6 +57,7 @@ class SqlStore final : public Store {
   std::vector<CheckpointEvaluation> ListEvaluations(std::int64_t study_id) override;
   LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) override;
   std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) override;
+  std::unique_ptr<StoreLock> LockTestSplit(std::int64_t study_id) override;
 
  private:
   // Runs `body` in a transaction, retrying it when it loses a race with another writer.
@@ -65,9 +66,11 @@ class SqlStore final : public Store {
   // Fills in the dialect's `{now}` and `{skip_locked}`.
   std::string Sql(const std::string& text) const;
   // Puts back the running trials of the study that `condition` (SQL over trials, with one `?` bound to
-  // `condition_arg`) selects; see ReclaimStale. `why` says what happened to their worker.
+  // `condition_arg`) selects; see ReclaimStale. `why` says what happened to their worker. With max_retries unset, no
+  // reclaim counts as a retry.
   std::vector<ReclaimedTrial> Reclaim(std::int64_t study_id, const std::string& condition,
-                                      const SqlValue& condition_arg, const std::string& why, int max_retries);
+                                      const SqlValue& condition_arg, const std::string& why,
+                                      std::optional<int> max_retries);
   std::int64_t CheckLease(const TrialLease& lease);
   void TouchStudy(std::int64_t study_id);
   // Inside a write transaction: inserts the evaluation and returns its id; ReadEvaluation reads one back.

@@ -1,9 +1,14 @@
 // SqlConnection over SQLite: WAL journaling so readers never block the writer, a long busy timeout, and write
 // transactions that take the write lock up front (BEGIN IMMEDIATE) so two processes never deadlock upgrading a read
 // lock — the source of the "database is locked" failures of SQLite-backed tuners.
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <thread>
 
@@ -18,7 +23,7 @@ constexpr int kBusyTimeoutMs = 60000;
 
 class SqliteConnection final : public SqlConnection {
  public:
-  SqliteConnection(const std::string& path, bool read_only) : name_("sqlite://" + path) {
+  SqliteConnection(const std::string& path, bool read_only) : name_("sqlite://" + path), path_(path) {
     if (!read_only) {
       Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
       // WAL needs the write lock once, when the file is new; retry past a concurrent creator.
@@ -109,6 +114,32 @@ class SqliteConnection final : public SqlConnection {
     if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
 
+  std::unique_ptr<StoreLock> TryLock(std::int64_t key) override {
+    if (path_.empty()) throw SqlError(name_ + ": a copy in memory takes no locks");
+    // Not the database file itself: SQLite's own POSIX locks on it would be dropped by closing another descriptor.
+    const std::string lock_path = path_ + ".locks";
+    const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw SqlError(fmt::format("{}: cannot open {}: {}", name_, lock_path, std::strerror(errno)));
+    struct flock byte {};
+    byte.l_type = F_WRLCK;
+    byte.l_whence = SEEK_SET;
+    byte.l_start = static_cast<off_t>(key);
+    byte.l_len = 1;
+    // An open file description's lock: held by this descriptor alone, released when it closes or the process dies.
+    if (::fcntl(fd, F_OFD_SETLK, &byte) != 0) {
+      const int error = errno;
+      ::close(fd);
+      if (error == EAGAIN || error == EACCES) return nullptr;
+      throw SqlError(fmt::format("{}: cannot lock {}: {}", name_, lock_path, std::strerror(error)));
+    }
+    struct FileLock final : StoreLock {
+      explicit FileLock(int descriptor) : fd(descriptor) {}
+      ~FileLock() override { ::close(fd); }
+      int fd;
+    };
+    return std::make_unique<FileLock>(fd);
+  }
+
  private:
   SqliteConnection() = default;
 
@@ -154,6 +185,22 @@ class SqliteConnection final : public SqlConnection {
     const std::string text = fmt::format("{}: {}", name_, message);
     if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) throw SqlUniqueViolation(text);
     if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw SqlConflictError(text);
+    // Damaged or not a database at all: waiting cannot help, a person must look at the file.
+    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
+      throw SqlError(fmt::format("{}: the database file is damaged or is not a SQLite database ({})", name_, message),
+                     ErrorKind::kCorrupt);
+    }
+    // A file past the size limit of `ulimit -f` (EFBIG) stays past it: an I/O error, not an outage to wait out.
+    // SQLite does not always keep the errno of the write that failed, so a disk error under such a limit is one.
+    if (primary == SQLITE_IOERR || primary == SQLITE_FULL) {
+      rlimit size_limit{};
+      const bool limited = ::getrlimit(RLIMIT_FSIZE, &size_limit) == 0 && size_limit.rlim_cur != RLIM_INFINITY;
+      if ((db_ != nullptr && sqlite3_system_errno(db_) == EFBIG) || limited) {
+        throw SqlError(limited ? fmt::format("{} ({}: this process may write files of at most {} bytes, ulimit -f)",
+                                             text, std::strerror(EFBIG), static_cast<long long>(size_limit.rlim_cur))
+                               : fmt::format("{} ({})", text, std::strerror(EFBIG)));
+      }
+    }
     if (primary == SQLITE_FULL || primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN) {
       throw SqlUnavailableError(text);  // the disk, not the statement
     }
@@ -224,6 +271,7 @@ class SqliteConnection final : public SqlConnection {
   }
 
   std::string name_;
+  std::string path_;  // the database file; empty for a copy in memory
   sqlite3* db_ = nullptr;
   std::map<std::string, sqlite3_stmt*> statements_;
 };

@@ -3,11 +3,15 @@
 // a background thread; evaluation runs at step intervals only.
 #include "dltune/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <iterator>
+#include <regex>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -590,7 +594,7 @@ class Loop {
     const SavedCheckpoint saved = checkpoint_write_.get();
     const CheckpointInfo& info = saved.info;
     callbacks_.OnCheckpoint(
-        {info.step, info.path.string(), info.objective, saved.sha256.at("state.pt"), info.in_best, false});
+        {info.step, info.path.string(), info.objective, "sha256:" + saved.sha256.at("state.pt"), info.in_best, false});
     for (const auto& removed : saved.deleted) {
       callbacks_.OnCheckpoint({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
     }
@@ -806,10 +810,49 @@ CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& para
   return loop.EvaluateSaved(checkpoint_path, split, export_path);
 }
 
+namespace {
+
+// Why building the model failed, for a person: out of memory names the model's settings and the bytes it asked for.
+Error ModelBuildError(const Workload& workload, const HyperParams& params, const std::set<std::string>& model_settings,
+                      const std::string& what) {
+  std::smatch bytes;
+  const bool out_of_memory = what.find("can't allocate memory") != std::string::npos ||
+                             what.find("out of memory") != std::string::npos || what == std::bad_alloc().what();
+  if (!out_of_memory) {
+    return Error(fmt::format("workload {} cannot build its model: {}", workload.name(), what.substr(0, what.find('\n'))));
+  }
+  std::string settings;
+  for (const std::string& name : model_settings) {
+    if (params.Has(name)) settings += fmt::format("{}{}: {}", settings.empty() ? "" : ", ", name, params.ValueText(name));
+  }
+  const std::string asked = std::regex_search(what, bytes, std::regex("allocate (\\d+) bytes"))
+                                ? fmt::format(" (it asked for {} bytes at once)", bytes[1].str())
+                                : "";
+  return Error(fmt::format("workload {}: the model does not fit in this machine's memory{}; make it smaller{}",
+                           workload.name(), asked, settings.empty() ? "" : " (" + settings + ")"));
+}
+
+// The names in `after` and not in `before`.
+std::set<std::string> ReadSince(const std::set<std::string>& before, const std::set<std::string>& after) {
+  std::set<std::string> added;
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(), std::inserter(added, added.end()));
+  return added;
+}
+
+}  // namespace
+
 void CheckTrialParams(Workload& workload, const HyperParams& params, std::int64_t max_train_steps) {
   ReadTrainingHyperParams(params, max_train_steps);
-  workload.BuildModel(params);
+  const std::set<std::string> before = params.read_names();
+  try {
+    workload.BuildModel(params);
+  } catch (const std::bad_alloc& e) {
+    throw ModelBuildError(workload, params, ReadSince(before, params.read_names()), e.what());
+  } catch (const c10::Error& e) {
+    throw ModelBuildError(workload, params, ReadSince(before, params.read_names()), e.what_without_backtrace());
+  }
   params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
+  params.CheckAllArgumentsRead(fmt::format("workload {} (workload.args)", workload.name()), workload.ArgumentNames());
 }
 
 }  // namespace dltune

@@ -48,6 +48,7 @@ class FashionMnistWorkload : public Workload {
       : data_dir_(ArgText(args, "data_dir", "/usr/share/datasets/fashion-mnist")) {}
 
   std::int64_t num_classes() const override { return 10; }
+  std::vector<std::string> ArgumentNames() const override { return {"data_dir"}; }
 
   const WorkloadData& Data() override {
     if (!data_) {
@@ -116,6 +117,7 @@ class SyntheticWorkload final : public Workload {
   }
   std::string name() const override { return "synthetic"; }
   std::int64_t num_classes() const override { return classes_; }
+  std::vector<std::string> ArgumentNames() const override { return {"examples", "features", "classes", "data_seed"}; }
 
   const WorkloadData& Data() override {
     if (!data_) {

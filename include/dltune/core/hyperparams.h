@@ -32,16 +32,24 @@ class HyperParams {
   // Optional reads: nullopt when absent.
   std::optional<double> MaybeReal(const std::string& name) const;
 
-  // Names of trial params no read has asked for yet (workload args are not checked: they may serve other tools).
+  // Names of trial params no read has asked for yet.
   std::vector<std::string> UnreadParams() const;
   // Throws Error listing UnreadParams(), if any.
   void CheckAllParamsRead(const std::string& who) const;
+  // Throws Error naming each workload argument (`args`, not overridden by a param) that no read has asked for and
+  // that is not in `read_elsewhere` (the arguments a workload reads itself, e.g. data_dir), with a did-you-mean.
+  void CheckAllArgumentsRead(const std::string& who, const std::vector<std::string>& read_elsewhere) const;
+
+  // The names read so far, and a value as text ("[32, 32]"; "(default)" when absent): for messages about them.
+  const std::set<std::string>& read_names() const { return read_; }
+  std::string ValueText(const std::string& name) const;
 
  private:
   const nlohmann::json* Find(const std::string& name) const;
 
   nlohmann::json values_ = nlohmann::json::object();
   std::set<std::string> param_names_;
+  std::set<std::string> argument_names_;  // of `args`
   mutable std::set<std::string> read_;
 };
 

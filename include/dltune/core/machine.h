@@ -12,6 +12,9 @@ int AvailableCores();
 // The CPU's model name from /proc/cpuinfo ("AMD EPYC 7B13"), or "unknown CPU".
 std::string CpuModelName();
 
+// When this machine started (seconds since the epoch, /proc/stat's btime); nullopt where it cannot be read.
+std::optional<double> BootTime();
+
 // The whole number in environment variable `name`; nullopt when it is unset or empty. Throws Error naming the variable
 // when it holds anything else.
 std::optional<int> WholeNumberVariable(const char* name);

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,5 +34,9 @@ std::string Sha256Hex(std::string_view bytes);
 // "sha256:<64 hex digits>" of a file's bytes, as checkpoint records name a checkpoint's state file; throws IoError
 // when the file cannot be read.
 std::string Sha256File(const std::filesystem::path& file);
+
+// A checkpoint checksum in the one form stores record, "sha256:<64 lowercase hex digits>": `text` in that form, or 64
+// bare hex digits (as older stores hold for built-in checkpoints). nullopt for any other text.
+std::optional<std::string> CanonicalChecksum(std::string_view text);
 
 }  // namespace dltune

@@ -1,12 +1,18 @@
 // What the live dashboard (`dltune serve`) shows, as JSON documents built from the store: the studies table, one
 // study (tracking record, diagnostics, charts, trials), one trial. The HTTP server only routes requests to these;
 // the page (web/dashboard.js) renders them. Every user-written string is a JSON string value, never markup: the page
-// inserts them as text. Each function reads the store once per call; not thread-safe (one Store per thread).
+// inserts them as text. Each function reads the store once per call and is as thread-safe as its Store (one thread at
+// a time: ReadOnlyStorePool lends one to each thread).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -41,21 +47,70 @@ enum class StudyPart {
 // Throws Error for an unknown study.
 nlohmann::json StudyJson(Store& store, const std::string& name, StudyPart part);
 
-// StudyJson documents, serialized, kept while their study does not change: a finished study of 10,000 trials is
-// built once, not on every poll of the page. A study is cached only once its last write (StudyRecord::updated_at,
-// which every write of the store moves) is a few seconds old, so a write in the same clock tick as a read can never
-// leave a stale page behind; running studies are rebuilt on each request. Not thread-safe.
-class StudyJsonCache {
+// Serialized documents of studies (StudyJson's parts), shared by the dashboard's threads so that no poll waits behind
+// another's rebuild: a document is kept while its study does not change (its version, StudyRecord::updated_at, which
+// every write of the store moves), and while it does (a running study changes with every write) it is rebuilt at most
+// once per `max_age_seconds`. While one thread rebuilds a document, the others are answered with the previous one; the
+// first request for a document waits for it. A document built within `settle_seconds` of its study's last write is
+// never kept past max_age, so that a write in the same clock tick as a read cannot leave a stale page behind.
+// Thread-safe.
+class StudyPageCache {
  public:
-  // A part of the study's page; throws Error for an unknown study.
-  std::string Get(Store& store, const std::string& name, StudyPart part);
+  explicit StudyPageCache(double max_age_seconds = 2.0, double settle_seconds = 2.0)
+      : max_age_seconds_(max_age_seconds), settle_seconds_(settle_seconds) {}
+
+  // The document `key` of a study at version `updated_at`, built by `build` when the one kept is not current. An
+  // exception of `build` reaches the caller that built (and the ones waiting for a first document).
+  std::string Get(const std::string& key, double updated_at, const std::function<std::string()>& build);
+  // How many times a document was built, for tests and benchmarks.
+  std::uint64_t builds() const;
 
  private:
   struct Entry {
-    double updated_at = 0;
-    std::string body;
+    std::shared_ptr<const std::string> body;  // null until the first build ends
+    double version = 0;                       // updated_at the body was built at
+    double built_at = 0;                      // steady seconds
+    bool settled = false;                     // built after the study's last write settled: kept while unchanged
+    bool building = false;
+    std::exception_ptr failure;  // of the last build, for requests that waited for a first body
   };
-  std::map<std::pair<std::string, StudyPart>, Entry> entries_;
+
+  double max_age_seconds_;
+  double settle_seconds_;
+  mutable std::mutex mutex_;
+  std::condition_variable built_;
+  std::map<std::string, Entry> entries_;
+  std::uint64_t builds_ = 0;
+};
+
+// Read-only stores of one URL for threads that read at once (a Store serves one thread at a time): a lease lends one
+// not in use, opening another when every one is (OpenStoreReadOnly). Thread-safe; the pool outlives its leases.
+class ReadOnlyStorePool {
+ public:
+  explicit ReadOnlyStorePool(std::string url) : url_(std::move(url)) {}
+
+  class Lease {
+   public:
+    Lease(ReadOnlyStorePool& pool, std::unique_ptr<Store> store) : pool_(&pool), store_(std::move(store)) {}
+    Lease(Lease&&) = default;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    Store& operator*() const { return *store_; }
+    Store* operator->() const { return store_.get(); }
+
+   private:
+    ReadOnlyStorePool* pool_;
+    std::unique_ptr<Store> store_;
+  };
+
+  // A store for this thread until the lease ends; throws Error like OpenStoreReadOnly.
+  Lease Acquire();
+  const std::string& url() const { return url_; }
+
+ private:
+  std::string url_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Store>> idle_;
 };
 
 // {"study", "number", "substudy", "state", "reason", "worker", "retries", "started_at", "ended_at", "best",

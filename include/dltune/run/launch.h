@@ -30,9 +30,10 @@ struct ChosenCheckpoint {
 // completed; IoError-free: the files are not read here.
 ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::optional<std::uint64_t> trial);
 
-// Checks that the checkpoint's files are the ones recorded: a "sha256:" checksum is compared with the file at its
-// path (for a directory, the built-in trainer's state.pt in it). Returns false when there is no checksum to compare
-// (an external program that reports none); throws CorruptError when it differs, IoError when it cannot be read.
+// Checks that the checkpoint's files are the ones recorded: its checksum (CanonicalChecksum) is compared with the SHA-256
+// of the file at its path (for a directory, the state.pt in it). Returns true when it was compared, false when none
+// is recorded (an external program that reports none); throws CorruptError when it differs, IoError when it cannot
+// be read.
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
 
 // Evaluates the checkpoint on `split` (see the file comment) and, when `export_path` is given and the workload is
@@ -40,6 +41,27 @@ bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
 // nothing for built-in workloads (they are evaluated in this process); an evaluate_command runs with /bin/sh.
 CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoint& chosen, const std::string& split,
                                     const std::filesystem::path& export_path);
+
+// What `dltune evaluate` is asked.
+struct EvaluateRequest {
+  std::string study;
+  std::optional<std::uint64_t> trial;  // the study's best when absent
+  std::string split = "valid";
+  bool again = false;  // evaluate the test split although it was evaluated before
+};
+
+// An evaluation recorded, with what it took.
+struct EvaluationDone {
+  ChosenCheckpoint chosen;
+  bool checksum_verified = false;  // false: the checkpoint has no checksum recorded, so its file was not checked
+  CheckpointEvaluation evaluation;
+  int test_evaluations = 0;  // of the study, this one included
+};
+
+// Chooses and verifies the checkpoint, evaluates it on the split and records the evaluation. The test split is held
+// (Store::LockTestSplit) from the count of earlier evaluations to the record, and a second look refused unless
+// `again`: Error (invalid input), or (conflict) while another process evaluates it.
+EvaluationDone Evaluate(Store& store, const EvaluateRequest& request);
 
 // What `dltune launch` is asked.
 struct LaunchRequest {
@@ -53,10 +75,20 @@ struct LaunchRequest {
 // How many times the study's test split was evaluated through dltune (launches and evaluations).
 int TestEvaluations(Store& store, const StudyRecord& study);
 
+// A launch recorded, with what it took.
+struct LaunchDone {
+  LaunchRecord launch;
+  ChosenCheckpoint chosen;
+  bool checksum_verified = false;  // false: the checkpoint has no checksum recorded, so its file was not checked
+  int test_evaluations = 0;        // of the study, this one included
+};
+
 // Chooses, verifies, evaluates on the test split once, exports and records a launch (its evaluation, the user's git
-// commit and dirty flag, the reason, who, when). Refuses (Error, invalid input) a study whose test split was
-// evaluated before unless `again`, an empty reason, and everything ChooseCheckpoint refuses.
-LaunchRecord Launch(Store& store, const LaunchRequest& request);
+// commit and dirty flag, the reason, who, when), holding the test split (Store::LockTestSplit) throughout, so that
+// two launches at once never both evaluate it or share a model file. Refuses (Error, invalid input) a study whose
+// test split was evaluated before unless `again`, an empty reason, and everything ChooseCheckpoint refuses; (conflict)
+// while another process evaluates the test split.
+LaunchDone Launch(Store& store, const LaunchRequest& request);
 
 // "user@host" of whoever runs this process.
 std::string CurrentAuthor();

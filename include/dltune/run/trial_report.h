@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -65,6 +66,13 @@ struct ReportLine {
 // Parses one line (without its newline). Accepts NaN, Infinity and -Infinity for a training loss, as Python's
 // json.dumps writes them. Throws ProtocolError "report line N: ..." for anything that breaks the protocol.
 ReportLine ParseReportLine(std::string_view line, std::size_t line_number);
+
+// The reported checkpoint `path` (ReportCheckpoint::path) as dltune records it: made absolute against the trial
+// directory and normalized. Throws ProtocolError for a path that is the trial directory or one of its ancestors, one
+// of dltune's own files in it (params.json, trial.json, the logs, the TensorBoard events), or a relative path that
+// leaves it by "..": none is a checkpoint, and retention would delete it. An absolute path elsewhere is allowed (and
+// never deleted by dltune).
+std::filesystem::path CheckpointPathOf(const std::filesystem::path& trial_dir, const std::string& path);
 
 // Splits a byte stream into lines and parses them, checking the rules that span lines (start comes first and once,
 // nothing after end).

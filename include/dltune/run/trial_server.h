@@ -38,6 +38,11 @@ struct ServedTrial {
 std::optional<ServedTrial> ServeTrials(int control_fd,
                                        const std::function<void(const std::map<std::string, std::string>&)>& prepare);
 
+// In a forked trial, while the intermediate process that forked it exits: waits until the trial is the child of
+// `worker` and returns true. Returns false at once when the worker is gone (the trial was re-parented elsewhere, or
+// the worker no longer exists), and after `timeout_seconds` otherwise: the trial must not run without its worker.
+bool WaitToBecomeChildOf(pid_t worker, double timeout_seconds);
+
 // The environment variables that set a library's thread count. The server runs with each of them at 1, and a forked
 // trial sets its own count, so trials (and layout probes) of different thread counts share one server.
 inline constexpr std::array<const char*, 2> kThreadCountVariables = {"OMP_NUM_THREADS", "MKL_NUM_THREADS"};

@@ -38,6 +38,16 @@ void CheckWorkloadKnown(const StudySpec& spec);
 // would fail with before training (a param nobody reads, a value refused, one needed and missing).
 void CheckWorkloadReadsParams(const StudySpec& spec, const StudyPlan& plan);
 
+// Throws SpecError (at run_dir, or the spec's file) when the spec's run_dir cannot hold trial directories: it is a
+// file, or cannot be made or written by this process. Makes it when missing.
+void CheckRunDirUsable(const StudySpec& spec);
+
+// What `dltune run` checks before it creates a study, so that a mistake costs no study and no failed trials: the
+// workload is known, its arguments and the first planned trials' params are what it reads and its model fits in memory
+// (CheckWorkloadReadsParams), and the run_dir is usable (CheckRunDirUsable). `dltune space check` checks the same
+// but the run_dir.
+void CheckSpecBeforeCreating(const StudySpec& spec);
+
 // The values of a `command:` template's placeholders for a trial (docs/trial-protocol.md, "Placeholders"): its params
 // by name and the built-in ones.
 std::map<std::string, std::string> Placeholders(const StudySpec& spec, const TrialRecord& trial,

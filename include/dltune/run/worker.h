@@ -89,6 +89,9 @@ struct WorkerSummary {
   // Why the loop stopped on its own: trials failing the same way again and again (max_consecutive_failures). Empty
   // when it did not.
   std::string halted;
+  // The trials that halted it were stopped by a fault of the machine (a full disk), not failed: they resume once it
+  // is fixed, so the run ends resumable (75), not halted (3).
+  bool halted_resumable = false;
 };
 
 // How a trial's failure is grouped with others: its reason and the last line of its stderr, digits masked, so

@@ -253,6 +253,12 @@ struct TrialCounts {
   std::int64_t Count(TrialState state) const { return by_state[static_cast<std::size_t>(state)]; }
 };
 
+// A lock a store holds for this process (Store::LockTestSplit); released when destroyed, or when the process ends.
+class StoreLock {
+ public:
+  virtual ~StoreLock() = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -301,10 +307,11 @@ class Store {
   // (its worker died before it got anywhere, perhaps because of it) counts one retry; one that made progress does
   // not, so killing workers never uses up a trial's retries. Past `max_retries` counted retries it becomes failed.
   virtual std::vector<ReclaimedTrial> ReclaimStale(std::int64_t study_id, double grace_seconds, int max_retries) = 0;
-  // The same for the running trials held by `worker`, whatever their heartbeat: for a worker known to be gone (a
-  // process of this machine that no longer exists), so its trials need not wait out the grace period.
-  virtual std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker,
-                                                    int max_retries) = 0;
+  // The same for the running trials held by `worker`, whatever their heartbeat: for a worker known to have died while
+  // the machine stayed up (a process of this machine that no longer exists, whose trials heartbeated since it
+  // started), so its trials need not wait out the grace period. The trial did not bring the machine down, and a
+  // worker is killed from outside (Ctrl-C twice, kill, a scheduler), so these reclaims never count as retries.
+  virtual std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker) = 0;
   // Stopped trials of the study go back to pending; returns how many.
   virtual int ResumeStopped(std::int64_t study_id) = 0;
   // Failed trials of the study go back to pending, to be tried again (they resume from their latest checkpoint);
@@ -338,6 +345,11 @@ class Store {
   // when study_id is 0, in order of recording.
   virtual LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) = 0;
   virtual std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) = 0;
+  // Holds the study's test split for this process until the returned lock is destroyed: every evaluation of the test
+  // split takes it, so that counting the earlier ones, evaluating and recording never interleave with another
+  // process's, on this machine or another. A killed holder never keeps it. Throws Error (conflict) at once when another
+  // process holds it.
+  virtual std::unique_ptr<StoreLock> LockTestSplit(std::int64_t study_id) = 0;
 
  protected:
   Store() = default;

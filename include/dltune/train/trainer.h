@@ -103,7 +103,7 @@ struct CheckpointEvent {
   std::int64_t step = 0;
   std::string path;
   std::optional<double> objective;
-  std::string checksum;
+  std::string checksum;  // "sha256:<hex>" of the checkpoint's state.pt
   bool best = false;     // in the best pool
   bool deleted = false;  // removed by retention
 };

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -45,6 +46,9 @@ class Workload {
   virtual torch::Tensor PerExampleLoss(const torch::Tensor& outputs, const torch::Tensor& labels) const;
   // A default search space for this workload, as the YAML of a spec's `space:` mapping; "" when it has none.
   virtual std::string DefaultSpace() const { return ""; }
+  // The workload.args its factory reads itself (where its data is, how much of it), beside the hyperparameters
+  // BuildModel and the trainer read through HyperParams. Any other argument of a spec is refused as a mistake.
+  virtual std::vector<std::string> ArgumentNames() const { return {}; }
 };
 
 }  // namespace dltune
