@@ -25,11 +25,14 @@ inline std::string Slurp(const std::filesystem::path& path) {
   return text.str();
 }
 
-// Runs `dltune ARGUMENTS` through the shell (in `working_dir` when given); returns its exit code, stdout and stderr.
-inline Result RunDltune(const std::string& arguments, const std::filesystem::path& working_dir = {}) {
+// Runs `dltune ARGUMENTS` through the shell (in `working_dir` when given, with `environment`, "VAR=value ...", when
+// given); returns its exit code, stdout and stderr.
+inline Result RunDltune(const std::string& arguments, const std::filesystem::path& working_dir = {},
+                        const std::string& environment = "") {
   const auto dir = std::filesystem::temp_directory_path() / ("dltune_cli_test_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string command = (working_dir.empty() ? std::string() : "cd '" + working_dir.string() + "' && ") +
+                              (environment.empty() ? std::string() : "env " + environment + " ") +
                               std::string(DLTUNE_CLI) + " " + arguments + " >" + (dir / "out").string() + " 2>" +
                               (dir / "err").string();
   const int status = std::system(command.c_str());

@@ -339,7 +339,7 @@ TEST_F(Reliability, AStandardOutputThatCannotBeWrittenIsAnIoError) {
   ASSERT_EQ(Run("run " + spec.string() + " --no-report --storage " + Url()).exit_code, 0);
   for (const std::string& command : std::vector<std::string>{
            "export printed --storage " + Url(), "show printed --storage " + Url(), "studies --storage " + Url(),
-        "space sample " + spec.string(), "space check " + spec.string(), "--help"}) {
+           "space sample " + spec.string(), "space check " + spec.string(), "--help"}) {
     const std::string line = "cd '" + dir_.string() + "' && " + DLTUNE_CLI + " " + command + " > /dev/full 2> err.txt";
     const int status = std::system(line.c_str());
     EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 74) << command;
@@ -366,7 +366,8 @@ TEST_F(Reliability, AModelTooLargeOrAnUnknownArgumentIsRefusedBeforeAnythingRuns
     const std::string name = "wrong" + std::to_string(n++);
     const auto spec = Write(name + ".yaml", "name: " + name + "\nworkload: {name: synthetic, args: " + c.args +
                                                 "}\ntraining: {eval_every_steps: 5}\n" + space);
-    for (const std::string& command : std::vector<std::string>{"space check ", "run --no-report --storage " + Url() + " "}) {
+    for (const std::string& command :
+         std::vector<std::string>{"space check ", "run --no-report --storage " + Url() + " "}) {
       const Outcome outcome = Run(command + spec.string());
       EXPECT_EQ(outcome.exit_code, 2) << command << outcome.err;
       EXPECT_THAT(outcome.err, HasSubstr(c.message)) << command;
@@ -403,7 +404,8 @@ TEST_F(Reliability, ADamagedStoreIsCorruptData) {
   for (const char* file : {"cut.db", "garbage.db"}) {
     SCOPED_TRACE(file);
     const std::string url = "sqlite://" + (dir_ / file).string();
-    for (const std::string& command : std::vector<std::string>{"studies --storage " + url, "show whole --storage " + url}) {
+    for (const std::string& command :
+         std::vector<std::string>{"studies --storage " + url, "show whole --storage " + url}) {
       const Outcome outcome = Run(command);
       EXPECT_EQ(outcome.exit_code, 65) << command << outcome.err;
     }
@@ -492,11 +494,13 @@ TEST_F(Reliability, TheTestSplitIsEvaluatedOnceEvenByLaunchesAtOnce) {
   };
   EXPECT_THAT(store->ListCheckpoints(best.id).back().checksum, ::testing::StartsWith("sha256:"));
   for (const auto& checkpoint : store->ListCheckpoints(best.id)) {
-    if (!checkpoint.deleted) fs::copy_file(state_of(other), fs::path(checkpoint.path) / "state.pt",
-                                           fs::copy_options::overwrite_existing);
+    if (!checkpoint.deleted)
+      fs::copy_file(state_of(other), fs::path(checkpoint.path) / "state.pt", fs::copy_options::overwrite_existing);
   }
-  const Outcome swapped = Run("launch once --trial " + std::to_string(best.number) + " --again --reason swapped "
-                              "--storage " + Url());
+  const Outcome swapped = Run("launch once --trial " + std::to_string(best.number) +
+                              " --again --reason swapped "
+                              "--storage " +
+                              Url());
   EXPECT_EQ(swapped.exit_code, 65) << swapped.out << swapped.err;
   EXPECT_THAT(swapped.err, HasSubstr("changed since it was recorded"));
   EXPECT_EQ(store->ListLaunches(study.id).size(), launches.size());

@@ -138,8 +138,8 @@ void RegisterDecisionCommands(CLI::App& app) {
     AddStorageOption(evaluate, args->storage);
     evaluate->callback([args] {
       const auto store = OpenForWriting(args->storage);
-      const EvaluationDone done = Evaluate(
-          *store, {.study = args->study, .trial = args->trial, .split = args->split, .again = args->again});
+      const EvaluationDone done =
+          Evaluate(*store, {.study = args->study, .trial = args->trial, .split = args->split, .again = args->again});
       std::printf("%s\n", TerminalSafe(done.chosen.why).c_str());
       std::printf("checkpoint: %s (step %lld, %s)\n", done.chosen.checkpoint.path.c_str(),
                   static_cast<long long>(done.chosen.checkpoint.step), ChecksumText(done.checksum_verified));

@@ -2,14 +2,15 @@
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <iostream>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -116,6 +117,16 @@ static bool ServeTrialsIfAsked(int& argc, char**& argv) {
   return true;
 }
 
+// OpenMP threads that spin while they wait for work take the cores of every other process on a shared machine: two
+// `dltune train --threads 2` at once ran 45x slower than one alone, a study of 16 workers 25x (docs/parallel-layout.md,
+// "A shared machine"). dltune's processes and every trial it starts wait passively (OMP_WAIT_POLICY=PASSIVE: a
+// waiting thread sleeps) unless the environment chose a policy. Returns true when it set it.
+static bool WaitPassivelyUnlessChosen() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return false;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  return true;
+}
+
 // Commands that train keep the memory they free: a training step frees and allocates the same large tensors again,
 // and glibc's default hands such blocks back to the kernel to fault them in again on the next step (40% of a small
 // MLP's step when it logs every step; docs/training.md, "Memory").
@@ -130,6 +141,7 @@ static void KeepFreedMemoryIfTraining(int argc, char** argv) {
 int main(int argc, char** argv) {
   // A file past `ulimit -f` is a write error (EFBIG) to report, with the file left as it was, not a kill.
   ::signal(SIGXFSZ, SIG_IGN);
+  const bool wait_policy_set = WaitPassivelyUnlessChosen();  // before any child process starts: they inherit it
   KeepFreedMemoryIfTraining(argc, argv);  // before the trial server forks: its trials inherit the settings
   ServeTrialsIfAsked(argc, argv);
   // Training commands restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md).
@@ -137,7 +149,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial" ||
                    std::string(argv[1]) == "probe-speed" || std::string(argv[1]) == "launch" ||
                    std::string(argv[1]) == "evaluate")) {
-    dltune::ReexecWithFasterBlasKernels(argv);
+    dltune::ReexecWithFasterBlasKernels(argv);             // a restart carries the wait policy too
+    if (wait_policy_set) ::execv("/proc/self/exe", argv);  // OpenMP read its policy when it loaded: restart once
   }
   CLI::App app{
       "dltune runs the Deep Learning Tuning Playbook end to end: studies with scientific, nuisance and fixed\n"

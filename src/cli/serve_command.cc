@@ -137,7 +137,7 @@ void RegisterServeCommand(CLI::App& app) {
     const std::string url = StoreUrlOrDefault(args->storage);
     ReadOnlyStorePool stores(url);  // a Store serves one thread at a time; the server answers on several
     const std::string store_url = stores.Acquire()->url();  // opened now: a store that cannot be read fails here
-    StudyPageCache study_pages;     // a running study's page is rebuilt once per interval, not once per poll
+    StudyPageCache study_pages;  // a running study's page is rebuilt once per interval, not once per poll
     const auto assets = LoadAssets();
 
     ServerGuards guards;

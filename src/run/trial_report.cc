@@ -158,8 +158,9 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
     if (!checkpoint.checksum.empty()) {
       const auto canonical = CanonicalChecksum(checkpoint.checksum);
       if (!canonical) {
-        p.Fail(fmt::format("\"checksum\" must be \"sha256:\" and the 64 hex digits of the checkpoint's SHA-256, not '{}'",
-                           checkpoint.checksum.substr(0, 100)));
+        p.Fail(
+            fmt::format("\"checksum\" must be \"sha256:\" and the 64 hex digits of the checkpoint's SHA-256, not '{}'",
+                        checkpoint.checksum.substr(0, 100)));
       }
       checkpoint.checksum = *canonical;
     }
@@ -211,9 +212,10 @@ std::filesystem::path CheckpointPathOf(const std::filesystem::path& trial_dir, c
   std::filesystem::path resolved = (reported.is_relative() ? dir / reported : reported).lexically_normal();
   if (!resolved.has_filename()) resolved = resolved.parent_path();  // "checkpoints/" names checkpoints
   const auto fail = [&](const std::string& why) {
-    throw ProtocolError(fmt::format("checkpoint path '{}' {}: a checkpoint is a file or directory of its own in the "
-                                    "trial directory (e.g. checkpoints/step_500) or outside it",
-                                    path, why));
+    throw ProtocolError(
+        fmt::format("checkpoint path '{}' {}: a checkpoint is a file or directory of its own in the "
+                    "trial directory (e.g. checkpoints/step_500) or outside it",
+                    path, why));
   };
   const std::filesystem::path inside = resolved.lexically_relative(dir);
   const bool leaves = inside.empty() || *inside.begin() == "..";
@@ -221,7 +223,7 @@ std::filesystem::path CheckpointPathOf(const std::filesystem::path& trial_dir, c
     if (inside == ".") fail("is the trial directory itself");
     const std::string first = inside.begin()->string();
     static const std::set<std::string> kOwnFiles = {"params.json", "trial.json", "stdout.log", "stderr.log",
-                                                     "evaluate.log"};
+                                                    "evaluate.log"};
     if (std::distance(inside.begin(), inside.end()) == 1 &&
         (kOwnFiles.count(first) || first.rfind("events.out.tfevents.", 0) == 0 ||
          (first.rfind("rank_", 0) == 0 && first.size() > 4 && first.substr(first.size() - 4) == ".log"))) {

@@ -55,7 +55,8 @@ struct Slot {
   std::vector<KeptCheckpoint> checkpoints;  // recorded and not deleted, by step
   std::optional<ReportEnd> end;
   std::string protocol_error;
-  std::optional<TfEventsWriter> tensorboard;  // the trial's scalars for `tensorboard --logdir`; gone after a write fails
+  std::optional<TfEventsWriter>
+      tensorboard;         // the trial's scalars for `tensorboard --logdir`; gone after a write fails
   std::string disk_fault;  // a write of the worker's for the trial failed (a full disk): it is stopped, to resume
   bool lease_lost = false;
   bool term_sent = false;
@@ -827,7 +828,8 @@ std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const 
     }
     if (dir == dir.parent_path()) break;
   }
-  for (const char* error : {"No space left on device", "Disk quota exceeded", "Read-only file system", "File too large"}) {
+  for (const char* error :
+       {"No space left on device", "Disk quota exceeded", "Read-only file system", "File too large"}) {
     if (stderr_tail.find(error) != std::string::npos) return std::string("the disk failed: ") + error;
   }
   return "";

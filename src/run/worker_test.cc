@@ -404,15 +404,18 @@ TEST_F(WorkerTest, ACheckpointSavedTwiceAtOnePlaceIsRecordedOnce) {
 TEST_F(WorkerTest, RetentionNeverFollowsALinkOutOfTheTrialDirectory) {
   const auto outside = temp_.dir() / "elsewhere";
   for (int i = 1; i <= 3; ++i) std::filesystem::create_directories(outside / ("ck" + std::to_string(i)));
-  (void)Study(kPrelude +
-                  "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/checkpoints\"\n"
-                  "ln -sfn " + outside.string() + " \"$DLTUNE_TRIAL_DIR/checkpoints/link\"\n"
-                  "for i in 1 2 3; do\n"
-                  "  R '{\"type\":\"train\",\"step\":'$i',\"loss\":1}'\n"
-                  "  R '{\"type\":\"eval\",\"step\":'$i',\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
-                  "  R '{\"type\":\"checkpoint\",\"step\":'$i',\"path\":\"checkpoints/link/ck'$i'\",\"objective\":0.5}'\n"
-                  "done\n",
-              1, "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
+  (void)Study(
+      kPrelude +
+          "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/checkpoints\"\n"
+          "ln -sfn " +
+          outside.string() +
+          " \"$DLTUNE_TRIAL_DIR/checkpoints/link\"\n"
+          "for i in 1 2 3; do\n"
+          "  R '{\"type\":\"train\",\"step\":'$i',\"loss\":1}'\n"
+          "  R '{\"type\":\"eval\",\"step\":'$i',\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+          "  R '{\"type\":\"checkpoint\",\"step\":'$i',\"path\":\"checkpoints/link/ck'$i'\",\"objective\":0.5}'\n"
+          "done\n",
+      1, "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
   EXPECT_EQ(Run().completed, 1);
   for (int i = 1; i <= 3; ++i) EXPECT_TRUE(std::filesystem::exists(outside / ("ck" + std::to_string(i)))) << i;
   for (const auto& checkpoint : temp_.store().ListCheckpoints(Trial(0).id)) EXPECT_FALSE(checkpoint.deleted);
@@ -425,7 +428,9 @@ TEST_F(WorkerTest, RetentionRemovesALinkCheckpointNotItsTarget) {
   std::ofstream(outside / "keep") << "x";
   (void)Study(kPrelude +
                   "set -e\nmkdir -p \"$DLTUNE_TRIAL_DIR/ck\"\n"
-                  "ln -sfn " + outside.string() + " \"$DLTUNE_TRIAL_DIR/ck/1\"\n"
+                  "ln -sfn " +
+                  outside.string() +
+                  " \"$DLTUNE_TRIAL_DIR/ck/1\"\n"
                   "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
                   "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"ck/1\"}'\n"
                   "mkdir \"$DLTUNE_TRIAL_DIR/ck/2\"\n"

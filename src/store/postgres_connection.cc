@@ -383,8 +383,8 @@ class PostgresConnection final : public SqlConnection {
     // closing it (or the process's death) releases the lock.
     auto holder = std::make_unique<PostgresConnection>(uri_, false);
     const std::int64_t lock_key = (kAdvisoryLockClass << 32) ^ key;
-    const auto rows = holder->Query(
-        fmt::format("SELECT CASE WHEN pg_try_advisory_lock({}) THEN 1 ELSE 0 END", lock_key), {});
+    const auto rows =
+        holder->Query(fmt::format("SELECT CASE WHEN pg_try_advisory_lock({}) THEN 1 ELSE 0 END", lock_key), {});
     if (rows.empty() || std::get<std::int64_t>(rows.front().front()) != 1) return nullptr;
     struct SessionLock final : StoreLock {
       explicit SessionLock(std::unique_ptr<PostgresConnection> c) : connection(std::move(c)) {}
@@ -504,7 +504,7 @@ class PostgresConnection final : public SqlConnection {
                                PQfname(result, column), std::string_view(text, length)));
   }
 
-  std::string uri_;   // as given, password included: the lock's own connection is opened with it
+  std::string uri_;  // as given, password included: the lock's own connection is opened with it
   std::string name_;
   PGconn* conn_ = nullptr;
   bool in_transaction_ = false;

@@ -819,11 +819,13 @@ Error ModelBuildError(const Workload& workload, const HyperParams& params, const
   const bool out_of_memory = what.find("can't allocate memory") != std::string::npos ||
                              what.find("out of memory") != std::string::npos || what == std::bad_alloc().what();
   if (!out_of_memory) {
-    return Error(fmt::format("workload {} cannot build its model: {}", workload.name(), what.substr(0, what.find('\n'))));
+    return Error(
+        fmt::format("workload {} cannot build its model: {}", workload.name(), what.substr(0, what.find('\n'))));
   }
   std::string settings;
   for (const std::string& name : model_settings) {
-    if (params.Has(name)) settings += fmt::format("{}{}: {}", settings.empty() ? "" : ", ", name, params.ValueText(name));
+    if (params.Has(name))
+      settings += fmt::format("{}{}: {}", settings.empty() ? "" : ", ", name, params.ValueText(name));
   }
   const std::string asked = std::regex_search(what, bytes, std::regex("allocate (\\d+) bytes"))
                                 ? fmt::format(" (it asked for {} bytes at once)", bytes[1].str())

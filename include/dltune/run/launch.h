@@ -30,9 +30,9 @@ struct ChosenCheckpoint {
 // completed; IoError-free: the files are not read here.
 ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::optional<std::uint64_t> trial);
 
-// Checks that the checkpoint's files are the ones recorded: its checksum (CanonicalChecksum) is compared with the SHA-256
-// of the file at its path (for a directory, the state.pt in it). Returns true when it was compared, false when none
-// is recorded (an external program that reports none); throws CorruptError when it differs, IoError when it cannot
+// Checks that the checkpoint's files are the ones recorded: its checksum (CanonicalChecksum) is compared with the
+// SHA-256 of the file at its path (for a directory, the state.pt in it). Returns true when it was compared, false when
+// none is recorded (an external program that reports none); throws CorruptError when it differs, IoError when it cannot
 // be read.
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
 
