@@ -9,11 +9,12 @@
 //      it) alone, then 2 and then 4 of them at once (each its own store and run_dir): the wall time of the group
 //      against the time the same runs take one after another (k x one alone). Goal: at most 2x (no collapse; about
 //      1x or below means the machine was shared well);
-//   2. `dltune train fashion_mnist_mlp --steps --steps` with its default threads (every core) against `--threads 1`.
-//      Goal: at most 2x the one-thread time, idle and busy;
-//   3. for reference, the same training with the threads spinning as before (GOMP_SPINCOUNT=300000, libgomp's own
-//      default when no policy is set; dltune leaves a chosen GOMP_SPINCOUNT alone) and PyTorch (bench/peers/
-//      pytorch_mlp.py) with every core and with one: what the wait policy is worth. Cut off at --timeout seconds.
+//   2. `dltune train fashion_mnist_mlp --steps --steps` with its default threads (auto: the cores other processes
+//      leave idle) against `--threads 1`. Goal: at most 2x the one-thread time, idle and busy;
+//   3. for reference, the same training on every core waiting passively (the policy set beforehand: no restart) and
+//      spinning as dltune's threads did before (GOMP_SPINCOUNT=300000, libgomp's own default when no policy is set;
+//      dltune leaves a chosen GOMP_SPINCOUNT alone), and PyTorch (bench/peers/pytorch_mlp.py) with every core and
+//      with one: what the wait policy and the auto threads are worth. Cut off at --timeout seconds.
 // Prints the CPU, the cores, each figure and its ratio; exits 0 when everything ran.
 #include <signal.h>
 #include <sys/wait.h>
@@ -42,7 +43,7 @@ struct Options {
   int trials = 6;
   int steps = 300;
   int timeout = 300;
-  std::string python = "python3";
+  std::string python = "/usr/bin/python3";  // Debian's, with python3-torch; $DLTUNE_PYTHON or --python to change
 };
 
 // Busy-looping processes until Stop().
@@ -169,14 +170,18 @@ void Measure(const fs::path& root, const Options& options, const char* machine) 
     std::printf("  dltune run, %d at once:          %s  (%s the %d runs one after another; goal <= 2x)\n", count,
                 Seconds(together, options.timeout).c_str(), Ratio(together, count * alone).c_str(), count);
   }
+  const int cores = dltune::AvailableCores();
   const double one = Train(root, 1, {}, options);
-  const double every = Train(root, 0, {}, options);
+  const double automatic = Train(root, 0, {}, options);
+  const double passive = Train(root, cores, {{"OMP_WAIT_POLICY", "PASSIVE"}}, options);
+  const double spinning = Train(root, cores, {{"GOMP_SPINCOUNT", "300000"}}, options);
   std::printf("  dltune train, --threads 1:      %s\n", Seconds(one, options.timeout).c_str());
   std::printf("  dltune train, default threads:  %s  (%s the one-thread time; goal <= 2x)\n",
-              Seconds(every, options.timeout).c_str(), Ratio(every, one).c_str());
-  const double spinning = Train(root, 0, {{"GOMP_SPINCOUNT", "300000"}}, options);
-  std::printf("  the same, threads spinning:     %s  (%s; GOMP_SPINCOUNT=300000, libgomp's own default)\n",
-              Seconds(spinning, options.timeout).c_str(), Ratio(spinning, one).c_str());
+              Seconds(automatic, options.timeout).c_str(), Ratio(automatic, one).c_str());
+  std::printf("  every core, waiting passively:  %s  (%s; --threads %d, OMP_WAIT_POLICY=PASSIVE set beforehand)\n",
+              Seconds(passive, options.timeout).c_str(), Ratio(passive, one).c_str(), cores);
+  std::printf("  every core, spinning:           %s  (%s; --threads %d, GOMP_SPINCOUNT=300000: libgomp's default)\n",
+              Seconds(spinning, options.timeout).c_str(), Ratio(spinning, one).c_str(), cores);
   const double peer_one = Train(root, 1, {}, options, true);
   const double peer_every = Train(root, 0, {}, options, true);
   std::printf("  PyTorch, 1 thread:              %s\n", Seconds(peer_one, options.timeout).c_str());
@@ -188,19 +193,21 @@ void Measure(const fs::path& root, const Options& options, const char* machine) 
 
 int main(int argc, char** argv) {
   Options options;
+  if (const char* python = std::getenv("DLTUNE_PYTHON"); python != nullptr && *python != '\0') options.python = python;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--load")
-      options.load = std::atoi(argv[i + 1]);
-    else if (flag == "--trials")
-      options.trials = std::atoi(argv[i + 1]);
-    else if (flag == "--steps")
-      options.steps = std::atoi(argv[i + 1]);
-    else if (flag == "--timeout")
-      options.timeout = std::atoi(argv[i + 1]);
-    else if (flag == "--python")
-      options.python = argv[i + 1];
-    else {
+    const char* value = argv[i + 1];
+    if (flag == "--load") {
+      options.load = std::atoi(value);
+    } else if (flag == "--trials") {
+      options.trials = std::atoi(value);
+    } else if (flag == "--steps") {
+      options.steps = std::atoi(value);
+    } else if (flag == "--timeout") {
+      options.timeout = std::atoi(value);
+    } else if (flag == "--python") {
+      options.python = value;
+    } else {
       std::fprintf(stderr, "usage: dltune_bench_busy [--load N] [--trials N] [--steps N] [--timeout S] [--python P]\n");
       return 2;
     }

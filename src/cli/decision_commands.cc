@@ -59,7 +59,7 @@ std::string MetricsText(const std::map<std::string, double>& metrics) {
 
 // Says whether the checkpoint's file was checked against the checksum recorded when it was written.
 const char* ChecksumText(bool verified) {
-  return verified ? "checksum verified" : "no checksum recorded: the file was not verified";
+  return verified ? "checksum verified" : "no SHA-256 checksum recorded: the file was not verified";
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
+#include "dltune/core/machine.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/builtin_trial.h"
 #include "dltune/run/trial_server.h"
@@ -120,11 +121,22 @@ static bool ServeTrialsIfAsked(int& argc, char**& argv) {
 // OpenMP threads that spin while they wait for work take the cores of every other process on a shared machine: two
 // `dltune train --threads 2` at once ran 45x slower than one alone, a study of 16 workers 25x (docs/parallel-layout.md,
 // "A shared machine"). dltune's processes and every trial it starts wait passively (OMP_WAIT_POLICY=PASSIVE: a
-// waiting thread sleeps) unless the environment chose a policy. Returns true when it set it.
+// waiting thread sleeps) unless the environment chose a policy. Returns true when it set it: OpenMP read the policy
+// when it loaded, before main (libc resets an environment changed earlier), so a training command restarts once.
 static bool WaitPassivelyUnlessChosen() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return false;
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  const auto wait = dltune::PassiveWaitEnvironment();
+  if (!wait) return false;
+  ::setenv(wait->first.c_str(), wait->second.c_str(), 1);
   return true;
+}
+
+// Whether the command line asks for one thread (`--threads 1`), whose OpenMP never waits for a team.
+static bool OneThreadAsked(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--threads=1" || (word == "--threads" && i + 1 < argc && std::string(argv[i + 1]) == "1")) return true;
+  }
+  return false;
 }
 
 // Commands that train keep the memory they free: a training step frees and allocates the same large tensors again,
@@ -149,8 +161,9 @@ int main(int argc, char** argv) {
   if (argc > 1 && (std::string(argv[1]) == "train" || std::string(argv[1]) == "run-trial" ||
                    std::string(argv[1]) == "probe-speed" || std::string(argv[1]) == "launch" ||
                    std::string(argv[1]) == "evaluate")) {
-    dltune::ReexecWithFasterBlasKernels(argv);             // a restart carries the wait policy too
-    if (wait_policy_set) ::execv("/proc/self/exe", argv);  // OpenMP read its policy when it loaded: restart once
+    dltune::ReexecWithFasterBlasKernels(argv);  // a restart carries the wait policy too
+    // Restart once for OpenMP to read the policy (about 0.3 s: LibTorch loads again), unless one thread never waits.
+    if (wait_policy_set && !OneThreadAsked(argc, argv)) ::execv("/proc/self/exe", argv);
   }
   CLI::App app{
       "dltune runs the Deep Learning Tuning Playbook end to end: studies with scientific, nuisance and fixed\n"

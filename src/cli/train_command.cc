@@ -268,6 +268,12 @@ void RegisterTrainCommand(CLI::App& app) {
     if (local_ranks) local_ranks->Join();
     if (result.resumed_from_step > 0)
       std::printf("(resumed from step %lld)\n", static_cast<long long>(result.resumed_from_step));
+    if (options.training.threads == 0 && result.threads < AvailableCores()) {
+      std::printf(
+          "trained with %d of this machine's %d cores: other processes kept the rest busy when it started "
+          "(--threads N to choose)\n",
+          result.threads, AvailableCores());
+    }
     if (!result.profile_trace.empty()) {
       std::printf("profile trace of steps %s in %s (open it in ui.perfetto.dev or chrome://tracing)\n",
                   options.training.profile_steps.c_str(), result.profile_trace.c_str());

@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -73,6 +76,35 @@ std::optional<double> BootTime() {
     stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
   return std::nullopt;
+}
+
+std::optional<std::pair<std::string, std::string>> PassiveWaitEnvironment() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return std::nullopt;
+  return std::make_pair(std::string("OMP_WAIT_POLICY"), std::string("PASSIVE"));
+}
+
+int IdleCores() {
+  const int cores = AvailableCores();
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<long> others;
+  for (int reading = 0; reading < 5; ++reading) {
+    if (reading > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream stat("/proc/stat");
+    std::string key;
+    long running = -1;
+    while (stat >> key) {
+      if (key == "procs_running") {
+        stat >> running;
+        break;
+      }
+      stat.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    if (running < 1) return cores;
+    others.push_back(running - 1);  // this process is running while it reads
+  }
+  std::nth_element(others.begin(), others.begin() + 2, others.end());
+  const double busy_share = std::min(1.0, static_cast<double>(others[2]) / static_cast<double>(std::max(1L, online)));
+  return std::max(1, static_cast<int>(std::lround(cores * (1.0 - busy_share))));
 }
 
 }  // namespace dltune

@@ -44,6 +44,7 @@ std::map<std::string, std::string> ProbeEnvironment(int threads, double seconds,
                                                     {"OMP_NUM_THREADS", std::to_string(threads)},
                                                     {"MKL_NUM_THREADS", std::to_string(threads)}};
   if (const auto blas = FasterBlasEnvironment()) environment[blas->first] = blas->second;
+  if (const auto wait = PassiveWaitEnvironment()) environment[wait->first] = wait->second;
   return environment;
 }
 

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/machine.h"
 #include "dltune/run/trial_process.h"
 
 namespace dltune {
@@ -239,6 +240,8 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   // One thread while it serves, whatever its trials use: no OpenMP pool may exist when it forks.
   std::map<std::string, std::string> server_environment = load_environment;
   for (const char* name : kThreadCountVariables) server_environment.insert_or_assign(name, std::string(1, '1'));
+  // Its trials' OpenMP reads its wait policy when the server loads, not when a trial is forked.
+  if (const auto wait = PassiveWaitEnvironment()) server_environment.insert(*wait);
   std::vector<std::string> env_strings = EnvironmentWith(server_environment);
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);

@@ -12,6 +12,7 @@
 #include "dltune/core/error.h"
 #include "dltune/core/files.h"
 #include "dltune/core/hyperparams.h"
+#include "dltune/core/machine.h"
 #include "dltune/core/sha256.h"
 #include "dltune/core/strings.h"
 #include "dltune/run/study_session.h"
@@ -245,6 +246,7 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
                          {"DLTUNE_THREADS", threads},
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
+  if (const auto wait = PassiveWaitEnvironment()) command.environment[wait->first] = wait->second;
   if (spec.command.empty()) {
     // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
     if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;

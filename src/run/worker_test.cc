@@ -516,5 +516,18 @@ TEST_F(WorkerTest, AFullDiskUnderTheTensorBoardEventsStopsTheTrial) {
   EXPECT_GE(temp_.store().TrainSeries(Trial(0).id).size(), 2u);  // what it reported at the fault is kept
 }
 
+// On a machine others share, a trial's OpenMP threads sleep while they wait instead of spinning on others' cores:
+// trials start with OMP_WAIT_POLICY=PASSIVE unless the worker's environment chose a policy, which they keep.
+TEST_F(WorkerTest, TrialsWaitPassivelyUnlessTheEnvironmentChooses) {
+  const StudySession session = Study(kTrains + "echo \"policy=$OMP_WAIT_POLICY\"\n");
+  EXPECT_EQ(Run().completed, 1);
+  const char* chosen = std::getenv("OMP_WAIT_POLICY");
+  const std::string expected = chosen != nullptr ? chosen : std::getenv("GOMP_SPINCOUNT") != nullptr ? "" : "PASSIVE";
+  std::ifstream out(temp_.dir() / "runs" / session.study().uid / "trial_0" / "stdout.log");
+  std::string line;
+  std::getline(out, line);
+  EXPECT_EQ(line, "policy=" + expected);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -9,7 +9,7 @@
 namespace dltune {
 
 void SetTorchThreads(int threads) {
-  torch::set_num_threads(threads > 0 ? threads : AvailableCores());
+  torch::set_num_threads(threads > 0 ? threads : IdleCores());
   // LibTorch allows setting the inter-op pool only once, before it is used.
   static std::once_flag interop_once;
   std::call_once(interop_once, [] {

@@ -295,6 +295,7 @@ class Loop {
     }
     result.steps = step_;
     result.seconds = seconds_;
+    result.threads = torch::get_num_threads();
     result.best_step = best_step_;
     result.best_value = best_value_;
     result.final_value = final_value_;
@@ -577,6 +578,8 @@ class Loop {
     archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
     archive.write("cpu_generator", GeneratorState());
+    // The threads a resumed auto run takes again: sums over other threads round differently.
+    archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
     // The bytes, taken now: the model's tensors change with the next step.
     std::ostringstream bytes;
@@ -719,6 +722,9 @@ class Loop {
     if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
     if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
     SetGeneratorState(read("cpu_generator"));
+    if (torch::Tensor threads; options_.training.threads == 0 && archive.try_read("threads", threads)) {
+      torch::set_num_threads(static_cast<int>(threads.item<std::int64_t>()));
+    }
     if (parallel_) {
       // Each rank's own generator when the checkpoint was written by as many ranks; else a rank's stream restarts
       // from its seed and the step (rank 0 continues rank 0's).

@@ -3,14 +3,26 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace dltune {
 
 // Cores this process may run on (its CPU affinity), at least 1.
 int AvailableCores();
 
+// Of AvailableCores(), how many other processes leave idle now: the machine's runnable tasks other than this process
+// (/proc/stat's procs_running, the median of a few readings 10 ms apart) spread over all its CPUs take their share of
+// this process's cores. At least 1; AvailableCores() where it cannot be read.
+int IdleCores();
+
 // The CPU's model name from /proc/cpuinfo ("AMD EPYC 7B13"), or "unknown CPU".
 std::string CpuModelName();
+
+// What a training process (a trial, a probe, `dltune train`) should find in its environment so that its OpenMP
+// threads sleep while they wait instead of spinning on cores others want: {"OMP_WAIT_POLICY", "PASSIVE"}; nullopt when
+// this process's environment already chooses a policy (OMP_WAIT_POLICY or GOMP_SPINCOUNT set), which is kept
+// (docs/parallel-layout.md, "A shared machine").
+std::optional<std::pair<std::string, std::string>> PassiveWaitEnvironment();
 
 // When this machine started (seconds since the epoch, /proc/stat's btime); nullopt where it cannot be read.
 std::optional<double> BootTime();

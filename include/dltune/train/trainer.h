@@ -148,6 +148,9 @@ struct TrainResult {
   // The profile trace this run wrote (training.profile_steps), "" when none: a run resumed after its window, or
   // inside it when the run before wrote its part, writes none.
   std::string profile_trace;
+  // The threads it trained with: training.threads, or with auto the cores other processes left idle when it started
+  // (IdleCores), kept by a resumed run from the run it resumes, so that resuming stays bit-exact.
+  int threads = 0;
 };
 
 class Workload;
