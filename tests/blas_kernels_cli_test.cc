@@ -68,6 +68,9 @@ class BlasKernelsCli : public ::testing::Test {
   bool EnvironmentSetsKernels() const { return environment_core_.has_value(); }
 
   ScopedVariable verbose_{"OPENBLAS_VERBOSE", "2"};
+  // The wait policy chosen beforehand: training commands restart once to set it (docs/parallel-layout.md, "A shared
+  // machine"), which would load OpenBLAS a second time; the restarts counted here are the kernels' alone.
+  ScopedVariable wait_policy_{"OMP_WAIT_POLICY", "PASSIVE"};
   ScopedVariable mode_{dltune::kBlasKernelsVariable, std::nullopt};
   ScopedVariable checked_{dltune::kBlasKernelsCheckedVariable, std::nullopt};
   std::filesystem::path dir_;

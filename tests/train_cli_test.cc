@@ -73,7 +73,8 @@ TEST_F(TrainCli, ResumingInANewProcessIsBitIdentical) {
   for (std::size_t c = 0; c < configs.size(); ++c) {
     const auto whole = dir_ / ("whole" + std::to_string(c));
     const auto split = dir_ / ("split" + std::to_string(c));
-    const std::string common = "train synthetic " + configs[c] + " --steps 120 --eval-every 40 --seed 3";
+    // One thread: auto takes the cores other processes leave idle, which a busy machine (the tests themselves) moves.
+    const std::string common = "train synthetic " + configs[c] + " --steps 120 --eval-every 40 --seed 3 --threads 1";
     const auto a = RunDltune(common + " --out " + whole.string());
     ASSERT_EQ(a.exit_code, 0) << a.err << a.out;
     const auto first = RunDltune(common + " --stop-at-step 60 --out " + split.string());
