@@ -486,5 +486,43 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   EXPECT_EQ(launches[0].evaluation.metrics.count("error_rate"), 1u);
 }
 
+// A launch carries out the study's latest decision: the trial or configuration it adopts, not the best; a --trial
+// against it is refused unless overruled, and the launch records the decision it carried out.
+TEST_F(RunCli, ALaunchCarriesOutTheLatestDecision) {
+  ASSERT_EQ(Dltune("run " + WriteSpec(2, 40, 20).string() + " --no-report").exit_code, 0);
+  const auto store = OpenStore(StoreUrl());
+  const StudyRecord study = *store->FindStudy("smoke");
+  const auto trials = store->ListTrials(study.id);
+  const auto best = *store->BestTrials(study.id, true, 1, false).begin();
+  std::uint64_t adopted = 0;  // a completed trial that is not the best: the decision, not the ranking, must choose
+  for (const auto& trial : trials) {
+    if (trial.state == TrialState::kCompleted && trial.number != best.number) adopted = trial.number;
+  }
+  ASSERT_NE(adopted, best.number);
+  const Result decided =
+      Dltune("decide smoke --adopt trial:" + std::to_string(adopted) + " --because 'the simpler one'");
+  ASSERT_EQ(decided.exit_code, 0) << decided.err;
+  EXPECT_THAT(decided.out, HasSubstr("next: dltune launch smoke"));
+  EXPECT_THAT(Dltune("next smoke").out, HasSubstr("dltune launch smoke"));  // decide and next agree
+  const Result refused = Dltune("launch smoke --trial " + std::to_string(best.number) + " --reason 'the best'");
+  EXPECT_EQ(refused.exit_code, 2) << refused.out << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("--overrule-decision"));
+  const Result launched = Dltune("launch smoke --reason 'as decided'");
+  ASSERT_EQ(launched.exit_code, 0) << launched.out << launched.err;
+  EXPECT_THAT(launched.out, HasSubstr("adopts trial " + std::to_string(adopted)));
+  const auto launches = store->ListLaunches(study.id);
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].evaluation.trial, adopted);
+  const auto notes = store->ListNotes(study.id);
+  ASSERT_TRUE(launches[0].decision.has_value());
+  EXPECT_EQ(*launches[0].decision, notes.back().id);
+  // Overruled, with a second look at the test set asked for: recorded as following no decision.
+  const Result overruled = Dltune("launch smoke --trial " + std::to_string(best.number) +
+                                  " --overrule-decision --again --reason 'the best after all'");
+  ASSERT_EQ(overruled.exit_code, 0) << overruled.out << overruled.err;
+  EXPECT_THAT(overruled.out, HasSubstr("overruling the decision"));
+  EXPECT_FALSE(store->ListLaunches(study.id).back().decision.has_value());
+}
+
 }  // namespace
 }  // namespace dltune

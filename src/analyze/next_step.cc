@@ -101,14 +101,23 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
         *d, "longer_warmup", "Try longer warmups (or gradient clipping)",
         d->suggestion.substr(d->suggestion.find("dltune"), d->suggestion.find(')') - d->suggestion.find("dltune")));
   }
-  const bool decided = std::any_of(data.notes.begin(), data.notes.end(),
-                                   [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });
+  const auto decision = std::find_if(data.notes.rbegin(), data.notes.rend(),
+                                     [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });
   if (launched) {
     const LaunchRecord& launch = data.launches.back();
     return {.id = "done",
             .title = "Done: the study's model is launched",
             .why = fmt::format("launch {} of trial {}, {}", launch.id, launch.evaluation.trial, launch.reason),
             .command = "dltune launches " + study,
+            .section = "After exploration concludes"};
+  }
+  // A decision taken is what the user concluded from the findings below: what is left is to carry it out, as
+  // `dltune decide` itself says.
+  if (decision != data.notes.rend()) {
+    return {.id = "launch",
+            .title = "Launch the adopted model: evaluate it on the test set once",
+            .why = fmt::format("decision {} adopts {} and nothing is launched yet", decision->id, decision->adopt),
+            .command = fmt::format("dltune launch {} --reason '...'", study),
             .section = "After exploration concludes"};
   }
   if (const Diagnostic* d = Find(diagnostics, "within_noise")) {
@@ -120,25 +129,18 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
     return FromFinding(*d, "more_replicas",
                        "Run more replicas, or keep the simpler option: the difference is within the noise", command);
   }
-  if (const Diagnostic* d = Find(diagnostics, "beyond_noise"); d && !decided) {
+  if (const Diagnostic* d = Find(diagnostics, "beyond_noise")) {
     return FromFinding(*d, "decide", "Record the decision: the better configuration beats the noise",
                        fmt::format("dltune decide {} --adopt configuration:{} --because '...'", study,
                                    AnalyzeTrialVariance(data).best_configuration.value_or(0)));
   }
-  if (const Diagnostic* d = Find(diagnostics, "single_runs"); d && !decided) {
+  if (const Diagnostic* d = Find(diagnostics, "single_runs")) {
     return FromFinding(*d, "retrain", "Retrain the best of each sub-study from several seeds before adopting one",
                        fmt::format("dltune plan retrain --from {} --replicas 5", study));
   }
   if (const Diagnostic* d = Find(diagnostics, "compute_bound"); d && data.spec.procedure.kind != "round2") {
     return FromFinding(*d, "round2", "Train longer: round 2 of the best configurations",
                        fmt::format("dltune plan round2 --from {} --top 3 --steps 2x", study));
-  }
-  if (decided) {
-    return {.id = "launch",
-            .title = "Launch the adopted model: evaluate it on the test set once",
-            .why = "a decision is recorded and nothing is launched yet",
-            .command = fmt::format("dltune launch {} --reason '...'", study),
-            .section = "After exploration concludes"};
   }
   return {.id = "decide",
           .title = "Decide what to adopt from this study",

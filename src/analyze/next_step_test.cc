@@ -50,6 +50,9 @@ TEST(NextStep, FromTheStudysStateAndFindings) {
   data.notes.push_back({.kind = NoteKind::kDecision, .adopt = "trial 1", .text = "better"});
   data.children.clear();
   EXPECT_EQ(RecommendNextStep(data, {}).id, "launch");
+  // `decide` said launch: whatever the findings that led to the decision, so does next.
+  const Diagnostic noise{.id = "within_noise", .severity = Severity::kInfo, .title = "within the noise"};
+  EXPECT_EQ(RecommendNextStep(data, {noise, single}).id, "launch");
   data.launches.push_back({.id = 1, .evaluation = {.trial = 1}, .reason = "best"});
   EXPECT_EQ(RecommendNextStep(data, {single}).id, "done");
 }

@@ -122,6 +122,7 @@ void RegisterDecisionCommands(CLI::App& app) {
       std::string study, split = "valid", storage;
       std::optional<std::uint64_t> trial;
       bool again = false;
+      bool overrule_decision = false;
     };
     auto args = std::make_shared<Args>();
     auto* evaluate = app.add_subcommand(
@@ -135,11 +136,17 @@ void RegisterDecisionCommands(CLI::App& app) {
     evaluate->add_option("--trial", args->trial, "The trial (default: the study's best)");
     evaluate->add_option("--split", args->split, "train, valid, valid_sample or test (default valid)");
     evaluate->add_flag("--again", args->again, "Evaluate the test split although it was evaluated before");
+    evaluate->add_flag("--overrule-decision", args->overrule_decision,
+                       "With --split test and --trial: evaluate that trial although the study's latest decision "
+                       "adopts another");
     AddStorageOption(evaluate, args->storage);
     evaluate->callback([args] {
       const auto store = OpenForWriting(args->storage);
-      const EvaluationDone done =
-          Evaluate(*store, {.study = args->study, .trial = args->trial, .split = args->split, .again = args->again});
+      const EvaluationDone done = Evaluate(*store, {.study = args->study,
+                                                    .trial = args->trial,
+                                                    .split = args->split,
+                                                    .again = args->again,
+                                                    .overrule_decision = args->overrule_decision});
       std::printf("%s\n", TerminalSafe(done.chosen.why).c_str());
       std::printf("checkpoint: %s (step %lld, %s)\n", done.chosen.checkpoint.path.c_str(),
                   static_cast<long long>(done.chosen.checkpoint.step), ChecksumText(done.checksum_verified));
@@ -156,23 +163,30 @@ void RegisterDecisionCommands(CLI::App& app) {
       std::string study, reason, storage, export_path;
       std::optional<std::uint64_t> trial;
       bool again = false;
+      bool overrule_decision = false;
     };
     auto args = std::make_shared<Args>();
     auto* launch = app.add_subcommand(
         "launch",
-        "Launch a study's chosen model: its best trial (in a study with replicas, the configuration with the best "
-        "mean and its median replica, not a lucky seed), or --trial. Verifies the best checkpoint's checksum, "
+        "Launch a study's chosen model: what the study's latest decision (dltune decide) adopts — a trial, or a "
+        "configuration's median replica — else its best trial (in a study with replicas, the configuration with the "
+        "best mean and its median replica, not a lucky seed), saying that no decision was recorded; --trial against "
+        "the decision only with --overrule-decision. The launch records the decision it carried out. Verifies the best "
+        "checkpoint's checksum, "
         "evaluates it on the test split once, records the launch (test metrics, your git commit and whether the "
         "checkout had uncommitted changes, the reason, who, when) and exports the model: a TorchScript file for a "
         "built-in workload (torch.jit.load reads it), the checkpoint itself for a program of your own. A second test "
         "evaluation of a study is refused unless --again, and counted.\n\n"
         "Example:\n  dltune launch quickstart-retrain --reason 'Nesterov beats Adam beyond the noise'");
     launch->add_option("STUDY", args->study, "The study's name")->required();
-    launch->add_option("--trial", args->trial, "The trial to launch (default: the study's best)");
+    launch->add_option("--trial", args->trial,
+                       "The trial to launch (default: what the latest decision adopts, else the study's best)");
     launch->add_option("--reason", args->reason, "Why this model is launched, for the decision log")->required();
     launch->add_option("--export", args->export_path,
                        "Where to write the TorchScript model (default: <run_dir>/<uid>/launches/launch_<n>/model.pt)");
     launch->add_flag("--again", args->again, "Evaluate the test split although it was evaluated before");
+    launch->add_flag("--overrule-decision", args->overrule_decision,
+                     "Launch --trial although the study's latest decision adopts another (recorded as overruling it)");
     AddStorageOption(launch, args->storage);
     launch->callback([args] {
       const auto store = OpenForWriting(args->storage);
@@ -180,12 +194,14 @@ void RegisterDecisionCommands(CLI::App& app) {
                                               .trial = args->trial,
                                               .reason = args->reason,
                                               .again = args->again,
-                                              .export_path = args->export_path});
+                                              .export_path = args->export_path,
+                                              .overrule_decision = args->overrule_decision});
       const LaunchRecord& launched = done.launch;
       const CheckpointEvaluation& e = launched.evaluation;
       std::printf("launched study %s, trial %llu, checkpoint of step %lld (%s)\n", launched.study.c_str(),
                   static_cast<unsigned long long>(e.trial), static_cast<long long>(e.step),
                   ChecksumText(done.checksum_verified));
+      std::printf("  chosen:   %s\n", TerminalSafe(done.chosen.why).c_str());
       std::printf("  test:     %s over %lld examples\n", MetricsText(e.metrics).c_str(),
                   static_cast<long long>(e.examples));
       std::printf("  model:    %s\n", launched.export_path.c_str());

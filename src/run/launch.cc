@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <regex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -159,6 +160,88 @@ ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::opti
   return chosen;
 }
 
+std::optional<Adoption> LatestDecision(const StudyData& data) {
+  static const std::regex kAdopted(R"(^(configuration|trial) ([0-9]{1,18})\b.*)");
+  for (auto it = data.notes.rbegin(); it != data.notes.rend(); ++it) {
+    if (it->kind != NoteKind::kDecision) continue;
+    std::smatch match;
+    if (!std::regex_match(it->adopt, match, kAdopted)) {
+      throw Error(fmt::format("study '{}': decision {} adopts '{}', neither a trial nor a configuration",
+                              data.study.name, it->id, it->adopt));
+    }
+    return Adoption{.note = it->id,
+                    .configuration = match[1].str() == "configuration",
+                    .number = std::stoull(match[2].str()),
+                    .text = it->adopt,
+                    .decided_at = it->created_at};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// The trial a decision adopts: the trial itself, or the configuration's median replica (its only trial without
+// replicas).
+std::uint64_t AdoptedTrial(const StudyData& data, const Adoption& adoption) {
+  if (!adoption.configuration) return adoption.number;
+  if (data.spec.replicas > 1) {
+    for (const ConfigurationReplicas& c : AnalyzeTrialVariance(data).configurations) {
+      if (c.configuration != adoption.number) continue;
+      if (c.median_trial) return *c.median_trial;
+      throw Error(fmt::format("study '{}': configuration {} that the decision adopts has no completed replica",
+                              data.study.name, adoption.number));
+    }
+  }
+  for (const TrialRecord& trial : data.trials) {
+    if (trial.configuration == adoption.number && trial.state == TrialState::kCompleted) return trial.number;
+  }
+  throw Error(fmt::format("study '{}': configuration {} that the decision adopts has no completed trial",
+                          data.study.name, adoption.number));
+}
+
+// Whether `number` is a trial of what the decision adopts.
+bool TrialOfAdoption(const StudyData& data, const Adoption& adoption, std::uint64_t number) {
+  if (!adoption.configuration) return number == adoption.number;
+  const auto it =
+      std::find_if(data.trials.begin(), data.trials.end(), [&](const TrialRecord& t) { return t.number == number; });
+  return it != data.trials.end() && it->configuration == adoption.number;
+}
+
+}  // namespace
+
+ChosenCheckpoint ChooseForTheTestSplit(Store& store, const StudyData& data, std::optional<std::uint64_t> trial,
+                                       bool overrule_decision) {
+  const std::optional<Adoption> decision = LatestDecision(data);
+  const std::string decided =
+      decision ? fmt::format("the decision of {} (note {}) adopts {}",
+                             FormatClockTime(decision->decided_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), decision->note,
+                             decision->text)
+               : "";
+  if (trial) {
+    if (decision && !TrialOfAdoption(data, *decision, *trial) && !overrule_decision) {
+      throw Error(fmt::format(
+          "study '{}': {}, and trial {} is not of it: launch what was decided (leave out --trial), decide again "
+          "(dltune decide), or pass --overrule-decision to evaluate trial {} on the test set all the same",
+          data.study.name, decided, *trial, *trial));
+    }
+    ChosenCheckpoint chosen = ChooseCheckpoint(store, data, trial);
+    if (decision && TrialOfAdoption(data, *decision, *trial)) chosen.decision = decision->note;
+    if (decision && !chosen.decision) chosen.why += fmt::format(", overruling {}", decided);
+    return chosen;
+  }
+  if (!decision) {
+    ChosenCheckpoint chosen = ChooseCheckpoint(store, data, std::nullopt);
+    chosen.why += "; no decision is recorded on this study (dltune decide records one), so its best is taken";
+    return chosen;
+  }
+  const std::uint64_t number = AdoptedTrial(data, *decision);
+  ChosenCheckpoint chosen = ChooseCheckpoint(store, data, number);
+  chosen.decision = decision->note;
+  chosen.why = decision->configuration ? fmt::format("{}: trial {} is its median replica", decided, number)
+                                       : fmt::format("{}", decided);
+  return chosen;
+}
+
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint) {
   const auto expected = CanonicalChecksum(checkpoint.checksum);
   if (!expected) return false;  // none recorded
@@ -246,7 +329,8 @@ EvaluationDone Evaluate(Store& store, const EvaluateRequest& request) {
     CheckTestSplitUnseen(store, data.study, request.again);
   }
   EvaluationDone done;
-  done.chosen = ChooseCheckpoint(store, data, request.trial);
+  done.chosen = request.split == "test" ? ChooseForTheTestSplit(store, data, request.trial, request.overrule_decision)
+                                        : ChooseCheckpoint(store, data, request.trial);
   done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
   done.evaluation = store.AddEvaluation(data.study.id, EvaluateChosen(data, done.chosen, request.split, {}));
   done.test_evaluations = TestEvaluations(store, data.study);
@@ -260,7 +344,7 @@ LaunchDone Launch(Store& store, const LaunchRequest& request) {
   const std::unique_ptr<StoreLock> test_split = store.LockTestSplit(data.study.id);
   CheckTestSplitUnseen(store, data.study, request.again);
   LaunchDone done;
-  done.chosen = ChooseCheckpoint(store, data, request.trial);
+  done.chosen = ChooseForTheTestSplit(store, data, request.trial, request.overrule_decision);
   done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
   const bool built_in = !data.spec.workload.name.empty();
   std::filesystem::path export_path = request.export_path;
@@ -277,6 +361,7 @@ LaunchDone Launch(Store& store, const LaunchRequest& request) {
   launch.git_dirty = GitDirtyOf(std::filesystem::current_path());
   // An external program's model is its checkpoint.
   launch.export_path = built_in ? export_path.string() : done.chosen.checkpoint.path;
+  launch.decision = done.chosen.decision;
   done.launch = store.AddLaunch(data.study.id, launch);
   done.test_evaluations = TestEvaluations(store, data.study);
   return done;

@@ -94,13 +94,17 @@ void TrialGang::Signal(int signal) {
 
 std::optional<ExitStatus> TrialGang::TryWait() {
   const double now = SteadySeconds();
+  const bool rank0_was_running = !ended_[0];
   for (std::size_t r = 0; r < ranks_.size(); ++r) {
     if (ended_[r]) continue;
     ended_[r] = ranks_[r]->TryWait();
     if (!ended_[r]) continue;
+    // A peer that failed while rank 0 ran is the cause, and so is one seen ending together with a rank 0 that died of
+    // SIGPIPE: rank 0 wrote to the dead peer's socket (the one order both ends can be seen in at once).
+    const bool rank0_followed = rank0_was_running && ended_[0] && ended_[0]->signal == SIGPIPE;
     if (r == 0) {
       rank0_ended_at_ = now;
-    } else if (!ended_[r]->ok() && !ended_[0] && peer_failure_.empty()) {
+    } else if (!ended_[r]->ok() && (!ended_[0] || rank0_followed) && peer_failure_.empty()) {
       peer_failure_ = fmt::format("rank {} of {} ended with {}", r, ranks_.size(), ended_[r]->Describe());
       peer_failed_at_ = now;
     }

@@ -163,6 +163,10 @@ CREATE INDEX launches_by_study ON launches (study_id, id);
     R"(
 ALTER TABLE trials ADD COLUMN time_split TEXT NOT NULL DEFAULT '{}';
 )",
+    // 6: the decision a launch carried out (a study_notes id; NULL for a launch that followed none).
+    R"(
+ALTER TABLE launches ADD COLUMN decision_id {int};
+)",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");
 

@@ -814,10 +814,10 @@ LaunchRecord SqlStore::AddLaunch(std::int64_t study_id, const LaunchRecord& laun
     const std::int64_t evaluation_id = InsertEvaluation(study_id, launch.evaluation);
     const auto rows = connection_->Query(
         Sql("INSERT INTO launches (study_id, trial_id, evaluation_id, reason, author, git_commit, git_dirty, "
-            "export_path, created_at) SELECT study_id, trial_id, id, ?, ?, ?, ?, ?, {now} "
+            "export_path, decision_id, created_at) SELECT study_id, trial_id, id, ?, ?, ?, ?, ?, ?, {now} "
             "FROM checkpoint_evaluations WHERE id = ? RETURNING id"),
         {SanitizeUtf8(launch.reason), SanitizeUtf8(launch.author), launch.git_commit, Optional(launch.git_dirty),
-         launch.export_path, evaluation_id});
+         launch.export_path, Optional(launch.decision), evaluation_id});
     return AsInt(rows.front()[0]);
   });
   for (LaunchRecord& stored : ListLaunches(study_id)) {
@@ -831,7 +831,7 @@ std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
     std::vector<LaunchRecord> launches;
     const std::string sql = std::string(
                                 "SELECT l.id, s.name, l.reason, l.author, l.git_commit, l.git_dirty, "
-                                "l.export_path, l.created_at, ") +
+                                "l.export_path, l.created_at, l.decision_id, ") +
                             kEvaluationColumns +
                             " FROM launches l JOIN studies s ON s.id = l.study_id JOIN checkpoint_evaluations e ON "
                             "e.id = l.evaluation_id JOIN trials t ON t.id = l.trial_id" +
@@ -847,7 +847,8 @@ std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
       if (const auto dirty = AsOptionalInt(row[5])) launch.git_dirty = *dirty != 0;
       launch.export_path = AsText(row[6]);
       launch.created_at = AsDouble(row[7]);
-      launch.evaluation = EvaluationFromRow(row, 8);
+      launch.decision = AsOptionalInt(row[8]);
+      launch.evaluation = EvaluationFromRow(row, 9);
       launches.push_back(std::move(launch));
     }
     return launches;

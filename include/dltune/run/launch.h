@@ -22,7 +22,27 @@ struct ChosenCheckpoint {
   TrialRecord trial;
   CheckpointRecord checkpoint;
   std::string why;  // "the best trial", "configuration 3 (best mean of 5 replicas), its median replica"
+  std::optional<std::int64_t> decision;  // the decision (StudyNote id) it carries out, when it follows one
 };
+
+// What a decision (`dltune decide`, a StudyNote of kind decision) adopts, read from its note.
+struct Adoption {
+  std::int64_t note = 0;       // the decision's StudyNote id
+  bool configuration = false;  // a configuration (its median replica is launched), else one trial
+  std::uint64_t number = 0;    // the configuration's or the trial's number
+  std::string text;            // as recorded: "configuration 0 (num_layers=1)"
+  double decided_at = 0;
+};
+
+// The latest decision recorded on the study, or nullopt when it has none. Throws Error for a decision whose adoption
+// names neither a trial nor a configuration.
+std::optional<Adoption> LatestDecision(const StudyData& data);
+
+// The trial and checkpoint the study's test split is evaluated on (a launch, `evaluate --split test`): what the latest
+// decision adopts (a trial, or a configuration's median replica), else the best as ChooseCheckpoint takes it, saying
+// that no decision was recorded. `trial` against the decision is refused (Error) unless `overrule_decision`.
+ChosenCheckpoint ChooseForTheTestSplit(Store& store, const StudyData& data, std::optional<std::uint64_t> trial,
+                                       bool overrule_decision);
 
 // The trial `trial` (any completed one), or the study's best: by best objective, or in a study with replicas the
 // configuration with the best mean and its median replica (not a lucky seed); with its best step's checkpoint
@@ -47,7 +67,8 @@ struct EvaluateRequest {
   std::string study;
   std::optional<std::uint64_t> trial;  // the study's best when absent
   std::string split = "valid";
-  bool again = false;  // evaluate the test split although it was evaluated before
+  bool again = false;              // evaluate the test split although it was evaluated before
+  bool overrule_decision = false;  // the test split: evaluate `trial` although the latest decision adopts another
 };
 
 // An evaluation recorded, with what it took.
@@ -70,6 +91,7 @@ struct LaunchRequest {
   std::string reason;                  // why this launch: required, non-empty
   bool again = false;                  // evaluate the test set although it was evaluated before
   std::filesystem::path export_path;   // "" = <study directory>/launches/launch_<n>/model.pt
+  bool overrule_decision = false;      // launch `trial` although the latest decision adopts another
 };
 
 // How many times the study's test split was evaluated through dltune (launches and evaluations).
@@ -83,7 +105,8 @@ struct LaunchDone {
   int test_evaluations = 0;        // of the study, this one included
 };
 
-// Chooses, verifies, evaluates on the test split once, exports and records a launch (its evaluation, the user's git
+// Chooses (ChooseForTheTestSplit: the decision's choice), verifies, evaluates on the test split once, exports and
+// records a launch (its evaluation, the user's git
 // commit and dirty flag, the reason, who, when), holding the test split (Store::LockTestSplit) throughout, so that
 // two launches at once never both evaluate it or share a model file. Refuses (Error, invalid input) a study whose
 // test split was evaluated before unless `again`, an empty reason, and everything ChooseCheckpoint refuses; (conflict)

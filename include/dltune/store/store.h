@@ -240,8 +240,9 @@ struct LaunchRecord {
   std::string author;      // user@host
   std::string git_commit;  // of the working directory the launch was made from
   std::optional<bool> git_dirty;
-  std::string export_path;  // the exported model (TorchScript, or the checkpoint of an external program)
-  double created_at = 0;    // set by the store
+  std::string export_path;               // the exported model (TorchScript, or the checkpoint of an external program)
+  std::optional<std::int64_t> decision;  // the decision (StudyNote id) it carried out; none when it followed none
+  double created_at = 0;                 // set by the store
 };
 
 // How many trials of a study are in each state, read without loading them.
@@ -373,6 +374,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 5;
+inline constexpr int kStoreSchemaVersion = 6;
 
 }  // namespace dltune
