@@ -535,6 +535,10 @@ space:
   EXPECT_THAT(Dltune("doctor base-instability").out, HasSubstr("Training becomes unstable at"));
   EXPECT_THAT(Dltune("next base-instability").out, HasSubstr("dltune plan warmup --from base-instability"));
 
+  // Past a tenth of max_train_steps (30 of 300) is not warmup by the playbook: refused.
+  const Result too_long = Dltune("plan warmup --from base-instability --warmup-steps 10,31");
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_THAT(too_long.err, HasSubstr("longer than a tenth of the baseline's max_train_steps (30 of 300)"));
   // The warmup study: every trial at 10x the unstable rate, warmup_steps {10, 30} (a tenth of 300), 3 x W steps.
   const Result warmup_planned = Dltune("plan warmup --from base-instability");
   ASSERT_EQ(warmup_planned.exit_code, 0) << warmup_planned.err;

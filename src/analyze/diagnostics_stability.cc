@@ -84,22 +84,38 @@ void CheckWarmupStudy(const Context& context, std::vector<Diagnostic>& out) {
   const std::string name = ShellQuote(data.study.name);
   if (!study.shortest_stable) {
     const std::int64_t longest = study.rows.back().warmup_steps;
+    // The playbook caps warmup at a tenth of max_train_steps ("How to apply learning rate warmup").
+    const std::int64_t cap = std::max<std::int64_t>(1, study.baseline_steps / 10);
+    std::vector<std::int64_t> longer;
+    for (const std::int64_t factor : {2, 5}) {
+      const std::int64_t steps = std::min(factor * longest, cap);
+      if (steps > longest && (longer.empty() || steps > longer.back())) longer.push_back(steps);
+    }
+    std::string suggestion;
+    if (!longer.empty()) {
+      suggestion = fmt::format(
+          "try longer warmups, up to a tenth of the baseline's {} steps (dltune plan warmup --from {}{}{} "
+          "--warmup-steps {} --name {}-longer), a smaller --factor, or gradient clipping",
+          study.baseline_steps, ShellQuote(data.spec.procedure.parent),
+          data.spec.procedure.options.value("factor", 10.0) != 10.0
+              ? " --factor " + Num(data.spec.procedure.options.value("factor", 10.0))
+              : "",
+          data.spec.procedure.options.contains("unstable_given") ? " --unstable-lr " + Num(study.unstable_learning_rate)
+                                                                 : "",
+          fmt::join(longer, ","), data.study.name);
+    } else {
+      suggestion = fmt::format(
+          "warmup cannot cure it: the longest the playbook allows, a tenth of the baseline's {} steps, was tried. "
+          "Tune below the unstable learning rate {} (lower the top of the baseline's learning-rate range), or clip "
+          "gradients",
+          study.baseline_steps, Num(study.unstable_learning_rate));
+    }
     out.push_back(
         {.id = "warmup_none",
          .severity = Severity::kWarning,
          .title = fmt::format("No warmup up to {} steps trains stably at {}", longest, Num(study.learning_rate)),
          .detail = detail + ".",
-         .suggestion = fmt::format(
-             "try longer warmups (dltune plan warmup --from {}{}{} --warmup-steps {},{} --name {}-longer), a smaller "
-             "--factor, or gradient clipping",
-             ShellQuote(data.spec.procedure.parent),
-             data.spec.procedure.options.value("factor", 10.0) != 10.0
-                 ? " --factor " + Num(data.spec.procedure.options.value("factor", 10.0))
-                 : "",
-             data.spec.procedure.options.contains("unstable_given")
-                 ? " --unstable-lr " + Num(study.unstable_learning_rate)
-                 : "",
-             2 * longest, 5 * longest, data.study.name),
+         .suggestion = suggestion,
          .section = kApplyWarmupSection});
     return;
   }

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "analyze_test_util.h"
+#include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/next_step.h"
 
 namespace dltune {
 namespace {
@@ -115,12 +117,13 @@ TEST(Stability, TheProbeFindsTheSmallestUnstableLearningRate) {
 }
 
 // Warmups of 10, 100 and 200 steps (each trial warmup × 3 steps), stable from `first_stable` on, or only the middle.
-StudyData Warmups(const std::vector<bool>& stable) {
+StudyData Warmups(const std::vector<bool>& stable, std::int64_t baseline_steps = 2000) {
   StudyData data = MakeData(
       "name: w\nworkload: synthetic\nmax_train_steps: 600\nsampler: grid\n"
       "space:\n  learning_rate: 5.0\n  warmup_steps: {values: [10, 100, 200]}\n"
-      "procedure: {kind: warmup, parent: p, options: {learning_rate: 5.0, unstable_learning_rate: 0.5, "
-      "baseline_steps: 2000, post_warmup_factor: 2}}\n");
+      "procedure: {kind: warmup, parent: p, options: {baseline: base, learning_rate: 5.0, unstable_learning_rate: "
+      "0.5, baseline_steps: " +
+      std::to_string(baseline_steps) + ", post_warmup_factor: 2}}\n");
   const std::int64_t warmups[] = {10, 100, 200};
   for (std::uint64_t i = 0; i < 3; ++i) {
     AddTrial(data, i, stable[i] ? TrialState::kCompleted : TrialState::kInfeasible,
@@ -146,6 +149,30 @@ TEST(Stability, TheWarmupStudyFindsTheShortestStableWarmupWithItsBudget) {
   study = AnalyzeWarmup(Warmups({true, false, true}));
   EXPECT_EQ(study.shortest_stable, std::optional<std::int64_t>(200));
   EXPECT_FALSE(AnalyzeWarmup(Warmups({true, true, false})).shortest_stable);
+}
+
+// The playbook caps warmup at a tenth of max_train_steps: longer warmups are suggested up to it, never past it, and
+// once it was tried `next` moves on instead of asking for longer warmups again (the 224/560 -> 1120/2800 loop).
+TEST(Stability, LongerWarmupsStayWithinATenthOfTheBudget) {
+  const auto warmup_none = [](const StudyData& data) {
+    for (const Diagnostic& d : Diagnose(data)) {
+      if (d.id == "warmup_none") return d;
+    }
+    ADD_FAILURE() << "no warmup_none finding";
+    return Diagnostic{};
+  };
+  const StudyData roomy = Warmups({false, false, false}, 20000);  // a tenth: 2000
+  const Diagnostic longer = warmup_none(roomy);
+  EXPECT_NE(longer.suggestion.find("--warmup-steps 400,1000"), std::string::npos) << longer.suggestion;
+  EXPECT_EQ(RecommendNextStep(roomy, {longer}).id, "longer_warmup");
+  const StudyData capped = Warmups({false, false, false}, 3000);  // a tenth: 300 -> only 300 is left to try
+  EXPECT_NE(warmup_none(capped).suggestion.find("--warmup-steps 300 "), std::string::npos);
+  const StudyData at_cap = Warmups({false, false, false}, 2000);  // a tenth: 200, tried already
+  const Diagnostic none = warmup_none(at_cap);
+  EXPECT_EQ(none.suggestion.find("dltune plan warmup"), std::string::npos) << none.suggestion;
+  const NextStep next = RecommendNextStep(at_cap, {none});
+  EXPECT_EQ(next.id, "below_instability");
+  EXPECT_NE(next.command.find("dltune show base --spec"), std::string::npos) << next.command;
 }
 
 }  // namespace

@@ -97,9 +97,17 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
                        fmt::format("dltune plan apply-warmup --from {}", study));
   }
   if (const Diagnostic* d = Find(diagnostics, "warmup_none")) {
-    return FromFinding(
-        *d, "longer_warmup", "Try longer warmups (or gradient clipping)",
-        d->suggestion.substr(d->suggestion.find("dltune"), d->suggestion.find(')') - d->suggestion.find("dltune")));
+    if (const auto at = d->suggestion.find("dltune plan warmup"); at != std::string::npos) {
+      return FromFinding(*d, "longer_warmup", "Try longer warmups (or gradient clipping)",
+                         d->suggestion.substr(at, d->suggestion.find(')', at) - at));
+    }
+    // The longest warmup the playbook allows did not help: never the same step again.
+    const std::string baseline = ShellQuote(data.spec.procedure.options.value("baseline", data.spec.procedure.parent));
+    return FromFinding(*d, "below_instability",
+                       "Warmup cannot cure this instability: tune the baseline below the unstable learning rate",
+                       fmt::format("dltune show {} --spec > narrower.yaml   # then lower the learning rate's max, and "
+                                   "give it a new name",
+                                   baseline));
   }
   const auto decision = std::find_if(data.notes.rbegin(), data.notes.rend(),
                                      [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });

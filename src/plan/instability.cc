@@ -180,6 +180,14 @@ PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request) {
   std::sort(warmups.begin(), warmups.end());
   warmups.erase(std::unique(warmups.begin(), warmups.end()), warmups.end());
   if (warmups.front() < 1) throw Error("--warmup-steps must be 1 or more each");
+  // The playbook: warmup of at most a tenth of max_train_steps ("How to apply learning rate warmup").
+  if (const std::int64_t cap = std::max<std::int64_t>(1, baseline.spec.max_train_steps / 10); warmups.back() > cap) {
+    throw Error(fmt::format(
+        "--warmup-steps {} is longer than a tenth of the baseline's max_train_steps ({} of {}): the playbook warms "
+        "up over at most 10% of training; past it the schedule, not the stability, changes. If no warmup up to {} "
+        "trains stably, tune below the unstable learning rate, or clip gradients",
+        warmups.back(), cap, baseline.spec.max_train_steps, cap));
+  }
   const double rate = request.factor * unstable;
   const auto budget = static_cast<std::int64_t>(static_cast<double>(warmups.back()) * (1 + kPostWarmupFactor));
 
