@@ -608,5 +608,40 @@ space:
   EXPECT_THAT(Slurp(dir_ / "probe.html"), HasSubstr("step (log scale)"));
 }
 
+// A baseline with a scientific hyperparameter: the warmup study and apply-warmup take its best configuration, with
+// its scientific value, as one study (they used to refuse it: "sampler makes no trial for sub-study num_layers=2").
+TEST_F(Procedures, ApplyWarmupKeepsTheScientificValueOfTheConfiguration) {
+  Write("depth.yaml", R"(name: depth
+workload: synthetic
+max_train_steps: 200
+training: {eval_every_steps: 50}
+trials: 2
+space:
+  num_layers: {values: [1, 2], role: scientific}
+  optimizer: nesterov
+  learning_rate: {min: 0.01, max: 0.3, scale: log}
+  one_minus_momentum: 0.1
+  batch_size: 32
+)");
+  ASSERT_EQ(Dltune("run depth.yaml --no-report").exit_code, 0);
+  ASSERT_EQ(Dltune("plan warmup --from depth --unstable-lr 0.5").exit_code, 0);
+  ASSERT_EQ(Dltune("run depth-warmup.yaml --no-report").exit_code, 0);
+  const Result applied = Dltune("plan apply-warmup --from depth-warmup --warmup-steps 10");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const Result ran = Dltune("run depth-warmup10.yaml --no-report");
+  ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
+  const auto store = OpenStore(StoreUrl());
+  const StudyData depth = LoadStudyData(*store, "depth");
+  const StudyData applied_data = LoadStudyData(*store, "depth-warmup10");
+  ASSERT_EQ(applied_data.trials.size(), 1u);
+  const std::uint64_t baseline_trial = applied_data.spec.procedure.from_trials.at(0).trial;
+  const auto by_name = [](const StudyData& data, const TrialRecord& trial) {
+    return ParamsByName(*data.spec.space, trial.params);
+  };
+  EXPECT_EQ(FormatValue(by_name(applied_data, applied_data.trials[0]).at("num_layers")),
+            FormatValue(by_name(depth, depth.trials.at(baseline_trial)).at("num_layers")));
+  EXPECT_EQ(FormatValue(by_name(applied_data, applied_data.trials[0]).at("warmup_steps")), "10");
+}
+
 }  // namespace
 }  // namespace dltune

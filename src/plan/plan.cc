@@ -238,6 +238,14 @@ std::string Write(const StudyData& parent, const SpecParts& parts) {
       root.Set(key, YamlTree::From(*node));
     }
   }
+  // The parent's scientific params, where its space is kept, belong to this study's configurations: one study of
+  // them, not a sub-study per value that the configurations leave empty.
+  const auto& params = parent.spec.space->params();
+  if (parts.joint &&
+      std::any_of(params.begin(), params.end(), [](const Param& param) { return param.role == Role::kScientific; })) {
+    YamlTree& mode = root.Set("scientific_mode", YamlTree::Of(std::string("joint")));
+    mode.comment = "the configurations below carry their scientific values";
+  }
   root.Set("seed", YamlTree::Of(static_cast<std::int64_t>(parent.spec.seed)));
   if (parts.replicas > 1) {
     YamlTree& replicas = root.Set("replicas", YamlTree::Of(static_cast<std::int64_t>(parts.replicas)));
