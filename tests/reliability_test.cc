@@ -506,6 +506,38 @@ TEST_F(Reliability, TheTestSplitIsEvaluatedOnceEvenByLaunchesAtOnce) {
   EXPECT_EQ(store->ListLaunches(study.id).size(), launches.size());
 }
 
+// A study's name is never lost: one whose spec was wrong is deleted (records and files) and made again; one with
+// results only with --force, after saying what goes; nothing is deleted without --yes when no one can be asked.
+TEST_F(Reliability, AStudyIsDeletedWithItsFilesSoItsNameCanBeUsedAgain) {
+  const auto spec = CommandStudy("named", "exit 9", 2);
+  ASSERT_EQ(Run("run " + spec.string() + " --no-report --storage " + Url()).exit_code, 1);  // its trials failed
+  const auto store = OpenStore(Url());
+  const StudyRecord failed = *store->FindStudy("named");
+  const fs::path files = dir_ / "runs" / "named" / failed.uid;
+  ASSERT_TRUE(fs::exists(files / "study.json"));
+  const Outcome unasked = Run("delete named --storage " + Url());  // standard input is not a terminal
+  EXPECT_EQ(unasked.exit_code, 2);
+  EXPECT_THAT(unasked.err, HasSubstr("pass --yes"));
+  EXPECT_TRUE(store->FindStudy("named"));
+  const Outcome deleted = Run("delete named --yes --storage " + Url());
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  EXPECT_THAT(deleted.out, HasSubstr("2 trials (0 completed, 0 infeasible, 2 failed"));
+  EXPECT_FALSE(store->FindStudy("named"));
+  EXPECT_FALSE(fs::exists(files));
+  // The corrected spec under the same name runs.
+  const auto fixed = CommandStudy("named", "true", 2);
+  ASSERT_EQ(Run("run " + fixed.string() + " --no-report --storage " + Url()).exit_code, 0);
+  const Outcome kept = Run("delete named --yes --storage " + Url());
+  EXPECT_EQ(kept.exit_code, 2);
+  EXPECT_THAT(kept.err, HasSubstr("has results (2 completed"));
+  EXPECT_TRUE(store->FindStudy("named"));
+  const Outcome forced = Run("delete named --yes --force --keep-files --storage " + Url());
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_FALSE(store->FindStudy("named"));
+  EXPECT_TRUE(fs::exists(dir_ / "runs" / "named"));  // --keep-files
+  EXPECT_EQ(Run("delete nosuch --yes --storage " + Url()).exit_code, 2);
+}
+
 // --- the dashboard holds --------------------------------------------------------------------------------------
 
 class Dashboard : public Reliability {

@@ -412,6 +412,46 @@ TEST_P(StoreContract, NotesEvaluationsAndLaunches) {
   EXPECT_EQ(evaluations[1].split, "test");
   EXPECT_EQ(store_->ListLaunches(study.id).size(), 1u);
   EXPECT_GE(store_->ListLaunches(0).size(), 1u);  // every study's
+  // The decision a launch carried out is recorded with it.
+  launch.decision = notes[1].id;
+  EXPECT_EQ(store_->AddLaunch(study.id, launch).decision, std::optional<std::int64_t>(notes[1].id));
+}
+
+// Deleting a study removes every record of it and of its trials, and nothing of another study; its name is free.
+TEST_P(StoreContract, DeletingAStudyRemovesEveryRecordOfItAndNoOther) {
+  const StudyRecord doomed = NewStudyWithTrials(3);
+  const StudyRecord kept = NewStudyWithTrials(2);
+  for (const StudyRecord& study : {doomed, kept}) {
+    const auto claim = store_->ClaimNext(study.id, "w");
+    store_->Record(claim->second, {.train = {{.step = 1, .loss = 0.5}},
+                                   .evals = {{1, "valid", "error_rate", 0.4, 10}},
+                                   .best_step = 1,
+                                   .best_value = 0.4});
+    store_->AddCheckpoint(claim->second, {.step = 1, .path = "/c/1", .objective = 0.4, .checksum = ""});
+    store_->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = 0.4});
+    store_->AddNote(study.id, {.kind = NoteKind::kDecision, .adopt = "trial 0 (all)", .text = "t", .author = "a"});
+    store_->AddLaunch(study.id, {.evaluation = {.trial = 0,
+                                                .step = 1,
+                                                .checkpoint_path = "/c/1",
+                                                .split = "test",
+                                                .metrics = {{"error_rate", 0.4}},
+                                                .examples = 10},
+                                 .reason = "r"});
+  }
+  const std::int64_t kept_trial = store_->FindTrial(kept.id, 0)->id;
+  store_->DeleteStudy(doomed.id);
+  EXPECT_FALSE(store_->FindStudy(doomed.name));
+  EXPECT_EQ(store_->CountTrials(doomed.id).made, 0);
+  EXPECT_TRUE(store_->ListNotes(doomed.id).empty());
+  EXPECT_TRUE(store_->ListEvaluations(doomed.id).empty());
+  EXPECT_TRUE(store_->ListLaunches(doomed.id).empty());
+  EXPECT_TRUE(store_->StudyTraining(doomed.id).empty());
+  EXPECT_EQ(store_->CountTrials(kept.id).made, 2);
+  EXPECT_EQ(store_->TrainSeries(kept_trial).size(), 1u);
+  EXPECT_EQ(store_->ListCheckpoints(kept_trial).size(), 1u);
+  EXPECT_EQ(store_->ListLaunches(kept.id).size(), 1u);
+  EXPECT_THROW(store_->DeleteStudy(doomed.id), Error);
+  EXPECT_NO_THROW(store_->CreateStudy({.name = doomed.name, .spec_text = "y", .spec_hash = "h2"}));
 }
 
 // Counts and best trials come from indexed queries, the same as from the trial list.

@@ -1,4 +1,6 @@
 // `dltune studies`, `dltune show` and `dltune export`: the store's tracking record, for people and spreadsheets.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "dltune/analyze/time_split.h"
 #include "dltune/core/files.h"
 #include "dltune/core/strings.h"
+#include "dltune/run/delete_study.h"
 #include "dltune/store/export.h"
 #include "dltune/store/tracking.h"
 #include "text_table.h"
@@ -331,6 +334,49 @@ void RegisterStoreCommands(CLI::App& app) {
     } else {
       PrintStudies(*store);
     }
+  });
+
+  struct DeleteArgs {
+    std::string study, storage;
+    bool yes = false, force = false, keep_files = false;
+  };
+  auto delete_args = std::make_shared<DeleteArgs>();
+  auto* remove = app.add_subcommand(
+      "delete",
+      "Delete a study from the store — its trials, measurements, checkpoint records, notes and launches — and its "
+      "trial directories (<run_dir>/<uid>), so that its name can be used again, e.g. for a corrected spec. Says what "
+      "goes and asks first (--yes does not ask). A study with results (completed or infeasible trials, launches) "
+      "is deleted only with --force; one with running trials only with --force, when their workers are gone.\n\n"
+      "Examples:\n  dltune delete typo-study\n  dltune delete old-study --force --yes");
+  remove->add_option("STUDY", delete_args->study, "The study's name")->required();
+  remove->add_flag("--yes", delete_args->yes,
+                   "Do not ask: delete at once (needed when standard input is not a terminal)");
+  remove->add_flag("--force", delete_args->force, "Delete a study with results, or with running trials, too");
+  remove->add_flag("--keep-files", delete_args->keep_files, "Delete the records only; leave the trial directories");
+  AddStorageOption(remove, delete_args->storage);
+  remove->callback([delete_args] {
+    const auto store = OpenStore(StoreUrlOrDefault(delete_args->storage), /*create_if_missing=*/false);
+    const StudyDeletion deletion = PlanStudyDeletion(*store, delete_args->study);
+    std::printf("%s", TerminalSafe(deletion.Describe()).c_str());
+    if (deletion.HasResults() && !delete_args->force) {
+      DeleteStudy(*store, deletion, false, false);  // refuses, saying why
+    }
+    if (!delete_args->yes) {
+      if (::isatty(STDIN_FILENO) != 1) {
+        throw Error("dltune delete asks before it deletes, and standard input is not a terminal: pass --yes");
+      }
+      std::printf("delete it%s? [y/N] ", delete_args->keep_files || deletion.directory.empty() ? "" : " and its files");
+      std::fflush(stdout);
+      std::string answer;
+      std::getline(std::cin, answer);
+      if (answer != "y" && answer != "Y" && answer != "yes") {
+        std::printf("nothing deleted\n");
+        return;
+      }
+    }
+    DeleteStudy(*store, deletion, delete_args->force, !delete_args->keep_files);
+    std::printf("deleted study %s%s\n", deletion.study.name.c_str(),
+                delete_args->keep_files || deletion.directory.empty() ? "" : " and its files");
   });
 
   struct ShowArgs {

@@ -855,6 +855,15 @@ std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
   });
 }
 
+void SqlStore::DeleteStudy(std::int64_t study_id) {
+  Transaction(true, [&] {
+    // Every table of a study's records refers to it (or to its trials) with ON DELETE CASCADE.
+    if (connection_->Query("DELETE FROM studies WHERE id = ? RETURNING id", {study_id}).empty()) {
+      throw Error(fmt::format("{}: no study with id {}", url_, study_id));
+    }
+  });
+}
+
 std::unique_ptr<StoreLock> SqlStore::LockTestSplit(std::int64_t study_id) {
   auto lock = connection_->TryLock(study_id);
   if (!lock) {

@@ -275,6 +275,10 @@ class Store {
   virtual StudyRecord CreateStudy(const NewStudy& study) = 0;
   virtual std::optional<StudyRecord> FindStudy(const std::string& name) = 0;
   virtual std::vector<StudyRecord> ListStudies() = 0;  // by creation time
+  // Deletes the study and every record of it (trials, measurements, checkpoint records, notes, evaluations, launches)
+  // in one transaction; its files are the caller's (DeleteStudy in dltune/run/delete_study.h). Throws Error for an
+  // unknown study.
+  virtual void DeleteStudy(std::int64_t study_id) = 0;
 
   // Trials. AddTrials adds pending trials (throws if a number exists); reads are ordered by number.
   virtual void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) = 0;
