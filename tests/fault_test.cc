@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -76,14 +77,18 @@ class Fault : public ::testing::Test {
     ++worker.incarnation;
   }
 
-  // Waits until the trial worker `index` runs has recorded a step of at least `step`, then kills the worker.
+  // Waits until the trial worker `index` runs has recorded a step of at least `step` and a checkpoint (the trainer
+  // reports one once it is written, a few steps after its step, and later under load), then kills the worker.
   void KillMidTrial(std::size_t index, std::int64_t step, Store& store, std::int64_t study_id) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
     while (std::chrono::steady_clock::now() < deadline) {
       for (const auto& trial : store.ListTrials(study_id)) {
         if (trial.state != TrialState::kRunning || trial.worker != workers_[index].id) continue;
         const auto series = store.TrainSeries(trial.id);
-        if (!series.empty() && series.back().step >= step) {
+        const auto checkpoints = store.ListCheckpoints(trial.id);
+        const bool checkpointed = std::any_of(checkpoints.begin(), checkpoints.end(),
+                                              [](const CheckpointRecord& c) { return !c.deleted; });
+        if (!series.empty() && series.back().step >= step && checkpointed) {
           ASSERT_EQ(kill(workers_[index].pid, SIGKILL), 0);
           waitpid(workers_[index].pid, nullptr, 0);
           workers_[index].pid = -1;

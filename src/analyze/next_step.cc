@@ -129,10 +129,16 @@ NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>&
             .section = "After exploration concludes"};
   }
   if (const Diagnostic* d = Find(diagnostics, "within_noise")) {
+    // More replicas of the same configurations: the study's spec planned again with twice as many, and run with
+    // --extend, which trains only the new ones.
+    const std::string spec_file = data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
     const std::string command =
         data.spec.procedure.kind == "retrain"
-            ? fmt::format("dltune plan retrain --from {} --replicas {} --name {}-more",
-                          ShellQuote(data.spec.procedure.parent), 2 * data.spec.replicas, data.study.name)
+            ? fmt::format(
+                  "dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} "
+                  "--extend",
+                  ShellQuote(data.spec.procedure.parent), data.spec.procedure.options.value("top", 1),
+                  2 * data.spec.replicas, ShellQuote(data.study.name), ShellQuote(spec_file), ShellQuote(spec_file))
             : "";
     return FromFinding(*d, "more_replicas",
                        "Run more replicas, or keep the simpler option: the difference is within the noise", command);

@@ -25,26 +25,37 @@ bool SameSpec(const std::string& a, const std::string& b) {
   }
 }
 
-// Whether `raised` is `recorded` with only `trials:` raised (comments and layout aside).
+// Whether `raised` is `recorded` with only `trials:` or `replicas:` raised (comments, layout and the description
+// aside; a planned study's procedure records its replicas too), so that it plans more trials.
 bool OnlyTrialsRaised(const StudySpec& recorded, const StudySpec& raised) {
   nlohmann::json a = YamlNode::Parse(recorded.text, recorded.file).AsJson();
   nlohmann::json b = YamlNode::Parse(raised.text, raised.file).AsJson();
   if (!a.is_object() || !b.is_object()) return false;
-  a.erase("trials");
-  b.erase("trials");
+  for (nlohmann::json* spec : {&a, &b}) {
+    for (const char* key : {"trials", "replicas", "description"}) spec->erase(key);
+    if (auto procedure = spec->find("procedure"); procedure != spec->end() && procedure->is_object()) {
+      if (auto options = procedure->find("options"); options != procedure->end() && options->is_object()) {
+        options->erase("replicas");
+      }
+    }
+  }
   return a == b && StudyPlan(raised).TrialCount() > StudyPlan(recorded).TrialCount();
 }
 
 // Checks that the trials `store` made for the study are the first trials of `raised`'s plan, param for param (a
-// sampler whose points depend on the trial count, such as grid, would change them), then records `raised`.
-void ExtendRecordedStudy(Store& store, const StudyRecord& study, const StudySpec& raised) {
-  if (raised.replicas > 1) {
-    throw SpecChangedError(fmt::format(
-        "study '{}' cannot be extended: it trains each configuration {} times (replicas:), and its trial numbers "
-        "interleave the replicas of all its configurations; run the larger study under another name",
-        study.name, raised.replicas));
-  }
+// sampler whose points depend on the trial count, such as grid, would change them), then records `raised`. Trial n is
+// replica n / C of configuration n % C (C configurations): more replicas of the same configurations append whole
+// rounds, while more configurations of a study with replicas would renumber every trial after the first round.
+void ExtendRecordedStudy(Store& store, const StudyRecord& study, const StudySpec& recorded, const StudySpec& raised) {
   const StudyPlan plan(raised);
+  const StudyPlan before(recorded);
+  if (std::max(recorded.replicas, raised.replicas) > 1 && plan.ConfigurationCount() != before.ConfigurationCount()) {
+    throw SpecChangedError(fmt::format(
+        "study '{}' cannot be extended from {} to {} configurations: it trains each {} times (replicas:), and its "
+        "trial numbers run replica by replica over all its configurations; raise replicas: alone, or run the larger "
+        "study under another name",
+        study.name, before.ConfigurationCount(), plan.ConfigurationCount(), recorded.replicas));
+  }
   for (const TrialRecord& trial : store.ListTrials(study.id)) {
     if (!plan.IsPlanned(trial.number)) continue;  // an adaptive sampler's: chosen from the results, not the plan
     if (!(plan.Trial(trial.number).params == trial.params)) {
@@ -152,7 +163,7 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
         ParseStudySpec(study->spec_text, study->spec_path.empty() ? spec.name : study->spec_path);
     const bool appends = OnlyTrialsRaised(recorded, spec);
     if (extend && appends) {
-      ExtendRecordedStudy(store, *study, spec);
+      ExtendRecordedStudy(store, *study, recorded, spec);
       study = store.FindStudy(spec.name);
     } else {
       throw SpecChangedError(fmt::format(
@@ -160,11 +171,12 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
           "cannot change, since its trials were made and judged by it. Differences (- recorded, + {}):\n{}{}",
           spec.name, store.url(), study->spec_path.empty() ? "an unknown file" : study->spec_path, spec.file,
           LineDiff(study->spec_text, spec.text),
-          appends
-              ? fmt::format("Only trials: is raised: run with --extend to add the new trials to study '{}'.", spec.name)
-              : fmt::format("To start a new study, give it another name (name: in the spec); to continue this "
-                            "one, restore the recorded spec (dltune show {} --spec prints it).",
-                            spec.name)));
+          appends ? fmt::format(
+                        "Only trials: or replicas: is raised: run with --extend to add the new trials to study '{}'.",
+                        spec.name)
+                  : fmt::format("To start a new study, give it another name (name: in the spec); to continue this "
+                                "one, restore the recorded spec (dltune show {} --spec prints it).",
+                                spec.name)));
     }
   }
   StudySession session(store, *study, spec);

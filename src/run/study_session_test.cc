@@ -246,5 +246,40 @@ TEST(StudySession, HistoryOrientsMaximizedObjectivesSoLowerIsBetter) {
   EXPECT_EQ(history[1].kind, ObservationKind::kPending);
 }
 
+// More replicas extend a study: the trials made stay (same numbers, params, seeds) and only the new rounds are added;
+// more configurations of a study with replicas would renumber its trials and are refused.
+TEST(StudySession, MoreReplicasExtendAStudyWithoutRerunningAny) {
+  TempStore temp;
+  const StudySpec two = CommandSpec("r", "true", temp.dir(), 3, "replicas: 2\ndescription: 2 replicas\n");
+  StudySession session = StudySession::OpenOrCreate(temp.store(), two, "");
+  while (auto trial = session.Ask("w")) {
+    trial->ReportEval(1, "valid", {{"error_rate", 0.5}});
+    trial->Complete();
+  }
+  const auto before = session.Trials();
+  ASSERT_EQ(before.size(), 6u);
+  const StudySpec four = CommandSpec("r", "true", temp.dir(), 3, "replicas: 4\ndescription: 4 replicas\n");
+  StudySession extended = StudySession::OpenOrCreate(temp.store(), four, "", /*extend=*/true);
+  int added = 0;
+  while (auto trial = extended.Ask("w")) {
+    EXPECT_GE(trial->number(), 6u);  // none of the six made before
+    trial->ReportEval(1, "valid", {{"error_rate", 0.5}});
+    trial->Complete();
+    ++added;
+  }
+  EXPECT_EQ(added, 6);
+  const auto after = extended.Trials();
+  ASSERT_EQ(after.size(), 12u);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(after[i].params, before[i].params);
+    EXPECT_EQ(after[i].seed, before[i].seed);
+    EXPECT_EQ(after[i].replica, before[i].replica);
+  }
+  for (std::size_t i = 6; i < 12; ++i) EXPECT_EQ(after[i].configuration, after[i - 3].configuration);
+  EXPECT_THROW(StudySession::OpenOrCreate(temp.store(), CommandSpec("r", "true", temp.dir(), 4, "replicas: 4\n"), "",
+                                          /*extend=*/true),
+               SpecChangedError);
+}
+
 }  // namespace
 }  // namespace dltune
