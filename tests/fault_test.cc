@@ -86,8 +86,8 @@ class Fault : public ::testing::Test {
         if (trial.state != TrialState::kRunning || trial.worker != workers_[index].id) continue;
         const auto series = store.TrainSeries(trial.id);
         const auto checkpoints = store.ListCheckpoints(trial.id);
-        const bool checkpointed = std::any_of(checkpoints.begin(), checkpoints.end(),
-                                              [](const CheckpointRecord& c) { return !c.deleted; });
+        const bool checkpointed =
+            std::any_of(checkpoints.begin(), checkpoints.end(), [](const CheckpointRecord& c) { return !c.deleted; });
         if (!series.empty() && series.back().step >= step && checkpointed) {
           ASSERT_EQ(kill(workers_[index].pid, SIGKILL), 0);
           waitpid(workers_[index].pid, nullptr, 0);

@@ -252,7 +252,35 @@ StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resam
   comparison.budget = std::max<std::uint64_t>(1, std::min(CompletedCount(a), CompletedCount(b)));
   comparison.a = Summarize(a, comparison.budget, resamples, seed);
   comparison.b = Summarize(b, comparison.budget, resamples, seed);
-  if (comparison.a.completed > 0 && comparison.b.completed > 0) {
+  const auto kind = [](const StudyData& d) {
+    return d.spec.procedure.kind.empty() ? std::string("a search") : "a " + d.spec.procedure.kind + " study";
+  };
+  if (comparison.a.completed == 0 || comparison.b.completed == 0) {
+    comparison.no_verdict =
+        fmt::format("study '{}' has no completed trial", comparison.a.completed == 0 ? a.study.name : b.study.name);
+  } else if (a.spec.max_train_steps != b.spec.max_train_steps) {
+    comparison.no_verdict = fmt::format(
+        "they train for different budgets ({} trains {} steps, {} {}): the longer may win by its steps alone; compare "
+        "configurations at equal steps instead (a round 2's report sets each against its round-1 trial)",
+        a.study.name, a.spec.max_train_steps, b.study.name, b.spec.max_train_steps);
+  } else if (kind(a) != kind(b)) {
+    comparison.no_verdict = fmt::format(
+        "{} is {} and {} is {}: a study of configurations chosen from another is not a search of its own, so their "
+        "best results at equal budget do not tell which approach is better",
+        a.study.name, kind(a), b.study.name, kind(b));
+  } else if (comparison.a.best_mean || comparison.b.best_mean) {
+    if (!comparison.a.best_mean || !comparison.b.best_mean || !comparison.a.best_mean->low ||
+        !comparison.b.best_mean->low) {
+      comparison.no_verdict =
+          "only one of them has replicas: a mean with its interval against single runs tells nothing of the noise";
+    } else {
+      const MeanInterval& x = *comparison.a.best_mean;
+      const MeanInterval& y = *comparison.b.best_mean;
+      comparison.by_means = true;
+      comparison.better = IsBetter(y.mean, x.mean, comparison.objective.direction) ? b.study.name : a.study.name;
+      comparison.overlap = *x.low <= *y.high && *y.low <= *x.high;
+    }
+  } else {
     const BootstrapBox& x = comparison.a.at_equal_budget;
     const BootstrapBox& y = comparison.b.at_equal_budget;
     comparison.better =

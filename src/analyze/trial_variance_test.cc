@@ -110,5 +110,44 @@ TEST(TrialVariance, SingleRunsSayTheirVarianceIsUnknown) {
               HasSubstr("(95% CI, 3 replicas)"));
 }
 
+// `dltune compare` draws a verdict only where the data support one: the same kind of study at the same budget; with
+// replicas, by the best configurations' means and their intervals, not by a best of k runs.
+TEST(CompareStudies, AVerdictOnlyWhereTheDataSupportOne) {
+  const auto search = [](const std::string& name, std::int64_t steps, const std::vector<double>& values) {
+    StudyData data = MakeData("name: " + name + "\nworkload: synthetic\nmax_train_steps: " + std::to_string(steps) +
+                              "\ntrials: " + std::to_string(values.size()) +
+                              "\nspace:\n  learning_rate: {min: 0.01, max: 1, scale: log}\n");
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      AddTrial(data, i, TrialState::kCompleted, {{"learning_rate", Value(0.1)}}, values[i], 10);
+    }
+    return data;
+  };
+  const StudyData a = search("a", 100, {0.30, 0.31, 0.32, 0.33});
+  const StudyData b = search("b", 100, {0.10, 0.11, 0.12, 0.13});
+  const StudyComparison same = CompareStudies(a, b);
+  EXPECT_EQ(same.no_verdict, "");
+  EXPECT_EQ(same.better, "b");
+  EXPECT_FALSE(same.overlap);
+  EXPECT_FALSE(same.by_means);
+
+  const StudyComparison longer = CompareStudies(a, search("b2", 200, {0.10, 0.11}));
+  EXPECT_THAT(longer.no_verdict, HasSubstr("different budgets (a trains 100 steps, b2 200)"));
+  EXPECT_EQ(longer.better, "");
+
+  StudyData retrain = Replicated({{0.30, 0.31, 0.29}, {0.20, 0.21, 0.22}});
+  retrain.spec.procedure.kind = "retrain";
+  const StudyComparison kinds = CompareStudies(a, retrain);
+  EXPECT_THAT(kinds.no_verdict, HasSubstr("a is a search and r is a retrain study"));
+
+  // Two retrains: by their best configurations' means. Within the noise when the intervals overlap.
+  StudyData other = Replicated({{0.30, 0.31, 0.29}, {0.24, 0.18, 0.27}});
+  other.study.name = "r2";
+  other.spec.procedure.kind = "retrain";
+  const StudyComparison means = CompareStudies(retrain, other);
+  EXPECT_EQ(means.no_verdict, "");
+  EXPECT_TRUE(means.by_means);
+  EXPECT_TRUE(means.overlap);
+}
+
 }  // namespace
 }  // namespace dltune

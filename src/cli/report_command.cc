@@ -94,7 +94,13 @@ void RegisterCompareCommand(CLI::App& app) {
     };
     table.AddRow({fmt::format("best of {} trials", comparison.budget), box(comparison.a), box(comparison.b)});
     out += table.Render(2);
-    if (!comparison.better.empty()) {
+    if (!comparison.no_verdict.empty()) {
+      out += fmt::format("\nno verdict: {}\n", comparison.no_verdict);
+    } else if (comparison.by_means) {
+      out += fmt::format("\n{}'s best configuration has the better mean{}\n", comparison.better,
+                         comparison.overlap ? ", but the 95% intervals of the means overlap: within the noise"
+                                            : ", beyond the noise (the 95% intervals of the means do not overlap)");
+    } else {
       out += fmt::format("\nat equal budget {} finds the better result{}\n", comparison.better,
                          comparison.overlap ? ", but their middle halves overlap: study variance could explain it"
                                             : ", beyond the overlap of their middle halves");

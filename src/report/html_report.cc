@@ -623,7 +623,15 @@ std::string RenderComparison(const StudyData& a, const StudyData& b, const Repor
   };
   row("decision", decision(a), decision(b));
   page.Raw("</table>\n");
-  if (!comparison.better.empty()) {
+  if (!comparison.no_verdict.empty()) {
+    page.Element("p", fmt::format("No verdict: {}.", comparison.no_verdict), "class=\"explain\"");
+  } else if (comparison.by_means) {
+    page.Element("p",
+                 fmt::format("{}'s best configuration has the better mean {}{}.", comparison.better, objective.Name(),
+                             comparison.overlap ? ", but the 95% intervals of the means overlap: within the noise"
+                                                : ", beyond the noise: the 95% intervals of the means do not overlap"),
+                 "class=\"explain\"");
+  } else {
     page.Element("p",
                  fmt::format("At equal budget ({} trials each, resampled), {} finds the better {}{}.",
                              comparison.budget, comparison.better, objective.Name(),

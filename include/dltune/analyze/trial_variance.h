@@ -102,10 +102,16 @@ struct StudyComparison {
   Objective objective;
   std::uint64_t budget = 0;  // min of the two studies' completed trials
   ComparedStudy a, b;
-  // Which study is better at equal budget, by the medians of their boxes, and whether the boxes' middle halves
-  // overlap (then the study variance alone could explain the difference).
+  // The verdict, only where the data support one. Two searches of the same kind and max_train_steps, single runs:
+  // which is better at equal budget, by the medians of their boxes, and whether the boxes' middle halves overlap
+  // (then the study variance alone could explain the difference). Studies with replicas: which best configuration
+  // has the better mean, and whether the means' 95% intervals overlap (within the noise), not a best of k runs.
   std::string better;
   bool overlap = true;
+  bool by_means = false;  // the verdict compares the best configurations' means (replicas)
+  // Why no verdict is drawn (different max_train_steps, studies of different kinds, nothing completed); "" when one
+  // is.
+  std::string no_verdict;
 };
 // Throws Error when the two studies measure different objectives (or the same in different directions).
 StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resamples = 1000, std::uint64_t seed = 0);
