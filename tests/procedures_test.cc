@@ -374,6 +374,8 @@ TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
   EXPECT_THAT(bad.err, HasSubstr("--batch-sizes 4096:16: needs 1 <= LOW <= HIGH"));
   const Result planned = Dltune("plan throughput --from scripted.yaml --batch-sizes 16:4096 --steps 20");
   ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  // At the space's lowest learning rate, not its first quasi-random one: a speed measurement must not diverge.
+  EXPECT_THAT(Slurp(dir_ / "scripted-throughput.yaml"), HasSubstr("learning_rate: 0.01"));
   EXPECT_THAT(planned.out, HasSubstr("9 batch sizes × 20 steps"));
   const std::string spec = Slurp(dir_ / "scripted-throughput.yaml");
   EXPECT_THAT(spec, HasSubstr("batch_size: {values: [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}"));
@@ -402,7 +404,24 @@ TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
               HasSubstr("Batch sizes up to 128 pay; perfect scaling up to 128"));
   const Result report = Dltune("report scripted-throughput -o throughput.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
-  EXPECT_THAT(Slurp(dir_ / "throughput.html"), HasSubstr("Throughput: which batch sizes pay?"));
+  const std::string page = Slurp(dir_ / "throughput.html");
+  EXPECT_THAT(page, HasSubstr("Throughput: which batch sizes pay?"));
+  // Speed, not validation quality: no best trials, no axis or isolation plots of batch size against the error.
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("href=\"#best-trials\"")));
+  EXPECT_THAT(page, ::testing::Not(HasSubstr("href=\"#axis-plots\"")));
+  EXPECT_THAT(page, HasSubstr("at most 128, the largest whose doubling still paid"));
+
+  // On a busy machine the step times turn bimodal: no batch size is recommended from them.
+  ASSERT_EQ(Dltune("plan throughput --from scripted.yaml --batch-sizes 16:256 --steps 20 --name noisy").exit_code, 0);
+  const Result noisy =
+      test::RunDltune("run noisy.yaml --no-report --storage " + StoreUrl(), dir_, "THROUGHPUT_TRIAL_BIMODAL=1");
+  ASSERT_EQ(noisy.exit_code, 0) << noisy.out << noisy.err;
+  const Throughput busy = AnalyzeThroughput(LoadStudyData(*store, "noisy"));
+  EXPECT_THAT(busy.untrustworthy, HasSubstr("at batch size 64"));
+  EXPECT_FALSE(busy.worth_using);
+  const std::string doctor = Dltune("doctor noisy").out;
+  EXPECT_THAT(doctor, HasSubstr("cannot be trusted: no batch size is recommended"));
+  EXPECT_THAT(doctor, ::testing::Not(HasSubstr("Batch sizes up to")));
 }
 
 // Round 2 on the synthetic workload: every recorded learning rate is the playbook's round-2 extension of round 1's

@@ -50,10 +50,11 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 26> kOrder = {"within_noise",
+  constexpr std::array<std::string_view, 27> kOrder = {"within_noise",
                                                        "winner_changed",
                                                        "fit_steps_none",
                                                        "warmup_none",
+                                                       "throughput_untrustworthy",
                                                        "instability_probe",
                                                        "fit_steps_edge",
                                                        "boundary",

@@ -5,6 +5,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "dltune/core/strings.h"
 
 namespace dltune::diagnostic_checks {
 namespace {
@@ -180,6 +181,19 @@ void CheckThroughput(const Context& context, std::vector<Diagnostic>& out) {
   const StudyData& data = context.data;
   if (data.spec.procedure.kind != "throughput") return;
   const Throughput throughput = AnalyzeThroughput(data);
+  if (!throughput.untrustworthy.empty()) {
+    out.push_back({.id = "throughput_untrustworthy",
+                   .severity = Severity::kWarning,
+                   .title = "The throughput measurements cannot be trusted: no batch size is recommended",
+                   .detail = throughput.untrustworthy + ".",
+                   .suggestion = fmt::format(
+                       "measure again on a quiet machine: dltune delete {} --force --yes && "
+                       "dltune run {}",
+                       ShellQuote(data.study.name),
+                       ShellQuote(data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path)),
+                   .section = kBatchSizeSection});
+    return;
+  }
   if (!throughput.worth_using) return;
   std::string detail;
   for (const ThroughputRow& row : throughput.rows) {
@@ -187,7 +201,7 @@ void CheckThroughput(const Context& context, std::vector<Diagnostic>& out) {
     if (row.examples_per_second) {
       detail += fmt::format("{}: {} s/step, {} examples/s", row.batch_size, Num(*row.step_time),
                             Num(*row.examples_per_second));
-      if (row.efficiency) detail += fmt::format(" (x{} of perfect)", Num(*row.efficiency));
+      if (row.efficiency) detail += fmt::format(" ({:.0f}% of perfect scaling)", 100 * *row.efficiency);
     } else if (row.out_of_memory) {
       detail += fmt::format("{}: out of memory", row.batch_size);
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "analysis_util.h"
 
 namespace dltune {
@@ -36,6 +38,7 @@ Throughput AnalyzeThroughput(const StudyData& data) {
       std::sort(times.begin(), times.end());
       row.measured_steps = static_cast<int>(times.size());
       row.step_time = analysis_util::Quantile(times, 0.5);
+      row.spread = (analysis_util::Quantile(times, 0.75) - analysis_util::Quantile(times, 0.25)) / *row.step_time;
       row.examples_per_second = static_cast<double>(row.batch_size) / *row.step_time;
       row.data_wait_share = waiting / total;
     }
@@ -54,12 +57,29 @@ Throughput AnalyzeThroughput(const StudyData& data) {
       perfect = perfect && *row.efficiency >= kPerfectScaling;
       worth = worth && *row.efficiency >= kWorthScaling;
     }
+    if (result.untrustworthy.empty() && row.spread && *row.spread > kNoisySpread) {
+      result.untrustworthy = fmt::format(
+          "at batch size {} the middle half of the step times spans {:.0f}% of their median ({} s): the machine was "
+          "busy while it measured",
+          row.batch_size, 100 * *row.spread, *row.step_time);
+    }
+    if (result.untrustworthy.empty() && row.efficiency && *row.efficiency > kImpossibleEfficiency) {
+      result.untrustworthy = fmt::format(
+          "doubling to batch size {} made each example {:.3g} times cheaper than perfect scaling allows: a speed "
+          "cannot double more than the batch does, so the measurements are off (a busy machine)",
+          row.batch_size, *row.efficiency);
+    }
     if (perfect) result.perfect_until = row.batch_size;
     if (worth) {
       result.worth_using = row.batch_size;
       result.input_bound = row.data_wait_share.value_or(0.0) > kInputBoundShare;
     }
     previous = &row;
+  }
+  if (!result.untrustworthy.empty()) {  // a verdict only when the measurements allow one
+    result.perfect_until.reset();
+    result.worth_using.reset();
+    result.input_bound = false;
   }
   return result;
 }

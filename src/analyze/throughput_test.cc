@@ -51,5 +51,25 @@ TEST(Throughput, ScalingEfficiencyPerDoublingAndTheKnee) {
   EXPECT_TRUE(AnalyzeThroughput(Sweep(0.2)).input_bound);
 }
 
+// A busy machine makes step times bimodal (0.4 ms, then 60 ms): no batch size is recommended from such measurements,
+// nor from an efficiency no doubling can reach.
+TEST(Throughput, NoisyOrImpossibleMeasurementsGiveNoVerdict) {
+  StudyData noisy = Sweep();
+  for (TrainMeasurement& m : noisy.train[2]) {
+    if (m.step > 1) m.step_time = m.step % 2 == 0 ? 0.0004 : 0.06;
+  }
+  const Throughput busy = AnalyzeThroughput(noisy);
+  EXPECT_NE(busy.untrustworthy.find("at batch size 128"), std::string::npos) << busy.untrustworthy;
+  EXPECT_FALSE(busy.worth_using);
+  EXPECT_FALSE(busy.perfect_until);
+  StudyData impossible = Sweep();
+  for (TrainMeasurement& m : impossible.train[3]) m.step_time = *m.step_time / 10;  // 256: ten times too fast
+  const Throughput off = AnalyzeThroughput(impossible);
+  EXPECT_NE(off.untrustworthy.find("doubling to batch size 256"), std::string::npos) << off.untrustworthy;
+  EXPECT_FALSE(off.worth_using);
+  // The measurements as they should be: a verdict.
+  EXPECT_EQ(AnalyzeThroughput(Sweep()).untrustworthy, "");
+}
+
 }  // namespace
 }  // namespace dltune

@@ -1,5 +1,7 @@
 // dltune plan throughput: the playbook's batch-size sweep, one batch size at a time with the machine to itself.
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <regex>
 #include <thread>
 
@@ -42,6 +44,21 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   if (from_file) {
     params = StudyPlan(parent.spec).Trial(0).params;
     source = fmt::format("the first trial of {}", request.parent);
+    // A speed measurement must not diverge: the space's lowest learning rate, not a quasi-random one.
+    for (const Param& param : parent.spec.space->params()) {
+      if (param.name != "learning_rate" || !param.Varies()) continue;
+      double lowest = param.min;
+      if (param.kind == ParamKind::kDiscrete || param.kind == ParamKind::kCategorical) {
+        lowest = std::numeric_limits<double>::infinity();
+        for (const Value& value : param.values) {
+          if (const auto number = NumericValue(value)) lowest = std::min(lowest, *number);
+        }
+      }
+      if (!std::isfinite(lowest)) continue;
+      params[param.id] = param.kind == ParamKind::kInt ? Value(static_cast<std::int64_t>(lowest)) : Value(lowest);
+      source += fmt::format(", at the space's lowest learning rate ({}): a speed measurement must not diverge",
+                            FormatValue(params[param.id]));
+    }
   } else {
     const Chosen chosen = BestOverall(parent);
     params = chosen.trial.params;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/error.h"
 #include "dltune/core/strings.h"
@@ -187,8 +188,17 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
     return fmt::format("{} {} — trial {}{}{}", summary.objective.Name(), best.ValueText(), best.number,
                        best.stats ? " (median replica)" : "", best.step ? fmt::format(" at step {}", *best.step) : "");
   };
-  FactRow(page, "best", summary.best ? best_text(*summary.best) : "- (no trial completed yet)");
-  if (summary.best_per_substudy.size() > 1) {
+  if (data.spec.procedure.kind == "throughput") {
+    const Throughput throughput = AnalyzeThroughput(data);
+    FactRow(page, "batch size",
+            !throughput.untrustworthy.empty() ? "none recommended: " + throughput.untrustworthy
+            : throughput.worth_using
+                ? fmt::format("at most {}, the largest whose doubling still paid", *throughput.worth_using)
+                : "- (not measured yet)");
+  } else {
+    FactRow(page, "best", summary.best ? best_text(*summary.best) : "- (no trial completed yet)");
+  }
+  if (summary.best_per_substudy.size() > 1 && data.spec.procedure.kind != "throughput") {
     for (const auto& best : summary.best_per_substudy) FactRow(page, "best of " + best.substudy_label, best_text(best));
   }
   FactRow(page, "created with", summary.reproduce.empty() ? "-" : summary.reproduce, true);
@@ -553,9 +563,11 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   const std::vector<PageSection> sections = StudyPageSections(data, {.max_curve_trials = options.max_curve_trials,
                                                                      .bootstrap_resamples = options.bootstrap_resamples,
                                                                      .bootstrap_seed = options.bootstrap_seed});
-  page.Raw(
-      "<nav class=\"toc\"><a href=\"#record\">Record</a><a href=\"#diagnostics\">Checklist</a>"
-      "<a href=\"#best-trials\">Best trials</a>");
+  // A throughput sweep measures speed: ranking its batch sizes by validation quality is the playbook's "tuning the
+  // batch size for validation performance" mistake.
+  const bool ranked = data.spec.procedure.kind != "throughput";
+  page.Raw(std::string("<nav class=\"toc\"><a href=\"#record\">Record</a><a href=\"#diagnostics\">Checklist</a>") +
+           (ranked ? "<a href=\"#best-trials\">Best trials</a>" : ""));
   for (const PageSection& section : sections) {
     page.Raw(fmt::format("<a href=\"#{}\">", section.id));
     page.Text(section.title.substr(0, section.title.find(':')));
@@ -565,7 +577,7 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
 
   RenderTracking(page, data, summary);
   RenderDiagnostics(page, Diagnose(data));
-  RenderTopTrials(page, data, options, objective);
+  if (ranked) RenderTopTrials(page, data, options, objective);
 
   for (const PageSection& section : sections) RenderSection(page, section);
   return EndPage(page, libraries, options.generated_at);

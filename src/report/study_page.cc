@@ -333,6 +333,7 @@ PageSection ThroughputSection(const StudyData& data, const Charting& sizes) {
   if (throughput.worth_using) caption += fmt::format("; worth using up to {}", *throughput.worth_using);
   if (throughput.first_out_of_memory) caption += fmt::format("; out of memory at {}", *throughput.first_out_of_memory);
   if (throughput.input_bound) caption += "; input-bound";
+  if (!throughput.untrustworthy.empty()) caption = "not to be trusted: " + throughput.untrustworthy;
   section.charts.push_back({.id = "throughput_examples",
                             .caption = "examples per second: " + caption,
                             .spec = ThroughputSpec(throughput, false, sizes.normal)});
@@ -498,14 +499,18 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   const bool records = parts != PageParts::kMeasurements;
   const bool measurements = parts != PageParts::kRecords;
   std::vector<PageSection> sections;
+  // A throughput sweep measures speed: no section judges its batch sizes by validation quality.
+  const bool judged = data.spec.procedure.kind != "throughput";
   if (records) {
     if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
     if (data.spec.procedure.ComparesWithParent()) sections.push_back(ParentSection(data, sizes));
     if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
     if (data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
-    sections.push_back(IsolationSection(data, sizes));
-    sections.push_back(AxisPlotSection(data, sizes));
-    sections.push_back(InteractionSection(data, sizes));
+    if (judged) {
+      sections.push_back(IsolationSection(data, sizes));
+      sections.push_back(AxisPlotSection(data, sizes));
+      sections.push_back(InteractionSection(data, sizes));
+    }
   }
   // The curves of the best trials only, when there are too many to draw one line each.
   const StudyData shown =
@@ -513,9 +518,9 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements && data.spec.procedure.kind == "instability") sections.push_back(ProbeSection(data, sizes));
   if (measurements && data.spec.procedure.kind == "warmup") sections.push_back(WarmupSection(data, sizes));
   if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
-  if (records) sections.push_back(BestStepSection(data, sizes));
+  if (records && judged) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
-  if (records) sections.push_back(BootstrapSection(data, options, sizes));
+  if (records && judged) sections.push_back(BootstrapSection(data, options, sizes));
   if (records) sections.push_back(TimeSection(data, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
   std::vector<std::string> order;

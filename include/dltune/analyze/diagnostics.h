@@ -91,7 +91,8 @@ std::string PlaybookAnchor(const std::string& section);
 // - throughput (info), throughput_input_bound (warning; "Determining the feasible batch sizes and estimating training
 //   throughput"): a study planned by dltune plan throughput (AnalyzeThroughput, throughput.h): each batch size's time
 //   per step and examples per second, the largest worth using and where perfect scaling ends; training waiting for
-//   data at that batch size.
+//   data at that batch size. throughput_untrustworthy (warning) instead when the measurements cannot be trusted
+//   (Throughput::untrustworthy: step times spread by a busy machine, an impossible efficiency): no batch size then.
 // - adam_budget (warning; "How should Adam's hyperparameters be tuned?"): CheckAdamBudget (search_budget.h).
 // - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
 //   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner

@@ -18,6 +18,11 @@ inline constexpr double kPerfectScaling = 0.9;
 inline constexpr double kWorthScaling = 0.6;  // throughput at least 1.2 times the smaller batch size's
 // Input-bound: waiting for data takes more than this share of step time.
 inline constexpr double kInputBoundShare = 0.1;
+// Measurements too noisy to judge: the middle half of a batch size's step times spans more than this share of their
+// median (a busy machine makes them bimodal: 0.4 ms and 60 ms).
+inline constexpr double kNoisySpread = 0.5;
+// A doubling cannot make each example cheaper than perfect scaling: an efficiency above this is a measurement error.
+inline constexpr double kImpossibleEfficiency = 1.1;
 
 struct ThroughputRow {
   std::uint64_t trial = 0;
@@ -29,6 +34,7 @@ struct ThroughputRow {
   std::optional<double> step_time;            // median seconds per step over them
   std::optional<double> examples_per_second;  // batch_size / step_time
   std::optional<double> data_wait_share;      // waiting for input / step time, summed over them
+  std::optional<double> spread;               // (third quartile - first quartile) / median of the step times
   // Examples per second against the previous (smaller) measured batch size, divided by the batch sizes' ratio:
   // 1 = perfect scaling (twice the batch, twice the examples per second), 0.5 = no gain at all.
   std::optional<double> efficiency;
@@ -44,6 +50,10 @@ struct Throughput {
   std::optional<std::int64_t> worth_using;
   std::optional<std::int64_t> first_out_of_memory;  // the smallest batch size that ran out of memory
   bool input_bound = false;                         // the data wait share at worth_using is above kInputBoundShare
+  // Why the measurements cannot be trusted (a batch size's step times spread past kNoisySpread, an efficiency above
+  // kImpossibleEfficiency); then no batch size is recommended (perfect_until and worth_using stay empty). "" when
+  // they can.
+  std::string untrustworthy;
 };
 
 // Measured steps: all but the first fifth (at least 1) of each trial's recorded training steps with a step_time,
