@@ -190,8 +190,8 @@ space:
   EXPECT_NEAR(variance.comparisons[0].advantage.mean, comparison.at("advantage").at("mean").get<double>(), 1e-12);
   EXPECT_NEAR(*variance.comparisons[0].advantage.low, comparison.at("advantage").at("low").get<double>(), 1e-9);
 
-  // What to do next: the parent points to the study planned from it.
-  EXPECT_THAT(Dltune("next parent").out, HasSubstr("dltune next retrain"));
+  // What to do next: the lineage is read from the parent to the study planned from it, where the step is.
+  EXPECT_THAT(Dltune("next parent").out, HasSubstr("study retrain: "));
 
   // The report and doctor say what the replicas show.
   const Result doctor = Dltune("doctor retrain");
@@ -297,12 +297,19 @@ space:
     }
   }
   for (const ThroughputRow& row : throughput.rows) {
-    std::vector<double> after(times.at(row.trial).begin() + 4, times.at(row.trial).end());  // 20 steps: 4 warm-up
-    std::sort(after.begin(), after.end());
-    const double median = (after[after.size() / 2 - 1] + after[after.size() / 2]) / 2;
-    EXPECT_EQ(row.measured_steps, 16);
-    EXPECT_DOUBLE_EQ(*row.step_time, median) << row.batch_size;
-    EXPECT_DOUBLE_EQ(*row.examples_per_second, static_cast<double>(row.batch_size) / median);
+    // Each batch size measured twice (two rounds over the sizes): the median of each measurement's median.
+    ASSERT_EQ(row.trials.size(), 2u);
+    std::vector<double> medians;
+    for (const std::uint64_t trial : row.trials) {
+      std::vector<double> after(times.at(trial).begin() + 4, times.at(trial).end());  // 20 steps: 4 warm-up
+      std::sort(after.begin(), after.end());
+      medians.push_back((after[after.size() / 2 - 1] + after[after.size() / 2]) / 2);
+    }
+    const double median = (medians[0] + medians[1]) / 2;
+    EXPECT_EQ(row.measured_steps, 32);
+    EXPECT_NEAR(*row.step_time, median, 1e-12 * median) << row.batch_size;
+    EXPECT_NEAR(*row.examples_per_second, static_cast<double>(row.batch_size) / median,
+                1e-9 * *row.examples_per_second);
   }
 
   for (const auto& [id, value] : swept.trials.front().params) {
@@ -391,7 +398,10 @@ TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
   EXPECT_EQ(throughput.worth_using, std::optional<std::int64_t>(128));
   EXPECT_EQ(throughput.first_out_of_memory, std::optional<std::int64_t>(1024));
   EXPECT_NEAR(*throughput.rows[0].step_time, 0.010, 1e-12);  // the slow first steps left out as warm-up
-  EXPECT_NEAR(*throughput.rows[4].efficiency, 0.5, 1e-9);    // 256: twice the time per step, no gain
+  EXPECT_EQ(throughput.rows[0].repeats, 2);                  // measured in two rounds over the batch sizes
+  EXPECT_EQ(throughput.rows[0].trials, (std::vector<std::uint64_t>{0, 9}));
+  EXPECT_NEAR(*throughput.rows[0].repeat_spread, 0.0, 1e-12);
+  EXPECT_NEAR(*throughput.rows[4].efficiency, 0.5, 1e-9);  // 256: twice the time per step, no gain
   for (const ThroughputRow& row : throughput.rows) {
     if (row.batch_size < 1024) continue;
     EXPECT_EQ(row.state, TrialState::kInfeasible);
@@ -410,6 +420,8 @@ TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
   EXPECT_THAT(page, ::testing::Not(HasSubstr("href=\"#best-trials\"")));
   EXPECT_THAT(page, ::testing::Not(HasSubstr("href=\"#axis-plots\"")));
   EXPECT_THAT(page, HasSubstr("at most 128, the largest whose doubling still paid"));
+  EXPECT_THAT(page, HasSubstr("recommended batch size 128"));
+  EXPECT_THAT(page, HasSubstr("Time for a million training examples: 16: 625 s, 32: 312 s"));
 
   // On a busy machine the step times turn bimodal: no batch size is recommended from them.
   ASSERT_EQ(Dltune("plan throughput --from scripted.yaml --batch-sizes 16:256 --steps 20 --name noisy").exit_code, 0);
@@ -422,6 +434,15 @@ TEST_F(Procedures, ThroughputFindsTheKneeAndStopsAtTheFirstOutOfMemory) {
   const std::string doctor = Dltune("doctor noisy").out;
   EXPECT_THAT(doctor, HasSubstr("cannot be trusted: no batch size is recommended"));
   EXPECT_THAT(doctor, ::testing::Not(HasSubstr("Batch sizes up to")));
+
+  // A machine that got busy between the two rounds: each round alone is steady, the repeats disagree.
+  ASSERT_EQ(Dltune("plan throughput --from scripted.yaml --batch-sizes 16:256 --steps 20 --name drift").exit_code, 0);
+  ASSERT_EQ(
+      test::RunDltune("run drift.yaml --no-report --storage " + StoreUrl(), dir_, "THROUGHPUT_TRIAL_DRIFT=5").exit_code,
+      0);
+  const Throughput drift = AnalyzeThroughput(LoadStudyData(*store, "drift"));
+  EXPECT_THAT(drift.untrustworthy, HasSubstr("at batch size 16 the 2 measurements' median step times differ by"));
+  EXPECT_FALSE(drift.worth_using);
 }
 
 // Round 2 on the synthetic workload: every recorded learning rate is the playbook's round-2 extension of round 1's

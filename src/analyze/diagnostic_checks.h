@@ -63,8 +63,12 @@ void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out);
 void CheckThroughput(const Context& context, std::vector<Diagnostic>& out);
 void CheckInstabilityProbe(const Context& context, std::vector<Diagnostic>& out);
 void CheckWarmupStudy(const Context& context, std::vector<Diagnostic>& out);
-// A probe or warmup study: its runs are meant to be unstable, so the checks of instability in a tuning study do not
-// apply (its own checks classify each run).
+void CheckClippingStudy(const Context& context, std::vector<Diagnostic>& out);
+// A probe, warmup or clipping study: its runs are meant to be unstable, so the checks of instability in a tuning study
+// do not apply (its own checks classify each run).
 bool IsStabilityProcedure(const StudyData& data);
+// A throughput or fit-steps study: a measurement of one configuration, not a search, so the checks of a tuning
+// study's space, budget and curves (boundary, compute_bound, ...) do not apply.
+bool IsMeasurementProcedure(const StudyData& data);
 
 }  // namespace dltune::diagnostic_checks

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "diagnostic_checks.h"
 #include "dltune/analyze/search_budget.h"
 
@@ -50,10 +52,11 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 27> kOrder = {"within_noise",
+  constexpr std::array<std::string_view, 29> kOrder = {"within_noise",
                                                        "winner_changed",
                                                        "fit_steps_none",
                                                        "warmup_none",
+                                                       "clipping_none",
                                                        "throughput_untrustworthy",
                                                        "instability_probe",
                                                        "fit_steps_edge",
@@ -74,14 +77,15 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
                                                        "throughput",
                                                        "instability_probe_stable",
                                                        "warmup",
+                                                       "clipping",
                                                        "beyond_noise",
                                                        "winner_held",
                                                        "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
-  // A probe's or warmup study's runs are abbreviated and meant to be unstable: the checks of a tuning study's
-  // space, budget and instability do not apply to them.
-  if (!IsStabilityProcedure(data)) {
+  // A probe's or warmup study's runs are abbreviated and meant to be unstable, and a throughput or fit-steps study
+  // measures one configuration: the checks of a tuning study's space, budget and instability do not apply to them.
+  if (!IsStabilityProcedure(data) && !IsMeasurementProcedure(data)) {
     CheckBoundary(context, found);
     CheckInfeasibleShare(context, found);
     CheckInstability(context, found);
@@ -90,22 +94,31 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
     CheckStepsTooHigh(context, found);
     CheckTrainingLossRising(context, found);
   }
-  CheckOverfitting(context, found);
+  if (!IsMeasurementProcedure(data)) CheckOverfitting(context, found);
   CheckInputBound(context, found);
   CheckAggressiveClipping(context, found);
   CheckPeriodicity(context, found);
-  CheckTrialVariance(context, found);
-  CheckSingleRuns(context, found);
+  if (!IsMeasurementProcedure(data)) {  // a throughput sweep's repeats measure speed, not the objective's noise
+    CheckTrialVariance(context, found);
+    CheckSingleRuns(context, found);
+  }
   CheckAgainstParent(context, found);
   CheckStepBudget(context, found);
   CheckThroughput(context, found);
   CheckInstabilityProbe(context, found);
   CheckWarmupStudy(context, found);
+  CheckClippingStudy(context, found);
   for (Diagnostic& d : CheckAdamBudget(data.spec)) found.push_back(std::move(d));
   const auto rank = [&kOrder](const Diagnostic& d) {
     return std::find(kOrder.begin(), kOrder.end(), d.id) - kOrder.begin();
   };
+  for (Diagnostic& d : found) {
+    for (const StudyNote& note : data.notes) {
+      if (note.resolves == d.id) d.handled = fmt::format("note {}: {}", note.id, note.text);
+    }
+  }
   std::stable_sort(found.begin(), found.end(), [&rank](const Diagnostic& a, const Diagnostic& b) {
+    if (a.handled.empty() != b.handled.empty()) return a.handled.empty();
     if (a.severity != b.severity) return a.severity > b.severity;
     return rank(a) < rank(b);
   });

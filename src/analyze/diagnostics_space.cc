@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "diagnostic_checks.h"
 
@@ -58,6 +59,10 @@ double ExpandedBound(const Param& param, bool upper) {
   }
   if (param.kind == ParamKind::kInt) bound = upper ? std::ceil(bound) : std::floor(bound);
   if (param.kind == ParamKind::kInt && param.scale == Scale::kLog) bound = std::max(bound, 1.0);
+  // Fractions the training reads as such end at 1 (a momentum of 1 never forgets, a dropout of 1 drops everything).
+  static const std::set<std::string> kFractions = {"momentum", "dropout",        "label_smoothing", "beta1",
+                                                   "beta2",    "final_fraction", "ema_decay"};
+  if (upper && kFractions.count(param.name) != 0) bound = std::min(bound, 0.999);
   return bound;
 }
 
@@ -118,11 +123,14 @@ void CheckBoundary(const Context& context, std::vector<Diagnostic>& out) {
             "If {} can be negative, lower its min below 0 and run the study again; if 0 is its natural limit, the "
             "best trials prefer none of it: consider fixing it at 0 ({}).",
             param->id, why);
-      } else {
+      } else if (const double bound = ExpandedBound(*param, upper); bound == (upper ? param->max : param->min)) {
         d.suggestion =
-            fmt::format("{} {}'s {} {} {} (e.g. to {}) and run the study again: {}.", upper ? "Raise" : "Lower",
-                        param->id, upper ? "max" : "min", upper ? "above" : "below",
-                        Num(upper ? param->max : param->min), Num(ExpandedBound(*param, upper)), why);
+            fmt::format("{} is at its natural limit {}: {} — consider fixing it there.", param->id, Num(bound), why);
+      } else {
+        d.expand_to = bound;
+        d.suggestion = fmt::format("{} {}'s {} {} {} (e.g. to {}) and run the study again (dltune plan expand): {}.",
+                                   upper ? "Raise" : "Lower", param->id, upper ? "max" : "min",
+                                   upper ? "above" : "below", Num(upper ? param->max : param->min), Num(bound), why);
       }
       out.push_back(std::move(d));
     }

@@ -23,7 +23,12 @@ std::string VerdictText(const StabilityVerdict& verdict) {
 }  // namespace
 
 bool IsStabilityProcedure(const StudyData& data) {
-  return data.spec.procedure.kind == "instability" || data.spec.procedure.kind == "warmup";
+  return data.spec.procedure.kind == "instability" || data.spec.procedure.kind == "warmup" ||
+         data.spec.procedure.kind == "clipping";
+}
+
+bool IsMeasurementProcedure(const StudyData& data) {
+  return data.spec.procedure.kind == "throughput" || data.spec.procedure.kind == "fit-steps";
 }
 
 void CheckInstabilityProbe(const Context& context, std::vector<Diagnostic>& out) {
@@ -136,6 +141,43 @@ void CheckWarmupStudy(const Context& context, std::vector<Diagnostic>& out) {
                                  "--from {}",
                                  study.baseline_steps, warmup, name),
        .section = kApplyWarmupSection});
+}
+
+void CheckClippingStudy(const Context& context, std::vector<Diagnostic>& out) {
+  const StudyData& data = context.data;
+  if (data.spec.procedure.kind != "clipping") return;
+  const ClippingStudy study = AnalyzeClipping(data);
+  if (!study.finished || study.rows.empty()) return;
+  std::string detail;
+  for (const ClippingRow& row : study.rows) {
+    if (!row.verdict) continue;
+    detail += fmt::format("{}{}: {}{}", detail.empty() ? "" : "; ",
+                          row.threshold > 0 ? "clipping at " + Num(row.threshold) : std::string("no clipping"),
+                          VerdictText(*row.verdict),
+                          row.clipped_share ? fmt::format(", {:.0f}% of steps clipped", 100 * *row.clipped_share) : "");
+  }
+  const std::string name = ShellQuote(data.study.name);
+  if (!study.recommended) {
+    out.push_back(
+        {.id = "clipping_none",
+         .severity = Severity::kWarning,
+         .title = fmt::format("No clipping threshold trains stably at {} without clipping most steps",
+                              Num(study.learning_rate)),
+         .detail = detail + ".",
+         .suggestion = fmt::format("neither warmup nor clipping cures it: tune below the unstable learning rate {} "
+                                   "(a new study whose learning-rate range ends below it)",
+                                   Num(study.learning_rate)),
+         .section = kClippingSection});
+    return;
+  }
+  out.push_back({.id = "clipping",
+                 .severity = Severity::kInfo,
+                 .title = fmt::format("Clipping gradients at {} trains stably at {} (the 90th percentile of the "
+                                      "baseline's gradient norms is {})",
+                                      Num(*study.recommended), Num(study.learning_rate), Num(study.percentile_90)),
+                 .detail = detail + ".",
+                 .suggestion = fmt::format("tune the baseline with it: dltune plan apply-clipping --from {}", name),
+                 .section = kClippingSection});
 }
 
 }  // namespace dltune::diagnostic_checks

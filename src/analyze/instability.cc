@@ -237,4 +237,40 @@ WarmupStudy AnalyzeWarmup(const StudyData& data) {
   return study;
 }
 
+ClippingStudy AnalyzeClipping(const StudyData& data) {
+  ClippingStudy study;
+  study.learning_rate = OptionNumber(data, "learning_rate");
+  study.percentile_90 = OptionNumber(data, "percentile_90");
+  study.baseline = data.spec.procedure.options.value("baseline", std::string());
+  study.finished = true;
+  for (const TrialRecord& trial : data.trials) {
+    const auto threshold = ParamNumber(trial, "grad_clip_norm");
+    if (!threshold) continue;
+    ClippingRow row{.trial = trial.number, .threshold = *threshold, .state = trial.state};
+    if (Judged(trial.state)) {
+      row.verdict =
+          ClassifyStability(LossStepsOf(data, trial.number), data.spec.max_train_steps, StoppedAsDiverged(trial));
+    } else if (trial.state != TrialState::kFailed) {
+      study.finished = false;
+    }
+    std::size_t recorded = 0, clipped = 0;
+    for (const TrainMeasurement& m : analysis_util::TrainOf(data, trial.number)) {
+      if (!m.clipped) continue;
+      ++recorded;
+      clipped += *m.clipped ? 1 : 0;
+    }
+    if (recorded > 0) row.clipped_share = static_cast<double>(clipped) / static_cast<double>(recorded);
+    study.rows.push_back(row);
+  }
+  std::sort(study.rows.begin(), study.rows.end(),
+            [](const ClippingRow& a, const ClippingRow& b) { return a.threshold < b.threshold; });
+  for (const ClippingRow& row : study.rows) {
+    const bool stable = row.verdict && row.verdict->kind == Stability::kStable;
+    if (row.threshold > 0 && stable && row.clipped_share.value_or(0.0) <= kAggressiveClippedShare) {
+      study.recommended = row.threshold;  // rows go up: the last such is the gentlest
+    }
+  }
+  return study;
+}
+
 }  // namespace dltune

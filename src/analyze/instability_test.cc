@@ -172,7 +172,7 @@ TEST(Stability, LongerWarmupsStayWithinATenthOfTheBudget) {
   EXPECT_EQ(none.suggestion.find("dltune plan warmup"), std::string::npos) << none.suggestion;
   const NextStep next = RecommendNextStep(at_cap, {none});
   EXPECT_EQ(next.id, "below_instability");
-  EXPECT_NE(next.command.find("dltune show base --spec"), std::string::npos) << next.command;
+  EXPECT_NE(next.command.find("dltune plan clipping --from base"), std::string::npos) << next.command;
 }
 
 }  // namespace

@@ -1,23 +1,30 @@
 #include "dltune/analyze/next_step.h"
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/strings.h"
 
 namespace dltune {
 namespace {
 
-const Diagnostic* Find(const std::vector<Diagnostic>& diagnostics, const std::string& id,
-                       std::optional<Severity> severity = std::nullopt) {
-  const auto it = std::find_if(diagnostics.begin(), diagnostics.end(), [&](const Diagnostic& d) {
-    return d.id == id && (!severity || d.severity == *severity);
-  });
-  return it == diagnostics.end() ? nullptr : &*it;
-}
+constexpr const char* kInsight = "Extracting insight from experimental results";
+constexpr const char* kAfterExploration = "After exploration concludes";
+constexpr const char* kAdopt =
+    "Determining whether to adopt a training pipeline change or hyperparameter configuration";
+constexpr const char* kBatchSize = "Determining the feasible batch sizes and estimating training throughput";
+constexpr const char* kStepBudget =
+    "Algorithm for picking an initial candidate for max_train_steps using a learning rate sweep";
+// Retrain studies are extended (twice the replicas each time) until this many replicas leave the difference within
+// the noise: then the difference is too small to matter.
+constexpr std::uint64_t kMostReplicas = 10;
+constexpr int kDeepestLineage = 64;
 
 std::size_t CountIn(const StudyData& data, std::initializer_list<TrialState> states) {
   return static_cast<std::size_t>(std::count_if(data.trials.begin(), data.trials.end(), [&](const TrialRecord& t) {
@@ -25,143 +32,409 @@ std::size_t CountIn(const StudyData& data, std::initializer_list<TrialState> sta
   }));
 }
 
-NextStep FromFinding(const Diagnostic& d, const std::string& id, const std::string& title, const std::string& command) {
-  return {.id = id, .title = title, .why = d.title, .command = command, .section = d.section};
+std::string SpecFileOf(const StudyData& data) {
+  return data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
 }
+
+// A plan written to `file` and the run that carries it out: one command, so that the step it takes is whole.
+std::string PlanAndRun(const std::string& plan, const std::string& file) {
+  return fmt::format("dltune plan {} -o {} && dltune run {}", plan, ShellQuote(file), ShellQuote(file));
+}
+
+// The best completed trial over all sub-studies (nullopt when none has an objective).
+std::optional<std::uint64_t> BestTrialOf(const StudyData& data) {
+  std::optional<std::uint64_t> best;
+  std::optional<double> best_value;
+  for (const TrialRecord& trial : data.trials) {
+    if (trial.state != TrialState::kCompleted) continue;
+    const auto value = BestObjectiveOf(data, trial);
+    if (!value) continue;
+    if (!best_value || (data.spec.objective.Minimize() ? *value < *best_value : *value > *best_value)) {
+      best = trial.number;
+      best_value = value;
+    }
+  }
+  return best;
+}
+
+// One study's step, its children's steps already known (`child_steps`, parallel to node.children).
+class StudyStep {
+ public:
+  explicit StudyStep(const LineageNode& node) : node_(node), data_(node.data) {
+    for (const Diagnostic& d : node.diagnostics) {
+      if (d.handled.empty()) open_.push_back(&d);
+    }
+  }
+
+  NextStep Recommend(int depth) {
+    if (auto step = StateOfTrials()) return *step;
+    if (auto step = PossibleBug()) return *step;
+    if (!data_.launches.empty()) return Done();
+    if (auto step = FollowChildren(depth)) return *step;
+    if (auto step = CarryOutDecision()) return *step;
+    if (auto step = FromFindings()) return *step;
+    return DecideOnBest();
+  }
+
+ private:
+  NextStep Make(std::string id, std::string title, std::string why, std::string command, std::string section) const {
+    return {.id = std::move(id),
+            .study = data_.study.name,
+            .title = std::move(title),
+            .why = std::move(why),
+            .command = std::move(command),
+            .section = std::move(section)};
+  }
+  NextStep FromFinding(const Diagnostic& d, std::string id, std::string title, std::string command) const {
+    return Make(std::move(id), std::move(title), d.title, std::move(command), d.section);
+  }
+  const Diagnostic* Open(const std::string& id) const {
+    const auto it = std::find_if(open_.begin(), open_.end(), [&](const Diagnostic* d) { return d->id == id; });
+    return it == open_.end() ? nullptr : *it;
+  }
+  std::string Study() const { return ShellQuote(data_.study.name); }
+  const std::string& Kind() const { return data_.spec.procedure.kind; }
+
+  std::optional<NextStep> StateOfTrials() const {
+    const std::size_t unfinished = CountIn(data_, {TrialState::kPending, TrialState::kRunning, TrialState::kStopped});
+    if (unfinished > 0 || data_.trials.empty()) {
+      return Make("finish", "Finish the study: its results are not all in",
+                  data_.trials.empty()
+                      ? "no trial has run yet"
+                      : fmt::format("{} of its {} trials are still to run or running", unfinished, data_.trials.size()),
+                  "dltune run " + ShellQuote(SpecFileOf(data_)), kInsight);
+    }
+    if (const std::size_t failed = CountIn(data_, {TrialState::kFailed}); failed > 0) {
+      return Make(
+          "retry_failed", "Fix what made trials fail, then run them again",
+          fmt::format("{} trial{} failed (their reasons: dltune show {})", failed, failed == 1 ? "" : "s", Study()),
+          "dltune run " + ShellQuote(SpecFileOf(data_)) + " --retry-failed", kInsight);
+    }
+    return std::nullopt;
+  }
+
+  // The playbook treats these as likely bugs: nothing built on the study is trusted until they are explained. A
+  // training loss that rises in a few trials is what high learning rates do; in most of them, a bug.
+  std::optional<NextStep> PossibleBug() const {
+    for (const char* id : {"periodic_validation", "training_loss_rising"}) {
+      if (const Diagnostic* d = Open(id); d && (d->id != "training_loss_rising" || d->severity == Severity::kProblem)) {
+        return FromFinding(*d, "check_bug",
+                           "Check the pipeline for a bug before building on this study, then mark the finding handled",
+                           fmt::format("dltune note {} --resolves {} 'checked: ...'", Study(), id));
+      }
+    }
+    return std::nullopt;
+  }
+
+  NextStep Done() const {
+    const LaunchRecord& launch = data_.launches.back();
+    return Make("done", "Done: the study's model is launched",
+                fmt::format("launch {} of trial {}, {}", launch.id, launch.evaluation.trial, launch.reason),
+                "dltune launches " + Study(), kAfterExploration);
+  }
+
+  const StudyNote* LatestDecision() const {
+    const auto it = std::find_if(data_.notes.rbegin(), data_.notes.rend(),
+                                 [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });
+    return it == data_.notes.rend() ? nullptr : &*it;
+  }
+
+  // The newest child planned after the latest decision leads, unless its outcome sends the lineage back here.
+  std::optional<NextStep> FollowChildren(int depth) {
+    const StudyNote* decision = LatestDecision();
+    for (auto child = node_.children.rbegin(); child != node_.children.rend(); ++child) {
+      if (decision != nullptr && child->data.study.created_at < decision->created_at) break;
+      NextStep step = depth >= kDeepestLineage ? Make("follow", "Continue with study " + child->data.study.name,
+                                                      "the lineage is deeper than dltune next reads",
+                                                      "dltune next " + ShellQuote(child->data.study.name), "")
+                                               : StudyStep(*child).Recommend(depth + 1);
+      if (step.id == "back_to_parent") {
+        handled_kinds_.insert(child->data.spec.procedure.kind);
+        continue;
+      }
+      return step;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> CarryOutDecision() const {
+    // A decision taken is what the user concluded from the findings: what is left is to carry it out, as `dltune
+    // decide` itself says.
+    const StudyNote* decision = LatestDecision();
+    if (decision == nullptr) return std::nullopt;
+    return Make("launch", "Launch the adopted model: evaluate it on the test set once",
+                fmt::format("decision {} adopts {} and nothing is launched yet", decision->id, decision->adopt),
+                fmt::format("dltune launch {} --reason {}", Study(),
+                            ShellQuote(fmt::format("carries out decision {}", decision->id))),
+                kAfterExploration);
+  }
+
+  std::optional<NextStep> FromFindings() const {
+    using Check = std::optional<NextStep> (StudyStep::*)() const;
+    for (const Check check :
+         {&StudyStep::Instability, &StudyStep::SearchSpace, &StudyStep::ThroughputStep, &StudyStep::StepBudgetStep,
+          &StudyStep::StabilityStep, &StudyStep::VarianceStep, &StudyStep::LongerStep}) {
+      if (auto step = (this->*check)()) return step;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> Instability() const {
+    if (handled_kinds_.count("instability") != 0) return std::nullopt;  // probed: training was stable
+    if (const Diagnostic* d = Open("instability")) {
+      return FromFinding(
+          *d, "fix_instability",
+          "Fix the instability before comparing anything: probe it, then warmup or gradient clipping",
+          PlanAndRun(fmt::format("instability --from {}", Study()), data_.study.name + "-instability.yaml"));
+    }
+    if (const Diagnostic* d = Open("infeasible_share"); d && d->severity == Severity::kProblem) {
+      return FromFinding(
+          *d, "fix_instability", "Most trials diverge: narrow the space or stabilize training first",
+          PlanAndRun(fmt::format("instability --from {}", Study()), data_.study.name + "-instability.yaml"));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> SearchSpace() const {
+    for (const Diagnostic* d : open_) {
+      if (d->id == "boundary" && d->expand_to) {
+        return FromFinding(*d, "expand_space", "Expand the search space where the best trials crowd its edge",
+                           PlanAndRun(fmt::format("expand --from {}", Study()), data_.study.name + "-expanded.yaml"));
+      }
+    }
+    if (const Diagnostic* d = Open("boundary")) {  // at a natural limit: a decision only its author can take
+      return FromFinding(*d, "expand_space",
+                         "The best trials sit at a natural limit of a range: fix the param there in the next study, "
+                         "and mark the finding handled",
+                         fmt::format("dltune note {} --resolves boundary {}", Study(),
+                                     ShellQuote("at its natural limit: fixed there from now on")));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> ThroughputStep() const {
+    if (Kind() != "throughput") return std::nullopt;
+    if (const Diagnostic* d = Open("throughput_untrustworthy")) {
+      NextStep step = FromFinding(*d, "measure_again", "Measure the throughput again, on a quieter machine",
+                                  d->suggestion.substr(d->suggestion.find("dltune")));
+      step.why = d->detail;
+      return step;
+    }
+    const Throughput throughput = AnalyzeThroughput(data_);
+    if (!throughput.worth_using) return std::nullopt;
+    const std::string root = NameBefore(data_.study.name, "-throughput");
+    return Make(
+        "fit_steps",
+        fmt::format("Batch size {}: find the step budget at it with a learning-rate sweep", *throughput.worth_using),
+        fmt::format("study {} recommends batch size {}, the largest whose doubling still paid", data_.study.name,
+                    *throughput.worth_using),
+        PlanAndRun(fmt::format("fit-steps --from {}", Study()), root + "-fit-steps.yaml"), kStepBudget);
+  }
+
+  std::optional<NextStep> StepBudgetStep() const {
+    if (Kind() != "fit-steps") return std::nullopt;
+    const std::string& from = data_.spec.procedure.parent;
+    const std::string fit = data_.spec.procedure.options.value("fit", std::string());
+    const std::int64_t steps = data_.spec.max_train_steps;
+    if (const Diagnostic* d = Open("fit_steps_edge")) {
+      // Planned again beside this sweep (same parent), one decade beyond its edge.
+      const StepBudget budget = AnalyzeStepBudget(data_);
+      double low = 0, high = 0;
+      for (const FitRow& row : budget.rows) {
+        if (low == 0 || row.learning_rate < low) low = row.learning_rate;
+        high = std::max(high, row.learning_rate);
+      }
+      const bool at_low = budget.fastest_trial && !budget.rows.empty() &&
+                          std::any_of(budget.rows.begin(), budget.rows.end(), [&](const FitRow& row) {
+                            return row.trial == *budget.fastest_trial && row.learning_rate == low;
+                          });
+      const double edge = at_low ? low : high;
+      const std::string name = data_.study.name + (at_low ? "-lower" : "-higher");
+      return FromFinding(
+          *d, "sweep_further", "Sweep the learning rate further before trusting the step budget",
+          PlanAndRun(fmt::format("fit-steps --from {} --fit {} --steps {} --learning-rates {:.3g}:{:.3g}:7 --name {}",
+                                 ShellQuote(from), ShellQuote(fit), steps, at_low ? edge / 30 : edge,
+                                 at_low ? edge : edge * 30, name),
+                     name + ".yaml"));
+    }
+    if (const Diagnostic* d = Open("fit_steps")) {
+      const StepBudget budget = AnalyzeStepBudget(data_);
+      const std::string root = NameBefore(data_.study.name, "-fit-steps");
+      return FromFinding(
+          *d, "set_steps",
+          budget.candidate_steps
+              ? fmt::format("Tune with max_train_steps {}: the project's first study", *budget.candidate_steps)
+              : std::string("Tune with the step budget it found: the project's first study"),
+          PlanAndRun(fmt::format("apply-steps --from {}", Study()), root + "-tuning.yaml"));
+    }
+    if (const Diagnostic* d = Open("fit_steps_none")) {
+      const std::string name = data_.study.name + "-longer";
+      return FromFinding(*d, "sweep_longer", "No learning rate fit the training set: sweep again, twice as long",
+                         PlanAndRun(fmt::format("fit-steps --from {} --fit {} --steps {} --name {}", ShellQuote(from),
+                                                ShellQuote(fit), 2 * steps, name),
+                                    name + ".yaml"));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> StabilityStep() const {
+    if (const Diagnostic* d = Open("instability_probe")) {
+      return FromFinding(*d, "warmup", "Find the shortest warmup that trains stably at 10x the unstable learning rate",
+                         PlanAndRun(fmt::format("warmup --from {}", Study()), data_.study.name + "-warmup.yaml"));
+    }
+    if (const Diagnostic* d = Open("instability_probe_stable")) {
+      return FromFinding(*d, "back_to_parent", "No warmup needed: go on with the study this probe was planned from",
+                         "dltune next " + ShellQuote(data_.spec.procedure.parent));
+    }
+    if (const Diagnostic* d = Open("warmup")) {
+      return FromFinding(
+          *d, "apply_warmup", "Prepend the warmup to the baseline and compare",
+          PlanAndRun(fmt::format("apply-warmup --from {}", Study()), data_.study.name + "-applied.yaml"));
+    }
+    if (const Diagnostic* d = Open("warmup_none")) {
+      if (const auto at = d->suggestion.find("dltune plan warmup"); at != std::string::npos) {
+        const std::string plan = d->suggestion.substr(at, d->suggestion.find(')', at) - at);
+        const std::string name = data_.study.name + "-longer";
+        return FromFinding(
+            *d, "longer_warmup", "Try longer warmups (or gradient clipping)",
+            plan + fmt::format(" -o {} && dltune run {}", ShellQuote(name + ".yaml"), ShellQuote(name + ".yaml")));
+      }
+      // The longest warmup the playbook allows did not help: never the same step again, but what is left.
+      const std::string baseline = data_.spec.procedure.options.value("baseline", data_.spec.procedure.parent);
+      return FromFinding(
+          *d, "below_instability",
+          fmt::format("Warmup cannot cure this instability: try clipping the gradients (or tune below "
+                      "the unstable learning rate: dltune plan narrow-lr --from {})",
+                      Study()),
+          PlanAndRun(fmt::format("clipping --from {}", ShellQuote(baseline)), baseline + "-clipping.yaml"));
+    }
+    if (const Diagnostic* d = Open("clipping")) {
+      const std::string baseline = data_.spec.procedure.options.value("baseline", data_.spec.procedure.parent);
+      return FromFinding(*d, "apply_clipping", "Tune the baseline with its gradients clipped at that threshold",
+                         PlanAndRun(fmt::format("apply-clipping --from {}", Study()), baseline + "-clipped.yaml"));
+    }
+    if (const Diagnostic* d = Open("clipping_none")) {
+      const std::string baseline = data_.spec.procedure.options.value("baseline", data_.spec.procedure.parent);
+      return FromFinding(*d, "narrow_lr", "Neither warmup nor clipping cures it: tune below the unstable learning rate",
+                         PlanAndRun(fmt::format("narrow-lr --from {}", Study()), baseline + "-narrow-lr.yaml"));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> VarianceStep() const {
+    if (const Diagnostic* d = Open("within_noise")) {
+      const TrialVariance variance = AnalyzeTrialVariance(data_);
+      if (Kind() == "retrain" && data_.spec.replicas < kMostReplicas) {
+        // More replicas of the same configurations: the study's spec planned again with twice as many, and run with
+        // --extend, which trains only the new ones.
+        const std::string spec_file = SpecFileOf(data_);
+        return FromFinding(
+            *d, "more_replicas", "Run more replicas: the difference is within the noise of this many",
+            fmt::format("dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} "
+                        "--extend",
+                        ShellQuote(data_.spec.procedure.parent), data_.spec.procedure.options.value("top", 1),
+                        2 * data_.spec.replicas, Study(), ShellQuote(spec_file), ShellQuote(spec_file)));
+      }
+      const std::uint64_t best = variance.best_configuration.value_or(0);
+      return FromFinding(*d, "decide",
+                         "Decide: the difference stays within the noise, so either is as good (keep the simpler one)",
+                         fmt::format("dltune decide {} --adopt configuration:{} --because {}", Study(), best,
+                                     ShellQuote(fmt::format("the best mean; the others are within the noise of {} "
+                                                            "replicas",
+                                                            data_.spec.replicas))));
+    }
+    if (const Diagnostic* d = Open("beyond_noise")) {
+      const std::uint64_t best = AnalyzeTrialVariance(data_).best_configuration.value_or(0);
+      return FromFinding(*d, "decide", "Record the decision: the better configuration beats the noise",
+                         fmt::format("dltune decide {} --adopt configuration:{} --because {}", Study(), best,
+                                     ShellQuote("the best mean, beyond the run-to-run noise")));
+    }
+    if (const Diagnostic* d = Open("single_runs")) {
+      return FromFinding(
+          *d, "retrain", "Retrain the best of each sub-study from several seeds before adopting one",
+          PlanAndRun(fmt::format("retrain --from {} --replicas 5", Study()), data_.study.name + "-retrain.yaml"));
+    }
+    return std::nullopt;
+  }
+
+  std::optional<NextStep> LongerStep() const {
+    if (const Diagnostic* d = Open("compute_bound"); d && Kind() != "round2") {
+      return FromFinding(
+          *d, "round2", "Train longer: round 2 of the best configurations",
+          PlanAndRun(fmt::format("round2 --from {} --top 3 --steps 2x", Study()), data_.study.name + "-round2.yaml"));
+    }
+    return std::nullopt;
+  }
+
+  NextStep DecideOnBest() const {
+    const auto best = BestTrialOf(data_);
+    if (!best) {
+      return Make("retry_failed", "No trial completed with an objective: fix the setup and run again",
+                  fmt::format("every trial ended infeasible (their reasons: dltune show {})", Study()),
+                  fmt::format("dltune show {}", Study()), kInsight);
+    }
+    return Make("decide", "Decide what to adopt from this study: its best trial",
+                "no finding calls for another step first",
+                fmt::format("dltune decide {} --adopt trial:{} --because {}", Study(), *best,
+                            ShellQuote("the best trial; no finding calls for another study")),
+                kAdopt);
+  }
+
+  const LineageNode& node_;
+  const StudyData& data_;
+  std::vector<const Diagnostic*> open_;
+  std::set<std::string> handled_kinds_;
+};
 
 }  // namespace
 
+NextStep RecommendNextStep(const LineageNode& root) { return StudyStep(root).Recommend(0); }
+
 NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>& diagnostics) {
-  const std::string study = ShellQuote(data.study.name);
-  const std::string spec = ShellQuote(data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path);
-  const std::size_t unfinished = CountIn(data, {TrialState::kPending, TrialState::kRunning, TrialState::kStopped});
-  if (unfinished > 0 || data.trials.empty()) {
-    return {.id = "finish",
-            .title = "Finish the study: its results are not all in",
-            .why = data.trials.empty()
-                       ? "no trial has run yet"
-                       : fmt::format("{} of its {} trials are still to run or running", unfinished, data.trials.size()),
-            .command = "dltune run " + spec,
-            .section = "Extracting insight from experimental results"};
+  return RecommendNextStep(LineageNode{.data = data, .diagnostics = diagnostics, .children = {}});
+}
+
+NextStep StartOfProject(const std::string& spec_path, const StudySpec& spec) {
+  const std::string file = ShellQuote(spec_path);
+  const Param* batch = nullptr;
+  for (const Param& param : spec.space->params()) {
+    if (param.name == "batch_size") batch = &param;
   }
-  if (const std::size_t failed = CountIn(data, {TrialState::kFailed}); failed > 0) {
-    return {
-        .id = "retry_failed",
-        .title = "Fix what made trials fail, then run them again",
-        .why = fmt::format("{} trial{} failed (their reasons: dltune show {})", failed, failed == 1 ? "" : "s", study),
-        .command = "dltune run " + spec + " --retry-failed",
-        .section = "Extracting insight from experimental results"};
-  }
-  if (const Diagnostic* d = Find(diagnostics, "instability")) {
-    return FromFinding(*d, "fix_instability",
-                       "Fix the instability before comparing anything: probe it, then warmup or gradient clipping",
-                       fmt::format("dltune plan instability --from {}", study));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "infeasible_share", Severity::kProblem)) {
-    return FromFinding(*d, "fix_instability", "Most trials diverge: narrow the space or stabilize training first", "");
-  }
-  if (const Diagnostic* d = Find(diagnostics, "boundary")) {
-    return FromFinding(*d, "expand_space", "Expand the search space where the best trials crowd its edge",
-                       fmt::format("dltune show {} --spec > {}-expanded.yaml   # then edit the range and the name",
-                                   study, data.study.name));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "fit_steps_edge")) {
-    return FromFinding(*d, "sweep_further", "Sweep the learning rate further before trusting the step budget",
-                       d->suggestion.substr(d->suggestion.find("dltune")));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "fit_steps")) {
-    const StepBudget budget = AnalyzeStepBudget(data);
-    return FromFinding(*d, "set_steps",
-                       fmt::format("Set max_train_steps: {} in the study you tune next", *budget.candidate_steps), "");
-  }
-  const bool launched = !data.launches.empty();
-  if (!launched && !data.children.empty()) {
-    const std::string& child = data.children.back();
-    return {.id = "follow",
-            .title = fmt::format("Continue with study {}, planned from this one", child),
-            .why = fmt::format("{} stud{} planned from it: {}", data.children.size(),
-                               data.children.size() == 1 ? "y was" : "ies were", fmt::join(data.children, ", ")),
-            .command = "dltune next " + ShellQuote(child),
-            .section = ""};
-  }
-  if (const Diagnostic* d = Find(diagnostics, "instability_probe")) {
-    return FromFinding(*d, "warmup", "Find the shortest warmup that trains stably at 10x the unstable learning rate",
-                       fmt::format("dltune plan warmup --from {}", study));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "instability_probe_stable")) {
-    return FromFinding(*d, "back_to_parent", "No warmup needed: go on with the study this probe was planned from",
-                       "dltune next " + ShellQuote(data.spec.procedure.parent));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "warmup")) {
-    return FromFinding(*d, "apply_warmup", "Prepend the warmup to the baseline and compare",
-                       fmt::format("dltune plan apply-warmup --from {}", study));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "warmup_none")) {
-    if (const auto at = d->suggestion.find("dltune plan warmup"); at != std::string::npos) {
-      return FromFinding(*d, "longer_warmup", "Try longer warmups (or gradient clipping)",
-                         d->suggestion.substr(at, d->suggestion.find(')', at) - at));
+  if (batch != nullptr) {
+    // Powers of two around the spec's batch size (its first value when it searches several), 16 to 1024 without one.
+    std::int64_t low = 16, high = 1024;
+    const Value value = batch->values.empty() ? Value(batch->min) : batch->values.front();
+    if (const auto size = NumericValue(value); size && *size >= 1) {
+      low = std::max<std::int64_t>(1, static_cast<std::int64_t>(*size) / 4);
+      high = static_cast<std::int64_t>(*size) * 16;
     }
-    // The longest warmup the playbook allows did not help: never the same step again.
-    const std::string baseline = ShellQuote(data.spec.procedure.options.value("baseline", data.spec.procedure.parent));
-    return FromFinding(*d, "below_instability",
-                       "Warmup cannot cure this instability: tune the baseline below the unstable learning rate",
-                       fmt::format("dltune show {} --spec > narrower.yaml   # then lower the learning rate's max, and "
-                                   "give it a new name",
-                                   baseline));
+    return {.id = "start",
+            .study = "",
+            .title = "Start the project: measure the training throughput at each batch size",
+            .why = fmt::format("nothing of {} is in the store yet; the playbook picks the batch size first, for "
+                               "training speed alone",
+                               spec_path),
+            .command = PlanAndRun(fmt::format("throughput --from {} --batch-sizes {}:{}", file, low, high),
+                                  spec.name + "-throughput.yaml"),
+            .section = kBatchSize};
   }
-  const auto decision = std::find_if(data.notes.rbegin(), data.notes.rend(),
-                                     [](const StudyNote& note) { return note.kind == NoteKind::kDecision; });
-  if (launched) {
-    const LaunchRecord& launch = data.launches.back();
-    return {.id = "done",
-            .title = "Done: the study's model is launched",
-            .why = fmt::format("launch {} of trial {}, {}", launch.id, launch.evaluation.trial, launch.reason),
-            .command = "dltune launches " + study,
-            .section = "After exploration concludes"};
+  if (!DefaultFitCondition(spec.objective).empty()) {
+    return {
+        .id = "start",
+        .study = "",
+        .title = "Start the project: find the step budget with a learning-rate sweep",
+        .why = fmt::format("nothing of {} is in the store yet, and its space has no batch_size to measure", spec_path),
+        .command = PlanAndRun(fmt::format("fit-steps --from {}", file), spec.name + "-fit-steps.yaml"),
+        .section = kStepBudget};
   }
-  // A decision taken is what the user concluded from the findings below: what is left is to carry it out, as
-  // `dltune decide` itself says.
-  if (decision != data.notes.rend()) {
-    return {.id = "launch",
-            .title = "Launch the adopted model: evaluate it on the test set once",
-            .why = fmt::format("decision {} adopts {} and nothing is launched yet", decision->id, decision->adopt),
-            .command = fmt::format("dltune launch {} --reason '...'", study),
-            .section = "After exploration concludes"};
-  }
-  if (const Diagnostic* d = Find(diagnostics, "within_noise")) {
-    // More replicas of the same configurations: the study's spec planned again with twice as many, and run with
-    // --extend, which trains only the new ones.
-    const std::string spec_file = data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
-    const std::string command =
-        data.spec.procedure.kind == "retrain"
-            ? fmt::format(
-                  "dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} "
-                  "--extend",
-                  ShellQuote(data.spec.procedure.parent), data.spec.procedure.options.value("top", 1),
-                  2 * data.spec.replicas, ShellQuote(data.study.name), ShellQuote(spec_file), ShellQuote(spec_file))
-            : "";
-    return FromFinding(*d, "more_replicas",
-                       "Run more replicas, or keep the simpler option: the difference is within the noise", command);
-  }
-  if (const Diagnostic* d = Find(diagnostics, "beyond_noise")) {
-    return FromFinding(*d, "decide", "Record the decision: the better configuration beats the noise",
-                       fmt::format("dltune decide {} --adopt configuration:{} --because '...'", study,
-                                   AnalyzeTrialVariance(data).best_configuration.value_or(0)));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "single_runs")) {
-    return FromFinding(*d, "retrain", "Retrain the best of each sub-study from several seeds before adopting one",
-                       fmt::format("dltune plan retrain --from {} --replicas 5", study));
-  }
-  if (const Diagnostic* d = Find(diagnostics, "compute_bound"); d && data.spec.procedure.kind != "round2") {
-    return FromFinding(*d, "round2", "Train longer: round 2 of the best configurations",
-                       fmt::format("dltune plan round2 --from {} --top 3 --steps 2x", study));
-  }
-  return {.id = "decide",
-          .title = "Decide what to adopt from this study",
-          .why = "no finding calls for another step first",
-          .command = fmt::format("dltune decide {} --adopt trial:N --because '...'   # dltune show {} lists the best",
-                                 study, study),
-          .section = "Determining whether to adopt a training pipeline change or hyperparameter configuration"};
+  return {.id = "start",
+          .study = "",
+          .title = "Start the project: run the spec's study",
+          .why = fmt::format("nothing of {} is in the store yet; its space has no batch_size and its objective {} no "
+                             "default fit for a step-budget sweep",
+                             spec_path, spec.objective.Name()),
+          .command = "dltune run " + file,
+          .section = "Choosing the initial configuration"};
 }
 
 }  // namespace dltune

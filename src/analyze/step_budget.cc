@@ -33,6 +33,12 @@ FitCondition FitCondition::Parse(const std::string& text) {
   return condition;
 }
 
+std::string DefaultFitCondition(const Objective& objective) {
+  if (objective.metric == "error_rate") return "train/error_rate<=0.01";
+  if (objective.metric == "accuracy") return "train/accuracy>=0.99";
+  return "";
+}
+
 StepBudget AnalyzeStepBudget(const StudyData& data) {
   const auto fit = data.spec.procedure.options.find("fit");
   if (fit == data.spec.procedure.options.end() || !fit->is_string()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -9,36 +10,79 @@
 
 namespace dltune {
 
+namespace {
+
+// One trial's measurement of its batch size.
+struct Run {
+  int steps = 0;
+  double median = 0, spread = 0, total = 0, waiting = 0;
+};
+
+std::optional<Run> Measure(const StudyData& data, std::uint64_t trial) {
+  std::vector<const TrainMeasurement*> steps;
+  for (const TrainMeasurement& m : analysis_util::TrainOf(data, trial)) {
+    if (m.step_time && *m.step_time > 0) steps.push_back(&m);
+  }
+  const std::size_t warmup = std::max<std::size_t>(1, steps.size() / 5);
+  if (steps.size() <= warmup) return std::nullopt;
+  Run run;
+  std::vector<double> times;
+  for (std::size_t i = warmup; i < steps.size(); ++i) {
+    times.push_back(*steps[i]->step_time);
+    run.total += *steps[i]->step_time;
+    run.waiting += steps[i]->data_wait.value_or(0.0);
+  }
+  std::sort(times.begin(), times.end());
+  run.steps = static_cast<int>(times.size());
+  run.median = analysis_util::Quantile(times, 0.5);
+  run.spread = (analysis_util::Quantile(times, 0.75) - analysis_util::Quantile(times, 0.25)) / run.median;
+  return run;
+}
+
+bool OutOfMemory(const TrialRecord& trial) {
+  return trial.state == TrialState::kInfeasible &&
+         (trial.reason.rfind("out of memory", 0) == 0 || trial.reason.find("ran out of memory") != std::string::npos);
+}
+
+}  // namespace
+
 Throughput AnalyzeThroughput(const StudyData& data) {
   Throughput result;
+  std::map<std::int64_t, std::vector<Run>> runs;
+  std::map<std::int64_t, ThroughputRow> by_size;
   for (const TrialRecord& trial : data.trials) {
     const auto batch = trial.params.find("batch_size");
     const auto value = batch == trial.params.end() ? std::nullopt : NumericValue(batch->second);
     if (!value) continue;
-    ThroughputRow row{.trial = trial.number,
-                      .batch_size = std::llround(*value),
-                      .state = trial.state,
-                      .reason = trial.reason,
-                      .out_of_memory = trial.state == TrialState::kInfeasible &&
-                                       (trial.reason.rfind("out of memory", 0) == 0 ||
-                                        trial.reason.find("ran out of memory") != std::string::npos)};
-    std::vector<const TrainMeasurement*> steps;
-    for (const TrainMeasurement& m : analysis_util::TrainOf(data, trial.number)) {
-      if (m.step_time && *m.step_time > 0) steps.push_back(&m);
+    const std::int64_t size = std::llround(*value);
+    ThroughputRow& row = by_size[size];
+    if (row.trials.empty()) {
+      row = {.trial = trial.number, .batch_size = size, .state = trial.state, .reason = trial.reason};
     }
-    const std::size_t warmup = std::max<std::size_t>(1, steps.size() / 5);
-    if (steps.size() > warmup) {
-      std::vector<double> times;
+    row.trials.push_back(trial.number);
+    if (OutOfMemory(trial) && !row.out_of_memory) {
+      row.out_of_memory = true;
+      row.state = trial.state;
+      row.reason = trial.reason;
+    }
+    if (const auto run = Measure(data, trial.number)) runs[size].push_back(*run);
+  }
+  for (auto& [size, row] : by_size) {
+    const auto found = runs.find(size);
+    if (found != runs.end()) {
+      std::vector<double> medians;
       double total = 0, waiting = 0;
-      for (std::size_t i = warmup; i < steps.size(); ++i) {
-        times.push_back(*steps[i]->step_time);
-        total += *steps[i]->step_time;
-        waiting += steps[i]->data_wait.value_or(0.0);
+      for (const Run& run : found->second) {
+        medians.push_back(run.median);
+        row.measured_steps += run.steps;
+        row.spread = std::max(row.spread.value_or(0.0), run.spread);
+        total += run.total;
+        waiting += run.waiting;
       }
-      std::sort(times.begin(), times.end());
-      row.measured_steps = static_cast<int>(times.size());
-      row.step_time = analysis_util::Quantile(times, 0.5);
-      row.spread = (analysis_util::Quantile(times, 0.75) - analysis_util::Quantile(times, 0.25)) / *row.step_time;
+      std::sort(medians.begin(), medians.end());
+      row.repeats = static_cast<int>(medians.size());
+      row.step_time = analysis_util::Quantile(medians, 0.5);
+      if (medians.size() >= 2) row.repeat_spread = (medians.back() - medians.front()) / *row.step_time;
       row.examples_per_second = static_cast<double>(row.batch_size) / *row.step_time;
       row.data_wait_share = waiting / total;
     }
@@ -57,7 +101,15 @@ Throughput AnalyzeThroughput(const StudyData& data) {
       perfect = perfect && *row.efficiency >= kPerfectScaling;
       worth = worth && *row.efficiency >= kWorthScaling;
     }
-    if (result.untrustworthy.empty() && row.spread && *row.spread > kNoisySpread) {
+    if (result.untrustworthy.empty() && row.repeat_spread && *row.repeat_spread > kRepeatSpread &&
+        *row.repeat_spread * *row.step_time > kNoisySpreadFloor) {
+      result.untrustworthy = fmt::format(
+          "at batch size {} the {} measurements' median step times differ by {:.0f}% of their median ({} s): the "
+          "machine's speed changed while it measured",
+          row.batch_size, row.repeats, 100 * *row.repeat_spread, *row.step_time);
+    }
+    if (result.untrustworthy.empty() && row.spread && *row.spread > kNoisySpread &&
+        *row.spread * *row.step_time > kNoisySpreadFloor) {
       result.untrustworthy = fmt::format(
           "at batch size {} the middle half of the step times spans {:.0f}% of their median ({} s): the machine was "
           "busy while it measured",

@@ -2,10 +2,13 @@
 // `dltune launches`.
 #include <cstdio>
 #include <regex>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
+#include "dltune/analyze/diagnostics.h"
 #include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
@@ -67,24 +70,43 @@ const char* ChecksumText(bool verified) {
 void RegisterDecisionCommands(CLI::App& app) {
   {
     struct Args {
-      std::string study, text, storage;
+      std::string study, text, resolves, storage;
     };
     auto args = std::make_shared<Args>();
     auto* note = app.add_subcommand(
         "note",
         "Add a note to a study's decision log (shown by dltune show, dltune studies, the report and the dashboard): "
-        "what you saw, what you suspect, what to try next.\n\n"
-        "Example:\n  dltune note quickstart \"Adam's best learning rate is at the top of its range\"");
+        "what you saw, what you suspect, what to try next. With --resolves, the note marks one of the study's "
+        "findings handled (its id, as dltune doctor prints it): dltune next and dltune doctor then pass over it.\n\n"
+        "Examples:\n  dltune note quickstart \"Adam's best learning rate is at the top of its range\"\n"
+        "  dltune note quickstart --resolves periodic_validation \"the validation set is shuffled once: no bug\"");
     note->add_option("STUDY", args->study, "The study's name")->required();
     note->add_option("TEXT", args->text, "The note")->required();
+    note->add_option("--resolves", args->resolves,
+                     "A finding of the study this note marks handled (its id: dltune doctor STUDY lists them)");
     AddStorageOption(note, args->storage);
     note->callback([args] {
       if (args->text.empty()) throw Error("a note needs some text");
       const auto store = OpenForWriting(args->storage);
       const StudyRecord study = RequireStudy(*store, args->study);
-      const StudyNote stored =
-          store->AddNote(study.id, {.kind = NoteKind::kNote, .text = args->text, .author = CurrentAuthor()});
-      std::printf("noted on study %s (note %lld)\n", study.name.c_str(), static_cast<long long>(stored.id));
+      if (!args->resolves.empty()) {
+        // Only a finding the study has: a typo must not leave the real one open while seeming to close it.
+        std::set<std::string> open;
+        bool found = false;
+        for (const Diagnostic& d : Diagnose(LoadStudyData(*store, study.name))) {
+          found = found || d.id == args->resolves;
+          if (d.handled.empty()) open.insert(d.id);
+        }
+        if (!found) {
+          throw Error(fmt::format("--resolves {}: study {} has no such finding (its open findings: {})", args->resolves,
+                                  study.name, open.empty() ? "none" : fmt::format("{}", fmt::join(open, ", "))));
+        }
+      }
+      const StudyNote stored = store->AddNote(
+          study.id,
+          {.kind = NoteKind::kNote, .text = args->text, .author = CurrentAuthor(), .resolves = args->resolves});
+      std::printf("noted on study %s (note %lld)%s\n", study.name.c_str(), static_cast<long long>(stored.id),
+                  args->resolves.empty() ? "" : fmt::format(": finding {} handled", args->resolves).c_str());
     });
   }
   {

@@ -1,5 +1,7 @@
 // `dltune doctor STUDY`: the playbook's checklist run over a study, most serious finding first.
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -30,28 +32,51 @@ std::string Wrap(const std::string& text, std::size_t indent, std::size_t width 
   return out + line;
 }
 
+void PrintNextStep(const NextStep& step) {
+  std::string out =
+      step.study.empty() ? fmt::format("{}\n", step.title) : fmt::format("study {}: {}\n", step.study, step.title);
+  out += "  because: " + step.why + "\n";
+  if (!step.command.empty()) out += "  run:     " + step.command + "\n";
+  if (!step.section.empty()) out += "  playbook: \"" + step.section + "\"\n";
+  std::fputs(TerminalSafe(out).c_str(), stdout);
+}
+
 }  // namespace
 
 std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics) {
   int counts[3] = {};
-  for (const auto& d : diagnostics) ++counts[static_cast<int>(d.severity)];
+  std::size_t handled = 0;
+  for (const auto& d : diagnostics) {
+    if (d.handled.empty()) {
+      ++counts[static_cast<int>(d.severity)];
+    } else {
+      ++handled;
+    }
+  }
   std::string out;
   if (diagnostics.empty()) {
     return fmt::format("study {}: no finding — none of the playbook's checks applies to it\n", study);
   }
-  out += fmt::format("study {}: {} finding{} ({} problem{}, {} warning{}, {} note{})\n", study, diagnostics.size(),
-                     diagnostics.size() == 1 ? "" : "s", counts[2], counts[2] == 1 ? "" : "s", counts[1],
-                     counts[1] == 1 ? "" : "s", counts[0], counts[0] == 1 ? "" : "s");
+  const std::size_t open = diagnostics.size() - handled;
+  out += fmt::format("study {}: {} finding{} ({} problem{}, {} warning{}, {} note{}){}\n", study, open,
+                     open == 1 ? "" : "s", counts[2], counts[2] == 1 ? "" : "s", counts[1], counts[1] == 1 ? "" : "s",
+                     counts[0], counts[0] == 1 ? "" : "s",
+                     handled == 0 ? "" : fmt::format(", and {} marked handled", handled));
   constexpr std::size_t kIndent = 10;
   for (const auto& d : diagnostics) {
-    std::string label = SeverityName(d.severity);
+    std::string label = d.handled.empty() ? SeverityName(d.severity) : "handled";
     for (auto& c : label) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     const std::string& title = d.title;  // names the sub-study when there are several
     out += fmt::format("\n{:<{}}{}\n", label, kIndent, Wrap(title, kIndent));
     const std::string pad(kIndent, ' ');
+    if (!d.handled.empty()) {
+      out += pad + Wrap(fmt::format("Marked handled by {} ({})", d.handled, d.id), kIndent) + "\n";
+      continue;
+    }
     if (!d.detail.empty()) out += pad + Wrap(d.detail, kIndent) + "\n";
     if (!d.suggestion.empty()) out += pad + Wrap("Suggestion: " + d.suggestion, kIndent) + "\n";
     if (!d.section.empty()) out += pad + Wrap("Playbook: \"" + d.section + "\"", kIndent) + "\n";
+    out += pad + fmt::format("Finding: {}", d.id) + "\n";
   }
   return out;
 }
@@ -84,26 +109,61 @@ void RegisterDoctorCommand(CLI::App& app) {
   });
 
   struct NextArgs {
-    std::string study;
+    std::string target;
     std::string storage;
   };
   auto next_args = std::make_shared<NextArgs>();
   auto* next = app.add_subcommand(
       "next",
-      "The playbook's next step after a study, and the exact command that takes it: finish it, retry failures, fix "
-      "instability, expand the search space, retrain the best from several seeds, decide, train longer (round 2), "
-      "launch. Reads the study's state, its checklist findings (dltune doctor) and what was decided and launched.\n\n"
-      "Example:\n  dltune next quickstart");
-  next->add_option("STUDY", next_args->study, "The study's name (see dltune studies)")->required();
+      "The playbook's next step, and the exact command that takes it. Reads a lineage whole — every study planned "
+      "from the first, their trials, findings (dltune doctor), notes, decisions and launches — and follows the "
+      "playbook's decision procedure over it (docs/analyses.md, \"What to do next\"): at the start of a project a "
+      "throughput sweep, then the step budget, then the first study; possible bugs first; then instability, the "
+      "search space, more replicas, retraining, round 2, deciding and launching. A plan is printed with the run that "
+      "carries it out. Given a spec file, the lineage that started from it (or its start); given nothing, the lineage "
+      "of the study changed last.\n\n"
+      "Examples:\n  dltune next examples/quickstart.yaml\n  dltune next quickstart\n  dltune next");
+  next->add_option("STUDY", next_args->target,
+                   "A study of the lineage, or the spec file the project starts from (default: the study changed "
+                   "last)");
   AddStorageOption(next, next_args->storage);
   next->callback([next_args] {
-    const auto store = OpenStoreReadOnly(StoreUrlOrDefault(next_args->storage));
-    const StudyData data = LoadStudyData(*store, next_args->study);
-    const NextStep step = RecommendNextStep(data, Diagnose(data));
-    std::string out = fmt::format("study {}: {}\n  because: {}\n", data.study.name, step.title, step.why);
-    if (!step.command.empty()) out += "  run:     " + step.command + "\n";
-    if (!step.section.empty()) out += "  playbook: \"" + step.section + "\"\n";
-    std::fputs(TerminalSafe(out).c_str(), stdout);
+    const std::string url = StoreUrlOrDefault(next_args->storage);
+    std::error_code error;
+    const bool spec_file = !next_args->target.empty() && std::filesystem::is_regular_file(next_args->target, error);
+    const auto store = StoreMayExist(url) ? OpenStoreReadOnly(url) : nullptr;
+    std::optional<std::string> root;
+    if (spec_file) {
+      // The lineage that started from this spec: the newest study planned from the file, or the spec's own study.
+      const StudySpec spec = LoadStudySpec(next_args->target);
+      if (store != nullptr) {
+        for (const StudyRecord& study : store->ListStudies()) {
+          if (study.parent == next_args->target || (study.name == spec.name && study.parent.empty())) root = study.name;
+        }
+      }
+      if (!root) {
+        PrintNextStep(StartOfProject(next_args->target, spec));
+        return;
+      }
+    } else if (!next_args->target.empty()) {
+      if (store == nullptr) throw Error(fmt::format("{}: no store there, so no study {}", url, next_args->target));
+      root = LineageRootOf(*store, next_args->target);
+    } else {
+      std::optional<StudyRecord> latest;
+      for (const StudyRecord& study : store ? store->ListStudies() : std::vector<StudyRecord>{}) {
+        if (!latest || study.updated_at >= latest->updated_at) latest = study;
+      }
+      if (!latest) {
+        PrintNextStep({.id = "start",
+                       .title = "No study yet: start the project from its spec",
+                       .why = fmt::format("{} holds no study", url),
+                       .command = "dltune next SPEC.yaml   # your spec: dltune space check SPEC.yaml checks it first",
+                       .section = "Choosing the initial configuration"});
+        return;
+      }
+      root = LineageRootOf(*store, latest->name);
+    }
+    PrintNextStep(RecommendNextStep(LoadLineage(*store, *root)));
   });
 }
 

@@ -24,7 +24,9 @@ struct OutputArgs {
 };
 
 void AddOutputOptions(CLI::App* command, OutputArgs& args) {
-  command->add_option("--from", args.from, "The parent study (see dltune studies); for throughput also a spec file")
+  command
+      ->add_option("--from", args.from,
+                   "The parent study (see dltune studies); for throughput and fit-steps also a spec file")
       ->required();
   command->add_option("--name", args.name, "The new study's name (default: the parent's with a suffix)");
   command->add_option("-o,--output", args.output, "Where to write the spec (default: NAME.yaml; - for the terminal)");
@@ -138,11 +140,15 @@ void RegisterPlanCommand(CLI::App& app) {
       "run with dltune run; planning again on the same records writes the same file.\n\n"
       "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
       "  dltune plan round2 --from quickstart --top 3 --steps 4x\n"
-      "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000\n"
-      "  dltune plan throughput --from quickstart --batch-sizes 16:4096\n"
+      "  dltune plan expand --from quickstart\n"
+      "  dltune plan throughput --from examples/quickstart.yaml --batch-sizes 16:4096\n"
+      "  dltune plan fit-steps --from quickstart-throughput\n"
+      "  dltune plan apply-steps --from quickstart-fit-steps\n"
       "  dltune plan instability --from quickstart\n"
       "  dltune plan warmup --from quickstart-instability\n"
-      "  dltune plan apply-warmup --from quickstart-instability-warmup");
+      "  dltune plan apply-warmup --from quickstart-instability-warmup\n"
+      "  dltune plan clipping --from quickstart\n"
+      "  dltune plan apply-clipping --from quickstart-clipping");
   plan->require_subcommand(1);
 
   {
@@ -184,42 +190,102 @@ void RegisterPlanCommand(CLI::App& app) {
       std::int64_t steps = 0;
       std::string learning_rates;
       std::int64_t eval_every = 0;
+      std::int64_t batch_size = 0;
     };
     auto args = std::make_shared<Args>();
     auto* fit = plan->add_subcommand(
         "fit-steps",
         "An initial max_train_steps, the playbook's way (\"Algorithm for picking an initial candidate for "
-        "max_train_steps using a learning rate sweep\"): the parent's best configuration with a constant learning "
-        "rate and no regularization, its learning rate swept on a grid, each trial --steps long. The report and "
-        "dltune doctor give, per learning rate, the first step that fits the training set (--fit), the fastest as the "
-        "candidate max_train_steps, and a warning when that learning rate is at the edge of the sweep.\n\n"
-        "Example:\n  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000");
+        "max_train_steps using a learning rate sweep\"): one configuration with a constant learning rate and no "
+        "regularization, its learning rate swept on a grid, each trial --steps long. The configuration is a spec "
+        "file's first trial, a throughput study's at the batch size it recommends (the playbook's start of a project: "
+        "throughput, then the step budget, then the first study), or a study's best. The report and dltune doctor "
+        "give, per learning rate, the first step that fits the training set (--fit), the fastest as the candidate "
+        "max_train_steps, and a warning when that learning rate is at the edge of the sweep; dltune plan apply-steps "
+        "applies it.\n\n"
+        "Examples:\n  dltune plan fit-steps --from quickstart-throughput\n"
+        "  dltune plan fit-steps --from examples/quickstart.yaml --batch-size 128 --steps 2000\n"
+        "  dltune plan fit-steps --from quickstart --fit 'train/error_rate<=0.01' --steps 5000");
     AddOutputOptions(fit, *args);
-    fit->add_option("--fit", args->fit, "When the training set is fit: split/metric<=value or >=value")->required();
-    fit->add_option("--steps", args->steps, "Steps each learning rate trains (a budget that can fit it)")
-        ->required()
+    fit->add_option("--fit", args->fit,
+                    "When the training set is fit: split/metric<=value or >=value (default: train/error_rate<=0.01 "
+                    "for an error-rate objective, train/accuracy>=0.99 for an accuracy)");
+    fit->add_option("--steps", args->steps,
+                    "Steps each learning rate trains, a budget that can fit (default: the spec's max_train_steps)")
         ->check(WholeNumberIn(1, 1000000000));
     fit->add_option("--learning-rates", args->learning_rates,
                     "The sweep: comma-separated values, or LOW:HIGH:COUNT log-spaced (default: 7 over the range the "
-                    "parent searched)");
+                    "spec searches)");
     fit->add_option("--eval-every", args->eval_every, "Evaluate every K steps (default: steps / 100)")
         ->check(WholeNumberIn(1, 1000000000));
+    fit->add_option("--batch-size", args->batch_size,
+                    "The batch size to sweep at (default: the configuration's; from a throughput study, the one it "
+                    "recommends)")
+        ->check(WholeNumberIn(1, 1000000000));
     fit->callback([args] {
+      std::error_code error;
+      const auto store = std::filesystem::is_regular_file(args->from, error)
+                             ? nullptr
+                             : OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanFitSteps(store.get(), {.parent = args->from,
+                                     .fit = args->fit,
+                                     .steps = args->steps,
+                                     .learning_rates = ParseLearningRates(args->learning_rates),
+                                     .eval_every = args->eval_every,
+                                     .batch_size = args->batch_size,
+                                     .name = args->name});
+      const StudySpec spec = ParseStudySpec(planned.text, planned.name + ".yaml");
+      WritePlanned(
+          planned, *args,
+          fmt::format("study {}, {} learning rates × {} steps", planned.name, planned.trials, spec.max_train_steps));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::int64_t steps = 0;
+    };
+    auto args = std::make_shared<Args>();
+    auto* apply = plan->add_subcommand(
+        "apply-steps",
+        "Apply a fit-steps study's candidate max_train_steps: the spec the project started from (the spec file or "
+        "study the sweeps were planned from) with that max_train_steps and the sweep's batch size, its search space "
+        "as written: the first study to tune.\n\n"
+        "Examples:\n  dltune plan apply-steps --from quickstart-fit-steps\n"
+        "  dltune plan apply-steps --from quickstart-fit-steps --steps 1500 --name quickstart-1500");
+    AddOutputOptions(apply, *args);
+    apply->add_option("--steps", args->steps, "The max_train_steps (default: the sweep's candidate)")
+        ->check(WholeNumberIn(1, 1000000000000));
+    apply->callback([args] {
       const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
-      const PlannedStudy planned = PlanFitSteps(*store, {.parent = args->from,
-                                                         .fit = args->fit,
-                                                         .steps = args->steps,
-                                                         .learning_rates = ParseLearningRates(args->learning_rates),
-                                                         .eval_every = args->eval_every,
-                                                         .name = args->name});
+      const PlannedStudy planned =
+          PlanApplySteps(*store, {.parent = args->from, .steps = args->steps, .name = args->name});
+      const StudySpec spec = ParseStudySpec(planned.text, planned.name + ".yaml");
       WritePlanned(planned, *args,
-                   fmt::format("study {}, {} learning rates × {} steps", planned.name, planned.trials, args->steps));
+                   fmt::format("study {}, {} trials of {} steps", planned.name, planned.trials, spec.max_train_steps));
+    });
+  }
+  {
+    auto args = std::make_shared<OutputArgs>();
+    auto* expand = plan->add_subcommand(
+        "expand",
+        "Expand a study's search space where its best trials crowd an edge (the playbook's \"Identifying bad search "
+        "space boundaries\"; dltune doctor's boundary findings): its own spec, each such range a decade further on a "
+        "log scale or half its width further on a linear one, with the same seed so the other params' quasi-random "
+        "points stay.\n\n"
+        "Example:\n  dltune plan expand --from quickstart");
+    AddOutputOptions(expand, *args);
+    expand->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanExpand(*store, {.parent = args->from, .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
     });
   }
   {
     struct Args : OutputArgs {
       std::string batch_sizes;
       std::int64_t steps = 50;
+      std::uint64_t repeats = 2;
     };
     auto args = std::make_shared<Args>();
     auto* throughput = plan->add_subcommand(
@@ -236,17 +302,25 @@ void RegisterPlanCommand(CLI::App& app) {
     throughput->add_option("--batch-sizes", args->batch_sizes, "LOW:HIGH: every power of two between them")->required();
     throughput->add_option("--steps", args->steps, "Steps per batch size (default 50; the first fifth is warm-up)")
         ->check(WholeNumberIn(10, 1000000));
+    throughput
+        ->add_option("--repeats", args->repeats,
+                     "Measurements of each batch size, in rounds over the sizes (default 2): their spread says "
+                     "whether the machine's speed held")
+        ->check(WholeNumberIn(1, 100));
     throughput->callback([args] {
       // A spec file needs no store.
       std::error_code error;
       const auto store = std::filesystem::is_regular_file(args->from, error)
                              ? nullptr
                              : OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
-      const PlannedStudy planned = PlanThroughput(
-          store.get(),
-          {.parent = args->from, .batch_sizes = args->batch_sizes, .steps = args->steps, .name = args->name});
+      const PlannedStudy planned = PlanThroughput(store.get(), {.parent = args->from,
+                                                                .batch_sizes = args->batch_sizes,
+                                                                .steps = args->steps,
+                                                                .repeats = args->repeats,
+                                                                .name = args->name});
       WritePlanned(planned, *args,
-                   fmt::format("study {}, {} batch sizes × {} steps", planned.name, planned.trials, args->steps));
+                   fmt::format("study {}, {} batch sizes × {} steps, each measured {} time{}", planned.name,
+                               planned.configurations, args->steps, args->repeats, args->repeats == 1 ? "" : "s"));
     });
   }
   {
@@ -342,6 +416,70 @@ void RegisterPlanCommand(CLI::App& app) {
           {.parent = args->from, .warmup_steps = args->warmup_steps, .replicas = args->replicas, .name = args->name});
       WritePlanned(planned, *args,
                    fmt::format("study {}, {} trial{}", planned.name, planned.trials, planned.trials == 1 ? "" : "s"));
+    });
+  }
+  {
+    struct Args : OutputArgs {
+      std::string thresholds;
+      std::int64_t steps = 0;
+      double unstable = 0;
+    };
+    auto args = std::make_shared<Args>();
+    auto* clipping = plan->add_subcommand(
+        "clipping",
+        "The playbook's gradient clipping as a remedy for instability (\"Gradient clipping\"): the baseline's best "
+        "configuration at the unstable learning rate its instability probe found, constant, for an abbreviated run "
+        "evaluated densely, once without clipping and once at each grad_clip_norm around the 90th percentile of the "
+        "best trial's recorded gradient norms (half, once and twice it). The report and dltune doctor classify each "
+        "run and give the gentlest threshold that trains stably while clipping at most half the steps; dltune plan "
+        "apply-clipping applies it.\n\n"
+        "Examples:\n  dltune plan clipping --from quickstart\n"
+        "  dltune plan clipping --from quickstart --unstable-lr 0.8 --thresholds 0.5,1,2");
+    AddOutputOptions(clipping, *args);
+    clipping->add_option("--thresholds", args->thresholds,
+                         "grad_clip_norm values, comma-separated (default: 0.5, 1 and 2 times the 90th percentile)");
+    clipping->add_option("--steps", args->steps, "Steps per run (default: the probe's, or 500)")
+        ->check(WholeNumberIn(10, 1000000000));
+    clipping->add_option("--unstable-lr", args->unstable,
+                         "The learning rate at which training becomes unstable (default: the probe's)");
+    clipping->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned =
+          PlanClipping(*store, {.parent = args->from,
+                                .thresholds = ParseNumberList(args->thresholds, "--thresholds"),
+                                .steps = args->steps,
+                                .unstable_learning_rate = args->unstable,
+                                .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} runs", planned.name, planned.trials));
+    });
+  }
+  {
+    auto args = std::make_shared<OutputArgs>();
+    auto* apply = plan->add_subcommand(
+        "apply-clipping",
+        "The baseline's spec with grad_clip_norm fixed at what a clipping study recommends (the gentlest threshold "
+        "that trained stably at the unstable learning rate), to tune as the baseline was.\n\n"
+        "Example:\n  dltune plan apply-clipping --from quickstart-clipping");
+    AddOutputOptions(apply, *args);
+    apply->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanApplyClipping(*store, {.parent = args->from, .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
+    });
+  }
+  {
+    auto args = std::make_shared<OutputArgs>();
+    auto* narrow = plan->add_subcommand(
+        "narrow-lr",
+        "For an instability neither warmup nor clipping cures: the baseline's spec with the top of its learning-rate "
+        "range at half the unstable learning rate (from an instability probe, or the warmup or clipping study "
+        "planned from one), to tune below it.\n\n"
+        "Example:\n  dltune plan narrow-lr --from quickstart-clipping");
+    AddOutputOptions(narrow, *args);
+    narrow->callback([args] {
+      const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+      const PlannedStudy planned = PlanNarrowLearningRate(*store, {.parent = args->from, .name = args->name});
+      WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
     });
   }
   {

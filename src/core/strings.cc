@@ -231,4 +231,9 @@ std::string ShellQuote(const std::string& text) {
   return out + "'";
 }
 
+std::string NameBefore(const std::string& name, const std::string& marker) {
+  const std::size_t at = name.rfind(marker);
+  return at == std::string::npos || at == 0 ? name : name.substr(0, at);
+}
+
 }  // namespace dltune

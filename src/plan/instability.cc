@@ -58,6 +58,38 @@ const TrialRecord& TrialNumbered(const StudyData& data, std::uint64_t number) {
 
 }  // namespace
 
+StabilityContext plan_internal::StabilityContextOf(Store& store, const StudyData& study) {
+  StabilityContext context;
+  const auto& options = study.spec.procedure.options;
+  const auto probe_of = [&](const StudyData& probe) {
+    context.unstable_learning_rate = AnalyzeInstabilityProbe(probe).unstable_learning_rate;
+    context.probe_steps = probe.spec.max_train_steps;
+  };
+  const std::string& kind = study.spec.procedure.kind;
+  if (kind == "instability") {
+    context.baseline = LoadParent(store, study.spec.procedure.parent, /*with_measurements=*/true);
+    probe_of(study);
+  } else if (kind == "warmup" || kind == "clipping") {
+    context.baseline =
+        LoadParent(store, options.value("baseline", study.spec.procedure.parent), /*with_measurements=*/true);
+    context.unstable_learning_rate = options.value(kind == "warmup" ? "unstable_learning_rate" : "learning_rate", 0.0);
+    context.probe_steps = kind == "clipping" ? study.spec.max_train_steps : 0;
+    if (kind == "warmup" && store.FindStudy(study.spec.procedure.parent)) {
+      const StudyData probe = LoadStudyData(store, study.spec.procedure.parent, /*with_measurements=*/false);
+      if (probe.spec.procedure.kind == "instability") context.probe_steps = probe.spec.max_train_steps;
+    }
+  } else {
+    context.baseline = LoadParent(store, study.study.name, /*with_measurements=*/true);
+    for (const StudyRecord& other : store.ListStudies()) {  // the newest probe planned from it
+      if (other.parent != study.study.name) continue;
+      if (ParseStudySpec(other.spec_text, other.name).procedure.kind == "instability") {
+        probe_of(LoadStudyData(store, other.name));
+      }
+    }
+  }
+  return context;
+}
+
 std::vector<std::int64_t> DefaultWarmupSteps(std::int64_t max_train_steps) {
   const std::int64_t tenth = std::max<std::int64_t>(1, max_train_steps / 10);
   std::vector<std::int64_t> steps;
@@ -343,6 +375,95 @@ PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request) {
   options.Set("replicas", YamlTree::Of(static_cast<std::int64_t>(request.replicas)));
   const Chosen chosen{trial, BestObjectiveOf(baseline, trial).value_or(0), 1, 1};
   parts.procedure = ProcedureBlock("apply-warmup", baseline, options, {chosen});
+  return Finish(name, Write(baseline, parts));
+}
+
+PlannedStudy PlanClipping(Store& store, const ClippingRequest& request) {
+  if (request.unstable_learning_rate < 0 || !std::isfinite(request.unstable_learning_rate)) {
+    throw Error("--unstable-lr must be a positive learning rate");
+  }
+  if (request.parent.empty()) throw Error("--from needs the baseline's name (dltune studies lists them)");
+  const StudyData from = LoadStudyData(store, request.parent, /*with_measurements=*/false);
+  const StabilityContext context = StabilityContextOf(store, from);
+  const StudyData& baseline = context.baseline;
+  const double unstable =
+      request.unstable_learning_rate > 0 ? request.unstable_learning_rate : context.unstable_learning_rate.value_or(0);
+  if (unstable <= 0) {
+    throw Error(
+        fmt::format("no unstable learning rate is known for study {}: probe it first (dltune plan instability "
+                    "--from {}), or pass --unstable-lr",
+                    baseline.study.name, baseline.study.name));
+  }
+  const Chosen best = BestOverall(baseline);
+  std::vector<double> norms;
+  for (const TrainMeasurement& m : baseline.train.count(best.trial.number) ? baseline.train.at(best.trial.number)
+                                                                           : std::vector<TrainMeasurement>{}) {
+    if (m.grad_norm && std::isfinite(*m.grad_norm)) norms.push_back(*m.grad_norm);
+  }
+  if (norms.size() < 10) {
+    throw Error(
+        fmt::format("trial {} of study {} recorded {} gradient norms, fewer than the 10 a percentile needs "
+                    "(training.log_every_steps records them); pass --thresholds",
+                    best.trial.number, baseline.study.name, norms.size()));
+  }
+  std::sort(norms.begin(), norms.end());
+  const double p90 = std::stod(fmt::format("{:.3g}", norms[norms.size() * 9 / 10]));
+  std::vector<double> thresholds = request.thresholds;
+  if (thresholds.empty()) {
+    for (const double factor : {0.5, 1.0, 2.0}) thresholds.push_back(std::stod(fmt::format("{:.3g}", factor * p90)));
+  }
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
+  if (!(thresholds.front() > 0)) throw Error("--thresholds must be positive gradient norms");
+  thresholds.insert(thresholds.begin(), 0.0);  // the reference: no clipping
+  const std::int64_t steps =
+      request.steps > 0 ? request.steps
+                        : (context.probe_steps > 0 ? context.probe_steps
+                                                   : std::min<std::int64_t>(500, baseline.spec.max_train_steps));
+  const std::string name = PlannedName(request.name, baseline.study.name, "clipping");
+
+  SpecParts parts;
+  parts.name = name;
+  std::string listed;
+  for (std::size_t i = 1; i < thresholds.size(); ++i) listed += (listed.empty() ? "" : ",") + Num(thresholds[i]);
+  parts.header = fmt::format(
+      "Planned by: dltune plan clipping --from {}{}{}\n"
+      "The playbook's \"Gradient clipping\" for an instability: the best configuration of study {} (trial {}) at the "
+      "unstable learning rate {}, constant, for {} steps evaluated densely, without clipping and with grad_clip_norm "
+      "{} (around {}, the 90th percentile of that trial's gradient norms). The gentlest threshold that trains stably "
+      "while clipping at most half the steps is what dltune plan apply-clipping adds to the baseline.",
+      request.parent, request.unstable_learning_rate > 0 ? " --unstable-lr " + Num(unstable) : "",
+      request.name.empty() ? "" : " --name " + request.name, baseline.study.name, best.trial.number, Num(unstable),
+      steps, listed, Num(p90));
+  parts.description = fmt::format("Clipping study of {}: grad_clip_norm {} at the unstable learning rate {}",
+                                  baseline.study.name, listed, Num(unstable));
+  parts.goal =
+      fmt::format("Does clipping the gradients make training at {} stable, and at which threshold?", Num(unstable));
+  parts.max_train_steps = steps;
+  parts.training = DenseTraining(baseline, "log:60");
+  parts.joint = true;
+  parts.space = ConstantScheduleSpace(baseline, best.trial, /*without_regularization=*/false);
+  YamlTree& lr = parts.space.Set(ScheduleParamNames::kLearningRate, YamlTree::Of(unstable));
+  lr.comment = "the unstable learning rate";
+  YamlTree values_list = YamlTree::Sequence(/*flow=*/true);
+  std::vector<YamlTree> values;
+  std::vector<std::string> comments;
+  for (const double threshold : thresholds) {
+    values.push_back(YamlTree::Of(threshold));
+    values_list.Append(values.back());
+    comments.push_back(threshold > 0 ? fmt::format("{}x the 90th percentile", Num(threshold / p90))
+                                     : std::string("no clipping: the reference"));
+  }
+  YamlTree clip = YamlTree::Map(/*flow=*/true);
+  clip.Set("values", values_list);
+  clip.comment = "0 clips nothing";
+  parts.space.Set("grad_clip_norm", clip);
+  ListOver(parts, "grad_clip_norm", values, comments);
+  YamlTree options = YamlTree::Map();
+  options.Set("baseline", YamlTree::Of(baseline.study.name));
+  options.Set("learning_rate", YamlTree::Of(unstable));
+  options.Set("percentile_90", YamlTree::Of(p90));
+  parts.procedure = ProcedureBlock("clipping", baseline, options, std::vector<Chosen>(thresholds.size(), best));
   return Finish(name, Write(baseline, parts));
 }
 

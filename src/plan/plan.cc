@@ -266,6 +266,21 @@ std::string Write(const StudyData& parent, const SpecParts& parts) {
   return ToYamlText(root);
 }
 
+YamlTree DerivedSpec(const StudyData& origin, const std::string& name, const std::string& header,
+                     const std::string& kind, const std::string& parent, YamlTree options) {
+  YamlTree spec = YamlTree::From(YamlNode::Parse(origin.study.spec_text, origin.study.name + ".yaml"));
+  spec.comment = WrapComment(header);
+  spec.Set("name", YamlTree::Of(name));
+  YamlTree procedure = YamlTree::Map();
+  procedure.Set("kind", YamlTree::Of(kind));
+  procedure.Set("parent", YamlTree::Of(parent));
+  options.flow = true;
+  procedure.Set("options", options);
+  YamlTree& block = spec.Set("procedure", procedure);
+  block.comment = "how this study was planned (dltune plan): it runs as any study";
+  return spec;
+}
+
 YamlTree ProcedureBlock(const std::string& kind, const StudyData& parent, YamlTree options,
                         const std::vector<Chosen>& chosen) {
   YamlTree procedure = YamlTree::Map();

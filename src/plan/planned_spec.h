@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -56,6 +57,21 @@ StudyData ParentFromSpecFile(const std::string& path);
 std::string Num(double value);
 // `text` wrapped at 100 columns for a comment, its paragraphs ("\n") kept.
 std::string WrapComment(const std::string& text);
+
+// A stability lineage's baseline (with its measurements) and what was learnt of its instability, from the baseline
+// itself (its newest instability probe) or from its probe, warmup or clipping study.
+struct StabilityContext {
+  StudyData baseline;
+  std::optional<double> unstable_learning_rate;  // the probe's smallest unstable rate (or the clipping study's rate)
+  std::int64_t probe_steps = 0;                  // the probe's run length; 0 without a probe
+};
+StabilityContext StabilityContextOf(Store& store, const StudyData& study);
+
+// `origin`'s spec as its author wrote it, renamed `name`, headed by `header` (a comment) and ending in a procedure
+// block of `kind` naming `parent` and `options`: a study that tunes as its origin did, with what the caller then
+// changes (apply-steps, expand, apply-clipping, narrow-lr).
+YamlTree DerivedSpec(const StudyData& origin, const std::string& name, const std::string& header,
+                     const std::string& kind, const std::string& parent, YamlTree options);
 
 // The pieces of a planned spec; Write puts them together in the order people read a spec.
 struct SpecParts {

@@ -34,6 +34,7 @@ std::vector<std::int64_t> PowersOfTwoBetween(const std::string& text) {
 PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   const std::vector<std::int64_t> sizes = PowersOfTwoBetween(request.batch_sizes);
   if (request.steps < 10) throw Error("--steps must be at least 10, to measure past the first steps");
+  if (request.repeats < 1 || request.repeats > 100) throw Error("--repeats must be between 1 and 100");
   // The parent: a study's best trial, or a spec file's first planned trial.
   std::error_code error;
   const bool from_file = std::filesystem::is_regular_file(request.parent, error);
@@ -80,17 +81,21 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   SpecParts parts;
   parts.name = name;
   parts.header = fmt::format(
-      "Planned by: dltune plan throughput --from {} --batch-sizes {} --steps {}{}\n"
+      "Planned by: dltune plan throughput --from {} --batch-sizes {} --steps {} --repeats {}{}\n"
       "The playbook's \"Determining the feasible batch sizes and estimating training throughput\": {} trained "
       "{} steps at each batch size, one at a time with every core of the machine, smallest first, stopping at the "
-      "first that runs out of memory. Every step's time is recorded (log_every_steps: 1). Changing the batch size "
-      "means re-tuning most hyperparameters (\"Changing the batch size requires re-tuning most hyperparameters\").",
-      request.parent, request.batch_sizes, request.steps, request.name.empty() ? "" : " --name " + request.name, source,
-      request.steps);
+      "first that runs out of memory; {} round{} over the batch sizes (replicas), so that each is measured {} and a "
+      "machine whose speed changes shows it. Every step's time is recorded (log_every_steps: 1). Changing the batch "
+      "size means re-tuning most hyperparameters (\"Changing the batch size requires re-tuning most "
+      "hyperparameters\").",
+      request.parent, request.batch_sizes, request.steps, request.repeats,
+      request.name.empty() ? "" : " --name " + request.name, source, request.steps, request.repeats,
+      request.repeats == 1 ? "" : "s", request.repeats == 1 ? "once" : fmt::format("{} times", request.repeats));
   parts.description =
       fmt::format("Throughput of {} at batch sizes {} to {}", parent.study.name, sizes.front(), sizes.back());
   parts.goal = "How fast does training go at each batch size, and where does a larger batch stop paying?";
   parts.max_train_steps = request.steps;
+  parts.replicas = request.repeats;
   YamlTree training = ParentTraining(parent);
   const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
   YamlTree& threads = training.Set("threads", YamlTree::Of(static_cast<std::int64_t>(cores)));
@@ -107,6 +112,7 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   YamlTree options = YamlTree::Map();
   options.Set("batch_sizes", YamlTree::Of(request.batch_sizes));
   options.Set("steps", YamlTree::Of(request.steps));
+  options.Set("repeats", YamlTree::Of(static_cast<std::int64_t>(request.repeats)));
   YamlTree procedure = YamlTree::Map();
   procedure.Set("kind", YamlTree::Of(std::string("throughput")));
   procedure.Set("parent", YamlTree::Of(from_file ? request.parent : parent.study.name));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "dltune/analyze/diagnostics.h"
 #include "dltune/store/tracking.h"
 
 namespace dltune {
@@ -35,6 +36,29 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
   for (const auto& row : store.StudyTraining(data.study.id)) data.train[row.trial_number].push_back(row.train);
   return data;
+}
+
+std::string LineageRootOf(Store& store, const std::string& name) {
+  std::string root = RequireStudy(store, name).name;
+  for (int depth = 0; depth < 1000; ++depth) {
+    const auto study = store.FindStudy(root);
+    const auto parent = study ? store.FindStudy(study->parent) : std::nullopt;
+    if (!parent) return root;
+    root = parent->name;
+  }
+  return root;  // a cycle of parents: stop anywhere on it
+}
+
+LineageNode LoadLineage(Store& store, const std::string& root) {
+  LineageNode node;
+  node.data = LoadStudyData(store, root);
+  node.diagnostics = Diagnose(node.data);
+  for (const StudyRecord& other : store.ListStudies()) {  // by creation time: oldest child first
+    if (other.parent == node.data.study.name && other.name != root) {
+      node.children.push_back(LoadLineage(store, other.name));
+    }
+  }
+  return node;
 }
 
 }  // namespace dltune

@@ -286,6 +286,36 @@ PageSection WarmupSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+// The clipping study (dltune plan clipping).
+PageSection ClippingSection(const StudyData& data, const Charting& sizes) {
+  PageSection section{
+      .id = "clipping",
+      .title = "Gradient clipping: which threshold trains stably at the unstable learning rate?",
+      .explanation =
+          "The best configuration at the learning rate where training became unstable, without clipping and with "
+          "grad_clip_norm around the 90th percentile of its gradient norms. Clipping that acts on most steps lowers "
+          "the learning rate in disguise; the gentlest threshold that trains stably is the one to apply (dltune plan "
+          "apply-clipping).",
+      .empty_text = "No run of the clipping study has recorded its training steps yet."};
+  const ClippingStudy study = AnalyzeClipping(data);
+  std::vector<LabelledCurve> curves;
+  for (const ClippingRow& row : study.rows) {
+    const std::string clipped =
+        row.clipped_share ? fmt::format(", {:.0f}% clipped", 100 * *row.clipped_share) : std::string();
+    curves.push_back(StabilityCurve(
+        data, row.trial,
+        fmt::format("{}{}: {}", row.threshold > 0 ? "clip at " + FormatNumber(row.threshold) : "no clipping", clipped,
+                    VerdictLabel(row.verdict)),
+        row.verdict));
+  }
+  const std::string caption =
+      study.recommended ? fmt::format("clipping at {} trains stably at {}", FormatNumber(*study.recommended),
+                                      FormatNumber(study.learning_rate))
+                        : (study.finished ? "no threshold trains stably without clipping most steps" : "not finished");
+  AddStabilityChart(section, "clipping_loss", curves, caption, sizes);
+  return section;
+}
+
 // Where the study's time went (every trial's time split).
 PageSection TimeSection(const StudyData& data, const Charting& sizes) {
   constexpr std::size_t kMaxTrialBars = 200;
@@ -329,17 +359,26 @@ PageSection ThroughputSection(const StudyData& data, const Charting& sizes) {
     return section;
   }
   std::string caption;
-  if (throughput.perfect_until) caption += fmt::format("perfect scaling up to {}", *throughput.perfect_until);
-  if (throughput.worth_using) caption += fmt::format("; worth using up to {}", *throughput.worth_using);
+  if (throughput.worth_using) caption += fmt::format("recommended batch size {}", *throughput.worth_using);
+  if (throughput.perfect_until) caption += fmt::format("; perfect scaling up to {}", *throughput.perfect_until);
   if (throughput.first_out_of_memory) caption += fmt::format("; out of memory at {}", *throughput.first_out_of_memory);
   if (throughput.input_bound) caption += "; input-bound";
-  if (!throughput.untrustworthy.empty()) caption = "not to be trusted: " + throughput.untrustworthy;
+  if (!throughput.untrustworthy.empty()) caption = "no batch size recommended: " + throughput.untrustworthy;
+  std::string times;
+  for (const ThroughputRow& row : throughput.rows) {
+    if (!row.examples_per_second) continue;
+    times += fmt::format("{}{}: {:.3g} s", times.empty() ? "" : ", ", row.batch_size,
+                         kTimedExamples / *row.examples_per_second);
+  }
+  section.charts.push_back({.id = "throughput_time",
+                            .caption = caption + ". Time for a million training examples: " + times,
+                            .spec = ThroughputSpec(throughput, ThroughputMeasure::kTimeForExamples, sizes.normal)});
   section.charts.push_back({.id = "throughput_examples",
-                            .caption = "examples per second: " + caption,
-                            .spec = ThroughputSpec(throughput, false, sizes.normal)});
+                            .caption = "examples per second",
+                            .spec = ThroughputSpec(throughput, ThroughputMeasure::kExamplesPerSecond, sizes.normal)});
   section.charts.push_back({.id = "throughput_step_time",
-                            .caption = "time per step",
-                            .spec = ThroughputSpec(throughput, true, sizes.normal)});
+                            .caption = "time per step (the median of each measurement's median, over the repeats)",
+                            .spec = ThroughputSpec(throughput, ThroughputMeasure::kStepTime, sizes.normal)});
   return section;
 }
 
@@ -502,7 +541,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   // A throughput sweep measures speed: no section judges its batch sizes by validation quality.
   const bool judged = data.spec.procedure.kind != "throughput";
   if (records) {
-    if (data.spec.replicas > 1) sections.push_back(VarianceSection(data, sizes));
+    if (data.spec.replicas > 1 && judged) sections.push_back(VarianceSection(data, sizes));
     if (data.spec.procedure.ComparesWithParent()) sections.push_back(ParentSection(data, sizes));
     if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
     if (data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
@@ -517,6 +556,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
       measurements ? SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials)) : StudyData{};
   if (measurements && data.spec.procedure.kind == "instability") sections.push_back(ProbeSection(data, sizes));
   if (measurements && data.spec.procedure.kind == "warmup") sections.push_back(WarmupSection(data, sizes));
+  if (measurements && data.spec.procedure.kind == "clipping") sections.push_back(ClippingSection(data, sizes));
   if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
   if (records && judged) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
@@ -524,12 +564,13 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (records) sections.push_back(TimeSection(data, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
   std::vector<std::string> order;
-  if (data.spec.replicas > 1) order.emplace_back("variance");
+  if (data.spec.replicas > 1 && judged) order.emplace_back("variance");
   if (data.spec.procedure.ComparesWithParent()) order.emplace_back("parent");
   if (data.spec.procedure.kind == "fit-steps") order.emplace_back("fit-steps");
   if (data.spec.procedure.kind == "throughput") order.emplace_back("throughput");
   if (data.spec.procedure.kind == "instability") order.emplace_back("instability-probe");
   if (data.spec.procedure.kind == "warmup") order.emplace_back("warmup");
+  if (data.spec.procedure.kind == "clipping") order.emplace_back("clipping");
   for (const char* id :
        {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough", "time"}) {
     order.emplace_back(id);

@@ -901,7 +901,8 @@ json InteractionSpec(const InteractionPlot& plot, const Objective& objective, co
   return spec;
 }
 
-json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options) {
+json ThroughputSpec(const Throughput& throughput, ThroughputMeasure measure, const ChartOptions& options) {
+  static_assert(kTimedExamples == 1e6, "the axis says a million");
   json spec = Base(options, 420, 260);
   json rows = json::array();
   const ThroughputRow* first = nullptr;
@@ -909,18 +910,28 @@ json ThroughputSpec(const Throughput& throughput, bool time_per_step, const Char
     if (!row.examples_per_second) continue;
     if (first == nullptr) first = &row;
     // Perfect scaling from the smallest batch size: examples per second grow with the batch, time per step stays.
-    const double ideal = time_per_step ? *first->step_time
-                                       : *first->examples_per_second * static_cast<double>(row.batch_size) /
-                                             static_cast<double>(first->batch_size);
+    const double scale = static_cast<double>(row.batch_size) / static_cast<double>(first->batch_size);
+    double y = *row.examples_per_second, ideal = *first->examples_per_second * scale;
+    if (measure == ThroughputMeasure::kStepTime) {
+      y = *row.step_time;
+      ideal = *first->step_time;
+    } else if (measure == ThroughputMeasure::kTimeForExamples) {
+      y = kTimedExamples / *row.examples_per_second;
+      ideal = kTimedExamples / *first->examples_per_second / scale;
+    }
     rows.push_back({{"batch", row.batch_size},
-                    {"y", time_per_step ? *row.step_time : *row.examples_per_second},
+                    {"y", y},
                     {"ideal", ideal},
                     {"efficiency", Number(row.efficiency)},
                     {"wait", Number(row.data_wait_share)},
+                    {"repeats", row.repeats},
+                    {"repeat_spread", Number(row.repeat_spread)},
                     {"trial", row.trial}});
   }
   spec["data"] = {{"values", rows}};
-  const std::string y_title = time_per_step ? "seconds per step (median)" : "examples per second";
+  const std::string y_title = measure == ThroughputMeasure::kStepTime          ? "seconds per step (median)"
+                              : measure == ThroughputMeasure::kTimeForExamples ? "seconds per million examples"
+                                                                               : "examples per second";
   spec["encoding"] = {
       {"x",
        {{"field", "batch"},
@@ -937,7 +948,9 @@ json ThroughputSpec(const Throughput& throughput, bool time_per_step, const Char
       {"tooltip",
        json::array({Tooltip("batch", "batch size"), Tooltip("y", y_title.c_str(), "quantitative", ".4~g"),
                     Tooltip("efficiency", "scaling of the doubling", "quantitative", ".2f"),
-                    Tooltip("wait", "share waiting for data", "quantitative", ".1%"), Tooltip("trial", "trial")})}};
+                    Tooltip("wait", "share waiting for data", "quantitative", ".1%"),
+                    Tooltip("repeats", "measurements"), Tooltip("repeat_spread", "their spread", "quantitative", ".1%"),
+                    Tooltip("trial", "first trial")})}};
   spec["layer"] = json::array(
       {{{"mark", {{"type", "line"}, {"color", "#888"}, {"strokeDash", {4, 3}}}},
         {"encoding", {{"y", {{"field", "ideal"}, {"type", "quantitative"}}}}}},

@@ -100,9 +100,11 @@ nlohmann::json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_s
 nlohmann::json InteractionSpec(const InteractionPlot& plot, const Objective& objective,
                                const ChartOptions& options = {});
 
-// The batch-size sweep: examples per second (or, with `time_per_step`, seconds per step) against the batch size (log2
-// axis), with perfect scaling from the smallest batch size as a dashed line.
-nlohmann::json ThroughputSpec(const Throughput& throughput, bool time_per_step, const ChartOptions& options = {});
+// The batch-size sweep: examples per second, seconds per step, or seconds for kTimedExamples training examples against
+// the batch size (log2 axis), with perfect scaling from the smallest batch size as a dashed line.
+enum class ThroughputMeasure { kExamplesPerSecond, kStepTime, kTimeForExamples };
+nlohmann::json ThroughputSpec(const Throughput& throughput, ThroughputMeasure measure,
+                              const ChartOptions& options = {});
 
 // Where a study's time went: each phase's seconds summed over the trials, as bars (phases in a trial's order; the
 // ones outside the wall time, waiting for data and store writes, drawn lighter).

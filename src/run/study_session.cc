@@ -222,7 +222,7 @@ std::optional<std::string> StudySession::SkipReason(const TrialRecord& trial) co
   if (!batch) return std::nullopt;
   for (const TrialRecord& other : store_->ListTrialsInState(study_.id, TrialState::kInfeasible)) {
     const auto other_batch = batch_of(other);
-    if (other_batch && *other_batch < *batch && other.reason.rfind("out of memory", 0) == 0) {
+    if (other_batch && *other_batch <= *batch && other.reason.rfind("out of memory", 0) == 0) {
       return fmt::format("not run: batch size {:g} already ran out of memory (trial {})", *other_batch, other.number);
     }
   }

@@ -84,6 +84,13 @@ std::unique_ptr<Store> OpenStoreReadOnly(const std::string& url) {
   }
 }
 
+bool StoreMayExist(const std::string& url) {
+  if (url.find("://") != std::string::npos && !StartsWith(url, "sqlite://")) return true;
+  const std::string path = SqlitePath(url);
+  std::error_code error;
+  return !path.empty() && std::filesystem::exists(path, error);
+}
+
 std::string DefaultStoreUrl() {
   if (const char* env = std::getenv("DLTUNE_STORAGE"); env != nullptr && *env != '\0') return env;
   return "sqlite://" + (std::filesystem::current_path() / "dltune.db").string();

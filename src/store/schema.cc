@@ -167,6 +167,10 @@ ALTER TABLE trials ADD COLUMN time_split TEXT NOT NULL DEFAULT '{}';
     R"(
 ALTER TABLE launches ADD COLUMN decision_id {int};
 )",
+    // 7: the finding a note marks handled (dltune note --resolves; '' for any other note).
+    R"(
+ALTER TABLE study_notes ADD COLUMN resolves TEXT NOT NULL DEFAULT '';
+)",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");
 

@@ -742,10 +742,10 @@ CheckpointEvaluation EvaluationFromRow(const SqlRow& row, std::size_t first = 0)
 StudyNote SqlStore::AddNote(std::int64_t study_id, const StudyNote& note) {
   return Transaction(true, [&] {
     const auto rows = connection_->Query(
-        Sql("INSERT INTO study_notes (study_id, kind, adopt, text, author, created_at) VALUES (?, ?, ?, ?, ?, {now}) "
-            "RETURNING id, created_at"),
+        Sql("INSERT INTO study_notes (study_id, kind, adopt, text, author, resolves, created_at) VALUES (?, ?, ?, ?, "
+            "?, ?, {now}) RETURNING id, created_at"),
         {study_id, NoteKindName(note.kind), SanitizeUtf8(note.adopt), SanitizeUtf8(note.text),
-         SanitizeUtf8(note.author)});
+         SanitizeUtf8(note.author), SanitizeUtf8(note.resolves)});
     TouchStudy(study_id);
     StudyNote stored = note;
     stored.id = AsInt(rows.front()[0]);
@@ -758,13 +758,15 @@ std::vector<StudyNote> SqlStore::ListNotes(std::int64_t study_id) {
   return Transaction(false, [&] {
     std::vector<StudyNote> notes;
     for (const auto& row : connection_->Query(
-             "SELECT id, kind, adopt, text, author, created_at FROM study_notes WHERE study_id = ? ORDER BY id",
+             "SELECT id, kind, adopt, text, author, created_at, resolves FROM study_notes WHERE study_id = ? "
+             "ORDER BY id",
              {study_id})) {
       notes.push_back({.id = AsInt(row[0]),
                        .kind = AsText(row[1]) == "decision" ? NoteKind::kDecision : NoteKind::kNote,
                        .adopt = AsText(row[2]),
                        .text = AsText(row[3]),
                        .author = AsText(row[4]),
+                       .resolves = AsText(row[6]),
                        .created_at = AsDouble(row[5])});
     }
     return notes;

@@ -204,8 +204,9 @@ const std::vector<std::string>& EvaluatePlaceholders() {
 }
 
 const std::vector<std::string>& ProcedureSpec::Kinds() {
-  static const std::vector<std::string> kKinds = {"retrain",     "round2", "fit-steps",   "throughput",
-                                                  "instability", "warmup", "apply-warmup"};
+  static const std::vector<std::string> kKinds = {"retrain",     "round2",   "fit-steps",      "throughput",
+                                                  "instability", "warmup",   "apply-warmup",   "apply-steps",
+                                                  "expand",      "clipping", "apply-clipping", "narrow-lr"};
   return kKinds;
 }
 

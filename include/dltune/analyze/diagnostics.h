@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,12 @@ struct Diagnostic {
   std::string substudy;    // the sub-study it concerns ("" for the whole study, or when it has one sub-study)
   std::string param_id;    // the param it concerns, if any
   std::vector<std::uint64_t> trials;  // the trials the evidence names, for linking to them
+  // boundary: the bound `param_id`'s range expands to (its min or max beyond the current one), when it can expand
+  // (not a linear range at 0, nor a fraction at 1); what dltune plan expand writes.
+  std::optional<double> expand_to;
+  // The note that marks it handled (dltune note STUDY --resolves ID TEXT), as "note 3: TEXT"; "" while it is open.
+  // dltune next passes over a handled finding and dltune doctor lists it last, apart.
+  std::string handled;
 };
 
 // The id of a playbook section's heading on GitHub, without '#' ("gradient-clipping"): lower case, spaces to '-',
@@ -41,8 +48,9 @@ std::string PlaybookAnchor(const std::string& section);
 // - boundary (warning; "Identifying bad search space boundaries"): in a sub-study with at least 5 completed trials
 //   that have a range param (nuisance, or scientific in joint mode), its 3 best such trials all lie in the outer 10%
 //   of the range at the same end (unit position >= 0.9, or <= 0.1): "expand the space this way" (log ranges by a
-//   decade, linear ones by half their width). The playbook asks whether "the best points cluster towards the edge";
-//   three best points, not one, because one point alone lands in the outer tenths a fifth of the time by chance.
+//   decade, linear ones by half their width, fractions such as momentum up to 0.999; Diagnostic::expand_to). The
+//   playbook asks whether "the best points cluster towards the edge"; three best points, not one, because one point
+//   alone lands in the outer tenths a fifth of the time by chance.
 // - infeasible_share (warning above 20%, problem above 50%; "Extracting insight from experimental results"): of the
 //   finished trials (completed, infeasible, failed; at least 5) of a sub-study, the share that is infeasible. The
 //   detail names the range param along which infeasible trials differ most from completed ones, when they do.
@@ -93,10 +101,15 @@ std::string PlaybookAnchor(const std::string& section);
 //   per step and examples per second, the largest worth using and where perfect scaling ends; training waiting for
 //   data at that batch size. throughput_untrustworthy (warning) instead when the measurements cannot be trusted
 //   (Throughput::untrustworthy: step times spread by a busy machine, an impossible efficiency): no batch size then.
+// - clipping (info) / clipping_none (warning; "Gradient clipping"): a study planned by dltune plan clipping
+//   (AnalyzeClipping, instability.h): the gentlest grad_clip_norm that trains stably at the unstable learning rate
+//   while clipping at most half the steps (dltune plan apply-clipping applies it), or none.
 // - adam_budget (warning; "How should Adam's hyperparameters be tuned?"): CheckAdamBudget (search_budget.h).
 // - winner_changed (warning) / winner_held (info; round 2: "Deciding how long to train when training is
 //   compute-bound"): a study planned from a parent whose configurations rank (CompareWithParent) with another winner
 //   than in the parent, or the same; with the rank correlation.
+// A finding a note of the study resolves (StudyNote::resolves, its id) is marked handled and listed after the open
+// ones.
 std::vector<Diagnostic> Diagnose(const StudyData& data);
 
 }  // namespace dltune

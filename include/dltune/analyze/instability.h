@@ -102,4 +102,31 @@ struct WarmupStudy {
 // Throws Error when the study is not a warmup study.
 WarmupStudy AnalyzeWarmup(const StudyData& data);
 
+// ---- dltune plan clipping: grad_clip_norm swept around the 90th percentile of the baseline's gradient norms ----
+
+// Clipping that acts on more than this share of the steps is too aggressive: it lowers the learning rate in disguise
+// (the playbook's "Gradient clipping").
+inline constexpr double kAggressiveClippedShare = 0.5;
+
+struct ClippingRow {
+  std::uint64_t trial = 0;
+  double threshold = 0;  // grad_clip_norm; 0: no clipping (the reference run)
+  TrialState state = TrialState::kPending;
+  std::optional<StabilityVerdict> verdict;
+  std::optional<double> clipped_share;  // of the recorded steps, those clipped
+};
+
+struct ClippingStudy {
+  double learning_rate = 0;       // every run's (procedure.options.learning_rate): the unstable one
+  double percentile_90 = 0;       // of the baseline's gradient norms (procedure.options.percentile_90)
+  std::string baseline;           // the study the configuration comes from (procedure.options.baseline)
+  std::vector<ClippingRow> rows;  // by threshold, no clipping first
+  // The largest threshold whose run trained stably while clipping at most kAggressiveClippedShare of its steps: the
+  // gentlest clipping that cures the instability.
+  std::optional<double> recommended;
+  bool finished = false;
+};
+// Throws Error when the study is not a clipping study.
+ClippingStudy AnalyzeClipping(const StudyData& data);
+
 }  // namespace dltune

@@ -35,6 +35,11 @@ struct FitRow {
   std::optional<double> last_value;            // the metric at the trial's last evaluation
 };
 
+// The condition a fit-steps sweep waits for when none is given, from the objective's metric: train/error_rate<=0.01
+// for an error rate, train/accuracy>=0.99 for an accuracy (the playbook's training set fit "perfectly", nearly); ""
+// for any other metric, whose value at a fit only its author knows.
+std::string DefaultFitCondition(const Objective& objective);
+
 struct StepBudget {
   FitCondition condition;
   std::vector<FitRow> rows;  // by learning rate

@@ -21,20 +21,33 @@ inline constexpr double kInputBoundShare = 0.1;
 // Measurements too noisy to judge: the middle half of a batch size's step times spans more than this share of their
 // median (a busy machine makes them bimodal: 0.4 ms and 60 ms).
 inline constexpr double kNoisySpread = 0.5;
+// ... unless that middle half spans less than this many seconds: a quiet machine's timer and scheduler jitter (tens of
+// microseconds) is a large share of a step of a fraction of a millisecond, and the median of the steps is still good.
+inline constexpr double kNoisySpreadFloor = 2e-4;
+// Repeated measurements of a batch size (the sweep runs in rounds) whose medians differ by more than this share of
+// their median (and by more than kNoisySpreadFloor) say the machine's speed changed while it measured.
+inline constexpr double kRepeatSpread = 0.25;
 // A doubling cannot make each example cheaper than perfect scaling: an efficiency above this is a measurement error.
 inline constexpr double kImpossibleEfficiency = 1.1;
+// The report gives the time each batch size takes for this many training examples: what decides training time.
+inline constexpr double kTimedExamples = 1e6;
 
+// One batch size, over every trial that measured it (the sweep's repeats: replicas of the configuration).
 struct ThroughputRow {
-  std::uint64_t trial = 0;
+  std::uint64_t trial = 0;            // its first trial
+  std::vector<std::uint64_t> trials;  // all of them, first to last
   std::int64_t batch_size = 0;
-  TrialState state = TrialState::kPending;
+  TrialState state = TrialState::kPending;    // the first trial's
   std::string reason;                         // why it is infeasible (out of memory, not run)
   bool out_of_memory = false;                 // it ran out of memory, or was not run because a smaller one did
-  int measured_steps = 0;                     // training steps after the warm-up ones
-  std::optional<double> step_time;            // median seconds per step over them
+  int repeats = 0;                            // trials that measured steps
+  int measured_steps = 0;                     // training steps after the warm-up ones, over all of them
+  std::optional<double> step_time;            // median over the repeats of each one's median seconds per step
   std::optional<double> examples_per_second;  // batch_size / step_time
   std::optional<double> data_wait_share;      // waiting for input / step time, summed over them
-  std::optional<double> spread;               // (third quartile - first quartile) / median of the step times
+  std::optional<double> spread;  // the largest over the repeats of (third quartile - first quartile) / median
+  // (largest - smallest) / median of the repeats' medians; none with fewer than 2 repeats.
+  std::optional<double> repeat_spread;
   // Examples per second against the previous (smaller) measured batch size, divided by the batch sizes' ratio:
   // 1 = perfect scaling (twice the batch, twice the examples per second), 0.5 = no gain at all.
   std::optional<double> efficiency;
@@ -57,7 +70,8 @@ struct Throughput {
 };
 
 // Measured steps: all but the first fifth (at least 1) of each trial's recorded training steps with a step_time,
-// which hold allocation and start-up. Trials without a batch_size param are left out.
+// which hold allocation and start-up. Trials of one batch size are its repeats. Trials without a batch_size param
+// are left out.
 Throughput AnalyzeThroughput(const StudyData& data);
 
 }  // namespace dltune

@@ -42,5 +42,9 @@ std::string CsvField(const std::string& text);
 
 // `text` as one /bin/sh word: unchanged when it holds only letters, digits and `._+-/=:,@%`, else in single quotes.
 std::string ShellQuote(const std::string& text);
+// The part of a study's name before the last `marker`: NameBefore("quickstart-fit-steps-higher", "-fit-steps") is
+// "quickstart", the name a lineage's later studies take after its start; `name` itself when `marker` is not in it
+// past its first character.
+std::string NameBefore(const std::string& name, const std::string& marker);
 
 }  // namespace dltune

@@ -41,12 +41,50 @@ struct Round2Request {
 // decay, dropout and label smoothing at 0), its learning rate swept on a grid, each trial `steps` long; the analysis
 // (dltune/analyze/step_budget.h) finds the first step at which each fits the training set.
 struct FitStepsRequest {
-  std::string parent;
-  std::string fit;                     // "train/error_rate<=0.01" (FitCondition)
-  std::int64_t steps = 0;              // N: a budget within which the training set can be fit
-  std::vector<double> learning_rates;  // empty: 7 log-spaced over the range the parent searched
+  std::string parent;                  // a study's name, or a spec file (its first trial's configuration)
+  std::string fit;                     // "train/error_rate<=0.01" (FitCondition); "" = DefaultFitCondition
+  std::int64_t steps = 0;              // N: a budget within which the training set can be fit; 0 = the spec's
+  std::vector<double> learning_rates;  // empty: 7 log-spaced over the range the spec searches
   std::int64_t eval_every = 0;         // 0: steps / 100 (at least 1)
-  std::string name;                    // "" = "<parent>-fit-steps"
+  std::int64_t batch_size = 0;         // 0: the configuration's; from a throughput study, the batch size it recommends
+  std::string name;                    // "" = "<parent>-fit-steps" ("<spec>-fit-steps" from a throughput study)
+};
+
+// `dltune plan apply-steps`: a fit-steps study's candidate max_train_steps applied: the spec the lineage started from
+// (the spec file or the study the sweeps were planned from) with that max_train_steps and the sweep's batch size,
+// ready to tune: the playbook's first study of a project.
+struct ApplyStepsRequest {
+  std::string parent;      // the fit-steps study
+  std::int64_t steps = 0;  // 0: the study's candidate max_train_steps
+  std::string name;        // "" = "<spec>-tuning"
+};
+
+// `dltune plan expand`: the parent's own spec with each range its best trials crowd the edge of (its boundary findings,
+// dltune doctor) expanded beyond that edge: the playbook's "Identifying bad search space boundaries". Same seed, so
+// the quasi-random points of the other params stay as they were.
+struct ExpandRequest {
+  std::string parent;  // the study whose space is expanded
+  std::string name;    // "" = "<parent>-expanded"
+};
+
+// `dltune plan clipping`: the playbook's "Gradient clipping" as a remedy for instability: the baseline's best
+// configuration at the unstable learning rate (an instability probe's, or given), constant, for an abbreviated run
+// evaluated densely, once without clipping and once at each grad_clip_norm around the 90th percentile of the best
+// trial's recorded gradient norms (half, once and twice it). Analysis: AnalyzeClipping (dltune/analyze/instability.h).
+struct ClippingRequest {
+  std::string parent;              // the baseline, or its instability probe, warmup or (for narrow-lr) clipping study
+  std::vector<double> thresholds;  // empty: 0.5, 1 and 2 times the 90th percentile
+  std::int64_t steps = 0;          // 0: the probe's steps, or min(500, the baseline's)
+  double unstable_learning_rate = 0;  // 0: the probe's
+  std::string name;                   // "" = "<baseline>-clipping"
+};
+
+// `dltune plan apply-clipping`: the baseline's spec with grad_clip_norm fixed at the clipping study's recommendation,
+// to tune as the baseline did. `dltune plan narrow-lr`: the baseline's spec with the top of its learning-rate range
+// below the unstable learning rate (half of it), for an instability neither warmup nor clipping cures.
+struct DerivedRequest {
+  std::string parent;  // the clipping study (narrow-lr: a clipping, warmup or probe study)
+  std::string name;    // "" = "<baseline>-clipped" / "<baseline>-narrow-lr"
 };
 
 // `dltune plan throughput`: the playbook's batch-size sweep ("Determining the feasible batch sizes and estimating
@@ -55,10 +93,11 @@ struct FitStepsRequest {
 // stops at the first batch size that runs out of memory (the larger ones are recorded as not run). Analysis:
 // dltune/analyze/throughput.h.
 struct ThroughputRequest {
-  std::string parent;       // a study's name, or the path of a spec file
-  std::string batch_sizes;  // "LOW:HIGH": every power of two between them
-  std::int64_t steps = 50;  // per batch size (at least 10: the first fifth is warm-up)
-  std::string name;         // "" = "<parent>-throughput"
+  std::string parent;         // a study's name, or the path of a spec file
+  std::string batch_sizes;    // "LOW:HIGH": every power of two between them
+  std::int64_t steps = 50;    // per batch size (at least 10: the first fifth is warm-up)
+  std::uint64_t repeats = 2;  // measurements of each batch size, in rounds over the sizes (the spec's replicas)
+  std::string name;           // "" = "<parent>-throughput"
 };
 
 // `dltune plan instability`: the playbook's "Identifying unstable workloads": the parent's best configuration at
@@ -109,7 +148,13 @@ struct PlannedStudy {
 // dltune cannot read, replicas < 2, top < 1, or a round-2 budget that is not larger than the parent's.
 PlannedStudy PlanRetrain(Store& store, const RetrainRequest& request);
 PlannedStudy PlanRound2(Store& store, const Round2Request& request);
-PlannedStudy PlanFitSteps(Store& store, const FitStepsRequest& request);
+// `store` may be null when `request.parent` is a spec file.
+PlannedStudy PlanFitSteps(Store* store, const FitStepsRequest& request);
+PlannedStudy PlanApplySteps(Store& store, const ApplyStepsRequest& request);
+PlannedStudy PlanExpand(Store& store, const ExpandRequest& request);
+PlannedStudy PlanClipping(Store& store, const ClippingRequest& request);
+PlannedStudy PlanApplyClipping(Store& store, const DerivedRequest& request);
+PlannedStudy PlanNarrowLearningRate(Store& store, const DerivedRequest& request);
 PlannedStudy PlanInstability(Store& store, const InstabilityRequest& request);
 PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request);
 PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/next_step.h"
 #include "dltune/store/store.h"
 
 namespace dltune {
@@ -18,5 +19,10 @@ inline constexpr std::int64_t kMaxLoadedTrials = 100000;
 // in a fraction of the time for a large study), and the parent trials a planned study names. Throws Error when there is
 // no such study, its spec cannot be read by this dltune, or it has more than kMaxLoadedTrials trials.
 StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements = true);
+
+// The first study of study `name`'s lineage: up its procedure parents while they are studies in the store.
+std::string LineageRootOf(Store& store, const std::string& name);
+// Study `root` with its findings and, recursively, the studies planned from it (what `dltune next` reads).
+LineageNode LoadLineage(Store& store, const std::string& root);
 
 }  // namespace dltune

@@ -214,6 +214,9 @@ struct StudyNote {
   std::string adopt;  // a decision's choice: "trial 12", "configuration 3"; "" for a note
   std::string text;   // the note, or why the decision was taken
   std::string author;
+  // A note that marks a finding handled: its id ("periodic_validation", dltune doctor's ids); dltune next and dltune
+  // doctor then pass over that finding of the study. "" for any other note.
+  std::string resolves;
   double created_at = 0;  // set by the store
 };
 
@@ -371,6 +374,8 @@ std::unique_ptr<Store> OpenStore(const std::string& url, bool create_if_missing 
 // or a read-only PostgreSQL role serve (writes through it throw). A SQLite store of an older schema is read through an
 // upgraded copy in memory; a PostgreSQL one is refused (Error) until a writing command upgrades it.
 std::unique_ptr<Store> OpenStoreReadOnly(const std::string& url);
+// Whether a store may be there to open: a SQLite URL's file exists; a PostgreSQL URL is assumed to (its server says).
+bool StoreMayExist(const std::string& url);
 
 // The URL used when none is given: $DLTUNE_STORAGE if set, else sqlite:///<cwd>/dltune.db.
 std::string DefaultStoreUrl();
@@ -378,6 +383,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 6;
+inline constexpr int kStoreSchemaVersion = 7;
 
 }  // namespace dltune
