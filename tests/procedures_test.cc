@@ -683,5 +683,139 @@ space:
   EXPECT_EQ(FormatValue(by_name(applied_data, applied_data.trials[0]).at("warmup_steps")), "10");
 }
 
+// The remedies next offers can be applied: a space expanded where its best trials crowd an edge, a clipping study at
+// the 90th percentile of the recorded gradient norms with what it found applied (or, when nothing cured it, the
+// learning rates narrowed below the unstable one), and a finding marked handled.
+TEST_F(Procedures, RemediesNextOffersAreCommandsThatRun) {
+  // Learning rates far too low for the synthetic problem, and the list puts three of them at the top of the range.
+  Write("low.yaml", R"(name: low
+workload: {name: synthetic, args: {hidden_sizes: [16]}}
+max_train_steps: 60
+training: {eval_every_steps: 20, log_every_steps: 1}
+sampler:
+  name: list
+  configs:
+    - {learning_rate: 0.00099}
+    - {learning_rate: 0.00097}
+    - {learning_rate: 0.00095}
+    - {learning_rate: 0.00002}
+    - {learning_rate: 0.00001}
+space:
+  learning_rate: {min: 0.00001, max: 0.001, scale: log}
+  optimizer: nesterov
+  batch_size: 32
+)");
+  ASSERT_EQ(Dltune("run low.yaml --no-report").exit_code, 0);
+  ASSERT_THAT(Dltune("doctor low").out, HasSubstr("Finding: boundary"));
+  const Result expanded = Dltune("plan expand --from low");
+  ASSERT_EQ(expanded.exit_code, 0) << expanded.err;
+  const std::string spec = Slurp(dir_ / "low-expanded.yaml");
+  EXPECT_THAT(spec, HasSubstr("max: 0.01"));  // a decade further on a log scale
+  EXPECT_THAT(spec, HasSubstr("kind: expand"));
+  ASSERT_EQ(Dltune("run low-expanded.yaml --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const StudyData widened = LoadStudyData(*store, "low-expanded", /*with_measurements=*/false);
+  EXPECT_EQ(widened.spec.space->Find("learning_rate")->max, 0.01);
+
+  // A finding marked handled: a typo is refused, the real one leaves next and doctor's open list.
+  EXPECT_THAT(Dltune("note low --resolves boundry 'x'").err, HasSubstr("--resolves boundry: study low has no such"));
+  ASSERT_EQ(Dltune("note low --resolves boundary 'widened in low-expanded'").exit_code, 0);
+  const std::string doctor = Dltune("doctor low").out;
+  EXPECT_THAT(doctor, HasSubstr("HANDLED"));
+  EXPECT_THAT(doctor, HasSubstr("widened in low-expanded"));
+  EXPECT_THAT(Dltune("plan expand --from low -o again.yaml").err, HasSubstr("study low has no search-space edge"));
+
+  // Clipping: the baseline at a learning rate said to be unstable, clipped around its gradient norms' 90th percentile.
+  Write("base.yaml", R"(name: base
+workload: {name: synthetic, args: {hidden_sizes: [16]}}
+max_train_steps: 60
+training: {eval_every_steps: 20, log_every_steps: 1}
+trials: 3
+space:
+  learning_rate: {min: 0.01, max: 1.0, scale: log}
+  optimizer: nesterov
+  batch_size: 32
+)");
+  ASSERT_EQ(Dltune("run base.yaml --no-report").exit_code, 0);
+  EXPECT_THAT(Dltune("plan clipping --from base").err, HasSubstr("no unstable learning rate is known"));
+  const Result planned = Dltune("plan clipping --from base --unstable-lr 0.4 --steps 40");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const StudyData base = LoadStudyData(*store, "base");
+  std::uint64_t best = 0;
+  for (const TrialRecord& trial : base.trials) {
+    if (*trial.best_value < *base.trials.at(best).best_value) best = trial.number;
+  }
+  std::vector<double> norms;
+  for (const TrainMeasurement& m : base.train.at(best)) norms.push_back(*m.grad_norm);
+  std::sort(norms.begin(), norms.end());
+  const double p90 = std::stod(fmt::format("{:.3g}", norms[norms.size() * 9 / 10]));
+  ASSERT_EQ(Dltune("run base-clipping.yaml --no-report").exit_code, 0);
+  const StudyData clipping = LoadStudyData(*store, "base-clipping");
+  const ClippingStudy study = AnalyzeClipping(clipping);
+  ASSERT_EQ(study.rows.size(), 4u);
+  EXPECT_EQ(study.rows[0].threshold, 0.0);
+  EXPECT_NEAR(study.rows[2].threshold, p90, 1e-12);
+  EXPECT_NEAR(study.rows[1].threshold, std::stod(fmt::format("{:.3g}", p90 / 2)), 1e-12);
+  EXPECT_EQ(study.learning_rate, 0.4);
+  for (const ClippingRow& row : study.rows) {
+    EXPECT_TRUE(row.verdict.has_value()) << row.threshold;
+    EXPECT_EQ(row.clipped_share.has_value(), row.threshold > 0) << row.threshold;
+  }
+  // What next says of it runs: the threshold applied, or the learning rates narrowed below the unstable one.
+  const Result next = Dltune("next base-clipping");
+  const std::string applied = study.recommended ? "dltune plan apply-clipping --from base-clipping"
+                                                : "dltune plan narrow-lr --from base-clipping";
+  ASSERT_THAT(next.out, HasSubstr(applied));
+  ASSERT_EQ(Dltune(std::string(study.recommended ? "plan apply-clipping" : "plan narrow-lr") +
+                   " --from base-clipping -o remedy.yaml")
+                .exit_code,
+            0);
+  const StudySpec remedy = LoadStudySpec((dir_ / "remedy.yaml").string());
+  if (study.recommended) {
+    EXPECT_EQ(FormatValue(remedy.space->Find("grad_clip_norm")->values.at(0)), FormatValue(*study.recommended));
+  } else {
+    EXPECT_EQ(remedy.space->Find("learning_rate")->max, 0.2);
+  }
+  // Both apply to the baseline whatever the study found.
+  ASSERT_EQ(Dltune("plan narrow-lr --from base-clipping -o narrow.yaml").exit_code, 0);
+  EXPECT_EQ(LoadStudySpec((dir_ / "narrow.yaml").string()).space->Find("learning_rate")->max, 0.2);
+  ASSERT_EQ(Dltune("run remedy.yaml --no-report").exit_code, 0);
+}
+
+// The start of a project needs no study: fit-steps takes the spec (at a batch size), apply-steps the budget it found.
+TEST_F(Procedures, StepBudgetFromASpecFileApplied) {
+  Write("start.yaml", R"(name: start
+workload: {name: synthetic, args: {hidden_sizes: [16]}}
+max_train_steps: 200
+trials: 2
+space:
+  learning_rate: {min: 0.03, max: 1.0, scale: log}
+  weight_decay: {min: 0.0001, max: 0.01, scale: log}
+  optimizer: nesterov
+  batch_size: 32
+)");
+  const Result planned = test::RunDltune(
+      "plan fit-steps --from start.yaml --batch-size 64 --fit 'train/error_rate<=0.1' "
+      "--learning-rates 0.1,0.3,1 --eval-every 5",
+      dir_);
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const std::string sweep = Slurp(dir_ / "start-fit-steps.yaml");
+  EXPECT_THAT(sweep, HasSubstr("batch_size: 64"));
+  EXPECT_THAT(sweep, HasSubstr("max_train_steps: 200"));  // the spec's budget
+  EXPECT_THAT(sweep, HasSubstr("parent: start.yaml"));
+  ASSERT_EQ(Dltune("run start-fit-steps.yaml --no-report").exit_code, 0);
+  auto store = OpenStore(StoreUrl());
+  const StepBudget budget = AnalyzeStepBudget(LoadStudyData(*store, "start-fit-steps"));
+  ASSERT_TRUE(budget.candidate_steps);
+  const Result applied = Dltune("plan apply-steps --from start-fit-steps");
+  ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  const StudySpec tuning = LoadStudySpec((dir_ / "start-tuning.yaml").string());
+  EXPECT_EQ(tuning.max_train_steps, *budget.candidate_steps);
+  EXPECT_EQ(FormatValue(tuning.space->Find("batch_size")->values.at(0)), "64");
+  EXPECT_TRUE(tuning.space->Find("weight_decay")->Varies());  // the spec's own space, to tune
+  EXPECT_EQ(tuning.procedure.kind, "apply-steps");
+  ASSERT_EQ(Dltune("run start-tuning.yaml --no-report").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -213,7 +213,7 @@ std::string WrapComment(const std::string& text) {
     start = end + 1;
   }
   if (!line.empty()) flush();
-  out.pop_back();
+  if (!out.empty()) out.pop_back();
   return out;
 }
 
