@@ -57,10 +57,11 @@ void CheckOverfitting(const Context& context, std::vector<Diagnostic>& out) {
       .id = "overfitting",
       .severity = Severity::kWarning,
       .suggestion =
-          "Re-run with additional regularization (dropout, label smoothing, weight decay) or better tuned "
-          "regularization params before comparing the scientific values; this may not apply when the scientific "
-          "params are themselves regularization strengths. Retrospective checkpoint selection already uses the best "
-          "step.",
+          "Re-run with additional regularization, or better tuned regularization params, before comparing the "
+          "scientific values: dropout (the built-in workloads), label_smoothing and weight_decay (the trainer) are "
+          "params to add to the space (e.g. label_smoothing: {min: 0.0, max: 0.2}; dltune show STUDY --spec writes "
+          "the spec to start from). This may not apply when the scientific params are themselves regularization "
+          "strengths. Retrospective checkpoint selection already uses the best step.",
       .section = kCurvesSection};
   PerSubStudy(
       context, out, base,
@@ -95,8 +96,9 @@ void CheckLateVariance(const Context& context, std::vector<Diagnostic>& out) {
       .severity = Severity::kWarning,
       .suggestion =
           "Each trial may end on a lucky or unlucky step, which blurs comparisons and makes the best trial hard to "
-          "reproduce: increase the batch size, get more validation data, decay the learning rate, or use Polyak "
-          "averaging.",
+          "reproduce: increase the batch size (dltune plan throughput says which pay), evaluate more validation data "
+          "(training.valid_sample_examples), decay the learning rate (schedule: linear or cosine), or average the "
+          "weights (Polyak averaging: the param ema_decay, e.g. 0.999).",
       .section = kCurvesSection};
   PerSubStudy(
       context, out, base,
@@ -228,7 +230,8 @@ void CheckTrainingLossRising(const Context& context, std::vector<Diagnostic>& ou
        .suggestion =
            "Training loss increasing during training usually indicates a bug in the training pipeline (data order or "
            "labels, the learning-rate schedule, the loss): check it before tuning further. If only trials with high "
-           "learning rates show it, it is instability: see learning-rate warmup and gradient clipping.",
+           "learning rates show it, it is instability: dltune plan instability probes it, then warmup or gradient "
+           "clipping (dltune plan warmup, dltune plan clipping).",
        .section = kCurvesSection,
        .trials = flagged});
 }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "diagnostic_checks.h"
+#include "dltune/core/strings.h"
 
 namespace dltune::diagnostic_checks {
 namespace {
@@ -292,11 +293,12 @@ void CheckInstability(const Context& context, std::vector<Diagnostic>& out) {
       const std::string clip =
           norms->p90 ? fmt::format(" (the 90th percentile of gradient norms is {})", Num(*norms->p90)) : "";
       d.suggestion = fmt::format(
-          "Instability may be keeping better learning rates out of reach. Check the training loss of trials just "
-          "above {} for a sudden rise after a steady decline; then try learning-rate warmup (a base learning rate "
-          "10x the unstable one, warmup_steps swept over a few orders of magnitude up to 10% of max_train_steps) or "
-          "gradient clipping just above the typical gradient norm{}; lower the learning rate only as a last resort.",
-          Num(t), clip);
+          "Instability may be keeping better learning rates out of reach. Probe it (dltune plan instability --from "
+          "{}: the best configuration at 2x, 5x and 10x its learning rate); then learning-rate warmup (dltune plan "
+          "warmup: a base learning rate 10x the unstable one, warmup_steps up to 10% of max_train_steps) or gradient "
+          "clipping (dltune plan clipping: around the 90th percentile of the gradient norms{}); lower the learning "
+          "rate only as a last resort (dltune plan narrow-lr).",
+          ShellQuote(context.data.study.name), clip);
       out.push_back(std::move(d));
     }
   }

@@ -69,7 +69,9 @@ struct TrainingHyperParams {
   std::int64_t batch_size = 128;
   OptimizerOptions optimizer;
   ScheduleOptions schedule;
-  double grad_clip_norm = 0;  // 0: no clipping
+  double grad_clip_norm = 0;   // 0: no clipping
+  double label_smoothing = 0;  // the training loss's targets: 1 - e on the label, e spread over every class
+  double ema_decay = 0;        // 0: no moving average of the weights; else evaluated and exported with it
 };
 
 // `name`, or 1 - `one_minus_name` (how momentum-like params are usually searched, on a log scale).
@@ -94,6 +96,14 @@ TrainingHyperParams ReadTrainingHyperParams(const HyperParams& params, std::int6
   hp.schedule = ReadSchedule(params, max_train_steps);
   hp.grad_clip_norm = params.Real("grad_clip_norm", 0.0);
   if (hp.grad_clip_norm < 0) throw Error(fmt::format("grad_clip_norm must be >= 0, not {}", hp.grad_clip_norm));
+  hp.label_smoothing = params.Real("label_smoothing", 0.0);
+  if (!(hp.label_smoothing >= 0 && hp.label_smoothing < 1)) {
+    throw Error(fmt::format("label_smoothing must be in [0, 1), not {}", hp.label_smoothing));
+  }
+  hp.ema_decay = params.Real("ema_decay", 0.0);
+  if (!(hp.ema_decay >= 0 && hp.ema_decay < 1)) {
+    throw Error(fmt::format("ema_decay must be in [0, 1) (0: no moving average), not {}", hp.ema_decay));
+  }
   return hp;
 }
 
@@ -214,6 +224,7 @@ class Loop {
     if (set.size() == 0) throw Error(fmt::format("workload {} has no {} examples", workload_.name(), split));
     CheckpointMetrics result;
     result.step = step_;
+    if (!ema_.empty()) SwapMovingAverage();  // the checkpoint's model is its averaged weights
     AddSplitMetrics(split, set, result.metrics);
     if (!export_path.empty()) ExportTorchScript(*model_, set.Slice(0, 1).inputs, export_path);
     return result;
@@ -361,7 +372,7 @@ class Loop {
     TraceSpan forward(tracing_, "forward");
     const torch::Tensor inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     const torch::Tensor labels = batch.labels.to(device_, /*non_blocking=*/true);
-    torch::Tensor loss = workload_.PerExampleLoss(model_->Forward(inputs), labels).mean();
+    torch::Tensor loss = TrainingLoss(model_->Forward(inputs), labels);
     forward.End();
     if (parallel_) parallel_->BeginStep(loss, stop_wish_);
     TraceSpan backward(tracing_, "backward");
@@ -382,7 +393,53 @@ class Loop {
     TraceSpan update(tracing_, "optimizer");
     const double norm = optimizer_->Step(pending_lrs_.back());
     pending_norms_.push_back(norm_before_clipping.value_or(norm));
+    update.End();
+    if (!ema_.empty()) UpdateMovingAverage();
   }
+
+  // The mean training loss of a batch: the workload's, or with label_smoothing the cross entropy against targets that
+  // put 1 - e on the label and e / classes on every class. Evaluations keep the workload's own loss, so that runs with
+  // and without smoothing compare.
+  torch::Tensor TrainingLoss(const torch::Tensor& outputs, const torch::Tensor& labels) const {
+    if (hp_.label_smoothing == 0) return workload_.PerExampleLoss(outputs, labels).mean();
+    const torch::Tensor log_probabilities = torch::log_softmax(outputs, 1);
+    const torch::Tensor on_label = -log_probabilities.gather(1, labels.unsqueeze(1)).squeeze(1);
+    const torch::Tensor uniform = -log_probabilities.mean(1);
+    return ((1 - hp_.label_smoothing) * on_label + hp_.label_smoothing * uniform).mean();
+  }
+
+  // Polyak averaging: after each update, ema = d ema + (1 - d) weights, with d = min(ema_decay, (1 + step) / (10 +
+  // step)) so that the first steps' average is not held at the initialization.
+  void UpdateMovingAverage() {
+    TraceSpan span(tracing_, "ema");
+    torch::NoGradGuard no_grad;
+    const double decay = std::min(hp_.ema_decay, static_cast<double>(1 + step_) / static_cast<double>(10 + step_));
+    const auto parameters = model_->parameters();
+    for (std::size_t i = 0; i < ema_.size(); ++i) ema_[i].mul_(decay).add_(parameters[i].detach(), 1 - decay);
+  }
+
+  // Puts the averaged weights in the model (keeping the trained ones aside), or the trained ones back: what is
+  // evaluated, exported and chosen as best with ema_decay is the average.
+  void SwapMovingAverage() {
+    torch::NoGradGuard no_grad;
+    const auto parameters = model_->parameters();
+    for (std::size_t i = 0; i < ema_.size(); ++i) {
+      torch::Tensor trained = parameters[i].detach().clone();
+      parameters[i].detach().copy_(ema_[i]);
+      ema_[i] = trained;
+    }
+  }
+  struct MovingAverageInModel {
+    Loop& loop;
+    explicit MovingAverageInModel(Loop& l) : loop(l) {
+      if (!loop.ema_.empty()) loop.SwapMovingAverage();
+    }
+    ~MovingAverageInModel() {
+      if (!loop.ema_.empty()) loop.SwapMovingAverage();
+    }
+    MovingAverageInModel(const MovingAverageInModel&) = delete;
+    MovingAverageInModel& operator=(const MovingAverageInModel&) = delete;
+  };
 
   // The global gradient norm, before the update, and the gradients scaled down to grad_clip_norm when above it.
   double ClipGradients() {
@@ -496,10 +553,14 @@ class Loop {
     SynchronizeBuffers();
     const WorkloadData& data = workload_.Data();
     std::vector<EvalMetric> metrics;
-    AddSplitMetrics("train", train_subset_, metrics);
-    if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
-    if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", data.valid, metrics);
-    if (last && settings_.test_at_end) AddSplitMetrics("test", data.test, metrics);
+    {
+      const MovingAverageInModel averaged(*this);
+      AddSplitMetrics("train", train_subset_, metrics);
+      if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
+      if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", data.valid, metrics);
+      if (last && settings_.test_at_end) AddSplitMetrics("test", data.test, metrics);
+      ReportPredictions();
+    }
 
     // The objective: the named split's metric, or its periodic sample when the full split was not evaluated.
     std::optional<double> objective;
@@ -518,7 +579,6 @@ class Loop {
       }
     }
     callbacks_.OnEvaluation(step_, metrics, best_step_.value_or(0), best_value_.value_or(std::nan("")));
-    ReportPredictions();
     span.End();  // the checkpoint is a span of its own, as it is a phase of its own in the time split
     SaveCheckpoint(objective);
     (void)result;
@@ -578,6 +638,7 @@ class Loop {
     archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
     archive.write("cpu_generator", GeneratorState());
+    for (std::size_t i = 0; i < ema_.size(); ++i) archive.write(fmt::format("ema_{}", i), ema_[i]);
     // The threads a resumed auto run takes again: sums over other threads round differently.
     archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
@@ -617,6 +678,10 @@ class Loop {
     model_->to(device_);
     optimizer_ = std::make_unique<Optimizer>(model_->parameters(), hp_.optimizer);
     if (parallel_) parallel_->Attach(model_->parameters());
+    ema_.clear();
+    if (hp_.ema_decay > 0) {
+      for (const auto& parameter : model_->parameters()) ema_.push_back(parameter.detach().clone());
+    }
     // From here on the global generator drives dropout: seed it from the data seed, which differs across hosts.
     torch::manual_seed(DropoutSeed());
   }
@@ -722,6 +787,13 @@ class Loop {
     if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
     if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
     SetGeneratorState(read("cpu_generator"));
+    for (std::size_t i = 0; i < ema_.size(); ++i) {
+      torch::Tensor average;
+      if (!archive.try_read(fmt::format("ema_{}", i), average)) {
+        throw Error("the checkpoint holds no moving average of the weights (ema_decay): it was written without one");
+      }
+      ema_[i] = average.to(device_);
+    }
     if (torch::Tensor threads; options_.training.threads == 0 && archive.try_read("threads", threads)) {
       torch::set_num_threads(static_cast<int>(threads.item<std::int64_t>()));
     }
@@ -751,6 +823,9 @@ class Loop {
   std::int64_t eval_batch_size_ = 1;
   std::shared_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
+  // With ema_decay: the moving average of each of the model's parameters (in its order); while an evaluation runs,
+  // the trained weights, the average being in the model.
+  std::vector<torch::Tensor> ema_;
   std::unique_ptr<DataParallel> parallel_;  // data-parallel training; null when this process trains alone
   bool stop_wish_ = false;                  // this rank asked to stop (data-parallel), told the others next step
   bool stop_agreed_ = false;                // some rank asked to stop: every rank stops after this step

@@ -1,4 +1,8 @@
 // The trainer on the synthetic workload, through the library: evaluation splits and metrics, clipping, options.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -97,6 +101,63 @@ TEST(Trainer, RefusesBadOptionsAndParams) {
   EXPECT_THROW(Train("nope", {}, Params({}), options, recorder), Error);
   options.max_train_steps = 0;
   EXPECT_THROW(Train("synthetic", {}, Params({}), options, recorder), Error);
+}
+
+// Label smoothing changes the training loss only: at a learning rate too small to move a weight, each step's loss is
+// (1 - e) cross entropy + e (mean over classes of -log p), linear in e, while every evaluation reports the plain loss.
+TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossAndNotTheEvaluations) {
+  TrainerOptions options;
+  options.max_train_steps = 12;
+  options.training.eval_every_steps = 12;
+  options.training.log_every_steps = 1;
+  const auto run = [&](double smoothing) {
+    Recorder recorder;
+    Train("synthetic", {},
+          Params({{"optimizer", Value("sgd")}, {"learning_rate", Value(1e-30)}, {"label_smoothing", Value(smoothing)}}),
+          options, recorder);
+    return recorder;
+  };
+  const Recorder plain = run(0.0), quarter = run(0.25), half = run(0.5);
+  ASSERT_EQ(plain.steps.size(), 12u);
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) {
+    // float32 means over a batch of 128: each loss within 128 roundings of 2^-24 relative, three losses compared.
+    const double tolerance = 3 * 128 * std::ldexp(1.0, -24) * std::fabs(plain.steps[i].loss);
+    EXPECT_NEAR(quarter.steps[i].loss, (plain.steps[i].loss + half.steps[i].loss) / 2, tolerance) << i;
+    EXPECT_GT(std::fabs(half.steps[i].loss - plain.steps[i].loss), 10 * tolerance) << i;
+  }
+  EXPECT_EQ(Metric(half.evals.at(12), "valid", "loss"), Metric(plain.evals.at(12), "valid", "loss"));
+  Recorder refused;
+  EXPECT_THROW(Train("synthetic", {}, Params({{"label_smoothing", Value(1.0)}}), options, refused), Error);
+}
+
+// Polyak averaging: training is unchanged (the same steps, bit for bit), evaluations are of the moving average, and
+// a checkpoint evaluated later gives the numbers its evaluation during training gave.
+TEST(Trainer, AMovingAverageOfTheWeightsIsEvaluatedAndCheckpointedAsItsOwn) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_ema_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  TrainerOptions options;
+  options.max_train_steps = 40;
+  options.training.eval_every_steps = 20;
+  options.training.log_every_steps = 1;
+  const HyperParams plain_params =
+      Params({{"optimizer", Value("momentum")}, {"learning_rate", Value(0.1)}, {"ema_decay", Value(0.0)}});
+  const HyperParams ema_params =
+      Params({{"optimizer", Value("momentum")}, {"learning_rate", Value(0.1)}, {"ema_decay", Value(0.9)}});
+  Recorder plain, averaged;
+  Train("synthetic", {}, plain_params, options, plain);
+  options.checkpoint_dir = dir.string();
+  Train("synthetic", {}, ema_params, options, averaged);
+  ASSERT_EQ(averaged.steps.size(), plain.steps.size());
+  for (std::size_t i = 0; i < plain.steps.size(); ++i) EXPECT_EQ(averaged.steps[i].loss, plain.steps[i].loss) << i;
+  const double plain_loss = Metric(plain.evals.at(40), "valid", "loss");
+  const double averaged_loss = Metric(averaged.evals.at(40), "valid", "loss");
+  EXPECT_NE(averaged_loss, plain_loss);
+  ASSERT_FALSE(averaged.checkpoints.empty());
+  const std::string last = averaged.checkpoints.back().path;
+  const CheckpointMetrics again = EvaluateWorkloadCheckpoint("synthetic", {}, ema_params, options, last, "valid");
+  EXPECT_EQ(again.step, 40);
+  EXPECT_EQ(Metric(again.metrics, "valid", "loss"), averaged_loss);
+  std::filesystem::remove_all(dir);
 }
 
 // The playbook's "number of layers" as a hyperparameter: num_layers hidden layers of `width` units.

@@ -159,7 +159,10 @@ class Workload;
 // optimizer (sgd | momentum | nesterov | rmsprop | adam | nadam), learning_rate, momentum or one_minus_momentum,
 // rho, beta1 or one_minus_beta1, beta2 or one_minus_beta2, epsilon, weight_decay, decoupled_weight_decay,
 // schedule (constant | linear | cosine | inverse_sqrt), warmup_steps, decay_steps, final_lr_fraction, batch_size,
-// grad_clip_norm; the workload reads its own (e.g. hidden_sizes, dropout). A param neither reads is an Error.
+// grad_clip_norm, label_smoothing (the training loss's targets smoothed; evaluations report the plain loss), ema_decay
+// (Polyak averaging: evaluations, checkpoints' evaluations and exports use the moving average of the weights, which
+// checkpoints keep beside them); the workload reads its own (e.g. hidden_sizes, dropout). A param neither reads is an
+// Error.
 // Throws Error for bad options or params and for unreadable data; divergence is a result, not an exception.
 TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const TrainerOptions& options,
                           TrainerCallbacks& callbacks);
