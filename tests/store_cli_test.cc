@@ -75,7 +75,17 @@ std::filesystem::path* StoreCli::dir_ = nullptr;
 std::string* StoreCli::url_ = nullptr;
 
 TEST_F(StoreCli, StudiesIsTheTrackingTable) {
-  const auto result = RunDltune("studies" + Storage());
+  // One line a study within 120 columns, its latest note cut to fit.
+  const auto compact = RunDltune("studies" + Storage());
+  ASSERT_EQ(compact.exit_code, 0) << compact.err;
+  EXPECT_THAT(compact.out, HasSubstr("2 done, 29 pend, 1 inf"));
+  EXPECT_THAT(compact.out, HasSubstr("latest note or decision"));
+  std::istringstream lines(compact.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto columns = std::count_if(line.begin(), line.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    EXPECT_LE(columns, 120) << line;
+  }
+  const auto result = RunDltune("studies --wide" + Storage());
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_THAT(result.out, HasSubstr("quickstart"));
   EXPECT_THAT(result.out, HasSubstr("examples/quickstart.yaml"));

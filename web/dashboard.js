@@ -109,7 +109,7 @@ function addSections(container, sections) {
     // In the page's order, also when the sections of the measurements arrive after the others.
     const next = [...container.children].find((other) => Number(other.dataset.position) > section.position);
     container.insertBefore(box, next || null);
-    if (!section.charts.length && !section.more_charts.length) {
+    if (!section.charts.length && !section.more_charts.length && !(section.folded_charts || []).length) {
       charts.append(el('p', { class: 'muted empty' }, section.empty));
       continue;
     }
@@ -118,6 +118,12 @@ function addSections(container, sections) {
       const more = el('div', { class: 'charts' });
       box.append(el('h4', {}, section.more_title), more);
       addCharts(more, section.more_charts);
+    }
+    // Folded away until opened (per-class charts): drawn when they come into view, as the others.
+    if ((section.folded_charts || []).length) {
+      const folded = el('div', { class: 'charts' });
+      box.append(el('details', { class: 'folded' }, el('summary', {}, section.folded_title), folded));
+      addCharts(folded, section.folded_charts);
     }
   }
 }

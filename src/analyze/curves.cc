@@ -41,15 +41,23 @@ std::vector<TrainingCurve> TrainingCurves(const StudyData& data, int highlight, 
     const bool is_top = highlighted.contains(trial.number);
     const std::optional<std::int64_t> best_step = BestStepOf(data, trial);
 
-    std::vector<CurvePoint> loss;
+    std::vector<CurvePoint> loss, rate;
     for (const TrainMeasurement& m : analysis_util::TrainOf(data, trial.number)) {
       if (m.loss && std::isfinite(*m.loss)) loss.push_back({m.step, *m.loss});
+      if (m.learning_rate && std::isfinite(*m.learning_rate)) rate.push_back({m.step, *m.learning_rate});
     }
-    std::stable_sort(loss.begin(), loss.end(),
-                     [](const CurvePoint& a, const CurvePoint& b) { return a.step < b.step; });
+    for (auto* points : {&loss, &rate}) {
+      std::stable_sort(points->begin(), points->end(),
+                       [](const CurvePoint& a, const CurvePoint& b) { return a.step < b.step; });
+    }
     if (!loss.empty()) {
       curves.push_back(
           MakeCurve(trial, "train/loss", CurveSource::kTrainingSteps, loss, max_points, is_top, best_step));
+    }
+    // The schedule as training applied it, step by step: warmup, decay, a round-2 extension.
+    if (!rate.empty()) {
+      curves.push_back(
+          MakeCurve(trial, "train/learning_rate", CurveSource::kTrainingSteps, rate, max_points, is_top, best_step));
     }
 
     std::map<std::string, std::vector<CurvePoint>> series;

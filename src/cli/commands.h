@@ -65,7 +65,9 @@ class TrainingSettingOptions {
   std::vector<std::pair<const TrainingSettingField*, CLI::Option*>> given_;
 };
 void AddTrainingSettingOptions(CLI::App* command, TrainingSettingOptions& options);
-// The tracking record of `studies`, one row each (what `dltune studies` prints).
+// The tracking record of `studies`, one row each, every column (what `dltune studies --wide` prints).
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
+// The same within 120 columns, with each study's latest note and its git tree's state (`dltune studies`).
+std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 
 }  // namespace dltune::cli

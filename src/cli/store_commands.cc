@@ -82,6 +82,86 @@ std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies)
   return table.Render();
 }
 
+namespace {
+
+// `text` cut to `width` characters (code points), ending in "…" when cut.
+std::string Fit(const std::string& text, std::size_t width) {
+  std::size_t points = 0, at = 0;
+  for (; at < text.size(); ++at) {
+    if ((static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) continue;  // a continuation byte
+    if (++points > width) break;
+  }
+  if (at >= text.size()) return text;
+  // Back to the start of the code point before the one that did not fit, to make room for "…".
+  std::size_t cut = at;
+  do {
+    --cut;
+  } while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80);
+  return text.substr(0, cut) + "…";
+}
+
+std::size_t CodePoints(const std::string& text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// "7 done, 2 run, 1 inf": the trials by state in a few characters.
+std::string ShortStates(const StudySummary& summary) {
+  static const std::pair<TrialState, const char*> kShort[] = {
+      {TrialState::kCompleted, "done"}, {TrialState::kRunning, "run"},    {TrialState::kPending, "pend"},
+      {TrialState::kStopped, "stop"},   {TrialState::kInfeasible, "inf"}, {TrialState::kFailed, "fail"}};
+  std::string text;
+  for (const auto& [state, name] : kShort) {
+    if (summary.Count(state) > 0) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", summary.Count(state), name);
+  }
+  return text.empty() ? "none" : text;
+}
+
+}  // namespace
+
+std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& studies) {
+  // At most these widths for the first columns; the note takes what is left of 120 columns.
+  constexpr std::size_t kStudy = 30, kTrials = 24, kBest = 20, kWidth = 120;
+  const std::vector<std::string> header = {"study", "trials", "best", "tree", "latest note or decision"};
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> notes;
+  std::vector<std::size_t> widths(4);
+  for (std::size_t c = 0; c < 4; ++c) widths[c] = header[c].size();
+  for (const auto& study : studies) {
+    const StudySummary summary = SummarizeStudy(store, study, 0);
+    std::string best = "-";
+    if (summary.best) {
+      best = summary.best->stats && summary.best->stats->HalfWidth()
+                 ? fmt::format("{:.4g} ±{:.2g} t{}", summary.best->value, *summary.best->stats->HalfWidth(),
+                               summary.best->number)
+                 : fmt::format("{:.4g} t{}", summary.best->value, summary.best->number);
+    }
+    std::string note = "-";
+    if (const std::vector<StudyNote> all = store.ListNotes(study.id); !all.empty()) {
+      const StudyNote& latest = all.back();
+      note = latest.kind == NoteKind::kDecision ? "decided: adopt " + latest.adopt + ": " + latest.text
+             : latest.resolves.empty()          ? latest.text
+                                                : latest.resolves + " handled: " + latest.text;
+    }
+    const char* tree = !study.git_dirty ? "-" : *study.git_dirty ? "dirty" : "clean";
+    rows.push_back(
+        {Fit(TerminalSafe(study.name, false), kStudy), Fit(ShortStates(summary), kTrials), Fit(best, kBest), tree});
+    notes.push_back(TerminalSafe(note, false));
+    for (std::size_t c = 0; c < 4; ++c) widths[c] = std::max(widths[c], CodePoints(rows.back()[c]));
+  }
+  std::size_t used = 0;
+  for (const std::size_t width : widths) used += width + 2;
+  const std::size_t note_width = used + 20 <= kWidth ? kWidth - used : 20;
+  TextTable table(header);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].push_back(Fit(notes[i], note_width));
+    table.AddRow(rows[i]);
+  }
+  return table.Render() +
+         "best: the objective and its trial (± the 95% interval with replicas); tree: the git working tree the study "
+         "was\ncreated from. dltune studies --wide: goals, specs, decisions and the command that reproduces each.\n";
+}
+
 std::string StudyTree(Store& store) {
   const auto studies = store.ListStudies();
   std::map<std::string, std::vector<const StudyRecord*>> children;
@@ -133,13 +213,13 @@ std::unique_ptr<Store> OpenForReading(const std::string& storage) {
   return OpenStoreReadOnly(StoreUrlOrDefault(storage));
 }
 
-void PrintStudies(Store& store) {
+void PrintStudies(Store& store, bool wide) {
   const auto studies = store.ListStudies();
   if (studies.empty()) {
     std::printf("%s has no studies yet\n", store.url().c_str());
     return;
   }
-  std::fputs(TrackingTable(store, studies).c_str(), stdout);
+  std::fputs((wide ? TrackingTable(store, studies) : CompactTrackingTable(store, studies)).c_str(), stdout);
 }
 
 // The trials `dltune show` lists: every one, or for a large study the best ones and the running ones.
@@ -319,20 +399,24 @@ void RegisterStoreCommands(CLI::App& app) {
 
   auto* studies = app.add_subcommand(
       "studies",
-      "The tracking table of every study in the store: its goal (or description), spec, trials by state, best "
-      "objective (with its trial and step; a mean with its interval when replicas exist), the latest decision and "
-      "the command that reproduces it. --tree shows which study was planned from which.\n\nExamples:\n  dltune "
-      "studies --storage sqlite:///runs/dltune.db\n  dltune studies --tree");
+      "The tracking table of every study in the store, one line each within 120 columns: trials by state, the "
+      "best objective and its trial (with its interval when replicas exist), whether the git working tree it was "
+      "created from had uncommitted changes, and its latest note or decision. --wide adds the goal (or "
+      "description), the spec, the best trial's step and the command that reproduces the study; --tree shows which "
+      "study was planned from which.\n\nExamples:\n  dltune studies --storage sqlite:///runs/dltune.db\n"
+      "  dltune studies --wide\n  dltune studies --tree");
   AddStorageOption(studies, *storage);
   auto tree = std::make_shared<bool>(false);
+  auto wide = std::make_shared<bool>(false);
   studies->add_flag("--tree", *tree,
                     "Studies as a tree of lineage: each study planned from another (dltune plan) under its parent");
-  studies->callback([storage, tree] {
+  studies->add_flag("--wide", *wide, "Every column: goals, specs, decisions and the commands that reproduce them");
+  studies->callback([storage, tree, wide] {
     const auto store = OpenForReading(*storage);
     if (*tree) {
       std::fputs(StudyTree(*store).c_str(), stdout);
     } else {
-      PrintStudies(*store);
+      PrintStudies(*store, *wide);
     }
   });
 

@@ -12,10 +12,20 @@ void TextTable::AddRow(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
+namespace {
+
+// Columns on a terminal: UTF-8 code points ("±" and "…" take one), not bytes.
+std::size_t Columns(const std::string& text) {
+  return static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+}  // namespace
+
 std::string TextTable::Render(int indent) const {
   std::vector<std::size_t> widths(header_.size(), 0);
   auto measure = [&](const std::vector<std::string>& row) {
-    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], Columns(row[i]));
   };
   measure(header_);
   for (const auto& row : rows_) measure(row);
@@ -25,7 +35,7 @@ std::string TextTable::Render(int indent) const {
     for (std::size_t i = 0; i < widths.size(); ++i) {
       const std::string cell = i < row.size() ? row[i] : "";
       line += cell;
-      if (i + 1 < widths.size()) line += std::string(widths[i] - cell.size() + 2, ' ');
+      if (i + 1 < widths.size()) line += std::string(widths[i] - Columns(cell) + 2, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     text += line + "\n";

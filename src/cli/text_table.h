@@ -11,7 +11,7 @@ class TextTable {
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
   // Adds a row; cells are made safe to print (TerminalSafe, newlines shown as \n).
   void AddRow(std::vector<std::string> row);
-  // Columns padded to their widest cell, two spaces apart, each line indented by `indent` spaces.
+  // Columns padded to their widest cell (in code points), two spaces apart, each line indented by `indent` spaces.
   std::string Render(int indent = 0) const;
 
  private:

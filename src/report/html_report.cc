@@ -132,13 +132,19 @@ void RenderCharts(Page& page, const std::vector<PageChart>& charts) {
 
 void RenderSection(Page& page, const PageSection& section) {
   Section(page, section.id, section.title, section.explanation);
-  if (section.charts.empty() && section.more_charts.empty()) {
+  if (section.charts.empty() && section.more_charts.empty() && section.folded_charts.empty()) {
     page.Element("p", section.empty_text, "class=\"empty\"");
   } else {
     RenderCharts(page, section.charts);
     if (!section.more_charts.empty()) {
       page.Element("h3", section.more_title);
       RenderCharts(page, section.more_charts);
+    }
+    if (!section.folded_charts.empty()) {
+      page.Raw("<details class=\"folded\">");
+      page.Element("summary", section.folded_title);
+      RenderCharts(page, section.folded_charts);
+      page.Raw("</details>\n");
     }
   }
   page.Raw("</section>\n");

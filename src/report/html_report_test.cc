@@ -274,6 +274,40 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   EXPECT_EQ(parts, whole);
 }
 
+// The learning-rate schedule as training applied it, beside the loss; the per-class charts folded away until opened;
+// tick labels at the precision they need.
+TEST(RenderReport, DrawsTheScheduleAndFoldsThePerClassCharts) {
+  StudyData data = HostileStudy();
+  for (auto& [trial, steps] : data.train) {
+    for (auto& m : steps) m.learning_rate = 0.1 * std::min<double>(1.0, static_cast<double>(m.step) / 50);  // warmup
+  }
+  for (auto& [trial, evals] : data.evals) {
+    for (std::int64_t step = 10; step <= 100; step += 10) {
+      for (int k = 0; k < 3; ++k) {
+        evals.push_back({.step = step, .split = "valid", .metric = "correct_class_" + std::to_string(k), .value = 3});
+      }
+    }
+  }
+  const auto sections = StudyPageSections(data, {});
+  const auto curves = std::find_if(sections.begin(), sections.end(), [](const auto& s) { return s.id == "curves"; });
+  ASSERT_NE(curves, sections.end());
+  std::vector<std::string> wide;
+  for (const auto& chart : curves->charts) wide.push_back(chart.id);
+  EXPECT_THAT(wide, ::testing::Contains("curves_train_learning_rate_steps"));
+  ASSERT_EQ(curves->folded_charts.size(), 3u);
+  EXPECT_EQ(curves->folded_charts[0].id, "curves_valid_correct_class_0");
+  for (const auto& chart : curves->more_charts) EXPECT_THAT(chart.id, Not(HasSubstr("correct_class")));
+  EXPECT_EQ(curves->charts[0].spec.at("config").at("axisQuantitative").at("format"), "~g");
+
+  const fs::path dir = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = dir;
+  const std::string html = RenderReport(data, options);
+  fs::remove_all(dir);
+  EXPECT_THAT(html, HasSubstr("<details class=\"folded\"><summary>Correct examples of each class (3 charts)"));
+  EXPECT_THAT(html, HasSubstr("data-chart=\"curves_valid_correct_class_2\""));
+}
+
 TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
   const fs::path dir = FakeWebDir();
   ReportOptions options;

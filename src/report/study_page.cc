@@ -31,7 +31,8 @@ std::vector<SeriesKey> SeriesOrder(const std::vector<TrainingCurve>& curves, con
   for (const auto& curve : curves) found.insert({curve.series, curve.source});
   std::vector<SeriesKey> order;
   for (const SeriesKey& first :
-       {SeriesKey{objective.Name(), CurveSource::kEvaluation}, SeriesKey{"train/loss", CurveSource::kTrainingSteps}}) {
+       {SeriesKey{objective.Name(), CurveSource::kEvaluation}, SeriesKey{"train/loss", CurveSource::kTrainingSteps},
+        SeriesKey{"train/learning_rate", CurveSource::kTrainingSteps}}) {
     if (found.erase(first) > 0) order.push_back(first);
   }
   order.insert(order.end(), found.begin(), found.end());
@@ -429,7 +430,12 @@ PageSection CurvesSection(const StudyData& data, const StudyData& shown, const C
   const SeriesKey train_objective{"train/" + objective.metric, CurveSource::kEvaluation};
   const auto primary = [&](const SeriesKey& series) {
     return series == SeriesKey{objective.Name(), CurveSource::kEvaluation} ||
-           series == SeriesKey{"train/loss", CurveSource::kTrainingSteps} || series == train_objective;
+           series == SeriesKey{"train/loss", CurveSource::kTrainingSteps} ||
+           series == SeriesKey{"train/learning_rate", CurveSource::kTrainingSteps} || series == train_objective;
+  };
+  // Per-class counts (correct_class_<k>): one chart per class, folded away until asked for.
+  const auto per_class = [](const SeriesKey& series) {
+    return series.name.find("/correct_class_") != std::string::npos;
   };
   for (const SeriesKey& series : SeriesOrder(curves, objective)) {
     const bool is_objective = series.source == CurveSource::kEvaluation && series.name == objective.Name();
@@ -440,14 +446,18 @@ PageSection CurvesSection(const StudyData& data, const StudyData& shown, const C
            .spec = TrainingCurvesSpec(curves, series.name, series.source, is_objective, sizes.wide),
            .wide = true});
     } else {
-      section.more_charts.push_back(
-          {.id = SeriesChartId(series),
-           .caption = SeriesCaption(series, objective),
-           .spec = TrainingCurvesSpec(curves, series.name, series.source, false, sizes.small)});
+      (per_class(series) ? section.folded_charts : section.more_charts)
+          .push_back({.id = SeriesChartId(series),
+                      .caption = SeriesCaption(series, objective),
+                      .spec = TrainingCurvesSpec(curves, series.name, series.source, false, sizes.small)});
     }
   }
-  if (!section.more_charts.empty())
+  if (!section.more_charts.empty()) {
     section.more_title = fmt::format("Other evaluations ({})", section.more_charts.size());
+  }
+  if (!section.folded_charts.empty()) {
+    section.folded_title = fmt::format("Correct examples of each class ({} charts)", section.folded_charts.size());
+  }
   return section;
 }
 
@@ -589,7 +599,9 @@ nlohmann::json PageSectionJson(const PageSection& section) {
           {"empty", section.empty_text},
           {"charts", ChartsJson(section.charts)},
           {"more_title", section.more_title},
-          {"more_charts", ChartsJson(section.more_charts)}};
+          {"more_charts", ChartsJson(section.more_charts)},
+          {"folded_title", section.folded_title},
+          {"folded_charts", ChartsJson(section.folded_charts)}};
 }
 
 }  // namespace dltune

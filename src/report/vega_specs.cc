@@ -33,6 +33,8 @@ json Base(const ChartOptions& options, int default_width, int default_height) {
           {"config",
            {{"font", "DejaVu Sans, Helvetica, Arial, sans-serif"},
             {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}, {"titleFontWeight", "normal"}, {"grid", true}}},
+            // Tick labels at the precision they need: 0.3, not 0.30000000000000004 nor 0.300000.
+            {"axisQuantitative", {{"format", "~g"}}},
             // Below the plot, one entry per line: sub-study labels can be long, and charts sit two abreast.
             {"legend",
              {{"orient", "bottom"},

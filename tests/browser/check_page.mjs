@@ -130,7 +130,9 @@ async function main() {
       const canvas = element.querySelector('canvas');
       return Boolean(canvas && canvas.width > 0 && canvas.height > 0);
     })`;
+    // Charts folded away (a closed <details>) are opened as a reader would, to be checked too.
     const drawn = `(function ([selector, minCharts]) {
+      document.querySelectorAll('details:not([open])').forEach((details) => { details.open = true; });
       const containers = Array.from(document.querySelectorAll(selector));
       // A page still reading part of its data marks itself aria-busy (the dashboard's study page does).
       if (containers.length < minCharts || document.querySelector('[aria-busy="true"]')) return false;

@@ -30,6 +30,8 @@ struct PageSection {
   std::vector<PageChart> charts;
   std::string more_title;  // a second, smaller group of charts below the first ("Other evaluations (3)"), if any
   std::vector<PageChart> more_charts;
+  std::string folded_title;  // a third group, folded away until opened ("Per-class correct examples (10)"), if any
+  std::vector<PageChart> folded_charts;
 };
 
 // Which sections: those drawn from the trial records alone, those that need every measurement (training curves,
