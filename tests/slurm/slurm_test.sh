@@ -78,8 +78,8 @@ echo "slurm test: both jobs ended after about ${waited} s"
 
 studies=$(dltune studies)
 echo "$studies"
-grep -E '^gang .* 2 completed' <<<"$studies" >/dev/null || Fail "the gang study's 2 trials did not complete"
-grep -E '^array .* 6 completed' <<<"$studies" >/dev/null || Fail "the array study's 6 trials did not complete"
+grep -E '^gang .* 2 done' <<<"$studies" >/dev/null || Fail "the gang study's 2 trials did not complete"
+grep -E '^array .* 6 done' <<<"$studies" >/dev/null || Fail "the array study's 6 trials did not complete"
 
 # Each gang trial ran as 2 ranks: rank 1 trained on the other task and reported nothing; rank 0 wrote the checkpoints.
 for trial in 0 1; do
