@@ -146,5 +146,24 @@ space:
   ExpectLaunchOfTheDecision(steps);
 }
 
+// A small Fashion-MNIST project: the first 2,000 training images, so that the step budget's sweep can fit them.
+TEST_F(NextChain, FromAnEmptyStoreToALaunchOnASmallFashionMnistProject) {
+  std::ofstream(dir_ / "fashion.yaml") << R"(name: fashion
+workload: {name: fashion_mnist_mlp, args: {train_examples: 2000, hidden_sizes: [128]}}
+max_train_steps: 400
+trials: 4
+training: {valid_sample_examples: 1000, train_eval_examples: 2000}
+space:
+  learning_rate: {min: 0.01, max: 0.5, scale: log}
+  optimizer: nesterov
+  one_minus_momentum: 0.1
+  batch_size: 64
+)";
+  const std::vector<Step> steps = Follow("fashion.yaml", 25);
+  ASSERT_FALSE(steps.empty());
+  EXPECT_THAT(steps[0].command, HasSubstr("dltune plan throughput --from fashion.yaml --batch-sizes 16:1024"));
+  ExpectLaunchOfTheDecision(steps);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -45,21 +45,29 @@ std::vector<std::int64_t> ReadHiddenSizes(const HyperParams& params, std::int64_
 class FashionMnistWorkload : public Workload {
  public:
   explicit FashionMnistWorkload(const nlohmann::json& args)
-      : data_dir_(ArgText(args, "data_dir", "/usr/share/datasets/fashion-mnist")) {}
+      : data_dir_(ArgText(args, "data_dir", "/usr/share/datasets/fashion-mnist")),
+        train_examples_(ArgInt(args, "train_examples", 0)) {
+    if (train_examples_ < 0) throw Error("fashion_mnist's train_examples must be positive (0: all 50,000)");
+  }
 
   std::int64_t num_classes() const override { return 10; }
-  std::vector<std::string> ArgumentNames() const override { return {"data_dir"}; }
+  std::vector<std::string> ArgumentNames() const override { return {"data_dir", "train_examples"}; }
 
   const WorkloadData& Data() override {
     if (!data_) {
       FashionMnistSplits splits = LoadFashionMnist(data_dir_);
-      data_ = WorkloadData{std::move(splits.train), std::move(splits.valid), std::move(splits.test)};
+      // A small project: the first N training images (the validation and test splits stay whole).
+      Dataset train = train_examples_ > 0 && train_examples_ < splits.train.size()
+                          ? splits.train.Slice(0, train_examples_)
+                          : std::move(splits.train);
+      data_ = WorkloadData{std::move(train), std::move(splits.valid), std::move(splits.test)};
     }
     return *data_;
   }
 
  private:
   std::string data_dir_;
+  std::int64_t train_examples_;  // 0: every training image
   std::optional<WorkloadData> data_;
 };
 

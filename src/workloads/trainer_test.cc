@@ -190,6 +190,19 @@ TEST(Workloads, TheMlpsDepthIsAHyperparameter) {
   EXPECT_NO_THROW(CheckWorkloadParams("fashion_mnist_cnn", {}, Params({{"dense_size", Value(std::int64_t{32})}}), 100));
 }
 
+// A small Fashion-MNIST project: the first N training images; validation and test stay whole.
+TEST(Workloads, FashionMnistTrainsOnItsFirstTrainingImagesWhenAsked) {
+  const auto whole = MakeWorkload("fashion_mnist_mlp");
+  const auto small = MakeWorkload("fashion_mnist_mlp", {{"train_examples", 300}});
+  const WorkloadData& all = whole->Data();
+  const WorkloadData& first = small->Data();
+  ASSERT_EQ(first.train.size(), 300);
+  EXPECT_TRUE(first.train.inputs.equal(all.train.inputs.slice(0, 0, 300)));
+  EXPECT_EQ(first.valid.size(), all.valid.size());
+  EXPECT_EQ(first.test.size(), all.test.size());
+  EXPECT_THROW(MakeWorkload("fashion_mnist_mlp", {{"train_examples", -1}}), Error);
+}
+
 TEST(Registry, KnowsTheBuiltInsAndAcceptsAUsersOwn) {
   const auto names = WorkloadNames();
   EXPECT_THAT(names, ::testing::IsSupersetOf({"fashion_mnist_mlp", "fashion_mnist_cnn", "synthetic"}));
