@@ -156,8 +156,9 @@ void CheckStepBudget(const Context& context, std::vector<Diagnostic>& out) {
                                                      [](const FitRow& row) { return row.first_fit_step.has_value(); }),
                                        budget.rows.size(), data.spec.max_train_steps),
                  .suggestion = fmt::format("start from max_train_steps: {} in the study's spec, and tune the other "
-                                           "hyperparameters at that budget",
-                                           *budget.candidate_steps),
+                                           "hyperparameters at that budget: dltune plan apply-steps --from {} writes "
+                                           "that spec",
+                                           *budget.candidate_steps, ShellQuote(data.study.name)),
                  .section = kFitStepsSection,
                  .trials = {fastest.trial}});
   if (budget.at_edge) {
@@ -217,8 +218,8 @@ void CheckThroughput(const Context& context, std::vector<Diagnostic>& out) {
        .detail = detail + ".",
        .suggestion = fmt::format("train with a batch size of at most {} (the largest whose doubling still raised "
                                  "throughput by 20%); a new batch size means re-tuning the learning rate and most "
-                                 "other hyperparameters",
-                                 *throughput.worth_using),
+                                 "other hyperparameters. The step budget at it: dltune plan fit-steps --from {}",
+                                 *throughput.worth_using, ShellQuote(data.study.name)),
        .section = kBatchSizeSection});
   if (throughput.input_bound) {
     out.push_back({.id = "throughput_input_bound",
