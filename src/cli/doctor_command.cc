@@ -117,7 +117,7 @@ void RegisterDoctorCommand(CLI::App& app) {
       "next",
       "The playbook's next step, and the exact command that takes it. Reads a lineage whole — every study planned "
       "from the first, their trials, findings (dltune doctor), notes, decisions and launches — and follows the "
-      "playbook's decision procedure over it (docs/analyses.md, \"What to do next\"): at the start of a project a "
+      "playbook's decision procedure over it (docs/analyses.md, \"The next step\"): at the start of a project a "
       "throughput sweep, then the step budget, then the first study; possible bugs first; then instability, the "
       "search space, more replicas, retraining, round 2, deciding and launching. A plan is printed with the run that "
       "carries it out. Given a spec file, the lineage that started from it (or its start); given nothing, the lineage "

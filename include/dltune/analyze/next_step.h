@@ -1,6 +1,6 @@
 // The playbook's next step (`dltune next`): from a lineage's records — each study's state, its findings (Diagnose),
 // its notes, decisions and launches, and the studies planned from it — one step and the exact command that takes it.
-// Pure functions of those records; docs/analyses.md ("What to do next") gives the procedure in prose.
+// Pure functions of those records; docs/analyses.md ("The next step") gives the procedure in prose.
 #pragma once
 
 #include <string>
