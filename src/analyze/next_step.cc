@@ -323,7 +323,6 @@ class StudyStep {
 
   std::optional<NextStep> VarianceStep() const {
     if (const Diagnostic* d = Open("within_noise")) {
-      const TrialVariance variance = AnalyzeTrialVariance(data_);
       if (Kind() == "retrain" && data_.spec.replicas < kMostReplicas) {
         // More replicas of the same configurations: the study's spec planned again with twice as many, and run with
         // --extend, which trains only the new ones.
@@ -335,7 +334,7 @@ class StudyStep {
                         ShellQuote(data_.spec.procedure.parent), data_.spec.procedure.options.value("top", 1),
                         2 * data_.spec.replicas, Study(), ShellQuote(spec_file), ShellQuote(spec_file)));
       }
-      const std::uint64_t best = variance.best_configuration.value_or(0);
+      const std::uint64_t best = AnalyzeTrialVariance(data_).best_configuration.value_or(0);
       return FromFinding(*d, "decide",
                          "Decide: the difference stays within the noise, so either is as good (keep the simpler one)",
                          fmt::format("dltune decide {} --adopt configuration:{} --because {}", Study(), best,

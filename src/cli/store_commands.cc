@@ -100,11 +100,6 @@ std::string Fit(const std::string& text, std::size_t width) {
   return text.substr(0, cut) + "…";
 }
 
-std::size_t CodePoints(const std::string& text) {
-  return static_cast<std::size_t>(
-      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
 // "7 done, 2 run, 1 inf": the trials by state in a few characters.
 std::string ShortStates(const StudySummary& summary) {
   static const std::pair<TrialState, const char*> kShort[] = {
@@ -147,7 +142,7 @@ std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& s
     rows.push_back(
         {Fit(TerminalSafe(study.name, false), kStudy), Fit(ShortStates(summary), kTrials), Fit(best, kBest), tree});
     notes.push_back(TerminalSafe(note, false));
-    for (std::size_t c = 0; c < 4; ++c) widths[c] = std::max(widths[c], CodePoints(rows.back()[c]));
+    for (std::size_t c = 0; c < 4; ++c) widths[c] = std::max(widths[c], Columns(rows.back()[c]));
   }
   std::size_t used = 0;
   for (const std::size_t width : widths) used += width + 2;

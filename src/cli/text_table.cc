@@ -12,15 +12,10 @@ void TextTable::AddRow(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
-namespace {
-
-// Columns on a terminal: UTF-8 code points ("±" and "…" take one), not bytes.
 std::size_t Columns(const std::string& text) {
   return static_cast<std::size_t>(
       std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
-
-}  // namespace
 
 std::string TextTable::Render(int indent) const {
   std::vector<std::size_t> widths(header_.size(), 0);

@@ -6,6 +6,9 @@
 
 namespace dltune::cli {
 
+// Columns a text takes on a terminal: UTF-8 code points ("±" and "…" take one), not bytes.
+std::size_t Columns(const std::string& text);
+
 class TextTable {
  public:
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}

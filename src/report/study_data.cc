@@ -49,16 +49,23 @@ std::string LineageRootOf(Store& store, const std::string& name) {
   return root;  // a cycle of parents: stop anywhere on it
 }
 
-LineageNode LoadLineage(Store& store, const std::string& root) {
+namespace {
+
+LineageNode LoadLineageFrom(Store& store, const std::string& root, const std::vector<StudyRecord>& studies) {
   LineageNode node;
   node.data = LoadStudyData(store, root);
   node.diagnostics = Diagnose(node.data);
-  for (const StudyRecord& other : store.ListStudies()) {  // by creation time: oldest child first
-    if (other.parent == node.data.study.name && other.name != root) {
-      node.children.push_back(LoadLineage(store, other.name));
-    }
+  for (const StudyRecord& other : studies) {  // by creation time: oldest child first
+    if (other.parent == root && other.name != root)
+      node.children.push_back(LoadLineageFrom(store, other.name, studies));
   }
   return node;
+}
+
+}  // namespace
+
+LineageNode LoadLineage(Store& store, const std::string& root) {
+  return LoadLineageFrom(store, RequireStudy(store, root).name, store.ListStudies());
 }
 
 }  // namespace dltune
