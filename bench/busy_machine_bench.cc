@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 #include "machine_limit.h"
 
 namespace {

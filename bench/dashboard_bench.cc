@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "dltune/core/rng.h"
+#include "core/rng.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/run/study_session.h"
 

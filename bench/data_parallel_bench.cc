@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/machine.h"
-#include "dltune/train/blas_kernels.h"
+#include "core/machine.h"
 #include "machine_limit.h"
+#include "train/blas_kernels.h"
 
 namespace dltune::bench {
 namespace {

@@ -54,7 +54,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/rng.h"
+#include "core/rng.h"
 #include "dltune/search/sampler.h"
 #include "dltune/space/search_space.h"
 #include "test_functions.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/search/halton.h"
+#include "search/halton.h"
 
 namespace {
 

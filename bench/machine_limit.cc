@@ -1,6 +1,6 @@
 #include "machine_limit.h"
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -21,7 +21,7 @@
 
 #include <torch/torch.h>
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 
 namespace dltune::bench {
 namespace {

@@ -52,11 +52,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dltune/run/worker.h"
 #include "dltune/store/store.h"
-#include "dltune/store/tracking.h"
-#include "dltune/train/blas_kernels.h"
 #include "machine_limit.h"
+#include "run/worker.h"
+#include "store/tracking.h"
+#include "train/blas_kernels.h"
 
 namespace {
 

@@ -22,8 +22,8 @@
 
 #include "dltune/report/dashboard_api.h"
 #include "dltune/store/store.h"
-#include "dltune/store/tracking.h"
 #include "dltune/study/study_spec.h"
+#include "store/tracking.h"
 
 namespace {
 

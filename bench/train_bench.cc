@@ -66,8 +66,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data_parallel_bench.h"
-#include "dltune/train/blas_kernels.h"
 #include "machine_limit.h"
+#include "train/blas_kernels.h"
 
 namespace {
 

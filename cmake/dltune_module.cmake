@@ -1,4 +1,5 @@
 # dltune_module(NAME [TORCH] DEPS <targets...>)
+# include/dltune/<NAME>/ holds the module's public headers (installed); src/<NAME>/*.h its internal ones.
 # Builds src/<NAME>/*.cc (except *_test.cc and *_fuzz.cc) into the static library dltune_<NAME>,
 # and src/<NAME>/*_test.cc into the GoogleTest executable dltune_<NAME>_test (CTest label `unit`).
 # TORCH modules (train, workloads) precompile <torch/torch.h> and build one test executable per *_test.cc, so a
@@ -15,6 +16,9 @@ function(dltune_module name)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  # The modules' internal headers ("run/trial_server.h"): seen by dltune's own targets (the CLI, tests, benchmarks),
+  # never installed.
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   dltune_warnings(${target})
   if(ARG_TORCH)

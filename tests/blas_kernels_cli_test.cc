@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
-#include "dltune/train/blas_kernels.h"
 #include "src/train/scoped_variable_test_util.h"
+#include "train/blas_kernels.h"
 
 namespace {
 

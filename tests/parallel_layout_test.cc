@@ -1,6 +1,6 @@
 // The parallel layout (include/dltune/run/parallel_layout.h): which layouts are measured, which one the measurements
 // choose, what overrides them, and the real probe with its per-machine cache, through `dltune run` as well.
-#include "dltune/run/parallel_layout.h"
+#include "run/parallel_layout.h"
 
 #include <unistd.h>
 
@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
-#include "dltune/core/machine.h"
-#include "dltune/run/trial_process.h"
+#include "core/machine.h"
+#include "run/trial_process.h"
 
 namespace dltune {
 namespace {

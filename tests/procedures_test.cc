@@ -15,12 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "core/eval_schedule.h"
+#include "core/schedule.h"
 #include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/eval_schedule.h"
-#include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/study_session.h"
 #include "dltune/store/store.h"

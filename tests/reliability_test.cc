@@ -23,7 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
-#include "dltune/core/sha256.h"
+#include "core/sha256.h"
 #include "dltune/store/store.h"
 
 extern char** environ;

@@ -14,8 +14,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "analyze/time_split.h"
 #include "cli_runner.h"
-#include "dltune/analyze/time_split.h"
 #include "dltune/store/store.h"
 
 extern char** environ;

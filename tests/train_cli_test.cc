@@ -124,7 +124,7 @@ TEST_F(TrainCli, LearnsAndEvaluatesAtStepIntervals) {
 TEST_F(TrainCli, DivergenceEndsTheTrialAsInfeasible) {
   const auto result = RunDltune("train synthetic --set optimizer=sgd --set learning_rate=1e6 --steps 200 --out " +
                                 (dir_ / "diverge").string());
-  EXPECT_EQ(result.exit_code, 3) << result.err;
+  EXPECT_EQ(result.exit_code, 4) << result.err;  // infeasible (docs/exit-statuses.md)
   EXPECT_THAT(result.out, HasSubstr("infeasible: diverged"));
   EXPECT_THAT(result.out, HasSubstr("at step"));
 }

@@ -13,7 +13,7 @@
 
 #include "dltune/core/training_settings.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_setup.h"
+#include "run/trial_setup.h"
 #include "src/cli/commands.h"
 
 namespace dltune {

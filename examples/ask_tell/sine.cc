@@ -13,8 +13,6 @@
 #include <torch/torch.h>
 
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/run/worker.h"
 #include "dltune/store/store.h"
 
 namespace {

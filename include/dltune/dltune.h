@@ -1,16 +1,19 @@
-// dltune's library API in one include, without LibTorch: specs and spaces, the ask/tell study session, the store
-// and its exports, the analyses (across studies too), the report, procedures (dltune plan), launches and the runner. A
-// workload of your own (torch) includes dltune/workloads/registry.h besides; docs/architecture.md says what each module
-// offers.
+// dltune's library API in one include, without LibTorch: specs and spaces, the ask/tell study session, the store, the
+// analyses (across studies too), the report and the dashboard, procedures (dltune plan), launches and running a study.
+// A workload of your own (torch) includes dltune/workloads/registry.h besides; docs/architecture.md says what each
+// public header offers.
 #pragma once
 
 #include "dltune/analyze/analysis.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/instability.h"
+#include "dltune/analyze/next_step.h"
+#include "dltune/analyze/step_budget.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/error.h"
 #include "dltune/core/hyperparams.h"
 #include "dltune/core/objective.h"
-#include "dltune/core/schedule.h"
 #include "dltune/core/statistics.h"
 #include "dltune/core/training_settings.h"
 #include "dltune/core/value.h"
@@ -18,19 +21,15 @@
 #include "dltune/report/dashboard_api.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
-#include "dltune/report/study_page.h"
 #include "dltune/run/launch.h"
-#include "dltune/run/study_report.h"
+#include "dltune/run/run_study.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/run/worker.h"
 #include "dltune/search/sampler.h"
+#include "dltune/space/param.h"
 #include "dltune/space/search_space.h"
-#include "dltune/space/yaml_writer.h"
-#include "dltune/store/export.h"
 #include "dltune/store/store.h"
-#include "dltune/store/tracking.h"
 #include "dltune/study/study_spec.h"
+#include "dltune/study/trial.h"
 #include "dltune/train/trainer.h"
 #include "dltune/version.h"
 #include "dltune/workloads/train.h"

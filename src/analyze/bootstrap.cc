@@ -4,8 +4,8 @@
 #include <map>
 
 #include "analysis_util.h"
+#include "core/rng.h"
 #include "dltune/analyze/analysis.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "analyze_test_util.h"
+#include "core/rng.h"
 #include "dltune/analyze/analysis.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

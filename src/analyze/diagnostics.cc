@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "analyze/search_budget.h"
 #include "diagnostic_checks.h"
-#include "dltune/analyze/search_budget.h"
 
 namespace dltune {
 

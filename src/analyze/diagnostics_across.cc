@@ -1,11 +1,11 @@
 // Checks across studies: trial variance over replicas, single runs compared, and a planned study against its parent.
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "diagnostic_checks.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/strings.h"
 
 namespace dltune::diagnostic_checks {
 namespace {

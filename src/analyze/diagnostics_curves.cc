@@ -6,8 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/eval_schedule.h"
 #include "diagnostic_checks.h"
-#include "dltune/core/eval_schedule.h"
 
 namespace dltune::diagnostic_checks {
 namespace {

@@ -6,8 +6,8 @@
 #include <map>
 #include <set>
 
+#include "core/strings.h"
 #include "diagnostic_checks.h"
-#include "dltune/core/strings.h"
 
 namespace dltune::diagnostic_checks {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "diagnostic_checks.h"
 #include "dltune/analyze/instability.h"
-#include "dltune/core/strings.h"
 
 namespace dltune::diagnostic_checks {
 namespace {

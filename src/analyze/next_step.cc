@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/strings.h"
 
 namespace dltune {
 namespace {

@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "analyze_test_util.h"
+#include "core/rng.h"
 #include "dltune/analyze/diagnostics.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

@@ -1,11 +1,11 @@
-#include "dltune/analyze/search_budget.h"
+#include "analyze/search_budget.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "dltune/core/strings.h"
-#include "dltune/space/yaml_writer.h"
+#include "core/strings.h"
+#include "space/yaml_writer.h"
 
 namespace dltune {
 namespace {

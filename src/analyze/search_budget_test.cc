@@ -1,4 +1,4 @@
-#include "dltune/analyze/search_budget.h"
+#include "analyze/search_budget.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "dltune/analyze/time_split.h"
+#include "analyze/time_split.h"
 
 #include <fmt/format.h>
 

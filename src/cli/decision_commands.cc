@@ -8,11 +8,11 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
-#include "dltune/store/tracking.h"
+#include "store/tracking.h"
 #include "text_table.h"
 
 namespace dltune::cli {

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/next_step.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 
 namespace dltune::cli {

@@ -19,14 +19,14 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "core/machine.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/machine.h"
-#include "dltune/core/strings.h"
-#include "dltune/run/builtin_trial.h"
-#include "dltune/run/trial_server.h"
-#include "dltune/study/command_template.h"
-#include "dltune/train/blas_kernels.h"
 #include "dltune/version.h"
+#include "run/builtin_trial.h"
+#include "run/trial_server.h"
+#include "study/command_template.h"
+#include "train/blas_kernels.h"
 
 namespace {
 

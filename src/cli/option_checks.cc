@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "dltune/core/error.h"
-#include "dltune/space/yaml_node.h"
+#include "space/yaml_node.h"
 
 namespace dltune::cli {
 

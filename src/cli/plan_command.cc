@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "dltune/core/files.h"
-#include "dltune/core/strings.h"
+#include "core/files.h"
+#include "core/strings.h"
 #include "dltune/plan/plan.h"
 
 namespace dltune::cli {

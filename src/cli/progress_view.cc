@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "dltune/core/strings.h"
-#include "dltune/store/tracking.h"
+#include "core/strings.h"
 #include "dltune/study/study_spec.h"
+#include "store/tracking.h"
 
 namespace dltune::cli {
 namespace {

@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "dltune/run/worker.h"
 #include "dltune/store/store.h"
+#include "run/worker.h"
 
 namespace dltune::cli {
 
-class ProgressView final : public WorkerObserver {
+class ProgressView final : public RunObserver {
  public:
   // `live`: redraw in place (stdout is a terminal); `study_id` 0: totals over every study of the store.
   ProgressView(Store& store, std::int64_t study_id, int parallel, bool live, std::FILE* out = stdout);

@@ -3,10 +3,10 @@
 #include <memory>
 
 #include "commands.h"
+#include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
-#include "dltune/run/study_report.h"
+#include "run/study_report.h"
 #include "text_table.h"
 
 #include <fmt/format.h>

@@ -2,31 +2,24 @@
 // process of one built-in trial, started by a worker).
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/machine.h"
-#include "dltune/core/strings.h"
-#include "dltune/run/builtin_trial.h"
-#include "dltune/run/parallel_layout.h"
+#include "dltune/run/run_study.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_process.h"
-#include "dltune/run/trial_report.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/run/worker.h"
-#include "dltune/run/worker_gang.h"
-#include "dltune/store/tracking.h"
 #include "progress_view.h"
+#include "run/builtin_trial.h"
+#include "run/trial_setup.h"
+#include "store/tracking.h"
 
 namespace dltune::cli {
 namespace {
@@ -52,130 +45,115 @@ struct WorkerArgs {
   std::string storage;
   std::string study;
   std::string spec;  // dltune worker --spec: the study to create when the store lacks it, then work on
-  int parallel = 0;
-  double stale_after = 60;
-  int max_retries = 3;
-  int max_consecutive_failures = 5;
-  bool retry_failed = false;
-  std::string worker_id;
+  RunOptions run;
 };
 
-// What `dltune run` and `dltune worker` exit with (documented in their --help and the README).
-constexpr int kExitAllDone = 0;     // every trial completed or infeasible
-constexpr int kExitSomeFailed = 1;  // every trial ended, some failed
-constexpr int kExitHalted = 3;      // stopped: trials kept failing the same way
 constexpr const char* kExitStatusHelp =
     "\n\nExit status: 0 every trial completed (or is infeasible); 1 every trial ended but some failed (dltune show "
     "lists them; --retry-failed retries them); 3 stopped because trials kept failing the same way (the cause is "
     "printed); 75 stopped and resumable (Ctrl-C, a closed terminal, SIGTERM, trials left stopped, a full disk): run "
-    "the same command again; 2 a mistake in the command or the spec.";
+    "the same command again; 2 a mistake in the command or the spec (docs/exit-statuses.md).";
 
 void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
   AddStorageOption(command, args.storage);
   command
-      ->add_option("--parallel", args.parallel,
+      ->add_option("--parallel", args.run.parallel,
                    "Trials at once (default: the layout measured for the study's model on this machine, or the cores "
                    "available divided by the spec's training.threads when it gives them; docs/parallel-layout.md). A "
                    "data-parallel trial (training.processes: N) counts as N")
       ->check(WholeNumberIn(1, 4096));
   command
-      ->add_option("--stale-after", args.stale_after,
+      ->add_option("--stale-after", args.run.stale_after,
                    "Seconds without a heartbeat after which another worker's running trial is taken over and "
                    "resumed from its latest checkpoint (default 60)")
       ->check(FiniteNumberIn(0.1, 86400 * 7));
   command
-      ->add_option("--max-retries", args.max_retries,
+      ->add_option("--max-retries", args.run.max_retries,
                    "Times a trial is resumed after its worker was lost before it got any further, before it is "
                    "recorded as failed (default 3; a trial that made progress is always resumed)")
       ->check(WholeNumberIn(0, 1000));
   command
-      ->add_option("--max-consecutive-failures", args.max_consecutive_failures,
+      ->add_option("--max-consecutive-failures", args.run.max_consecutive_failures,
                    "Stop once this many trials in a row failed the same way, printing the cause, rather than spend "
                    "the study's budget failing (default 5; 0: never stop)")
       ->check(WholeNumberIn(0, 1000000));
-  command->add_flag("--retry-failed", args.retry_failed,
+  command->add_flag("--retry-failed", args.run.retry_failed,
                     "Try the failed trials again (they resume from their latest checkpoint): after fixing what made "
                     "them fail");
-  command->add_option("--worker-id", args.worker_id,
+  command->add_option("--worker-id", args.run.worker_id,
                       "This worker's name in the store, unique among the workers of a study (default: host:pid; "
                       "a worker of this machine whose process is gone is recognized at once)");
 }
 
-WorkerOptions ToWorkerOptions(const WorkerArgs& args) {
-  return {.study = args.study,
-          .parallel = args.parallel,
-          .stale_after = args.stale_after,
-          .max_retries = args.max_retries,
-          .worker_id = args.worker_id,
-          .max_consecutive_failures = args.max_consecutive_failures,
-          .retry_failed = args.retry_failed};
-}
+// What `dltune run` and `dltune worker` show: the layout, the start line, the trials' progress (ProgressView).
+class RunView final : public RunObserver {
+ public:
+  // `worker_line`: what to say when the trials start, from the store's URL; may be empty.
+  explicit RunView(std::function<std::string(const std::string&)> worker_line = {})
+      : worker_line_(std::move(worker_line)) {}
 
-// Sets how many trials run at once and the threads of each (ChooseParallelLayout) for the study's trials, and says
-// which layout and why.
-// Throws Error unless a launcher job of gang.size workers can train `spec`'s trials as one gang.
-void CheckGangFits(const StudySpec& spec, const WorkerGang& gang) {
-  if (spec.training.processes != gang.size) {
-    throw Error(
-        fmt::format("this worker is task {} of {} of a launcher's job, whose workers train each trial as one "
-                    "gang: study '{}' has training.processes {}, not {} (docs/data-parallel.md)",
-                    gang.rank, gang.size, spec.name, spec.training.processes, gang.size));
+  void StudyOpened(Store& store, const StudyRecord& study, const StudySpec& spec) override {
+    PrintStartLine(store, study, spec);
   }
-}
-
-// A gang's worker other than rank 0 (worker_gang.h), until rank 0's says no trial is left.
-void RunAsGangMember(const StudySpec& spec, const WorkerGang& gang) {
-  CheckGangFits(spec, gang);
-  InstallStopHandlers();
-  const int status = RunGangMember(gang, stop_requests, [](const std::string& line) {
-    std::printf("%s\n", TerminalSafe(line).c_str());
+  void MeasuringLayout(const std::string& what) override {
+    std::printf(tty_ ? "\rparallel layout: %s...\x1b[K" : "parallel layout: %s...\n", what.c_str());
     std::fflush(stdout);
-  });
-  if (status != 0) throw CLI::RuntimeError(status);
-}
-
-// The study of `spec`, created when the store has none. Workers of one job start together: when another created it
-// a moment before (the store refuses a second study of the name), it is opened.
-StudySession OpenOrCreateStudy(Store& store, const StudySpec& spec) {
-  if (!store.FindStudy(spec.name)) CheckSpecBeforeCreating(spec);
-  try {
-    return StudySession::OpenOrCreate(store, spec, CommandLineText(), false);
-  } catch (const Error&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    return StudySession::OpenOrCreate(store, spec, CommandLineText(), false);
   }
-}
-
-// Chooses the layout (measuring it if need be) and sets it in `options`. The probe's processes are forked by
-// `trial_server`, which then forks the study's trials too: it is started once, for both.
-void ApplyLayout(Store& store, const StudySession& session, WorkerOptions& options, TrialServer& trial_server) {
-  const TrialCounts counts = store.CountTrials(session.study().id);
-  const auto ended = static_cast<std::uint64_t>(
-      counts.Count(TrialState::kCompleted) + counts.Count(TrialState::kInfeasible) + counts.Count(TrialState::kFailed));
-  const std::uint64_t planned = StudyPlan(session.spec()).TrialCount();
-  LayoutRequest request{.parallel = options.parallel,
-                        .trials_to_run = planned > ended ? planned - ended : 0,
-                        .dltune_executable = SelfExecutable(),
-                        .trial_server = &trial_server};
-  BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
-  options.trial_server = &trial_server;
-  const bool tty = ::isatty(STDOUT_FILENO) == 1;
-  request.progress = [tty](const std::string& what) {
-    std::printf(tty ? "\rparallel layout: %s...\x1b[K" : "parallel layout: %s...\n", what.c_str());
+  void LayoutChosen(const ParallelLayout& layout) override {
+    if (tty_) std::printf("\r\x1b[K");
+    const std::string each = layout.processes > 1
+                                 ? fmt::format("{} ranks of {} thread{} each", layout.processes, layout.threads,
+                                               layout.threads == 1 ? "" : "s")
+                                 : fmt::format("{} thread{} each", layout.threads, layout.threads == 1 ? "" : "s");
+    std::printf("parallel layout: %d trial%s at once, %s: %s\n", layout.trials, layout.trials == 1 ? "" : "s",
+                each.c_str(), TerminalSafe(layout.basis).c_str());
     std::fflush(stdout);
-  };
-  const ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
-  if (tty) std::printf("\r\x1b[K");
-  const std::string each = layout.processes > 1
-                               ? fmt::format("{} ranks of {} thread{} each", layout.processes, layout.threads,
-                                             layout.threads == 1 ? "" : "s")
-                               : fmt::format("{} thread{} each", layout.threads, layout.threads == 1 ? "" : "s");
-  std::printf("parallel layout: %d trial%s at once, %s: %s\n", layout.trials, layout.trials == 1 ? "" : "s",
-              each.c_str(), TerminalSafe(layout.basis).c_str());
-  std::fflush(stdout);
-  options.parallel = layout.trials * layout.processes;  // the worker counts processes
-  options.threads_per_trial = layout.threads;
-}
+  }
+  void TrialsStarting(Store& store, std::int64_t study_id, int parallel) override {
+    if (worker_line_) std::printf("%s\n", TerminalSafe(worker_line_(store.url())).c_str());
+    std::fflush(stdout);
+    progress_.emplace(store, study_id, parallel, tty_);
+  }
+  void TrialStarted(const TrialProgress& trial, bool resuming) override {
+    if (progress_) progress_->TrialStarted(trial, resuming);
+  }
+  void TrialFinished(const TrialEnded& ended) override {
+    if (progress_) progress_->TrialFinished(ended);
+  }
+  void Notice(const std::string& message) override {
+    if (progress_) return progress_->Notice(message);
+    std::printf("%s\n", TerminalSafe(message).c_str());
+    std::fflush(stdout);
+  }
+  void Tick(const std::vector<TrialProgress>& running) override {
+    if (progress_) progress_->Tick(running);
+  }
+  void TrialsEnded() override { progress_.reset(); }  // removes the live block, before the final summary
+
+ private:
+  static void PrintStartLine(Store& store, const StudyRecord& study, const StudySpec& spec) {
+    const StudySummary summary = SummarizeStudy(store, study, 0);
+    if (summary.Count(TrialState::kPending) == summary.trial_count) {
+      const StudyPlan plan(spec);
+      std::uint64_t planned = 0;
+      for (std::uint64_t n = 0; plan.IsAdaptive() && n < plan.TrialCount() && plan.IsPlanned(n); ++n) ++planned;
+      const std::string adaptive =
+          plan.IsAdaptive() ? fmt::format(" ({} planned, the others chosen from the results as they come in)", planned)
+                            : "";
+      std::printf("study %s: %llu trials%s in %s; trial directories in %s\n", study.name.c_str(),
+                  static_cast<unsigned long long>(plan.TrialCount()), adaptive.c_str(), store.url().c_str(),
+                  StudyDirectory(spec, study).c_str());
+    } else {
+      std::printf("study %s: resuming in %s (%s)\n", study.name.c_str(), store.url().c_str(),
+                  summary.StateText().c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  std::function<std::string(const std::string&)> worker_line_;
+  bool tty_ = ::isatty(STDOUT_FILENO) == 1;
+  std::optional<ProgressView> progress_;
+};
 
 // The study's tracking row, and for each sub-study its best trial: value, best step, checkpoint, reproduction.
 void PrintOutcome(Store& store, const StudySession& session) {
@@ -208,73 +186,14 @@ void PrintOutcome(Store& store, const StudySession& session) {
   }
 }
 
-void PrintStartLine(Store& store, const StudySession& session) {
-  const StudySummary summary = SummarizeStudy(store, session.study(), 0);
-  if (summary.Count(TrialState::kPending) == summary.trial_count) {
-    const StudyPlan plan(session.spec());
-    std::uint64_t planned = 0;
-    for (std::uint64_t n = 0; plan.IsAdaptive() && n < plan.TrialCount() && plan.IsPlanned(n); ++n) ++planned;
-    const std::string adaptive =
-        plan.IsAdaptive() ? fmt::format(" ({} planned, the others chosen from the results as they come in)", planned)
-                          : "";
-    std::printf("study %s: %llu trials%s in %s; trial directories in %s\n", session.study().name.c_str(),
-                static_cast<unsigned long long>(plan.TrialCount()), adaptive.c_str(), store.url().c_str(),
-                StudyDirectory(session.spec(), session.study()).c_str());
-  } else {
-    std::printf("study %s: resuming in %s (%s)\n", session.study().name.c_str(), store.url().c_str(),
-                summary.StateText().c_str());
-  }
-  std::fflush(stdout);
-}
-
-// Whether a worker of this dltune trains the study's trials (not an ask/tell study, nor an unknown workload's).
-bool WorkerCanTrain(const StudyRecord& study) {
-  try {
-    const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
-    CheckWorkloadKnown(spec);
-    return !spec.workload.name.empty() || !spec.command.empty();
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-// The exit status, from how the loop ended and what the studies' trials are now.
-int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<StudyRecord>& studies) {
-  if (summary.interrupted) return kTrialStoppedExitStatus;
-  if (!summary.halted.empty()) return summary.halted_resumable ? kTrialStoppedExitStatus : kExitHalted;
-  std::int64_t left = 0, failed = 0;
-  for (const auto& study : studies) {
-    const StudySummary counts = SummarizeStudy(store, study, 0);
-    left +=
-        counts.Count(TrialState::kPending) + counts.Count(TrialState::kRunning) + counts.Count(TrialState::kStopped);
-    failed += counts.Count(TrialState::kFailed);
-  }
-  if (left > 0) return kTrialStoppedExitStatus;
-  return failed > 0 ? kExitSomeFailed : kExitAllDone;
-}
-
-// Runs the loop over `studies` (the one study, or every study of the store) and returns the exit status.
-int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, int parallel_for_view) {
-  ProgressView view(store, study_id, parallel_for_view, ::isatty(STDOUT_FILENO) == 1);
-  InstallStopHandlers();
-  WorkerSummary summary;
-  try {
-    summary = RunWorker(store, options, view, stop_requests);
-  } catch (const StoreUnavailableError& e) {
-    view.Close();
+// Says how the run ended, when not with every trial ended (the exit status says it too).
+void PrintEnding(const RunSummary& summary) {
+  if (!summary.store_unavailable.empty()) {
     std::printf(
         "\nstopped: the store stayed unavailable (%s); the running trials were ended and resume from their "
         "latest checkpoint when the same command runs again\n",
-        TerminalSafe(e.what()).c_str());
-    return kTrialStoppedExitStatus;
-  }
-  view.Close();
-  std::vector<StudyRecord> studies;  // the ones this loop ran: of every study, those a worker can train
-  for (auto& study : store.ListStudies()) {
-    if (study_id != 0 ? study.id == study_id : WorkerCanTrain(study)) studies.push_back(std::move(study));
-  }
-  const int status = ExitStatusOf(store, summary, studies);
-  if (summary.interrupted) {
+        TerminalSafe(summary.store_unavailable).c_str());
+  } else if (summary.interrupted) {
     std::printf("stopped: %d trial%s stopped with a checkpoint; run the same command again to resume\n",
                 summary.stopped, summary.stopped == 1 ? "" : "s");
   } else if (!summary.halted.empty()) {
@@ -283,12 +202,11 @@ int RunLoop(Store& store, const WorkerOptions& options, std::int64_t study_id, i
                     : "\nstopped: %s\nFix the cause, then run the same command again with --retry-failed to try the "
                       "failed trials again (the others resume).\n",
                 TerminalSafe(summary.halted).c_str());
-  } else if (status == kTrialStoppedExitStatus) {
+  } else if (summary.exit_status == kExitStopped) {
     std::printf(
         "\nsome trials are left stopped (dltune show lists them and why); run the same command again to "
         "resume them\n");
   }
-  return status;
 }
 
 }  // namespace
@@ -321,24 +239,14 @@ void RegisterRunCommands(CLI::App& app) {
                   "study with that many trials would have made from the start) and run them");
     run->callback([args] {
       const StudySpec spec = LoadStudySpec(args->spec);
-      CheckWorkloadKnown(spec);
-      if (spec.workload.name.empty() && spec.command.empty()) {
-        throw Error(
-            fmt::format("{}: names neither workload: nor command:, so dltune run has nothing to train; a "
-                        "study without either is trained by your own program through the ask/tell API "
-                        "(see examples/ask_tell)",
-                        spec.file));
-      }
       const auto store = OpenStore(StoreUrlOrDefault(args->storage));
-      // A mistake costs no study: checked before one is made (a resumed study was checked when it was made).
-      if (!store->FindStudy(spec.name)) CheckSpecBeforeCreating(spec);
-      const StudySession session = StudySession::OpenOrCreate(*store, spec, CommandLineText(), args->extend);
-      PrintStartLine(*store, session);
-      WorkerOptions options = ToWorkerOptions(*args);
-      options.study = spec.name;
-      TrialServer trial_server;  // outlives the loop's trial processes
-      ApplyLayout(*store, session, options, trial_server);
-      const int status = RunLoop(*store, options, session.study().id, options.parallel);
+      RunOptions options = args->run;
+      options.extend = args->extend;
+      options.command_line = CommandLineText();
+      RunView view;
+      InstallStopHandlers();
+      const RunSummary summary = RunStudy(*store, spec, options, view, stop_requests);
+      PrintEnding(summary);
       PrintOutcome(*store, StudySession::Open(*store, spec.name));
       if (!args->no_report) {
         std::printf("\n");
@@ -348,7 +256,7 @@ void RegisterRunCommands(CLI::App& app) {
           std::printf("no report: %s\n", TerminalSafe(e.what()).c_str());  // the records are complete either way
         }
       }
-      if (status != 0) throw CLI::RuntimeError(status);
+      if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
     });
   }
   {
@@ -373,57 +281,22 @@ void RegisterRunCommands(CLI::App& app) {
                      "creates it): for job scripts whose workers all start at once")
         ->excludes("--study");
     worker->callback([args] {
-      // A gang's ranks other than 0 need only the spec's training settings: they start the ranks of the trials
-      // rank 0's worker publishes, and never touch the store.
-      std::optional<StudySpec> spec_file;
-      if (!args->spec.empty()) spec_file = LoadStudySpec(args->spec);
-      // A launcher's tasks form one gang for a data-parallel study; for any other each task is a worker of its own.
-      const auto gang_of = [](const StudySpec& spec) {
-        return spec.training.processes > 1 ? WorkerGangFromEnvironment(spec.training.collective_timeout_seconds)
-                                           : WorkerGang{};
-      };
-      if (spec_file) {
-        if (const WorkerGang gang = gang_of(*spec_file); gang.size > 1 && gang.rank != 0) {
-          RunAsGangMember(*spec_file, gang);
-          return;
-        }
+      WorkerJob job{.store_url = StoreUrlOrDefault(args->storage), .study = args->study};
+      if (!args->spec.empty()) job.spec = LoadStudySpec(args->spec);
+      RunOptions options = args->run;
+      options.command_line = CommandLineText();
+      const std::string worker_id = args->run.worker_id.empty() ? DefaultWorkerId() : args->run.worker_id;
+      const std::string study = job.spec ? job.spec->name : args->study;
+      RunView view([&](const std::string& url) {
+        return fmt::format("worker {} on {}: {}", worker_id, url, study.empty() ? "every study" : "study " + study);
+      });
+      InstallStopHandlers();
+      const RunSummary summary = RunWorkerJob(job, options, view, stop_requests);
+      PrintEnding(summary);
+      if (summary.exit_status == kExitDone || summary.exit_status == kExitSomeFailed) {
+        std::printf("worker done: no trial left to run\n");
       }
-      // With --spec the store is created too, as dltune run creates it.
-      const auto store = OpenStore(StoreUrlOrDefault(args->storage), spec_file.has_value());
-      std::int64_t study_id = 0;
-      WorkerOptions options = ToWorkerOptions(*args);
-      TrialServer trial_server;  // outlives the loop's trial processes
-      std::string study_name = args->study;
-      if (spec_file) study_name = OpenOrCreateStudy(*store, *spec_file).study().name;
-      if (!study_name.empty()) {
-        const StudySession session = StudySession::Open(*store, study_name);
-        study_id = session.study().id;
-        if (const WorkerGang gang = gang_of(session.spec()); gang.size > 1) {
-          if (gang.rank != 0) {
-            RunAsGangMember(session.spec(), gang);
-            return;
-          }
-          CheckGangFits(session.spec(), gang);
-          options.gang = gang;
-          options.parallel = gang.size;  // one trial at a time: the gang's
-          // auto: the cores Slurm gave each task, else this machine's (a gang has one task per machine).
-          options.threads_per_trial = session.spec().training.threads > 0
-                                          ? session.spec().training.threads
-                                          : WholeNumberVariable("SLURM_CPUS_PER_TASK").value_or(AvailableCores());
-          std::printf("gang of %d workers at %s:%d: this worker is rank 0 and claims the trials\n", gang.size,
-                      gang.address.c_str(), gang.port);
-        } else {
-          ApplyLayout(*store, session, options, trial_server);
-        }
-      }
-      std::printf("worker %s on %s: %s\n",
-                  args->worker_id.empty() ? DefaultWorkerId().c_str() : args->worker_id.c_str(), store->url().c_str(),
-                  study_name.empty() ? "every study" : ("study " + study_name).c_str());
-      std::fflush(stdout);
-      const int status =
-          RunLoop(*store, options, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(1));
-      if (status == kExitAllDone || status == kExitSomeFailed) std::printf("worker done: no trial left to run\n");
-      if (status != 0) throw CLI::RuntimeError(status);
+      if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
     });
   }
   {

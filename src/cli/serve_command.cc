@@ -21,8 +21,8 @@
 #include "commands.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
-#include "dltune/store/tracking.h"
 #include "guarded_server.h"
+#include "store/tracking.h"
 
 namespace dltune::cli {
 namespace {

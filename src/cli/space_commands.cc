@@ -9,13 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/search_budget.h"
 #include "commands.h"
-#include "dltune/analyze/search_budget.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/strings.h"
-#include "dltune/run/trial_setup.h"
 #include "dltune/study/study_spec.h"
 #include "dltune/workloads/train.h"
+#include "run/trial_setup.h"
 #include "text_table.h"
 
 namespace dltune::cli {

@@ -16,13 +16,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/time_split.h"
 #include "commands.h"
-#include "dltune/analyze/time_split.h"
-#include "dltune/core/files.h"
-#include "dltune/core/strings.h"
-#include "dltune/run/delete_study.h"
-#include "dltune/store/export.h"
-#include "dltune/store/tracking.h"
+#include "core/files.h"
+#include "core/strings.h"
+#include "run/delete_study.h"
+#include "store/export.h"
+#include "store/tracking.h"
 #include "text_table.h"
 
 namespace dltune::cli {

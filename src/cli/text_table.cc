@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 
 namespace dltune::cli {
 

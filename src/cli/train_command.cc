@@ -19,13 +19,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "core/machine.h"
+#include "core/sha256.h"
 #include "dltune/core/error.h"
-#include "dltune/core/machine.h"
-#include "dltune/core/sha256.h"
-#include "dltune/run/trial_gang.h"
-#include "dltune/run/trial_process.h"
-#include "dltune/space/yaml_node.h"
 #include "dltune/workloads/train.h"
+#include "run/trial_gang.h"
+#include "run/trial_process.h"
+#include "space/yaml_node.h"
 
 namespace dltune::cli {
 namespace {
@@ -194,7 +194,9 @@ void RegisterTrainCommand(CLI::App& app) {
       "Train a workload once with the given hyperparameters, evaluating at step intervals, keeping the latest and best "
       "checkpoints and writing every measurement to DIR/metrics.jsonl (and, with --profile-steps A:B, a trace of "
       "those steps to DIR/profile.trace.json). Running it again with the same DIR resumes "
-      "from the latest checkpoint; Ctrl-C stops after a checkpoint (exit status 75: resumable).\n\n"
+      "from the latest checkpoint; Ctrl-C stops after a checkpoint (exit status 75: resumable); a training that "
+      "diverges "
+      "ends infeasible (exit status 4).\n\n"
       "Example:\n  dltune train fashion_mnist_mlp --set optimizer=nesterov --set learning_rate=0.05 --steps 2000 "
       "--out runs/mlp");
   train->add_option("WORKLOAD", args->workload, "Workload name (fashion_mnist_mlp, fashion_mnist_cnn, synthetic)")
@@ -257,7 +259,7 @@ void RegisterTrainCommand(CLI::App& app) {
             Train(args->workload, workload_args, HyperParams(workload_args, params), options, quiet);
         std::printf("data-parallel rank %d of %d: %lld steps done; rank 0 reports them\n", options.distributed.rank,
                     options.distributed.world_size, static_cast<long long>(result.steps));
-        if (result.outcome == TrainOutcome::kStopped) throw CLI::RuntimeError(75);
+        if (result.outcome == TrainOutcome::kStopped) throw CLI::RuntimeError(kExitStopped);
         return;
       }
     }
@@ -287,8 +289,8 @@ void RegisterTrainCommand(CLI::App& app) {
         return;
       case TrainOutcome::kInfeasible:
         std::printf("infeasible: %s\n", result.reason.c_str());
-        throw CLI::RuntimeError(3);
-      case TrainOutcome::kStopped: std::printf("%s\n", result.reason.c_str()); throw CLI::RuntimeError(75);
+        throw CLI::RuntimeError(kExitInfeasible);
+      case TrainOutcome::kStopped: std::printf("%s\n", result.reason.c_str()); throw CLI::RuntimeError(kExitStopped);
     }
   });
 }

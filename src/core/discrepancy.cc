@@ -1,4 +1,4 @@
-#include "dltune/core/discrepancy.h"
+#include "core/discrepancy.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,13 +12,13 @@ std::string SourceLocation::ToString() const {
 
 int ExitStatusFor(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kInvalidInput: return 2;
-    case ErrorKind::kUnavailable: return 69;  // EX_UNAVAILABLE
-    case ErrorKind::kIo: return 74;           // EX_IOERR
-    case ErrorKind::kConflict: return 76;
-    case ErrorKind::kCorrupt: return 65;  // EX_DATAERR
+    case ErrorKind::kInvalidInput: return kExitInvalidInput;
+    case ErrorKind::kUnavailable: return kExitUnavailable;
+    case ErrorKind::kIo: return kExitIo;
+    case ErrorKind::kConflict: return kExitConflict;
+    case ErrorKind::kCorrupt: return kExitCorrupt;
   }
-  return 2;
+  return kExitInvalidInput;
 }
 
 namespace {

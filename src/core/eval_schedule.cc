@@ -1,4 +1,4 @@
-#include "dltune/core/eval_schedule.h"
+#include "core/eval_schedule.h"
 
 #include <charconv>
 #include <cmath>

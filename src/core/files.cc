@@ -1,4 +1,4 @@
-#include "dltune/core/files.h"
+#include "core/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,10 +1,10 @@
-#include "dltune/core/git.h"
+#include "core/git.h"
 
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 
 namespace dltune {
 namespace {

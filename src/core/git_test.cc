@@ -1,4 +1,4 @@
-#include "dltune/core/git.h"
+#include "core/git.h"
 
 #include <cstdlib>
 #include <fstream>

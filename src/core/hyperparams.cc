@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/strings.h"
 
 namespace dltune {
 

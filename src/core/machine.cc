@@ -1,4 +1,4 @@
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "dltune/core/rng.h"
+#include "core/rng.h"
 
 #include <cassert>
 

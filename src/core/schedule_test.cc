@@ -1,4 +1,4 @@
-#include "dltune/core/schedule.h"
+#include "core/schedule.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "dltune/core/sha256.h"
+#include "core/sha256.h"
 
 #include <cstring>
 #include <fstream>

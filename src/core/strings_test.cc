@@ -1,4 +1,4 @@
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/eval_schedule.h"
 #include "dltune/core/error.h"
-#include "dltune/core/eval_schedule.h"
 
 namespace dltune {
 namespace {

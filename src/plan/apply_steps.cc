@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "dltune/analyze/step_budget.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

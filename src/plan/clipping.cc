@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "core/schedule.h"
 #include "dltune/analyze/instability.h"
-#include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

@@ -2,8 +2,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

@@ -7,10 +7,10 @@
 
 #include <fmt/format.h>
 
+#include "core/schedule.h"
+#include "core/strings.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
-#include "dltune/core/schedule.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

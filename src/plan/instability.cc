@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "core/eval_schedule.h"
+#include "core/schedule.h"
 #include "dltune/analyze/instability.h"
-#include "dltune/core/eval_schedule.h"
-#include "dltune/core/schedule.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

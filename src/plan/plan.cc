@@ -8,13 +8,13 @@
 
 #include <fmt/format.h>
 
+#include "core/schedule.h"
+#include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/schedule.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
-#include "dltune/space/yaml_writer.h"
-#include "dltune/store/tracking.h"
 #include "planned_spec.h"
+#include "space/yaml_writer.h"
+#include "store/tracking.h"
 
 namespace dltune::plan_internal {
 

@@ -10,7 +10,7 @@
 
 #include "dltune/analyze/analysis.h"
 #include "dltune/plan/plan.h"
-#include "dltune/space/yaml_writer.h"
+#include "space/yaml_writer.h"
 
 namespace dltune::plan_internal {
 

@@ -8,8 +8,8 @@
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
-#include "dltune/report/study_page.h"
-#include "dltune/store/tracking.h"
+#include "report/study_page.h"
+#include "store/tracking.h"
 
 namespace dltune {
 namespace {

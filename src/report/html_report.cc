@@ -12,16 +12,16 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/core/error.h"
-#include "dltune/core/strings.h"
 #include "dltune/core/training_settings.h"
-#include "dltune/report/study_page.h"
-#include "dltune/store/tracking.h"
 #include "dltune/version.h"
+#include "report/study_page.h"
 #include "report_assets.h"
+#include "store/tracking.h"
 #include "vega_specs.h"
 
 namespace dltune {

@@ -15,8 +15,8 @@
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/report/study_data.h"
-#include "dltune/report/study_page.h"
 #include "dltune/store/store.h"
+#include "report/study_page.h"
 
 namespace dltune {
 namespace {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "dltune/analyze/diagnostics.h"
-#include "dltune/store/tracking.h"
+#include "store/tracking.h"
 
 namespace dltune {
 

@@ -1,4 +1,4 @@
-#include "dltune/report/study_page.h"
+#include "report/study_page.h"
 
 #include <algorithm>
 #include <set>
@@ -6,12 +6,12 @@
 
 #include <fmt/format.h>
 
+#include "analyze/time_split.h"
+#include "core/eval_schedule.h"
 #include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
-#include "dltune/analyze/time_split.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/eval_schedule.h"
 #include "vega_specs.h"
 
 namespace dltune {

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "dltune/analyze/time_split.h"
+#include "analyze/time_split.h"
 
 namespace dltune {
 namespace {

@@ -1,4 +1,4 @@
-#include "dltune/run/builtin_trial.h"
+#include "run/builtin_trial.h"
 
 #include <chrono>
 #include <csignal>
@@ -17,8 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/error.h"
-#include "dltune/run/trial_report.h"
 #include "dltune/workloads/train.h"
+#include "run/trial_report.h"
 
 namespace dltune {
 namespace {
@@ -267,7 +267,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     QuietRankCallbacks quiet(stop_requested);
     const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, quiet);
     std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());
-    return result.outcome == TrainOutcome::kStopped ? kTrialStoppedExitStatus : 0;
+    return result.outcome == TrainOutcome::kStopped ? kExitStopped : 0;
   }
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
   ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
@@ -277,7 +277,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   switch (result.outcome) {
     case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
     case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.infeasible = true, .reason = result.reason})); return 0;
-    case TrainOutcome::kStopped: return kTrialStoppedExitStatus;
+    case TrainOutcome::kStopped: return kExitStopped;
   }
   return 0;
 }

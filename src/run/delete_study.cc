@@ -1,4 +1,4 @@
-#include "dltune/run/delete_study.h"
+#include "run/delete_study.h"
 
 #include <fstream>
 
@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/error.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/store/tracking.h"
 #include "dltune/study/study_spec.h"
+#include "run/trial_setup.h"
+#include "store/tracking.h"
 
 namespace dltune {
 

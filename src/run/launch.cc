@@ -6,23 +6,24 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <regex>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "core/git.h"
+#include "core/sha256.h"
+#include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
-#include "dltune/core/git.h"
-#include "dltune/core/sha256.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/study_data.h"
-#include "dltune/run/builtin_trial.h"
-#include "dltune/run/trial_process.h"
-#include "dltune/run/trial_report.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/store/tracking.h"
-#include "dltune/study/command_template.h"
 #include "dltune/workloads/train.h"
+#include "run/builtin_trial.h"
+#include "run/trial_process.h"
+#include "run/trial_report.h"
+#include "run/trial_setup.h"
+#include "store/tracking.h"
+#include "study/command_template.h"
 
 namespace dltune {
 namespace {
@@ -262,7 +263,13 @@ bool VerifyCheckpoint(const CheckpointRecord& checkpoint) {
 }
 
 CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoint& chosen, const std::string& split,
-                                    const std::filesystem::path& export_path) {
+                                    const std::filesystem::path& export_path, const TestSplitHold* test_split) {
+  if (split == "test" && (test_split == nullptr || test_split->study_id() != data.study.id)) {
+    throw Error(
+        fmt::format("the test split of study '{}' is evaluated only while held (HoldTestSplit: once, at the "
+                    "end, one process at a time); dltune launch and dltune evaluate --split test hold it",
+                    data.study.name));
+  }
   CheckpointEvaluation evaluation;
   if (data.spec.workload.name.empty()) {
     evaluation = EvaluateExternally(data, chosen, split);
@@ -307,32 +314,27 @@ std::string CurrentAuthor() {
   return (user.empty() ? "unknown" : user) + "@" + host;
 }
 
-namespace {
-
-// Refuses a second look at the test split unless `again` (the playbook checks it once, at the end).
-void CheckTestSplitUnseen(Store& store, const StudyRecord& study, bool again) {
+TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again) {
+  TestSplitHold hold(store.LockTestSplit(study.id), study.id);
   if (const int before = TestEvaluations(store, study); before > 0 && !again) {
     throw Error(fmt::format(
         "the test split of study '{}' was evaluated {} time{} already (dltune launches {} lists them); the playbook "
         "checks the test set once, at the end: pass --again to evaluate it once more (the count is kept)",
         study.name, before, before == 1 ? "" : "s", study.name));
   }
+  return hold;
 }
-
-}  // namespace
 
 EvaluationDone Evaluate(Store& store, const EvaluateRequest& request) {
   const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
-  std::unique_ptr<StoreLock> test_split;
-  if (request.split == "test") {
-    test_split = store.LockTestSplit(data.study.id);
-    CheckTestSplitUnseen(store, data.study, request.again);
-  }
+  std::optional<TestSplitHold> test_split;
+  if (request.split == "test") test_split.emplace(HoldTestSplit(store, data.study, request.again));
   EvaluationDone done;
   done.chosen = request.split == "test" ? ChooseForTheTestSplit(store, data, request.trial, request.overrule_decision)
                                         : ChooseCheckpoint(store, data, request.trial);
   done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
-  done.evaluation = store.AddEvaluation(data.study.id, EvaluateChosen(data, done.chosen, request.split, {}));
+  done.evaluation = store.AddEvaluation(
+      data.study.id, EvaluateChosen(data, done.chosen, request.split, {}, test_split ? &*test_split : nullptr));
   done.test_evaluations = TestEvaluations(store, data.study);
   return done;
 }
@@ -341,8 +343,7 @@ LaunchDone Launch(Store& store, const LaunchRequest& request) {
   if (request.reason.empty()) throw Error("a launch needs --reason: why this model is adopted, for the decision log");
   const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
   // Held until the launch is recorded: a second launch at the same time is refused, never a second look unasked.
-  const std::unique_ptr<StoreLock> test_split = store.LockTestSplit(data.study.id);
-  CheckTestSplitUnseen(store, data.study, request.again);
+  const TestSplitHold test_split = HoldTestSplit(store, data.study, request.again);
   LaunchDone done;
   done.chosen = ChooseForTheTestSplit(store, data, request.trial, request.overrule_decision);
   done.checksum_verified = VerifyCheckpoint(done.chosen.checkpoint);
@@ -354,7 +355,8 @@ LaunchDone Launch(Store& store, const LaunchRequest& request) {
                                             fmt::format("launch_{}", launches.size() + 1) / "model.pt");
   }
   LaunchRecord launch;
-  launch.evaluation = EvaluateChosen(data, done.chosen, "test", built_in ? export_path : std::filesystem::path());
+  launch.evaluation =
+      EvaluateChosen(data, done.chosen, "test", built_in ? export_path : std::filesystem::path(), &test_split);
   launch.reason = request.reason;
   launch.author = CurrentAuthor();
   launch.git_commit = GitCommitOf(std::filesystem::current_path()).value_or("");

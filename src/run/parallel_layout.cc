@@ -1,4 +1,4 @@
-#include "dltune/run/parallel_layout.h"
+#include "run/parallel_layout.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,13 +12,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
+#include "core/machine.h"
+#include "core/sha256.h"
 #include "dltune/core/error.h"
-#include "dltune/core/files.h"
-#include "dltune/core/machine.h"
-#include "dltune/core/sha256.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_process.h"
-#include "dltune/train/blas_kernels.h"
+#include "run/trial_process.h"
+#include "train/blas_kernels.h"
 
 namespace dltune {
 namespace {

@@ -1,13 +1,13 @@
-#include "dltune/run/study_report.h"
+#include "run/study_report.h"
 
 #include <ctime>
 
+#include "core/files.h"
+#include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
-#include "dltune/core/files.h"
-#include "dltune/core/strings.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
-#include "dltune/run/trial_setup.h"
+#include "run/trial_setup.h"
 
 namespace dltune {
 

@@ -1,16 +1,20 @@
 #include "dltune/run/study_session.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include <fmt/format.h>
 
-#include "dltune/core/rng.h"
-#include "dltune/core/sha256.h"
-#include "dltune/core/strings.h"
-#include "dltune/space/yaml_node.h"
-#include "dltune/store/tracking.h"
+#include "core/rng.h"
+#include "core/sha256.h"
+#include "core/strings.h"
+#include "space/yaml_node.h"
+#include "store/tracking.h"
 
 namespace dltune {
 namespace {
@@ -421,6 +425,21 @@ void ActiveTrial::Tell(const TrialOutcome& outcome) {
   with_time.time_split = time_split_;
   store_->Finish(lease_, with_time);
   finished_ = true;
+}
+
+std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study) {
+  assert(!study.uid.empty() && "a StudyRecord read through a Store has a uid");
+  return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / study.uid).lexically_normal();
+}
+
+std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number) {
+  return StudyDirectory(spec, study) / ("trial_" + std::to_string(number));
+}
+
+std::string DefaultWorkerId() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+  return fmt::format("{}:{}", host, ::getpid());
 }
 
 }  // namespace dltune

@@ -1,4 +1,4 @@
-#include "dltune/run/trial_gang.h"
+#include "run/trial_gang.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "dltune/run/trial_report.h"
+#include "run/trial_report.h"
 
 namespace dltune {
 namespace {
@@ -116,7 +116,7 @@ std::optional<ExitStatus> TrialGang::TryWait() {
   // within the timeout, and whoever still runs past it hangs.
   // Rank 0 failed: the others cannot finish without it, and have nothing to save.
   const bool rank0_failed =
-      ended_[0] && !ended_[0]->ok() && !(ended_[0]->signal == 0 && ended_[0]->code == kTrialStoppedExitStatus);
+      ended_[0] && !ended_[0]->ok() && !(ended_[0]->signal == 0 && ended_[0]->code == kExitStopped);
   const bool overstayed = rank0_failed || (rank0_ended_at_ > 0 && now - rank0_ended_at_ > kGangGraceSeconds) ||
                           (peer_failed_at_ > 0 && now - peer_failed_at_ > collective_timeout_ + kGangGraceSeconds);
   if (overstayed && !killed_) {

@@ -1,4 +1,4 @@
-#include "dltune/run/trial_process.h"
+#include "run/trial_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -21,8 +21,8 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "dltune/run/trial_gang.h"
-#include "dltune/run/trial_server.h"
+#include "run/trial_gang.h"
+#include "run/trial_server.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "dltune/run/trial_report.h"
+#include "run/trial_report.h"
 
 #include <cmath>
 #include <iterator>
@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/sha256.h"
+#include "core/sha256.h"
 
 namespace dltune {
 namespace {

@@ -1,4 +1,4 @@
-#include "dltune/run/trial_report.h"
+#include "run/trial_report.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "dltune/run/trial_server.h"
+#include "run/trial_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,8 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/machine.h"
-#include "dltune/run/trial_process.h"
+#include "core/machine.h"
+#include "run/trial_process.h"
 
 namespace dltune {
 namespace {

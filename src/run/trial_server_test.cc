@@ -1,5 +1,5 @@
 // A warm trial forked while its worker dies ends at once instead of waiting to become the worker's child.
-#include "dltune/run/trial_server.h"
+#include "run/trial_server.h"
 
 #include <sys/prctl.h>
 #include <sys/wait.h>

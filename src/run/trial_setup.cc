@@ -1,4 +1,4 @@
-#include "dltune/run/trial_setup.h"
+#include "run/trial_setup.h"
 
 #include <unistd.h>
 
@@ -9,17 +9,17 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
+#include "core/machine.h"
+#include "core/sha256.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/files.h"
 #include "dltune/core/hyperparams.h"
-#include "dltune/core/machine.h"
-#include "dltune/core/sha256.h"
-#include "dltune/core/strings.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_report.h"
-#include "dltune/study/command_template.h"
-#include "dltune/train/blas_kernels.h"
 #include "dltune/workloads/train.h"
+#include "run/trial_report.h"
+#include "study/command_template.h"
+#include "train/blas_kernels.h"
 
 namespace dltune {
 namespace {
@@ -82,6 +82,26 @@ void ClaimStudyDirectory(const std::filesystem::path& dir, const StudyRecord& st
 
 }  // namespace
 
+void CheckWorkerCanTrain(const StudySpec& spec) {
+  CheckWorkloadKnown(spec);
+  if (spec.workload.name.empty() && spec.command.empty()) {
+    throw Error(
+        fmt::format("{}: study '{}' names neither workload: nor command:, so a worker has nothing to train; a "
+                    "study without either is trained by your own program through the ask/tell API (see "
+                    "examples/ask_tell)",
+                    spec.file, spec.name));
+  }
+}
+
+bool WorkerCanTrain(const StudyRecord& study) {
+  try {
+    CheckWorkerCanTrain(ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path));
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 void CheckWorkloadKnown(const StudySpec& spec) {
   if (spec.workload.name.empty()) return;
   const std::vector<std::string> names = WorkloadNames();
@@ -138,15 +158,6 @@ void CheckSpecBeforeCreating(const StudySpec& spec) {
   CheckWorkloadKnown(spec);
   CheckWorkloadReadsParams(spec, StudyPlan(spec));
   if (!spec.workload.name.empty() || !spec.command.empty()) CheckRunDirUsable(spec);
-}
-
-std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study) {
-  assert(!study.uid.empty() && "a StudyRecord read through a Store has a uid");
-  return std::filesystem::absolute(std::filesystem::path(spec.run_dir) / study.uid).lexically_normal();
-}
-
-std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number) {
-  return StudyDirectory(spec, study) / ("trial_" + std::to_string(number));
 }
 
 nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,

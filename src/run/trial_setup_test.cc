@@ -1,4 +1,4 @@
-#include "dltune/run/trial_setup.h"
+#include "run/trial_setup.h"
 
 #include <fstream>
 

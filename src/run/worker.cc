@@ -1,4 +1,4 @@
-#include "dltune/run/worker.h"
+#include "run/worker.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -19,15 +19,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_gang.h"
-#include "dltune/run/trial_process.h"
-#include "dltune/run/trial_report.h"
-#include "dltune/run/trial_server.h"
-#include "dltune/run/trial_setup.h"
-#include "dltune/run/worker_gang.h"
-#include "dltune/store/tracking.h"
+#include "run/trial_gang.h"
+#include "run/trial_process.h"
+#include "run/trial_report.h"
+#include "run/trial_server.h"
+#include "run/trial_setup.h"
+#include "run/worker_gang.h"
+#include "store/tracking.h"
 #include "tfevents.h"
 
 namespace dltune {
@@ -75,18 +75,12 @@ constexpr double kTimeoutGraceSeconds = 30;
 
 class Worker {
  public:
-  Worker(Store& store, const WorkerOptions& options, WorkerObserver& observer, const std::atomic<int>& stops)
+  Worker(Store& store, const WorkerOptions& options, RunObserver& observer, const std::atomic<int>& stops)
       : store_(store), options_(options), observer_(observer), stops_(stops) {
     worker_id_ = options.worker_id.empty() ? DefaultWorkerId() : options.worker_id;
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
-    if (!options.study.empty()) CheckWorkloadKnown(Session(options.study).spec());
-    if (!options.study.empty() && !Runnable(Session(options.study).spec())) {
-      throw Error(
-          fmt::format("study '{}' names neither workload: nor command:, so a worker cannot train it: its "
-                      "trials are trained by a program using the ask/tell API",
-                      options.study));
-    }
+    if (!options.study.empty()) CheckWorkerCanTrain(Session(options.study).spec());
     if (options.gang.size > 1) gang_ = std::make_unique<GangLeader>(options.gang);
     parallel_ = options.parallel > 0
                     ? options.parallel
@@ -145,8 +139,6 @@ class Worker {
     if (it == sessions_.end()) it = sessions_.emplace(name, StudySession::Open(store_, name)).first;
     return it->second;
   }
-
-  static bool Runnable(const StudySpec& spec) { return !spec.workload.name.empty() || !spec.command.empty(); }
 
   std::vector<std::string> StudiesOfInterest() {
     if (!options_.study.empty()) return {options_.study};
@@ -248,16 +240,19 @@ class Worker {
         if (!options_.study.empty()) throw;
         continue;
       }
-      if (!Runnable(session->spec())) continue;  // an ask/tell study: its own program trains it
-      // A data-parallel trial's ranks must fit beside the processes running (alone, it runs however many it has).
-      if (UsedProcesses() > 0 && UsedProcesses() + session->spec().training.processes > parallel_) continue;
       try {
-        CheckWorkloadKnown(session->spec());
+        CheckWorkerCanTrain(session->spec());
       } catch (const Error& e) {
         if (!options_.study.empty()) throw;
-        if (unknown_workloads_.insert(name).second) observer_.Notice(fmt::format("{}: skipped: {}", name, e.what()));
+        // An ask/tell study is its own program's to train: passed over without a word; an unknown workload is told.
+        const bool ask_tell = session->spec().workload.name.empty() && session->spec().command.empty();
+        if (!ask_tell && unknown_workloads_.insert(name).second) {
+          observer_.Notice(fmt::format("{}: skipped: {}", name, e.what()));
+        }
         continue;
       }
+      // A data-parallel trial's ranks must fit beside the processes running (alone, it runs however many it has).
+      if (UsedProcesses() > 0 && UsedProcesses() + session->spec().training.processes > parallel_) continue;
       if (auto trial = session->Ask(worker_id_)) {
         Start(*session, std::move(*trial));
         return true;
@@ -687,7 +682,7 @@ class Worker {
                              status.Describe());
         trial.Stop(reason);
         cause = FailureCause(infrastructure, "");
-      } else if (status.code == kTrialStoppedExitStatus && !status.signal) {
+      } else if (status.code == kExitStopped && !status.signal) {
         state = TrialState::kStopped;
         reason = slot.term_sent
                      ? "stopped on request at step " + std::to_string(trial.last_step())
@@ -774,7 +769,7 @@ class Worker {
 
   Store& store_;
   const WorkerOptions& options_;
-  WorkerObserver& observer_;
+  RunObserver& observer_;
   const std::atomic<int>& stops_;
   std::string worker_id_;
   std::filesystem::path dltune_;
@@ -798,7 +793,7 @@ class Worker {
 
 }  // namespace
 
-WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
+WorkerSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
                         const std::atomic<int>& stop_requests) {
   return Worker(store, options, observer, stop_requests).Run();
 }
@@ -836,11 +831,5 @@ std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const 
 }
 
 int DefaultParallelism(int threads_per_trial) { return std::max(1, AvailableCores() / std::max(1, threads_per_trial)); }
-
-std::string DefaultWorkerId() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
-  return fmt::format("{}:{}", host, ::getpid());
-}
 
 }  // namespace dltune

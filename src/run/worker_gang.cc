@@ -1,4 +1,4 @@
-#include "dltune/run/worker_gang.h"
+#include "run/worker_gang.h"
 
 #include <signal.h>
 
@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
+#include "core/machine.h"
 #include "dltune/core/error.h"
-#include "dltune/core/files.h"
-#include "dltune/core/machine.h"
-#include "dltune/run/trial_gang.h"
-#include "dltune/train/rendezvous_store.h"
+#include "run/trial_gang.h"
+#include "train/rendezvous_store.h"
 
 namespace dltune {
 namespace {

@@ -1,6 +1,6 @@
 // The worker loop with trial programs written as shell scripts: what each way of ending is recorded as, retention,
 // stopping, and resuming.
-#include "dltune/run/worker.h"
+#include "run/worker.h"
 
 #include <signal.h>
 #include <sys/mount.h>
@@ -23,7 +23,7 @@ namespace {
 using test::CommandSpec;
 using test::TempStore;
 
-class Recorder : public WorkerObserver {
+class Recorder : public RunObserver {
  public:
   void TrialStarted(const TrialProgress& trial, bool resuming) override {
     started.push_back(trial.number);

@@ -1,4 +1,5 @@
 #include "gp_encoding.h"
+#include "space/parse_space.h"
 
 #include <cmath>
 

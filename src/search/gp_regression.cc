@@ -9,7 +9,7 @@
 
 #include <nlopt.hpp>
 
-#include "dltune/core/rng.h"
+#include "core/rng.h"
 
 namespace dltune::internal {
 namespace {

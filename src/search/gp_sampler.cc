@@ -16,13 +16,13 @@
 #include <fmt/format.h>
 #include <nlopt.hpp>
 
-#include "dltune/core/rng.h"
-#include "dltune/search/halton.h"
+#include "core/rng.h"
 #include "gp_acquisition.h"
 #include "gp_classifier.h"
 #include "gp_encoding.h"
 #include "gp_regression.h"
 #include "samplers.h"
+#include "search/halton.h"
 
 namespace dltune::internal {
 namespace {

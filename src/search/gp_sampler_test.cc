@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "dltune/search/sampler.h"
+#include "space/parse_space.h"
 
 namespace dltune {
 namespace {

@@ -1,12 +1,12 @@
-#include "dltune/search/halton.h"
+#include "search/halton.h"
 
 #include <cassert>
 #include <limits>
 #include <numeric>
 #include <string>
 
+#include "core/rng.h"
 #include "dltune/core/error.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

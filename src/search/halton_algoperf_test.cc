@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/core/discrepancy.h"
+#include "core/discrepancy.h"
 #include "dltune/core/error.h"
 
 // Expected values are a reference file of test vectors (halton_algoperf.txt, not part of this repository): outputs of

@@ -1,4 +1,4 @@
-#include "dltune/search/halton.h"
+#include "search/halton.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/core/discrepancy.h"
+#include "core/discrepancy.h"
 #include "dltune/core/error.h"
 
 namespace dltune {

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 #include "samplers.h"
 
 namespace dltune::internal {

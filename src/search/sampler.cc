@@ -5,9 +5,10 @@
 
 #include <fmt/format.h>
 
-#include "dltune/core/rng.h"
-#include "dltune/core/strings.h"
+#include "core/rng.h"
+#include "core/strings.h"
 #include "samplers.h"
+#include "search/parse_sampler.h"
 
 namespace dltune {
 

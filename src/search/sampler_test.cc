@@ -1,4 +1,6 @@
 #include "dltune/search/sampler.h"
+#include "search/parse_sampler.h"
+#include "space/parse_space.h"
 
 #include <algorithm>
 #include <map>

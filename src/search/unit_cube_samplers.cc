@@ -2,10 +2,10 @@
 // dimensions, mapped through the params' unit transforms.
 #include <fmt/format.h>
 
-#include "dltune/core/rng.h"
-#include "dltune/search/halton.h"
+#include "core/rng.h"
 #include "halton_algoperf.h"
 #include "samplers.h"
+#include "search/halton.h"
 
 namespace dltune::internal {
 namespace {

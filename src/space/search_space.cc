@@ -7,7 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
+#include "space/parse_space.h"
 
 namespace dltune {
 namespace {

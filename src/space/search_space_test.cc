@@ -1,4 +1,5 @@
 #include "dltune/space/search_space.h"
+#include "space/parse_space.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "dltune/space/yaml_node.h"
+#include "space/yaml_node.h"
 
 #include <algorithm>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <yaml-cpp/parser.h>
 #include <nlohmann/json.hpp>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 
 namespace dltune {
 namespace {

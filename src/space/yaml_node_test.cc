@@ -1,4 +1,4 @@
-#include "dltune/space/yaml_node.h"
+#include "space/yaml_node.h"
 
 #include <chrono>
 

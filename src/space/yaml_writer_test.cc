@@ -1,4 +1,4 @@
-#include "dltune/space/yaml_writer.h"
+#include "space/yaml_writer.h"
 
 #include <fstream>
 #include <sstream>

@@ -1,4 +1,4 @@
-#include "dltune/store/export.h"
+#include "store/export.h"
 
 #include <cmath>
 #include <ctime>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/strings.h"
 
 namespace dltune {
 namespace {

@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 #include "dltune/store/store.h"
 #include "schema.h"
 #include "sql_store.h"

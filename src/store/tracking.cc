@@ -1,4 +1,4 @@
-#include "dltune/store/tracking.h"
+#include "store/tracking.h"
 
 #include <fmt/format.h>
 
@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <map>
 
-#include "dltune/core/git.h"
-#include "dltune/core/sha256.h"
-#include "dltune/core/strings.h"
+#include "core/git.h"
+#include "core/sha256.h"
+#include "core/strings.h"
 #include "dltune/version.h"
 
 namespace dltune {

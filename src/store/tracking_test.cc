@@ -1,8 +1,8 @@
-#include "dltune/store/tracking.h"
+#include "store/tracking.h"
 
 #include <gtest/gtest.h>
 
-#include "dltune/core/sha256.h"
+#include "core/sha256.h"
 #include "dltune/version.h"
 
 namespace dltune {

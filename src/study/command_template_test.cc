@@ -1,4 +1,4 @@
-#include "dltune/study/command_template.h"
+#include "study/command_template.h"
 
 #include <gtest/gtest.h>
 

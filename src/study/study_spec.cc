@@ -11,9 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "dltune/core/rng.h"
-#include "dltune/core/strings.h"
-#include "dltune/study/command_template.h"
+#include "core/rng.h"
+#include "core/strings.h"
+#include "search/parse_sampler.h"
+#include "space/parse_space.h"
+#include "study/command_template.h"
 
 namespace dltune {
 

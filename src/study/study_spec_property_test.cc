@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "dltune/core/rng.h"
+#include "core/rng.h"
 #include "dltune/study/study_spec.h"
 
 namespace dltune {

@@ -1,4 +1,4 @@
-#include "dltune/train/batch_norm.h"
+#include "train/batch_norm.h"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "dltune/train/blas_kernels.h"
+#include "train/blas_kernels.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

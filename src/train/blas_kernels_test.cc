@@ -1,4 +1,4 @@
-#include "dltune/train/blas_kernels.h"
+#include "train/blas_kernels.h"
 #include "scoped_variable_test_util.h"
 
 #include <dlfcn.h>

@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/sha256.h"
 #include "dltune/core/error.h"
-#include "dltune/core/sha256.h"
 
 namespace dltune {
 namespace {

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/sha256.h"
 #include "dltune/core/error.h"
-#include "dltune/core/sha256.h"
 
 namespace dltune {
 namespace {

@@ -15,7 +15,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 
 namespace dltune {
 namespace {

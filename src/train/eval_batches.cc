@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/rng.h"
 #include "dltune/core/error.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

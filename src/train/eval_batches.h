@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "dltune/train/dataset.h"
+#include "dltune/train/workload.h"
 
 namespace dltune {
 

@@ -1,4 +1,4 @@
-#include "dltune/train/fashion_mnist.h"
+#include "train/fashion_mnist.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>

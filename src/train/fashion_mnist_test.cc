@@ -1,4 +1,4 @@
-#include "dltune/train/fashion_mnist.h"
+#include "train/fashion_mnist.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -19,8 +19,8 @@
 
 #include <torch/torch.h>
 
-#include "dltune/core/rng.h"
-#include "dltune/train/dataset.h"
+#include "core/rng.h"
+#include "dltune/train/workload.h"
 
 namespace dltune {
 

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/rng.h"
 #include "dltune/core/error.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

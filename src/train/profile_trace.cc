@@ -11,8 +11,8 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/version.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
-#include "dltune/core/files.h"
 
 namespace dltune {
 namespace {

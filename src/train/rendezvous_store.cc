@@ -1,4 +1,4 @@
-#include "dltune/train/rendezvous_store.h"
+#include "train/rendezvous_store.h"
 
 #include <chrono>
 

@@ -1,12 +1,12 @@
-#include "dltune/train/synthetic_data.h"
+#include "train/synthetic_data.h"
 
 #include <cmath>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/rng.h"
 #include "dltune/core/error.h"
-#include "dltune/core/rng.h"
 
 namespace dltune {
 namespace {

@@ -1,4 +1,4 @@
-#include "dltune/train/synthetic_data.h"
+#include "train/synthetic_data.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "dltune/core/machine.h"
+#include "core/machine.h"
 
 namespace dltune {
 

@@ -22,12 +22,12 @@
 #include <torch/torch.h>
 
 #include "checkpoint.h"
+#include "core/eval_schedule.h"
+#include "core/files.h"
+#include "core/rng.h"
+#include "core/schedule.h"
 #include "data_parallel.h"
 #include "dltune/core/error.h"
-#include "dltune/core/eval_schedule.h"
-#include "dltune/core/files.h"
-#include "dltune/core/rng.h"
-#include "dltune/core/schedule.h"
 #include "dltune/train/workload.h"
 #include "eval_batches.h"
 #include "optimizer.h"

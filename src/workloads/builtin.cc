@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "dltune/train/fashion_mnist.h"
-#include "dltune/train/synthetic_data.h"
 #include "models.h"
+#include "train/fashion_mnist.h"
+#include "train/synthetic_data.h"
 
 namespace dltune::internal {
 namespace {

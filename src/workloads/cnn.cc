@@ -1,8 +1,8 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "dltune/train/batch_norm.h"
 #include "models.h"
+#include "train/batch_norm.h"
 
 namespace dltune::internal {
 namespace {

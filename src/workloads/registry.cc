@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "builtin.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
-#include "dltune/core/strings.h"
 #include "dltune/workloads/registry.h"
 
 namespace dltune {

@@ -20,8 +20,21 @@ enum class ErrorKind {
   kCorrupt,       // recorded data is damaged or from another version (a checkpoint, a trial report, the schema)
 };
 
-// The `dltune` command's exit status for an error of `kind`, following sysexits.h where it has a value:
-// 2 invalid input, 69 unavailable (EX_UNAVAILABLE), 74 I/O (EX_IOERR), 76 conflict, 65 corrupt (EX_DATAERR).
+// The `dltune` command's exit statuses, one meaning each, following sysexits.h where it has a value. This is the
+// table of docs/exit-statuses.md.
+inline constexpr int kExitDone = 0;          // did what it was asked; `run`: every trial completed or is infeasible
+inline constexpr int kExitSomeFailed = 1;    // `run`, `worker`: every trial ended, some failed
+inline constexpr int kExitInvalidInput = 2;  // a mistake in a spec, a command line, a param or a file a user wrote
+inline constexpr int kExitHalted = 3;        // `run`, `worker`: stopped because trials kept failing the same way
+inline constexpr int kExitInfeasible = 4;    // `train`: the training diverged (the playbook's infeasible trial)
+inline constexpr int kExitCorrupt = 65;      // EX_DATAERR: recorded data is damaged or from another version
+inline constexpr int kExitUnavailable = 69;  // EX_UNAVAILABLE: the store's database cannot be reached
+inline constexpr int kExitInternal = 70;     // EX_SOFTWARE: a bug in dltune
+inline constexpr int kExitIo = 74;           // EX_IOERR: a file could not be read or written
+inline constexpr int kExitStopped = 75;      // EX_TEMPFAIL: stopped, resumable; a trial process: stopped, resumable
+inline constexpr int kExitConflict = 76;     // the records changed under the command
+
+// The exit status for an error of `kind`: kExitInvalidInput, kExitUnavailable, kExitIo, kExitConflict, kExitCorrupt.
 int ExitStatusFor(ErrorKind kind);
 
 // Base of every error dltune reports. The message is complete and printable as one line.

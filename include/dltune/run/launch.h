@@ -8,7 +8,9 @@
 // (Store::AddEvaluation), never a change to the trial, whose records stay as training left them.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -56,11 +58,31 @@ ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::opti
 // be read.
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
 
+// A study's test split held by this process (Store::LockTestSplit) after checking that it was not evaluated before,
+// or that a second look was asked for: what EvaluateChosen needs to evaluate the test split. Released when destroyed.
+class TestSplitHold {
+ public:
+  std::int64_t study_id() const { return study_id_; }
+
+ private:
+  friend TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again);
+  TestSplitHold(std::unique_ptr<StoreLock> lock, std::int64_t study_id) : lock_(std::move(lock)), study_id_(study_id) {}
+
+  std::unique_ptr<StoreLock> lock_;
+  std::int64_t study_id_;
+};
+
+// Holds the study's test split. Throws Error (invalid input) when it was evaluated before and not `again` (the
+// playbook checks it once, at the end), Error (conflict) while another process holds it.
+TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again);
+
 // Evaluates the checkpoint on `split` (see the file comment) and, when `export_path` is given and the workload is
-// built in, writes its model as TorchScript there. Returns the evaluation, not yet recorded. `dltune_executable` runs
-// nothing for built-in workloads (they are evaluated in this process); an evaluate_command runs with /bin/sh.
+// built in, writes its model as TorchScript there. Returns the evaluation, not yet recorded. Built-in workloads are
+// evaluated in this process; an evaluate_command runs with /bin/sh. The test split is evaluated only under a
+// `test_split` hold of the study (HoldTestSplit): without one, throws Error and evaluates nothing.
 CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoint& chosen, const std::string& split,
-                                    const std::filesystem::path& export_path);
+                                    const std::filesystem::path& export_path,
+                                    const TestSplitHold* test_split = nullptr);
 
 // What `dltune evaluate` is asked.
 struct EvaluateRequest {

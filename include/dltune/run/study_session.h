@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -154,5 +155,14 @@ class ActiveTrial {
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one
 // present in the trial.
 std::map<std::string, Value> ParamsByName(const SearchSpace& space, const Assignment& params);
+
+// The directory of a study's trials: <run_dir>/<study uid>, run_dir relative to the working directory. The uid makes
+// it the study's own even when studies share a run_dir, or have the same name in two stores.
+std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study);
+// The directory of trial `number` of a study: <StudyDirectory>/trial_<number>: where its checkpoints go.
+std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number);
+
+// "<hostname>:<pid>" of this process: a worker's name in the store unless given one.
+std::string DefaultWorkerId();
 
 }  // namespace dltune

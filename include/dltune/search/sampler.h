@@ -37,9 +37,6 @@ struct SamplerOptions {
   static const std::vector<std::string>& Names();
 };
 
-// Parses `sampler: halton` or `sampler: {name: grid, points: 5}` / `{name: list, configs: [...]}`.
-SamplerOptions ParseSamplerOptions(const YamlNode& node);
-
 // One sub-study's sampling problem.
 struct SamplingTarget {
   const SearchSpace* space = nullptr;  // must outlive the sampler

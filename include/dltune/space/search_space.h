@@ -1,11 +1,10 @@
-// A validated set of hyperparameters, and the parsing of a spec's `space:` section.
+// A validated set of hyperparameters (a spec's `space:` section, parsed by LoadStudySpec).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "dltune/space/param.h"
-#include "dltune/space/yaml_node.h"
 
 namespace dltune {
 
@@ -37,10 +36,5 @@ class SearchSpace {
   std::vector<Param> params_;
   std::vector<std::size_t> dependency_order_;
 };
-
-// Parses the `space:` mapping of a study spec. Each entry is a param:
-//   id: {min, max, scale, type, values, value, role, when, name, description}
-// Throws SpecError naming file:line:column and the key for every mistake.
-SearchSpace ParseSearchSpace(const YamlNode& space);
 
 }  // namespace dltune

@@ -5,16 +5,29 @@
 // registered with RegisterWorkload (include/dltune/workloads/registry.h; examples/custom_workload/ shows how).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/types.h>
 
 #include "dltune/core/hyperparams.h"
-#include "dltune/train/dataset.h"
 
 namespace dltune {
+
+// Examples of one split: inputs (float32, [N, ...]) and labels (int64, [N]). Tensors share storage when sliced.
+struct Dataset {
+  torch::Tensor inputs;
+  torch::Tensor labels;
+
+  std::int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+  // Examples [begin, end) as views of this split.
+  Dataset Slice(std::int64_t begin, std::int64_t end) const {
+    return {inputs.slice(0, begin, end), labels.slice(0, begin, end)};
+  }
+};
 
 // A model: a module with one forward function from a batch of inputs to a batch of outputs (logits).
 class Model : public torch::nn::Module {

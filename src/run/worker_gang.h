@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "dltune/run/trial_process.h"
+#include "run/trial_process.h"
 
 namespace dltune {
 

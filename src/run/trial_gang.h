@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/run/trial_process.h"
+#include "run/trial_process.h"
 
 namespace dltune {
 

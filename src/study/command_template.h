@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/core/strings.h"
+#include "core/strings.h"
 
 namespace dltune {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/run/study_session.h"
-#include "dltune/run/trial_process.h"
+#include "run/trial_process.h"
 
 namespace dltune {
 
@@ -18,12 +18,6 @@ struct PreparedTrial {
   TrialCommand command;
 };
 
-// The directory of a study's trials: <run_dir>/<study uid>, run_dir relative to the working directory. The uid makes
-// it the study's own even when studies share a run_dir, or have the same name in two stores.
-std::filesystem::path StudyDirectory(const StudySpec& spec, const StudyRecord& study);
-// The directory of trial `number` of a study: <StudyDirectory>/trial_<number>.
-std::filesystem::path TrialDirectory(const StudySpec& spec, const StudyRecord& study, std::uint64_t number);
-
 // Whose a trial's checkpoints are: its study, the study's uid, the trial number, its seed and the SHA-256 of its
 // params (trial.json's checkpoint_owner; docs/checkpoint-layout.md).
 nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,
@@ -32,6 +26,12 @@ nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord&
 // Throws SpecError, at the spec's workload: key, when the spec names a workload this program does not know (a
 // workload of your own is known to the program that registers it: examples/custom_workload).
 void CheckWorkloadKnown(const StudySpec& spec);
+
+// Throws Error unless a worker of this program can train `spec`'s trials: it names a workload this program knows
+// (CheckWorkloadKnown) or a command:. A study with neither is an ask/tell study, trained by its own program.
+void CheckWorkerCanTrain(const StudySpec& spec);
+// Whether a worker of this program can train the recorded study's trials (CheckWorkerCanTrain).
+bool WorkerCanTrain(const StudyRecord& study);
 
 // For a spec whose trials are a built-in (registered) workload's: reads the params of its first planned trials as
 // the trainer and the workload would, and throws SpecError, at the spec's workload: key, naming each problem a trial

@@ -33,7 +33,7 @@ BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path);
 void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment);
 
 // Trains the trial described by $DLTUNE_TRIAL, writing report lines to $DLTUNE_REPORT; returns the exit status
-// (0, or kTrialStoppedExitStatus when `stop_requested` became true, set by the caller's SIGTERM handler). Throws
+// (0, or kExitStopped when `stop_requested` became true, set by the caller's SIGTERM handler). Throws
 // Error for unusable trial files or params (the caller prints it to stderr, which the worker records).
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested);
 

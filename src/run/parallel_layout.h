@@ -9,17 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "dltune/run/trial_server.h"
+#include "dltune/run/run_study.h"
 #include "dltune/study/study_spec.h"
+#include "run/trial_server.h"
 
 namespace dltune {
-
-struct ParallelLayout {
-  int trials = 1;     // at once
-  int threads = 1;    // per trial (per rank of a data-parallel trial)
-  std::string basis;  // why this layout, for the user: "measured", "--parallel", a short study, ...
-  int processes = 1;  // per trial: training.processes
-};
 
 // One candidate layout as the probe measured it: `trials` probe processes at once, `threads` threads each, and the
 // training steps per second of one of them (their mean).

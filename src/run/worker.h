@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "dltune/run/trial_server.h"
-#include "dltune/run/worker_gang.h"
+#include "dltune/run/run_study.h"
 #include "dltune/store/store.h"
+#include "run/trial_server.h"
+#include "run/worker_gang.h"
 
 namespace dltune {
 
@@ -41,42 +42,6 @@ struct WorkerOptions {
   // Forks built-in trials warm; null: the worker starts one of its own. Given when the caller has already started
   // one (for the layout probe), so that the trials are forked from the process that is loaded and prepared.
   TrialServer* trial_server = nullptr;
-};
-
-// A running trial as the progress view sees it.
-struct TrialProgress {
-  std::string study;
-  std::uint64_t number = 0;
-  std::string substudy;
-  std::int64_t step = 0;
-  std::int64_t max_steps = 0;
-  std::optional<double> objective;  // at the last evaluation
-  std::optional<double> best;
-  double started_at = 0;  // seconds since the epoch, this attempt
-  bool stopping = false;
-};
-
-// A trial that ended in this worker.
-struct TrialEnded {
-  TrialProgress trial;
-  TrialState state = TrialState::kCompleted;
-  std::string reason;
-  std::optional<std::int64_t> best_step;
-  std::optional<double> best_value;
-  double seconds = 0;
-  std::string trial_dir;
-};
-
-// What the loop tells its observer (the terminal view). Called on the loop's thread.
-class WorkerObserver {
- public:
-  virtual ~WorkerObserver() = default;
-  virtual void TrialStarted(const TrialProgress& trial, bool resuming) { (void)trial, (void)resuming; }
-  virtual void TrialFinished(const TrialEnded& ended) { (void)ended; }
-  // A line worth printing: reclaimed trials, stop requests, waiting for other workers.
-  virtual void Notice(const std::string& message) { (void)message; }
-  // About twice a second: the running trials.
-  virtual void Tick(const std::vector<TrialProgress>& running) { (void)running; }
 };
 
 struct WorkerSummary {
@@ -108,14 +73,11 @@ std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const 
 // — they are killed and recorded as stopped, to resume from their latest checkpoint — or trials keep failing the
 // same way (WorkerOptions::max_consecutive_failures; WorkerSummary::halted says why). A trial running past its
 // study's training.timeout is stopped and recorded as failed.
-WorkerSummary RunWorker(Store& store, const WorkerOptions& options, WorkerObserver& observer,
+WorkerSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
                         const std::atomic<int>& stop_requests);
 
 // Trials at once on this machine when each uses `threads_per_trial` threads: the cores available to this process
 // divided by it, at least 1.
 int DefaultParallelism(int threads_per_trial);
-
-// "<hostname>:<pid>" of this process.
-std::string DefaultWorkerId();
 
 }  // namespace dltune

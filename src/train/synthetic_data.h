@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "dltune/train/dataset.h"
+#include "dltune/train/workload.h"
 
 namespace dltune {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "dltune/core/value.h"
-#include "dltune/space/yaml_node.h"
+#include "space/yaml_node.h"
 
 namespace dltune {
 

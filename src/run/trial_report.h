@@ -16,8 +16,7 @@
 namespace dltune {
 
 inline constexpr int kTrialProtocolVersion = 1;
-// Exit status of a trial that stopped with a checkpoint and can be resumed (EX_TEMPFAIL).
-inline constexpr int kTrialStoppedExitStatus = 75;
+// A trial that stopped with a checkpoint and can be resumed exits with kExitStopped (dltune/core/error.h).
 
 // A report line that breaks the protocol; the message names the line number.
 class ProtocolError : public Error {

@@ -1,0 +1,58 @@
+# The installed API, checked as a user meets it: installs the built tree into a scratch prefix and compiles each
+# public header alone (a file that includes only it) with the installed include directory and no other of dltune's.
+# A header may include only installed headers and system ones: never yaml-cpp, never <torch/torch.h> whole, and
+# LibTorch only where it is the trainer's API (train/, workloads/registry.h), whose headers alone get LibTorch's include
+# directories. Run by CTest (installed_headers_compile_alone).
+file(REMOVE_RECURSE ${WORK_DIR})
+set(prefix ${WORK_DIR}/prefix)
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BINARY_DIR} --prefix ${prefix} RESULT_VARIABLE result
+                OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT result EQUAL 0)
+  message(FATAL_ERROR "install failed: ${err}")
+endif()
+
+file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/*.h ${prefix}/include/*.hpp)
+list(LENGTH headers count)
+if(count GREATER MAX_HEADERS)
+  message(FATAL_ERROR "${count} installed headers, more than ${MAX_HEADERS}: an internal header belongs in src/<module>/")
+endif()
+
+set(failures "")
+foreach(header ${headers})
+  set(flags -std=c++20 -fsyntax-only -I${prefix}/include)
+  set(torch_allowed OFF)
+  if(header MATCHES "^dltune/(train/workload|workloads/registry)\\.h$")
+    set(torch_allowed ON)
+    foreach(dir ${TORCH_INCLUDE_DIRS})
+      if(NOT dir STREQUAL "/usr/include")  # a system directory already; naming it again breaks #include_next
+        list(APPEND flags -isystem ${dir})
+      endif()
+    endforeach()
+  endif()
+  string(MAKE_C_IDENTIFIER ${header} name)
+  set(source ${WORK_DIR}/${name}.cc)
+  file(WRITE ${source} "#include \"${header}\"\n")
+  execute_process(COMMAND ${CXX} ${flags} -MD -MF ${WORK_DIR}/${name}.d ${source}
+                  RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT result EQUAL 0)
+    string(APPEND failures "\n${header} does not compile alone:\n${err}")
+    continue()
+  endif()
+  file(READ ${WORK_DIR}/${name}.d deps)
+  if(deps MATCHES "yaml-cpp/")
+    string(APPEND failures "\n${header} includes yaml-cpp")
+  endif()
+  if(deps MATCHES "torch/torch\\.h")
+    string(APPEND failures "\n${header} includes <torch/torch.h> whole")
+  endif()
+  if(NOT torch_allowed AND deps MATCHES "/(torch|ATen|c10)/")
+    string(APPEND failures "\n${header} includes LibTorch, which only the trainer's headers may")
+  endif()
+  if(deps MATCHES "${SOURCE_DIR}/(src|include)/")
+    string(APPEND failures "\n${header} includes a header of the source tree, not of the installed one")
+  endif()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "installed headers:${failures}")
+endif()
+message(STATUS "${count} installed headers, each compiles alone")
