@@ -209,143 +209,158 @@ void PrintEnding(const RunSummary& summary) {
   }
 }
 
+// `dltune run`.
+void RegisterRun(CLI::App& app) {
+  struct Args : WorkerArgs {
+    std::string spec;
+    bool no_report = false;
+    bool extend = false;
+  };
+  auto args = std::make_shared<Args>();
+  auto* run = app.add_subcommand(
+      "run",
+      "Run a study on this machine: create it in the store (or resume it), train its trials in parallel, each in "
+      "its own process, and print the best trial of each sub-study with its best step, checkpoint and the command "
+      "that reproduces it, and writes its HTML report (./STUDY-report.html). Running it again resumes: finished "
+      "trials stay, stopped and lost ones resume from their "
+      "latest checkpoint. Ctrl-C once: trials checkpoint and stop (exit status 75, resumable); twice: they are "
+      "killed and resume from their latest checkpoint.\n\n"
+      "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2\n"
+      "  dltune run examples/synthetic.yaml --extend   # after raising its trials: adds the new ones" +
+          std::string(kExitStatusHelp));
+  run->add_option("SPEC", args->spec, "The study spec (YAML; see docs/study-spec.md)")->required();
+  AddWorkerOptions(run, *args);
+  run->add_flag("--no-report", args->no_report,
+                "Do not write the study's HTML report (./STUDY-report.html, as dltune report does) at the end");
+  run->add_flag("--extend", args->extend,
+                "When the study exists and the spec only raises its trials:, add the new trials (the same ones a "
+                "study with that many trials would have made from the start) and run them");
+  run->callback([args] {
+    const StudySpec spec = LoadStudySpec(args->spec);
+    const auto store = OpenStore(StoreUrlOrDefault(args->storage));
+    RunOptions options = args->run;
+    options.extend = args->extend;
+    options.command_line = CommandLineText();
+    RunView view;
+    InstallStopHandlers();
+    const RunSummary summary = RunStudy(*store, spec, options, view, stop_requests);
+    PrintEnding(summary);
+    PrintOutcome(*store, StudySession::Open(*store, spec.name));
+    if (!args->no_report) {
+      std::printf("\n");
+      try {
+        PrintWrittenReport(*store, spec.name, "");
+      } catch (const Error& e) {
+        std::printf("no report: %s\n", TerminalSafe(e.what()).c_str());  // the records are complete either way
+      }
+    }
+    if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
+  });
+}
+
+// `dltune worker`.
+void RegisterWorker(CLI::App& app) {
+  auto args = std::make_shared<WorkerArgs>();
+  auto* worker = app.add_subcommand(
+      "worker",
+      "Run trials of studies in a shared store until none remain: one study (--study) or every study with trials "
+      "to run. Start any number of workers on any number of machines against one PostgreSQL store; a worker that "
+      "dies loses nothing — its trials are taken over after --stale-after seconds and resume from their latest "
+      "checkpoint (put the spec's run_dir on a filesystem every machine mounts). Create the study first with "
+      "dltune run (or the ask/tell API), or give its spec with --spec. The tasks of one launcher job (srun, "
+      "torchrun: RANK and WORLD_SIZE or SLURM_PROCID and SLURM_NTASKS, with MASTER_ADDR and MASTER_PORT) train a "
+      "data-parallel study's trials together, one rank each (docs/data-parallel.md).\n\n"
+      "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart\n"
+      "  srun -N 2 dltune worker --storage postgresql://tuner@db.example.com/dltune --spec study.yaml" +
+          std::string(kExitStatusHelp));
+  AddWorkerOptions(worker, *args);
+  worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
+  worker
+      ->add_option("--spec", args->spec,
+                   "Only the study of this spec, created from it when the store has none yet (as dltune run "
+                   "creates it): for job scripts whose workers all start at once")
+      ->excludes("--study");
+  worker->callback([args] {
+    WorkerJob job{.store_url = StoreUrlOrDefault(args->storage), .study = args->study};
+    if (!args->spec.empty()) job.spec = LoadStudySpec(args->spec);
+    RunOptions options = args->run;
+    options.command_line = CommandLineText();
+    const std::string worker_id = args->run.worker_id.empty() ? DefaultWorkerId() : args->run.worker_id;
+    const std::string study = job.spec ? job.spec->name : args->study;
+    RunView view([&](const std::string& url) {
+      return fmt::format("worker {} on {}: {}", worker_id, url, study.empty() ? "every study" : "study " + study);
+    });
+    InstallStopHandlers();
+    const RunSummary summary = RunWorkerJob(job, options, view, stop_requests);
+    PrintEnding(summary);
+    if (summary.exit_status == kExitDone || summary.exit_status == kExitSomeFailed) {
+      std::printf("worker done: no trial left to run\n");
+    }
+    if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
+  });
+}
+
+// `dltune trial-server`.
+void RegisterTrialServer(CLI::App& app) {
+  auto* trial_server = app.add_subcommand(
+      "trial-server",
+      "Fork the processes of built-in trials with LibTorch loaded and their data decoded (warm trial processes, "
+      "docs/trial-protocol.md). Started by dltune run and dltune worker on a socket of theirs, not by hand; "
+      "DLTUNE_WARM_TRIALS=0 makes them start every trial by exec instead.\n\n"
+      "Example (what a worker runs, its socket on descriptor 3):\n  dltune trial-server 3<&SOCKET");
+  trial_server->group("Internal");
+  trial_server->callback(
+      [] { throw Error("dltune trial-server is started by a dltune worker, with its socket on descriptor 3"); });
+}
+
+// `dltune probe-speed`.
+void RegisterProbeSpeed(CLI::App& app) {
+  auto* probe = app.add_subcommand(
+      "probe-speed",
+      "Time the training steps of the built-in trial that $DLTUNE_TRIAL describes, for $DLTUNE_PROBE_SECONDS "
+      "seconds (default 1), and write {\"steps_per_second\": N} to $DLTUNE_REPORT: the probe by which dltune run "
+      "and dltune worker choose how many trials run at once and how many threads each uses "
+      "(docs/parallel-layout.md). Started by them, not by hand.\n\n"
+      "Example (what a layout probe runs):\n  DLTUNE_TRIAL=/tmp/probe/trial.json DLTUNE_THREADS=2 "
+      "DLTUNE_REPORT=/dev/stdout dltune probe-speed");
+  probe->group("Internal");
+  probe->callback([] {
+    const int status = RunSpeedProbe();
+    std::fflush(nullptr);
+    std::_Exit(status);  // as run-trial: LibTorch's static destructors would only add to the measurement's cost
+  });
+}
+
+// `dltune run-trial`.
+void RegisterRunTrial(CLI::App& app) {
+  auto* run_trial = app.add_subcommand(
+      "run-trial",
+      "Train one trial of a built-in workload as a worker's child process: reads the trial files named by "
+      "$DLTUNE_TRIAL and reports on $DLTUNE_REPORT (docs/trial-protocol.md). Started by dltune run and dltune "
+      "worker, not by hand: to train once by hand, use dltune train.\n\n"
+      "Example (what a worker runs):\n  DLTUNE_TRIAL=runs/s/trial_0/trial.json DLTUNE_REPORT=/dev/fd/3 dltune "
+      "run-trial");
+  run_trial->group("Internal");
+  run_trial->callback([] {
+    std::signal(SIGTERM, RequestTrialStop);
+    std::signal(SIGINT, RequestTrialStop);
+    std::signal(SIGHUP, RequestTrialStop);
+    const int status = RunBuiltinTrial(trial_stop_requested);
+    // Everything is written and closed: skip the static destructors (LibTorch's take ~0.1 s), which its worker
+    // would count as the trial's time.
+    std::fflush(nullptr);
+    std::_Exit(status);
+  });
+}
+
 }  // namespace
 
 void RegisterRunCommands(CLI::App& app) {
-  {
-    struct Args : WorkerArgs {
-      std::string spec;
-      bool no_report = false;
-      bool extend = false;
-    };
-    auto args = std::make_shared<Args>();
-    auto* run = app.add_subcommand(
-        "run",
-        "Run a study on this machine: create it in the store (or resume it), train its trials in parallel, each in "
-        "its own process, and print the best trial of each sub-study with its best step, checkpoint and the command "
-        "that reproduces it, and writes its HTML report (./STUDY-report.html). Running it again resumes: finished "
-        "trials stay, stopped and lost ones resume from their "
-        "latest checkpoint. Ctrl-C once: trials checkpoint and stop (exit status 75, resumable); twice: they are "
-        "killed and resume from their latest checkpoint.\n\n"
-        "Example:\n  dltune run examples/quickstart.yaml\n  dltune run examples/synthetic.yaml --parallel 2\n"
-        "  dltune run examples/synthetic.yaml --extend   # after raising its trials: adds the new ones" +
-            std::string(kExitStatusHelp));
-    run->add_option("SPEC", args->spec, "The study spec (YAML; see docs/study-spec.md)")->required();
-    AddWorkerOptions(run, *args);
-    run->add_flag("--no-report", args->no_report,
-                  "Do not write the study's HTML report (./STUDY-report.html, as dltune report does) at the end");
-    run->add_flag("--extend", args->extend,
-                  "When the study exists and the spec only raises its trials:, add the new trials (the same ones a "
-                  "study with that many trials would have made from the start) and run them");
-    run->callback([args] {
-      const StudySpec spec = LoadStudySpec(args->spec);
-      const auto store = OpenStore(StoreUrlOrDefault(args->storage));
-      RunOptions options = args->run;
-      options.extend = args->extend;
-      options.command_line = CommandLineText();
-      RunView view;
-      InstallStopHandlers();
-      const RunSummary summary = RunStudy(*store, spec, options, view, stop_requests);
-      PrintEnding(summary);
-      PrintOutcome(*store, StudySession::Open(*store, spec.name));
-      if (!args->no_report) {
-        std::printf("\n");
-        try {
-          PrintWrittenReport(*store, spec.name, "");
-        } catch (const Error& e) {
-          std::printf("no report: %s\n", TerminalSafe(e.what()).c_str());  // the records are complete either way
-        }
-      }
-      if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
-    });
-  }
-  {
-    auto args = std::make_shared<WorkerArgs>();
-    auto* worker = app.add_subcommand(
-        "worker",
-        "Run trials of studies in a shared store until none remain: one study (--study) or every study with trials "
-        "to run. Start any number of workers on any number of machines against one PostgreSQL store; a worker that "
-        "dies loses nothing — its trials are taken over after --stale-after seconds and resume from their latest "
-        "checkpoint (put the spec's run_dir on a filesystem every machine mounts). Create the study first with "
-        "dltune run (or the ask/tell API), or give its spec with --spec. The tasks of one launcher job (srun, "
-        "torchrun: RANK and WORLD_SIZE or SLURM_PROCID and SLURM_NTASKS, with MASTER_ADDR and MASTER_PORT) train a "
-        "data-parallel study's trials together, one rank each (docs/data-parallel.md).\n\n"
-        "Example:\n  dltune worker --storage postgresql://tuner@db.example.com/dltune --study quickstart\n"
-        "  srun -N 2 dltune worker --storage postgresql://tuner@db.example.com/dltune --spec study.yaml" +
-            std::string(kExitStatusHelp));
-    AddWorkerOptions(worker, *args);
-    worker->add_option("--study", args->study, "Only this study (default: every study of the store)");
-    worker
-        ->add_option("--spec", args->spec,
-                     "Only the study of this spec, created from it when the store has none yet (as dltune run "
-                     "creates it): for job scripts whose workers all start at once")
-        ->excludes("--study");
-    worker->callback([args] {
-      WorkerJob job{.store_url = StoreUrlOrDefault(args->storage), .study = args->study};
-      if (!args->spec.empty()) job.spec = LoadStudySpec(args->spec);
-      RunOptions options = args->run;
-      options.command_line = CommandLineText();
-      const std::string worker_id = args->run.worker_id.empty() ? DefaultWorkerId() : args->run.worker_id;
-      const std::string study = job.spec ? job.spec->name : args->study;
-      RunView view([&](const std::string& url) {
-        return fmt::format("worker {} on {}: {}", worker_id, url, study.empty() ? "every study" : "study " + study);
-      });
-      InstallStopHandlers();
-      const RunSummary summary = RunWorkerJob(job, options, view, stop_requests);
-      PrintEnding(summary);
-      if (summary.exit_status == kExitDone || summary.exit_status == kExitSomeFailed) {
-        std::printf("worker done: no trial left to run\n");
-      }
-      if (summary.exit_status != kExitDone) throw CLI::RuntimeError(summary.exit_status);
-    });
-  }
-  {
-    auto* trial_server = app.add_subcommand(
-        "trial-server",
-        "Fork the processes of built-in trials with LibTorch loaded and their data decoded (warm trial processes, "
-        "docs/trial-protocol.md). Started by dltune run and dltune worker on a socket of theirs, not by hand; "
-        "DLTUNE_WARM_TRIALS=0 makes them start every trial by exec instead.\n\n"
-        "Example (what a worker runs, its socket on descriptor 3):\n  dltune trial-server 3<&SOCKET");
-    trial_server->group("Internal");
-    trial_server->callback(
-        [] { throw Error("dltune trial-server is started by a dltune worker, with its socket on descriptor 3"); });
-  }
-  {
-    auto* probe = app.add_subcommand(
-        "probe-speed",
-        "Time the training steps of the built-in trial that $DLTUNE_TRIAL describes, for $DLTUNE_PROBE_SECONDS "
-        "seconds (default 1), and write {\"steps_per_second\": N} to $DLTUNE_REPORT: the probe by which dltune run "
-        "and dltune worker choose how many trials run at once and how many threads each uses "
-        "(docs/parallel-layout.md). Started by them, not by hand.\n\n"
-        "Example (what a layout probe runs):\n  DLTUNE_TRIAL=/tmp/probe/trial.json DLTUNE_THREADS=2 "
-        "DLTUNE_REPORT=/dev/stdout dltune probe-speed");
-    probe->group("Internal");
-    probe->callback([] {
-      const int status = RunSpeedProbe();
-      std::fflush(nullptr);
-      std::_Exit(status);  // as run-trial: LibTorch's static destructors would only add to the measurement's cost
-    });
-  }
-  {
-    auto* run_trial = app.add_subcommand(
-        "run-trial",
-        "Train one trial of a built-in workload as a worker's child process: reads the trial files named by "
-        "$DLTUNE_TRIAL and reports on $DLTUNE_REPORT (docs/trial-protocol.md). Started by dltune run and dltune "
-        "worker, not by hand: to train once by hand, use dltune train.\n\n"
-        "Example (what a worker runs):\n  DLTUNE_TRIAL=runs/s/trial_0/trial.json DLTUNE_REPORT=/dev/fd/3 dltune "
-        "run-trial");
-    run_trial->group("Internal");
-    run_trial->callback([] {
-      std::signal(SIGTERM, RequestTrialStop);
-      std::signal(SIGINT, RequestTrialStop);
-      std::signal(SIGHUP, RequestTrialStop);
-      const int status = RunBuiltinTrial(trial_stop_requested);
-      // Everything is written and closed: skip the static destructors (LibTorch's take ~0.1 s), which its worker
-      // would count as the trial's time.
-      std::fflush(nullptr);
-      std::_Exit(status);
-    });
-  }
+  RegisterRun(app);
+  RegisterWorker(app);
+  RegisterTrialServer(app);
+  RegisterProbeSpeed(app);
+  RegisterRunTrial(app);
 }
 
 }  // namespace dltune::cli

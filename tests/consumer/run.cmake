@@ -19,6 +19,24 @@ run(${WORK_DIR}/build/consumer ${SOURCE_DIR}/examples/quickstart.yaml)
 if(NOT last_output MATCHES "quickstart has 32 trials; trial 0:.* optimizer=nesterov")
   message(FATAL_ERROR "unexpected consumer output: ${last_output}")
 endif()
+
+# A study run through the library's run API (RunStudy): a command: study of four trials of tests/consumer/trial.sh.
+file(MAKE_DIRECTORY ${WORK_DIR}/run_study)
+file(WRITE ${WORK_DIR}/run_study/study.yaml "name: consumer_run
+command: sh ${SOURCE_DIR}/tests/consumer/trial.sh {x}
+run_dir: runs
+max_train_steps: 1
+objective: {metric: valid/loss, direction: minimize}
+trials: 4
+space:
+  x: {min: 0.0, max: 1.0}
+")
+execute_process(COMMAND ${WORK_DIR}/build/consumer ${WORK_DIR}/run_study/study.yaml sqlite://${WORK_DIR}/run_study/store.db
+                WORKING_DIRECTORY ${WORK_DIR}/run_study RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT result EQUAL 0 OR NOT out MATCHES "consumer_run: completed 4, failed 0, exit status 0")
+  message(FATAL_ERROR "RunStudy through the installed library failed (${result}): ${out}\n${err}")
+endif()
+message(STATUS "consumer run: ${out}")
 if(NOT EXISTS ${prefix}/bin/dltune)
   message(FATAL_ERROR "the dltune command was not installed")
 endif()
