@@ -4,7 +4,6 @@
 #include <functional>
 #include <numbers>
 #include <optional>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -97,33 +96,6 @@ space:
   EXPECT_EQ(MakeSampler(Gp(3), target)->PlannedTrialCount(), 3u);
   EXPECT_EQ(MakeSampler(Gp(100), target)->PlannedTrialCount(), 30u);
   EXPECT_EQ(MakeSampler(Gp(), {&space, {{"optimizer", Value("adam")}}, false, 7, 4})->PlannedTrialCount(), 4u);
-}
-
-TEST(GpSampler, SuggestionsArePureFunctionsOfTheIndexAndTheHistory) {
-  const SearchSpace space = Parse(kBraninSpace);
-  const SamplingTarget target{&space, {}, false, 11, 40};
-  const auto gp = MakeSampler(Gp(), target);
-  std::vector<Observation> history;
-  for (std::uint64_t i = 0; i < 8; ++i) {
-    Assignment params = gp->Suggest(std::min<std::uint64_t>(i, 4));
-    if (i > 4) params = MakeSampler(SamplerOptions{}, target)->Suggest(i);
-    history.push_back(Completed(params, Branin(params)));
-  }
-  const Assignment first = gp->SuggestFromHistory(8, history);
-  EXPECT_EQ(MakeSampler(Gp(), target)->SuggestFromHistory(8, history), first);
-  std::vector<Assignment> parallel(4);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] { parallel[static_cast<std::size_t>(t)] = gp->SuggestFromHistory(8, history); });
-  }
-  for (auto& thread : threads) thread.join();
-  for (const auto& params : parallel) EXPECT_EQ(params, first);
-  // Another index or seed: a suggestion of its own, inside the space.
-  for (const Assignment& other : {gp->SuggestFromHistory(9, history),
-                                  MakeSampler(Gp(), {&space, {}, false, 12, 40})->SuggestFromHistory(8, history)}) {
-    ASSERT_EQ(other.size(), 2u);
-    for (const auto& [id, value] : other) EXPECT_TRUE(space.Find(id)->Contains(value)) << id;
-  }
 }
 
 TEST(GpSampler, PendingTrialsSpreadConcurrentSuggestions) {

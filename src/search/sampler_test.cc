@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <map>
-#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -31,32 +30,6 @@ space:
   beta1: {min: 0.8, max: 0.99, when: {optimizer: adam}}
   batch_size: 128
 )";
-
-TEST(Sampler, TrialsArePureFunctionsOfTheIndex) {
-  const SearchSpace space = Parse(kSpace);
-  for (const std::string name : {"halton", "random"}) {
-    SamplerOptions options;
-    options.name = name;
-    const auto sampler = MakeSampler(options, {&space, {{"optimizer", Value("adam")}}, false, 7, 64});
-    std::vector<Assignment> forward;
-    for (std::uint64_t i = 0; i < 64; ++i) forward.push_back(sampler->Suggest(i));
-    // In reverse order, from a fresh sampler, and from several threads at once: the same trials.
-    const auto again = MakeSampler(options, {&space, {{"optimizer", Value("adam")}}, false, 7, 64});
-    for (std::uint64_t i = 64; i-- > 0;) EXPECT_EQ(again->Suggest(i), forward[i]) << name << " trial " << i;
-    std::vector<Assignment> parallel(64);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 4; ++t) {
-      threads.emplace_back([&, t] {
-        for (std::uint64_t i = static_cast<std::uint64_t>(t); i < 64; i += 4) parallel[i] = sampler->Suggest(i);
-      });
-    }
-    for (auto& thread : threads) thread.join();
-    EXPECT_EQ(parallel, forward) << name;
-    // A different seed gives different trials.
-    const auto other = MakeSampler(options, {&space, {{"optimizer", Value("adam")}}, false, 8, 64});
-    EXPECT_NE(other->Suggest(0), forward[0]) << name;
-  }
-}
 
 TEST(Sampler, TrialsHoldEveryExistingParamAndNoOther) {
   const SearchSpace space = Parse(kSpace);
