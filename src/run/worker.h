@@ -1,6 +1,7 @@
 // The worker loop: claims trials of one study (or of every study in the store), runs each in its own process
-// (TrialProcess), turns their report lines into store writes through ActiveTrial, heartbeats, reclaims trials of
-// lost workers, and stops cleanly when asked. `dltune run` and `dltune worker` are this loop.
+// (TrialProcess), turns their report lines into store writes (TrialSink), records how they end (RecordEnding),
+// heartbeats, reclaims trials of lost workers, rides out store outages (StoreOutage), halts when trials keep failing
+// the same way (FailureBreaker), and stops cleanly when asked. `dltune run` and `dltune worker` are this loop.
 #pragma once
 
 #include <atomic>
@@ -58,15 +59,6 @@ struct WorkerSummary {
   // is fixed, so the run ends resumable (75), not halted (3).
   bool halted_resumable = false;
 };
-
-// How a trial's failure is grouped with others: its reason and the last line of its stderr, digits masked, so
-// trials that fail the same way with other numbers in the message count as one cause.
-std::string FailureCause(const std::string& reason, const std::string& stderr_tail);
-
-// Whether a trial's failure is the machine's fault, not the trial's: its directory's file system is full or read-
-// only, or its stderr ends with such an error. Such trials are stopped (to resume), not failed. Returns the reason
-// to record, or "".
-std::string InfrastructureFailure(const std::filesystem::path& trial_dir, const std::string& stderr_tail);
 
 // Runs the loop until no trial is left to run, or `stop_requests` (incremented by the caller's SIGINT/SIGTERM/SIGHUP
 // handler) becomes 1 — running trials are asked to checkpoint and stop (SIGTERM) and are recorded as stopped — or 2

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint_retention.h"
 #include "core/sha256.h"
 #include "dltune/core/error.h"
 
@@ -132,32 +133,35 @@ std::string RemoveAll(const fs::path& path) {
   return ec ? ec.message() : std::string();
 }
 
-// Steps of the newest `keep` checkpoints.
-std::set<std::int64_t> LatestPool(const std::map<std::int64_t, std::optional<double>>& objectives, int keep) {
-  std::set<std::int64_t> pool;
-  for (auto it = objectives.rbegin(); it != objectives.rend() && std::ssize(pool) < keep; ++it) pool.insert(it->first);
-  return pool;
+// The committed checkpoints (step -> objective) as the retention rule sees them, in ascending step order.
+std::vector<RetentionCandidate> Candidates(const std::map<std::int64_t, std::optional<double>>& objectives) {
+  std::vector<RetentionCandidate> candidates;
+  candidates.reserve(objectives.size());
+  for (const auto& [step, objective] : objectives) candidates.push_back({step, objective});
+  return candidates;
 }
 
-// Steps of checkpoints with an objective, best first (ties: the earlier step first).
-std::vector<std::int64_t> RankByObjective(const std::map<std::int64_t, std::optional<double>>& objectives,
-                                          bool minimize) {
-  std::vector<std::pair<double, std::int64_t>> ranked;
-  for (const auto& [step, objective] : objectives) {
-    if (objective) ranked.emplace_back(minimize ? *objective : -*objective, step);
+Direction DirectionOf(const CheckpointOptions& options) {
+  return options.minimize ? Direction::kMinimize : Direction::kMaximize;
+}
+
+// Steps of the checkpoints in each retention pool.
+struct PoolSteps {
+  std::set<std::int64_t> latest;
+  std::set<std::int64_t> best;
+};
+
+PoolSteps Pools(const std::map<std::int64_t, std::optional<double>>& objectives, const CheckpointOptions& options) {
+  const std::vector<RetentionCandidate> candidates = Candidates(objectives);
+  const RetainedCheckpoints kept = RetainCheckpoints(
+      candidates,
+      {.keep_latest = options.keep_latest, .keep_best = options.keep_best, .direction = DirectionOf(options)});
+  PoolSteps pools;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (kept.latest[i]) pools.latest.insert(candidates[i].step);
+    if (kept.best[i]) pools.best.insert(candidates[i].step);
   }
-  std::sort(ranked.begin(), ranked.end());
-  std::vector<std::int64_t> steps;
-  steps.reserve(ranked.size());
-  for (const auto& entry : ranked) steps.push_back(entry.second);
-  return steps;
-}
-
-// Steps of the `keep` checkpoints with the best objective.
-std::set<std::int64_t> BestPool(const std::map<std::int64_t, std::optional<double>>& objectives, int keep,
-                                bool minimize) {
-  const std::vector<std::int64_t> ranked = RankByObjective(objectives, minimize);
-  return {ranked.begin(), ranked.begin() + std::min<std::ptrdiff_t>(keep, std::ssize(ranked))};
+  return pools;
 }
 
 // Parsed meta.json of a committed checkpoint.
@@ -329,9 +333,10 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
     // Pool membership as it will be once this checkpoint is committed (recorded for people reading meta.json).
     std::map<std::int64_t, std::optional<double>> after = objectives_;
     after[step] = objective;
+    const PoolSteps pools_after = Pools(after, options_);
     nlohmann::json pools = nlohmann::json::array();
-    if (LatestPool(after, options_.keep_latest).contains(step)) pools.push_back("latest");
-    if (BestPool(after, options_.keep_best, options_.minimize).contains(step)) pools.push_back("best");
+    if (pools_after.latest.contains(step)) pools.push_back("latest");
+    if (pools_after.best.contains(step)) pools.push_back("best");
 
     nlohmann::json meta = {{"format", kFormatName},
                            {"format_version", kFormatVersion},
@@ -379,8 +384,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
 }
 
 std::vector<fs::path> CheckpointManager::ApplyRetention(std::int64_t keep_step) {
-  const std::set<std::int64_t> latest = LatestPool(objectives_, options_.keep_latest);
-  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.minimize);
+  const auto [latest, best] = Pools(objectives_, options_);
   std::vector<fs::path> deleted;
   for (auto it = objectives_.begin(); it != objectives_.end();) {
     const std::int64_t step = it->first;
@@ -452,14 +456,14 @@ CheckpointInfo CheckpointManager::Describe(std::int64_t step) const {
   info.step = step;
   info.objective = objectives_.at(step);
   info.path = dir_ / CheckpointDirName(step);
-  info.in_latest = LatestPool(objectives_, options_.keep_latest).contains(step);
-  info.in_best = BestPool(objectives_, options_.keep_best, options_.minimize).contains(step);
+  const PoolSteps pools = Pools(objectives_, options_);
+  info.in_latest = pools.latest.contains(step);
+  info.in_best = pools.best.contains(step);
   return info;
 }
 
 std::vector<CheckpointInfo> CheckpointManager::List() const {
-  const std::set<std::int64_t> latest = LatestPool(objectives_, options_.keep_latest);
-  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.minimize);
+  const auto [latest, best] = Pools(objectives_, options_);
   std::vector<CheckpointInfo> infos;
   for (const auto& [step, objective] : objectives_) {
     infos.push_back(
@@ -469,9 +473,10 @@ std::vector<CheckpointInfo> CheckpointManager::List() const {
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Best() const {
-  const std::vector<std::int64_t> ranked = RankByObjective(objectives_, options_.minimize);
+  const std::vector<RetentionCandidate> candidates = Candidates(objectives_);
+  const std::vector<std::size_t> ranked = RankByObjective(candidates, DirectionOf(options_));
   if (ranked.empty()) return std::nullopt;
-  return Describe(ranked.front());
+  return Describe(candidates[ranked.front()].step);
 }
 
 void CheckpointManager::Warn(const std::string& message) {

@@ -1,0 +1,93 @@
+#include "run/trial_ending.h"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+#include "run/failure_breaker.h"
+
+namespace dltune {
+namespace {
+
+TrialEnding Failed(ActiveTrial& trial, const EndedTrial& ended, const std::string& reason,
+                   const std::string& stderr_tail, std::string cause) {
+  const int exit_code = ended.status.signal ? 128 + ended.status.signal : ended.status.code;
+  trial.Fail(reason, exit_code, stderr_tail);
+  return {TrialState::kFailed, reason, std::move(cause)};
+}
+
+TrialEnding Stopped(ActiveTrial& trial, const std::string& reason, std::string cause = "") {
+  trial.Stop(reason);
+  return {TrialState::kStopped, reason, std::move(cause)};
+}
+
+// It ended with exit status 0.
+TrialEnding Succeeded(ActiveTrial& trial, const EndedTrial& ended) {
+  if (ended.end && ended.end->infeasible) {
+    trial.Infeasible(ended.end->reason);
+    return {TrialState::kInfeasible, ended.end->reason, ""};
+  }
+  const TrialState state = trial.Complete();
+  if (state != TrialState::kFailed) return {state, "", ""};
+  const std::string reason = "it reported no evaluation of the objective";
+  return {state, reason, FailureCause(reason, "")};
+}
+
+}  // namespace
+
+TrialEnding RecordEnding(ActiveTrial& trial, const EndedTrial& ended) {
+  const ExitStatus& status = ended.status;
+  const std::string stderr_tail = TailOfFile(ended.trial_dir / "stderr.log");
+  const std::string infrastructure =
+      status.ok() || ended.term_sent || ended.kill_sent ? "" : InfrastructureFailure(ended.trial_dir, stderr_tail);
+  if (!ended.protocol_error.empty()) {
+    const std::string reason = ended.protocol_error + " (see docs/trial-protocol.md)";
+    return Failed(trial, ended, reason, stderr_tail, FailureCause(reason, ""));
+  }
+  if (!ended.disk_fault.empty() && !status.ok()) {
+    return Stopped(trial,
+                   fmt::format("{}; the trial was stopped ({}) and resumes when the study is run again",
+                               ended.disk_fault, status.Describe()),
+                   FailureCause(ended.disk_fault, ""));
+  }
+  if (ended.timed_out) {
+    const std::string reason = fmt::format(
+        "timed out: it ran longer than training.timeout ({}); it resumes from its latest "
+        "checkpoint if retried (dltune run --retry-failed)",
+        FormatSeconds(ended.timeout_seconds));
+    return Failed(trial, ended, reason, stderr_tail, "timeout");
+  }
+  if (!infrastructure.empty()) {
+    return Stopped(trial,
+                   fmt::format("{}; the trial ended with {} and resumes when the study is run again", infrastructure,
+                               status.Describe()),
+                   FailureCause(infrastructure, ""));
+  }
+  if (status.code == kExitStopped && !status.signal) {
+    return Stopped(trial, ended.term_sent ? "stopped on request at step " + std::to_string(trial.last_step())
+                                          : "the trial stopped itself (exit status 75) at step " +
+                                                std::to_string(trial.last_step()));
+  }
+  if (ended.kill_sent || (ended.term_sent && status.signal == SIGTERM)) {
+    return Stopped(trial, ended.kill_sent ? "killed on request; it resumes from its latest checkpoint"
+                                          : "stopped on request (it ended on SIGTERM without exit status 75); it "
+                                            "resumes from its latest checkpoint");
+  }
+  if (status.ok()) return Succeeded(trial, ended);
+  std::string reason = "the trial program ended with " + status.Describe();
+  // A data-parallel trial: the rank that ended first is the cause; rank 0 only lost its peer.
+  if (!ended.peer_failure.empty()) {
+    reason = fmt::format("{}; rank 0 then ended with {} (see {})", ended.peer_failure, status.Describe(),
+                         (ended.trial_dir / "rank_*.log").string());
+  }
+  return Failed(trial, ended, reason, stderr_tail, FailureCause(reason, stderr_tail));
+}
+
+std::string FormatSeconds(double seconds) {
+  if (seconds >= 3600) return fmt::format("{:.3g} h", seconds / 3600);
+  if (seconds >= 60) return fmt::format("{:.3g} min", seconds / 60);
+  return fmt::format("{:.3g} s", seconds);
+}
+
+}  // namespace dltune
