@@ -141,10 +141,10 @@ std::set<std::int64_t> LatestPool(const std::map<std::int64_t, std::optional<dou
 
 // Steps of checkpoints with an objective, best first (ties: the earlier step first).
 std::vector<std::int64_t> RankByObjective(const std::map<std::int64_t, std::optional<double>>& objectives,
-                                          bool minimize) {
+                                          Direction direction) {
   std::vector<std::pair<double, std::int64_t>> ranked;
   for (const auto& [step, objective] : objectives) {
-    if (objective) ranked.emplace_back(minimize ? *objective : -*objective, step);
+    if (objective) ranked.emplace_back(direction == Direction::kMinimize ? *objective : -*objective, step);
   }
   std::sort(ranked.begin(), ranked.end());
   std::vector<std::int64_t> steps;
@@ -155,8 +155,8 @@ std::vector<std::int64_t> RankByObjective(const std::map<std::int64_t, std::opti
 
 // Steps of the `keep` checkpoints with the best objective.
 std::set<std::int64_t> BestPool(const std::map<std::int64_t, std::optional<double>>& objectives, int keep,
-                                bool minimize) {
-  const std::vector<std::int64_t> ranked = RankByObjective(objectives, minimize);
+                                Direction direction) {
+  const std::vector<std::int64_t> ranked = RankByObjective(objectives, direction);
   return {ranked.begin(), ranked.begin() + std::min<std::ptrdiff_t>(keep, std::ssize(ranked))};
 }
 
@@ -165,7 +165,7 @@ struct Meta {
   int format_version = 0;
   std::int64_t step = 0;
   std::optional<double> objective;
-  bool minimize = true;
+  Direction direction = Direction::kMinimize;
   nlohmann::json owner;  // null when recorded without one (format_version 1)
   std::map<std::string, FileDigest> files;
 };
@@ -196,7 +196,8 @@ std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
     meta.format_version = json.at("format_version").get<int>();
     meta.step = json.at("step").get<std::int64_t>();
     if (!json.at("objective").is_null()) meta.objective = json.at("objective").get<double>();
-    meta.minimize = json.at("minimize").get<bool>();
+    // meta.json records the direction as `"minimize": true|false`.
+    meta.direction = json.at("minimize").get<bool>() ? Direction::kMinimize : Direction::kMaximize;
     if (const auto owner = json.find("owner"); owner != json.end()) meta.owner = *owner;
     for (const auto& [name, file] : json.at("files").items()) {
       meta.files[name] = FileDigest{file.at("sha256").get<std::string>(), file.at("bytes").get<std::uintmax_t>()};
@@ -269,10 +270,10 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
                        DescribeCheckpointOwner(options_.owner)));
       continue;
     }
-    if (meta->objective && meta->minimize != options_.minimize) {
+    if (meta->objective && meta->direction != options_.direction) {
       throw Error(fmt::format("checkpoint {}: saved with an objective to {} but the manager is set to {} it",
-                              entry.path().string(), meta->minimize ? "minimize" : "maximize",
-                              options_.minimize ? "minimize" : "maximize"));
+                              entry.path().string(), DirectionName(meta->direction),
+                              DirectionName(options_.direction)));
     }
     objectives_[*step] = meta->objective;
   }
@@ -331,13 +332,13 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
     after[step] = objective;
     nlohmann::json pools = nlohmann::json::array();
     if (LatestPool(after, options_.keep_latest).contains(step)) pools.push_back("latest");
-    if (BestPool(after, options_.keep_best, options_.minimize).contains(step)) pools.push_back("best");
+    if (BestPool(after, options_.keep_best, options_.direction).contains(step)) pools.push_back("best");
 
     nlohmann::json meta = {{"format", kFormatName},
                            {"format_version", kFormatVersion},
                            {"step", step},
                            {"objective", objective ? nlohmann::json(*objective) : nlohmann::json(nullptr)},
-                           {"minimize", options_.minimize},
+                           {"minimize", options_.direction == Direction::kMinimize},
                            {"owner", options_.owner},
                            {"pools", pools},
                            {"files", files}};
@@ -380,7 +381,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
 
 std::vector<fs::path> CheckpointManager::ApplyRetention(std::int64_t keep_step) {
   const std::set<std::int64_t> latest = LatestPool(objectives_, options_.keep_latest);
-  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.minimize);
+  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.direction);
   std::vector<fs::path> deleted;
   for (auto it = objectives_.begin(); it != objectives_.end();) {
     const std::int64_t step = it->first;
@@ -453,13 +454,13 @@ CheckpointInfo CheckpointManager::Describe(std::int64_t step) const {
   info.objective = objectives_.at(step);
   info.path = dir_ / CheckpointDirName(step);
   info.in_latest = LatestPool(objectives_, options_.keep_latest).contains(step);
-  info.in_best = BestPool(objectives_, options_.keep_best, options_.minimize).contains(step);
+  info.in_best = BestPool(objectives_, options_.keep_best, options_.direction).contains(step);
   return info;
 }
 
 std::vector<CheckpointInfo> CheckpointManager::List() const {
   const std::set<std::int64_t> latest = LatestPool(objectives_, options_.keep_latest);
-  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.minimize);
+  const std::set<std::int64_t> best = BestPool(objectives_, options_.keep_best, options_.direction);
   std::vector<CheckpointInfo> infos;
   for (const auto& [step, objective] : objectives_) {
     infos.push_back(
@@ -469,7 +470,7 @@ std::vector<CheckpointInfo> CheckpointManager::List() const {
 }
 
 std::optional<CheckpointInfo> CheckpointManager::Best() const {
-  const std::vector<std::int64_t> ranked = RankByObjective(objectives_, options_.minimize);
+  const std::vector<std::int64_t> ranked = RankByObjective(objectives_, options_.direction);
   if (ranked.empty()) return std::nullopt;
   return Describe(ranked.front());
 }
