@@ -473,7 +473,7 @@ TEST_F(RunCli, TheExternalPyTorchExampleRunsEndToEnd) {
   EXPECT_THAT(evaluated.out, HasSubstr("checksum verified"));
   const auto evaluations = store->ListEvaluations(study->id);
   ASSERT_EQ(evaluations.size(), 1u);
-  const TrialRecord best = *store->BestTrials(study->id, true, 1, false).begin();
+  const TrialRecord best = *store->BestTrials(study->id, Direction::kMinimize, 1, false).begin();
   EXPECT_EQ(evaluations[0].trial, best.number);
   EXPECT_EQ(evaluations[0].step, *best.best_step);
   EXPECT_EQ(evaluations[0].metrics.at("error_rate"), *best.best_value);
@@ -494,7 +494,7 @@ TEST_F(RunCli, ALaunchCarriesOutTheLatestDecision) {
   const auto store = OpenStore(StoreUrl());
   const StudyRecord study = *store->FindStudy("smoke");
   const auto trials = store->ListTrials(study.id);
-  const auto best = *store->BestTrials(study.id, true, 1, false).begin();
+  const auto best = *store->BestTrials(study.id, Direction::kMinimize, 1, false).begin();
   std::uint64_t adopted = 0;  // a completed trial that is not the best: the decision, not the ranking, must choose
   for (const auto& trial : trials) {
     if (trial.state == TrialState::kCompleted && trial.number != best.number) adopted = trial.number;

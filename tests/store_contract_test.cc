@@ -473,15 +473,15 @@ TEST_P(StoreContract, CountsAndBestTrialsWithoutListingTrials) {
   const TrialCounts counts = store_->CountTrials(study.id);
   EXPECT_EQ(counts.Count(TrialState::kCompleted), 5);
   EXPECT_EQ(counts.Count(TrialState::kPending), 1);
-  const auto best = store_->BestTrials(study.id, true, 2, false);
+  const auto best = store_->BestTrials(study.id, Direction::kMinimize, 2, false);
   ASSERT_EQ(best.size(), 2u);
   EXPECT_EQ(best[0].number, 3u);
   EXPECT_EQ(best[1].number, 1u);
-  const auto per_substudy = store_->BestTrials(study.id, true, 10, true);
+  const auto per_substudy = store_->BestTrials(study.id, Direction::kMinimize, 10, true);
   ASSERT_EQ(per_substudy.size(), 2u);
   EXPECT_EQ(per_substudy[0].number, 2u);  // sub-study a: trials 0, 2, 4 -> 0.4 is its best
   EXPECT_EQ(per_substudy[1].number, 3u);
-  EXPECT_EQ(store_->BestTrials(study.id, false, 1, false)[0].number, 4u);
+  EXPECT_EQ(store_->BestTrials(study.id, Direction::kMaximize, 1, false)[0].number, 4u);
   EXPECT_EQ(store_->ListTrialsInState(study.id, TrialState::kPending).size(), 1u);
   EXPECT_EQ(store_->ListTrialsInState(study.id, TrialState::kCompleted, 2).size(), 2u);
 }

@@ -49,7 +49,7 @@ std::optional<std::uint64_t> BestTrialOf(const StudyData& data) {
     if (trial.state != TrialState::kCompleted) continue;
     const auto value = BestObjectiveOf(data, trial);
     if (!value) continue;
-    if (!best_value || (data.spec.objective.Minimize() ? *value < *best_value : *value > *best_value)) {
+    if (!best_value || IsBetter(*value, *best_value, data.spec.objective.direction)) {
       best = trial.number;
       best_value = value;
     }

@@ -243,9 +243,8 @@ std::uint64_t CompletedCount(const StudyData& data) {
 
 StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resamples, std::uint64_t seed) {
   if (a.spec.objective != b.spec.objective) {
-    throw Error(fmt::format("study '{}' measures {} ({}) and study '{}' {} ({}): they cannot be compared", a.study.name,
-                            a.spec.objective.Name(), DirectionName(a.spec.objective.direction), b.study.name,
-                            b.spec.objective.Name(), DirectionName(b.spec.objective.direction)));
+    throw Error(fmt::format("study '{}' measures {} and study '{}' {}: they cannot be compared", a.study.name,
+                            a.spec.objective.Describe(), b.study.name, b.spec.objective.Describe()));
   }
   StudyComparison comparison;
   comparison.objective = a.spec.objective;

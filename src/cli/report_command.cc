@@ -77,8 +77,7 @@ void RegisterCompareCommand(CLI::App& app) {
     const StudyData a = LoadStudyData(*store, args->a);
     const StudyData b = LoadStudyData(*store, args->b);
     const StudyComparison comparison = CompareStudies(a, b);
-    std::string out = fmt::format("{} vs {}: {} {}\n\n", args->a, args->b,
-                                  DirectionName(comparison.objective.direction), comparison.objective.Name());
+    std::string out = fmt::format("{} vs {}: {}\n\n", args->a, args->b, comparison.objective.Describe());
     TextTable table({"", args->a, args->b});
     const auto best = [](const ComparedStudy& c) {
       std::string text = c.best ? fmt::format("{:.6g} (trial {}, single run)", *c.best, *c.best_trial) : "-";

@@ -61,7 +61,7 @@ void PrintCheck(const StudySpec& spec, const StudyPlan& plan) {
   summary.AddRow({"trials run by", !spec.command.empty()         ? "command: " + spec.command
                                    : !spec.workload.name.empty() ? "workload " + spec.workload.name
                                                                  : "a program using the ask/tell API"});
-  summary.AddRow({"objective", DirectionName(spec.objective.direction) + " " + spec.objective.Name()});
+  summary.AddRow({"objective", spec.objective.Describe()});
   summary.AddRow({"max_train_steps", fmt::format("{} (the same for every trial)", spec.max_train_steps)});
   summary.AddRow({"sampler", fmt::format("{}, seed {}", spec.sampler.name, spec.seed)});
   summary.AddRow({"scientific_mode", ScientificModeName(spec.scientific_mode)});

@@ -224,8 +224,7 @@ std::vector<TrialRecord> TrialsToShow(Store& store, const StudySummary& summary,
   if (all || made <= static_cast<std::int64_t>(limit)) return store.ListTrials(summary.study.id);
   std::vector<TrialRecord> shown = store.ListTrialsInState(summary.study.id, TrialState::kRunning, limit);
   const std::size_t running = shown.size();
-  for (auto& trial :
-       store.BestTrials(summary.study.id, summary.objective.direction == Direction::kMinimize, limit, false)) {
+  for (auto& trial : store.BestTrials(summary.study.id, summary.objective.direction, limit, false)) {
     shown.push_back(std::move(trial));
   }
   note = fmt::format(
@@ -249,7 +248,7 @@ void PrintStudy(Store& store, const StudyRecord& study, std::size_t limit, bool 
                                        CommitText(study.git_commit, study.git_dirty))});
   if (!study.parent.empty()) facts.AddRow({"planned from", "study " + study.parent});
   facts.AddRow({"updated", FormatTime(study.updated_at)});
-  facts.AddRow({"objective", DirectionName(summary.objective.direction) + " " + summary.objective.Name()});
+  facts.AddRow({"objective", summary.objective.Describe()});
   facts.AddRow({"trials", summary.StateText()});
   facts.AddRow({"best", BestText(summary.best)});
   for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});

@@ -185,7 +185,7 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
           !data.spec.workload.name.empty() ? "workload " + data.spec.workload.name
           : !data.spec.command.empty()     ? "command: " + data.spec.command
                                            : "a program using the ask/tell API");
-  FactRow(page, "objective", DirectionName(summary.objective.direction) + " " + summary.objective.Name());
+  FactRow(page, "objective", summary.objective.Describe());
   FactRow(page, "max_train_steps",
           fmt::format("{} (evaluated every {} steps)", data.spec.max_train_steps,
                       data.spec.training.Resolved(data.spec.max_train_steps).eval_every_steps));

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/error.h"
+#include "dltune/core/objective.h"
 #include "dltune/workloads/train.h"
 #include "run/trial_report.h"
 
@@ -209,10 +210,11 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
     } catch (const Error& e) {
       throw Error(fmt::format("{}: {}", where, e.what()));
     }
-    run.options.objective =
-        Objective::Parse(trial.at("objective").at("metric").get<std::string>(),
-                         trial.at("objective").at("direction").get<std::string>() == "maximize" ? Direction::kMaximize
-                                                                                                : Direction::kMinimize);
+    try {
+      run.options.objective = ObjectiveFromJson(trial.at("objective"));
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
+    }
     // The same seeds as `dltune train --seed`, so the reproduction command reproduces the trial exactly.
     run.options.init_seed = trial.at("seed").get<std::uint64_t>();
     run.options.data_seed = run.options.init_seed;

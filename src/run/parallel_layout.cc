@@ -170,7 +170,7 @@ nlohmann::json ProbeTrial(const StudySpec& spec) {
   return {{"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           {"params", params},
           {"max_train_steps", steps},
-          {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
+          {"objective", ObjectiveToJson(spec.objective)},
           {"seed", first.seed},
           {"training", TrainingSettingsToJson(training)}};
 }

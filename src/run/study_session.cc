@@ -132,12 +132,10 @@ std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
   const StudySpec earlier_spec =
       ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
   if (earlier_spec.objective != spec.objective) {
-    throw Error(fmt::format(
-        "{}: sampler.warm_start study '{}' has objective {} ({}), this study {} ({}): its results cannot start this "
-        "study's model",
-        spec.sampler.where.ToString(), name, earlier_spec.objective.Name(),
-        DirectionName(earlier_spec.objective.direction), spec.objective.Name(),
-        DirectionName(spec.objective.direction)));
+    throw Error(
+        fmt::format("{}: sampler.warm_start study '{}' has objective {}, this study {}: its results cannot start this "
+                    "study's model",
+                    spec.sampler.where.ToString(), name, earlier_spec.objective.Describe(), spec.objective.Describe()));
   }
   return store.ListTrials(earlier->id);
 }

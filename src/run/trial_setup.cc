@@ -201,7 +201,7 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
           {"substudy", trial.substudy_label},
           {"seed", trial.seed},
           {"max_train_steps", TrialMaxTrainSteps(spec, trial.params)},
-          {"objective", {{"metric", spec.objective.Name()}, {"direction", DirectionName(spec.objective.direction)}}},
+          {"objective", ObjectiveToJson(spec.objective)},
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           // Every setting, the derived ones (the evaluation interval) worked out for the program that reads them.
           {"training", TrainingSettingsToJson(training)},

@@ -1,6 +1,7 @@
 // The Store, written once over SqlConnection: every backend runs this logic and this SQL (with `{now}` and
 // `{skip_locked}` filled in per dialect).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -66,6 +67,23 @@ std::string ParamsToJson(const Assignment& params) {
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [id, value] : params) object[id] = ValueToJson(value);
   return object.dump();
+}
+
+// A state's name as an SQL string literal (names are plain lowercase words).
+std::string StateLiteral(TrialState state) { return fmt::format("'{}'", TrialStateName(state)); }
+
+// "state = 'pending'" or "state IN ('a', 'b')": the trials `transition` moves from.
+std::string FromCondition(TrialTransition transition) {
+  const auto& from = TransitionRule(transition).from;
+  if (from.size() == 1) return "state = " + StateLiteral(from.front());
+  std::vector<std::string> literals;
+  for (const TrialState state : from) literals.push_back(StateLiteral(state));
+  return fmt::format("state IN ({})", fmt::join(literals, ", "));
+}
+
+// "state = 'running'": the one state `transition` moves trials to.
+std::string TargetAssignment(TrialTransition transition) {
+  return "state = " + StateLiteral(TransitionRule(transition).Target());
 }
 
 Assignment ParamsFromJson(const std::string& text) {
@@ -275,17 +293,25 @@ void SqlStore::AddTrials(std::int64_t study_id, const std::vector<NewTrial>& tri
     try {
       connection_->ExecuteMany(
           "INSERT INTO trials (study_id, number, substudy, substudy_label, params, seed, configuration, replica, "
-          "state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+          "state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, " +
+              StateLiteral(TransitionRule(TrialTransition::kCreate).Target()) + ")",
           rows);
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: the study already has a trial with one of these numbers", url_));
     }
-    CountMove(study_id, "", "pending", static_cast<std::int64_t>(trials.size()));
+    CountMove(study_id, TrialTransition::kCreate, TrialState::kPending, static_cast<std::int64_t>(trials.size()));
     TouchStudy(study_id);
   });
 }
 
-void SqlStore::CountMove(std::int64_t study_id, const std::string& from, const std::string& to, std::int64_t count) {
+void SqlStore::CountMove(std::int64_t study_id, TrialTransition transition, TrialState to_state, std::int64_t count) {
+  const TrialTransitionRule& rule = TransitionRule(transition);
+  if (rule.from.size() > 1 || !rule.Reaches(to_state)) {
+    throw Error(
+        fmt::format("the trial transition '{}' does not move trials to {}", rule.name, TrialStateName(to_state)));
+  }
+  const std::string from = rule.from.empty() ? "" : TrialStateName(rule.from.front());
+  const std::string to = TrialStateName(to_state);
   if (count == 0 || from == to) return;
   for (const auto& [state, delta] : {std::pair{from, -count}, std::pair{to, count}}) {
     if (state.empty()) continue;
@@ -348,24 +374,25 @@ std::vector<TrialRecord> SqlStore::ListTrialsInState(std::int64_t study_id, Tria
   });
 }
 
-std::vector<TrialRecord> SqlStore::BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+std::vector<TrialRecord> SqlStore::BestTrials(std::int64_t study_id, Direction direction, std::size_t limit,
                                               bool per_substudy) {
+  const bool ascending = direction == Direction::kMinimize;
   // Every read below walks an index (trials_by_best, trials_by_substudy_best) a few rows deep: the cost does not
   // grow with the study.
   return Transaction(false, [&] {
-    const std::string completed = "study_id = ? AND state = 'completed' AND best_value IS NOT NULL";
+    const std::string completed =
+        "study_id = ? AND state = " + StateLiteral(TrialState::kCompleted) + " AND best_value IS NOT NULL";
     std::vector<TrialRecord> trials;
     if (!per_substudy) {
       // Descending by value and number reads the index backwards; ties go back to the lower number below.
-      const std::string order = minimize ? "best_value ASC, number ASC" : "best_value DESC, number DESC";
+      const std::string order = ascending ? "best_value ASC, number ASC" : "best_value DESC, number DESC";
       for (const auto& row : connection_->Query(fmt::format("SELECT {} FROM trials WHERE {} ORDER BY {} LIMIT {}",
                                                             kTrialColumns, completed, order, limit),
                                                 {study_id})) {
         trials.push_back(TrialFromRow(row));
       }
       std::stable_sort(trials.begin(), trials.end(), [&](const TrialRecord& a, const TrialRecord& b) {
-        if (*a.best_value != *b.best_value)
-          return minimize ? *a.best_value < *b.best_value : *a.best_value > *b.best_value;
+        if (*a.best_value != *b.best_value) return IsBetter(*a.best_value, *b.best_value, direction);
         return a.number < b.number;
       });
       return trials;
@@ -376,7 +403,7 @@ std::vector<TrialRecord> SqlStore::BestTrials(std::int64_t study_id, bool minimi
     const std::string best_of = fmt::format(
         "SELECT {0} FROM trials WHERE {1} AND substudy = ? AND best_value = (SELECT best_value FROM trials WHERE {1} "
         "AND substudy = ? ORDER BY best_value {2} LIMIT 1) ORDER BY number LIMIT 1",
-        kTrialColumns, completed, minimize ? "ASC" : "DESC");
+        kTrialColumns, completed, ascending ? "ASC" : "DESC");
     std::int64_t after = -1;
     while (trials.size() < limit) {
       const auto next = AsOptionalInt(connection_->Query(next_substudy, {study_id, after}).front().front());
@@ -395,14 +422,14 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
   return Transaction(true, [&]() -> std::optional<std::pair<TrialRecord, TrialLease>> {
     // SQLite holds the write lock for the whole transaction; PostgreSQL skips rows other claimers have locked.
     const auto rows = connection_->Query(
-        Sql("UPDATE trials SET state = 'running', worker = ?, heartbeat_at = {now}, "
-            "started_at = COALESCE(started_at, {now}) "
-            "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND state = 'pending' ORDER BY number LIMIT 1 "
-            "{skip_locked}) RETURNING ") +
+        Sql("UPDATE trials SET " + TargetAssignment(TrialTransition::kClaim) +
+            ", worker = ?, heartbeat_at = {now}, started_at = COALESCE(started_at, {now}) "
+            "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND " +
+            FromCondition(TrialTransition::kClaim) + " ORDER BY number LIMIT 1 {skip_locked}) RETURNING ") +
             kTrialColumns,
         {worker, study_id});
     if (rows.empty()) return std::nullopt;
-    CountMove(study_id, "pending", "running");
+    CountMove(study_id, TrialTransition::kClaim, TrialState::kRunning);
     TouchStudy(study_id);
     TrialRecord trial = TrialFromRow(rows.front());
     TrialLease lease{trial.id, worker};
@@ -419,10 +446,11 @@ std::int64_t SqlStore::CheckLease(const TrialLease& lease) {
   if (rows.empty()) throw LeaseLostError(fmt::format("{}: trial id {} does not exist", url_, lease.trial_id));
   const std::string state = AsText(rows.front()[1]);
   const std::string holder = AsText(rows.front()[2]);
-  if (state != "running" || holder != lease.worker) {
+  const bool running = state == TrialStateName(TrialState::kRunning);
+  if (!running || holder != lease.worker) {
     throw LeaseLostError(fmt::format("{}: trial {} is {}{} and no longer held by worker '{}'", url_,
-                                     AsInt(rows.front()[3]), state,
-                                     state == "running" ? " by worker '" + holder + "'" : "", lease.worker));
+                                     AsInt(rows.front()[3]), state, running ? " by worker '" + holder + "'" : "",
+                                     lease.worker));
   }
   return AsInt(rows.front()[0]);
 }
@@ -486,7 +514,7 @@ void SqlStore::TruncateAfter(const TrialLease& lease, std::int64_t step) {
 }
 
 void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
-  if (!CanTransition(TrialState::kRunning, outcome.state) || outcome.state == TrialState::kPending) {
+  if (!TransitionRule(TrialTransition::kFinish).Allows(TrialState::kRunning, outcome.state)) {
     throw Error(fmt::format("a trial cannot finish as {}", TrialStateName(outcome.state)));
   }
   Transaction(true, [&] {
@@ -503,7 +531,7 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
         {TrialStateName(outcome.state), SanitizeUtf8(outcome.reason), Optional(outcome.final_value),
          Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), TimeSplitToJson(time_split),
          lease.trial_id});
-    CountMove(study_id, "running", TrialStateName(outcome.state));
+    CountMove(study_id, TrialTransition::kFinish, outcome.state);
     TouchStudy(study_id);
   });
 }
@@ -521,12 +549,12 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
                                               const SqlValue& condition_arg, const std::string& why,
                                               std::optional<int> max_retries) {
   return Transaction(true, [&] {
-    const auto stale =
-        connection_->Query(Sql("SELECT id, number, worker, retries, furthest_step, "
-                               "(SELECT MAX(step) FROM train_measurements m WHERE m.trial_id = trials.id) "
-                               "FROM trials WHERE study_id = ? AND state = 'running' AND " +
-                               condition + " ORDER BY number {skip_locked}"),
-                           {study_id, condition_arg});
+    const auto stale = connection_->Query(
+        Sql("SELECT id, number, worker, retries, furthest_step, "
+            "(SELECT MAX(step) FROM train_measurements m WHERE m.trial_id = trials.id) "
+            "FROM trials WHERE study_id = ? AND " +
+            FromCondition(TrialTransition::kReclaim) + " AND " + condition + " ORDER BY number {skip_locked}"),
+        {study_id, condition_arg});
     std::vector<ReclaimedTrial> reclaimed;
     for (const auto& row : stale) {
       const std::int64_t furthest = AsOptionalInt(row[4]).value_or(-1);
@@ -543,13 +571,13 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
               ? fmt::format("worker '{}' {} before the trial got further; retry {} of {}", worker, why, retries,
                             *max_retries)
               : fmt::format("worker '{}' {} at step {}; it resumes from its latest checkpoint", worker, why, reached);
+      const TrialState target = give_up ? TrialState::kFailed : TrialState::kPending;
       connection_->Execute(
           Sql(std::string("UPDATE trials SET state = ?, retries = ?, reason = ?, furthest_step = ?, worker = ") +
               (give_up ? "worker, ended_at = {now}" : "''") + " WHERE id = ?"),
-          {give_up ? "failed" : "pending", std::int64_t{retries}, reason, std::max(furthest, reached), AsInt(row[0])});
-      reclaimed.push_back({static_cast<std::uint64_t>(AsInt(row[1])), worker,
-                           give_up ? TrialState::kFailed : TrialState::kPending, counted});
-      CountMove(study_id, "running", give_up ? "failed" : "pending");
+          {TrialStateName(target), std::int64_t{retries}, reason, std::max(furthest, reached), AsInt(row[0])});
+      reclaimed.push_back({static_cast<std::uint64_t>(AsInt(row[1])), worker, target, counted});
+      CountMove(study_id, TrialTransition::kReclaim, target);
     }
     if (!reclaimed.empty()) TouchStudy(study_id);
     return reclaimed;
@@ -558,10 +586,11 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
 
 int SqlStore::ResumeStopped(std::int64_t study_id) {
   return Transaction(true, [&] {
-    const auto rows = connection_->Query(
-        "UPDATE trials SET state = 'pending', worker = '' WHERE study_id = ? AND state = 'stopped' RETURNING id",
-        {study_id});
-    CountMove(study_id, "stopped", "pending", static_cast<std::int64_t>(rows.size()));
+    const auto rows = connection_->Query("UPDATE trials SET " + TargetAssignment(TrialTransition::kResume) +
+                                             ", worker = '' WHERE study_id = ? AND " +
+                                             FromCondition(TrialTransition::kResume) + " RETURNING id",
+                                         {study_id});
+    CountMove(study_id, TrialTransition::kResume, TrialState::kPending, static_cast<std::int64_t>(rows.size()));
     if (!rows.empty()) TouchStudy(study_id);
     return static_cast<int>(rows.size());
   });
@@ -578,11 +607,12 @@ void SqlStore::ExtendStudy(std::int64_t study_id, const std::string& spec_text, 
 
 int SqlStore::RetryFailed(std::int64_t study_id) {
   return Transaction(true, [&] {
-    const auto rows = connection_->Query(
-        "UPDATE trials SET state = 'pending', worker = '', ended_at = NULL, retries = 0, "
-        "reason = 'retried after it failed: ' || reason WHERE study_id = ? AND state = 'failed' RETURNING id",
-        {study_id});
-    CountMove(study_id, "failed", "pending", static_cast<std::int64_t>(rows.size()));
+    const auto rows = connection_->Query("UPDATE trials SET " + TargetAssignment(TrialTransition::kRetry) +
+                                             ", worker = '', ended_at = NULL, retries = 0, "
+                                             "reason = 'retried after it failed: ' || reason WHERE study_id = ? AND " +
+                                             FromCondition(TrialTransition::kRetry) + " RETURNING id",
+                                         {study_id});
+    CountMove(study_id, TrialTransition::kRetry, TrialState::kPending, static_cast<std::int64_t>(rows.size()));
     if (!rows.empty()) TouchStudy(study_id);
     return static_cast<int>(rows.size());
   });

@@ -32,7 +32,7 @@ class SqlStore final : public Store {
   std::optional<TrialRecord> FindTrial(std::int64_t study_id, std::uint64_t number) override;
   TrialCounts CountTrials(std::int64_t study_id) override;
   std::vector<TrialRecord> ListTrialsInState(std::int64_t study_id, TrialState state, std::size_t limit) override;
-  std::vector<TrialRecord> BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+  std::vector<TrialRecord> BestTrials(std::int64_t study_id, Direction direction, std::size_t limit,
                                       bool per_substudy) override;
   std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
                                                               const std::string& worker) override;
@@ -77,8 +77,9 @@ class SqlStore final : public Store {
   // Inside a write transaction: inserts the evaluation and returns its id; ReadEvaluation reads one back.
   std::int64_t InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation);
   CheckpointEvaluation ReadEvaluation(std::int64_t evaluation_id);
-  // Moves `count` trials of the study from state `from` to state `to` in trial_counts ("" for none: trials added).
-  void CountMove(std::int64_t study_id, const std::string& from, const std::string& to, std::int64_t count = 1);
+  // Counts `count` trials of the study moved by `transition` (from its one source state, or none for new trials) to
+  // `to` in trial_counts. Throws Error when the transition does not reach `to`.
+  void CountMove(std::int64_t study_id, TrialTransition transition, TrialState to, std::int64_t count = 1);
 
   std::unique_ptr<SqlConnection> connection_;
   std::string url_;

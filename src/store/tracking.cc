@@ -140,9 +140,9 @@ StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t 
   const TrialCounts counts = store.CountTrials(study.id);
   summary.state_counts = counts.by_state;
   summary.trial_count = counts.made;
-  const bool minimize = summary.objective.direction == Direction::kMinimize;
-  if (const auto best = store.BestTrials(study.id, minimize, 1, false); !best.empty()) summary.best = BestOf(best[0]);
-  for (const auto& trial : store.BestTrials(study.id, minimize, max_substudies + 1, true)) {
+  const Direction direction = summary.objective.direction;
+  if (const auto best = store.BestTrials(study.id, direction, 1, false); !best.empty()) summary.best = BestOf(best[0]);
+  for (const auto& trial : store.BestTrials(study.id, direction, max_substudies + 1, true)) {
     summary.best_per_substudy.push_back(BestOf(trial));
   }
   // Replicated configurations are compared by their means: that needs their completed trials.

@@ -80,12 +80,12 @@ Objective ParseObjective(const YamlNode& node) {
   node.ExpectMap({"metric", "direction"});
   Direction direction = Direction::kMinimize;
   if (const auto given = node.Find("direction")) {
-    const std::string text = given->AsString();
-    if (text == "maximize") {
-      direction = Direction::kMaximize;
-    } else if (text != "minimize") {
-      throw given->Fail(
-          fmt::format("must be minimize or maximize, not '{}'{}", text, DidYouMean(text, {"minimize", "maximize"})));
+    try {
+      direction = ParseDirection(given->AsString());
+    } catch (const SpecError&) {
+      throw;
+    } catch (const Error& e) {
+      throw given->Fail(e.what());
     }
   }
   if (const auto metric = node.Find("metric")) return parse(*metric, direction);

@@ -141,10 +141,6 @@ std::vector<RetentionCandidate> Candidates(const std::map<std::int64_t, std::opt
   return candidates;
 }
 
-Direction DirectionOf(const CheckpointOptions& options) {
-  return options.minimize ? Direction::kMinimize : Direction::kMaximize;
-}
-
 // Steps of the checkpoints in each retention pool.
 struct PoolSteps {
   std::set<std::int64_t> latest;
@@ -155,7 +151,7 @@ PoolSteps Pools(const std::map<std::int64_t, std::optional<double>>& objectives,
   const std::vector<RetentionCandidate> candidates = Candidates(objectives);
   const RetainedCheckpoints kept = RetainCheckpoints(
       candidates,
-      {.keep_latest = options.keep_latest, .keep_best = options.keep_best, .direction = DirectionOf(options)});
+      {.keep_latest = options.keep_latest, .keep_best = options.keep_best, .direction = options.direction});
   PoolSteps pools;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (kept.latest[i]) pools.latest.insert(candidates[i].step);
@@ -169,7 +165,7 @@ struct Meta {
   int format_version = 0;
   std::int64_t step = 0;
   std::optional<double> objective;
-  bool minimize = true;
+  Direction direction = Direction::kMinimize;
   nlohmann::json owner;  // null when recorded without one (format_version 1)
   std::map<std::string, FileDigest> files;
 };
@@ -200,7 +196,8 @@ std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
     meta.format_version = json.at("format_version").get<int>();
     meta.step = json.at("step").get<std::int64_t>();
     if (!json.at("objective").is_null()) meta.objective = json.at("objective").get<double>();
-    meta.minimize = json.at("minimize").get<bool>();
+    // meta.json records the direction as `"minimize": true|false`.
+    meta.direction = json.at("minimize").get<bool>() ? Direction::kMinimize : Direction::kMaximize;
     if (const auto owner = json.find("owner"); owner != json.end()) meta.owner = *owner;
     for (const auto& [name, file] : json.at("files").items()) {
       meta.files[name] = FileDigest{file.at("sha256").get<std::string>(), file.at("bytes").get<std::uintmax_t>()};
@@ -273,10 +270,10 @@ CheckpointManager::CheckpointManager(CheckpointOptions options) : options_(std::
                        DescribeCheckpointOwner(options_.owner)));
       continue;
     }
-    if (meta->objective && meta->minimize != options_.minimize) {
+    if (meta->objective && meta->direction != options_.direction) {
       throw Error(fmt::format("checkpoint {}: saved with an objective to {} but the manager is set to {} it",
-                              entry.path().string(), meta->minimize ? "minimize" : "maximize",
-                              options_.minimize ? "minimize" : "maximize"));
+                              entry.path().string(), DirectionName(meta->direction),
+                              DirectionName(options_.direction)));
     }
     objectives_[*step] = meta->objective;
   }
@@ -342,7 +339,7 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
                            {"format_version", kFormatVersion},
                            {"step", step},
                            {"objective", objective ? nlohmann::json(*objective) : nlohmann::json(nullptr)},
-                           {"minimize", options_.minimize},
+                           {"minimize", options_.direction == Direction::kMinimize},
                            {"owner", options_.owner},
                            {"pools", pools},
                            {"files", files}};
@@ -474,7 +471,7 @@ std::vector<CheckpointInfo> CheckpointManager::List() const {
 
 std::optional<CheckpointInfo> CheckpointManager::Best() const {
   const std::vector<RetentionCandidate> candidates = Candidates(objectives_);
-  const std::vector<std::size_t> ranked = RankByObjective(candidates, DirectionOf(options_));
+  const std::vector<std::size_t> ranked = RankByObjective(candidates, options_.direction);
   if (ranked.empty()) return std::nullopt;
   return Describe(candidates[ranked.front()].step);
 }

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/core/objective.h"
+
 namespace dltune {
 
 // How a CheckpointManager names, keeps and ranks checkpoints. Validated by the CheckpointManager constructor.
@@ -24,8 +26,8 @@ struct CheckpointOptions {
   int keep_latest = 2;
   // Size of the `best` pool: the keep_best checkpoints with the best objective. Must be >= 0.
   int keep_best = 1;
-  // Direction of the objective: true when lower is better (a loss or an error rate), false when higher is.
-  bool minimize = true;
+  // Direction of the objective: minimize for a loss or an error rate, maximize for an accuracy.
+  Direction direction = Direction::kMinimize;
   // Whose checkpoints these are (a JSON object: for a study's trial its study, study uid, trial number, seed and
   // params hash), recorded in every meta.json. A checkpoint recorded with another owner, or none, is foreign: never
   // listed, loaded, ranked or deleted. null: checkpoints of any owner are this manager's.

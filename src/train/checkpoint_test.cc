@@ -52,9 +52,9 @@ class CheckpointTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  CheckpointOptions Options(int keep_latest, int keep_best, bool minimize = true) const {
+  CheckpointOptions Options(int keep_latest, int keep_best, Direction direction = Direction::kMinimize) const {
     return CheckpointOptions{
-        .dir = dir_.string(), .keep_latest = keep_latest, .keep_best = keep_best, .minimize = minimize};
+        .dir = dir_.string(), .keep_latest = keep_latest, .keep_best = keep_best, .direction = direction};
   }
 
   // Names of everything in the checkpoint directory, sorted.
@@ -215,7 +215,7 @@ TEST_F(CheckpointTest, NothingLoadableGivesNullopt) {
 
 // keep_latest=2, keep_best=1 over one sequence of objectives: the directories left after each save.
 struct RetentionCase {
-  bool minimize;
+  Direction direction;
   std::vector<std::vector<std::string>> remaining;  // after saving steps 1..6
   std::vector<std::vector<std::int64_t>> deleted;   // by each save
   std::int64_t best;
@@ -223,7 +223,7 @@ struct RetentionCase {
 
 TEST_F(CheckpointTest, RetentionKeepsLatestAndBestMinimize) {
   const std::vector<double> objectives = {0.5, 0.3, 0.4, 0.6, 0.2, 0.7};
-  const RetentionCase expected{true,
+  const RetentionCase expected{Direction::kMinimize,
                                {{"step_00000001"},
                                 {"step_00000001", "step_00000002"},
                                 {"step_00000002", "step_00000003"},
@@ -232,7 +232,7 @@ TEST_F(CheckpointTest, RetentionKeepsLatestAndBestMinimize) {
                                 {"step_00000005", "step_00000006"}},
                                {{}, {}, {1}, {}, {2, 3}, {4}},
                                5};
-  CheckpointManager manager(Options(2, 1, expected.minimize));
+  CheckpointManager manager(Options(2, 1, expected.direction));
   for (std::size_t i = 0; i < objectives.size(); ++i) {
     const auto step = static_cast<std::int64_t>(i + 1);
     const SavedCheckpoint saved = manager.Save(step, objectives[i], WritePayload(step));
@@ -258,7 +258,7 @@ TEST_F(CheckpointTest, RetentionKeepsLatestAndBestMaximize) {
                                                            {"step_00000004", "step_00000005"},
                                                            {"step_00000005", "step_00000006"}};
   const std::vector<std::int64_t> best = {1, 1, 1, 4, 4, 6};
-  CheckpointManager manager(Options(2, 1, /*minimize=*/false));
+  CheckpointManager manager(Options(2, 1, Direction::kMaximize));
   for (std::size_t i = 0; i < objectives.size(); ++i) {
     const auto step = static_cast<std::int64_t>(i + 1);
     manager.Save(step, objectives[i], WritePayload(step));
@@ -339,9 +339,9 @@ TEST_F(CheckpointTest, RankingsAreRebuiltByANewManager) {
 }
 
 TEST_F(CheckpointTest, OppositeDirectionOnRestartIsAnError) {
-  { CheckpointManager(Options(2, 1, /*minimize=*/true)).Save(1, 0.5, WritePayload(1)); }
+  { CheckpointManager(Options(2, 1, Direction::kMinimize)).Save(1, 0.5, WritePayload(1)); }
   try {
-    CheckpointManager manager(Options(2, 1, /*minimize=*/false));
+    CheckpointManager manager(Options(2, 1, Direction::kMaximize));
     FAIL() << "expected Error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("step_00000001"));

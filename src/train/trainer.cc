@@ -190,7 +190,7 @@ class Loop {
           std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
                                                                 .keep_latest = settings_.keep_latest_checkpoints,
                                                                 .keep_best = settings_.keep_best_checkpoints,
-                                                                .minimize = options.objective.Minimize(),
+                                                                .direction = options.objective.direction,
                                                                 .owner = options.checkpoint_owner});
       if (const auto& foreign = checkpoints_->Foreign(); !foreign.empty()) {
         throw Error(fmt::format("{} holds {} checkpoint{} of {}, not of this run ({}): they are neither resumed from "

@@ -6,12 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace dltune {
 
 enum class Direction { kMinimize, kMaximize };
 
 // "minimize" or "maximize".
 std::string DirectionName(Direction direction);
+// The direction DirectionName names; throws Error for any other text ("must be minimize or maximize, not 'x'").
+Direction ParseDirection(std::string_view text);
 
 // Whether `a` is a better objective value than `b` in `direction`.
 bool IsBetter(double a, double b, Direction direction);
@@ -23,7 +27,8 @@ struct Objective {
 
   // "valid/error_rate": how specs, trial.json and people name it.
   std::string Name() const { return split + "/" + metric; }
-  bool Minimize() const { return direction == Direction::kMinimize; }
+  // "minimize valid/error_rate": the direction and the name, as summaries print them.
+  std::string Describe() const;
 
   // "split/metric"; a metric without a split ("loss") is the validation split's. Throws Error for an empty split
   // or metric.
@@ -31,5 +36,10 @@ struct Objective {
 
   bool operator==(const Objective&) const = default;
 };
+
+// The objective's JSON form, as trial.json holds it: {"metric": "valid/error_rate", "direction": "minimize"}.
+nlohmann::json ObjectiveToJson(const Objective& objective);
+// Reads ObjectiveToJson's form back; throws Error for a missing or mistyped field or a bad metric or direction.
+Objective ObjectiveFromJson(const nlohmann::json& json);
 
 }  // namespace dltune

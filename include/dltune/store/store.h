@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "dltune/core/error.h"
+#include "dltune/core/objective.h"
 #include "dltune/space/param.h"
 #include "dltune/study/trial.h"
 
@@ -292,9 +293,9 @@ class Store {
   // The study's trials in `state`, by number; at most `limit` of them (0: every one).
   virtual std::vector<TrialRecord> ListTrialsInState(std::int64_t study_id, TrialState state,
                                                      std::size_t limit = 0) = 0;
-  // Completed trials with a best value, best first (lower is better when `minimize`; ties: lower number); at most
+  // Completed trials with a best value, best first in `direction` (ties: lower number); at most
   // `limit`. With `per_substudy`, only the best trial of each sub-study, in sub-study order.
-  virtual std::vector<TrialRecord> BestTrials(std::int64_t study_id, bool minimize, std::size_t limit,
+  virtual std::vector<TrialRecord> BestTrials(std::int64_t study_id, Direction direction, std::size_t limit,
                                               bool per_substudy) = 0;
 
   // Atomically moves the lowest-numbered pending trial to running for `worker`; nullopt when none is pending.

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dltune {
 
@@ -27,7 +28,35 @@ std::optional<TrialState> ParseTrialState(std::string_view name);
 // trial may be retried on request (failed -> pending).
 bool IsFinished(TrialState state);
 
-// Whether the lifecycle above allows moving from `from` to `to`.
+// The lifecycle's named moves. The store makes every state change through one of them.
+enum class TrialTransition {
+  kCreate,   // a new trial: -> pending
+  kClaim,    // pending -> running
+  kReclaim,  // running -> pending, or failed once it has been reclaimed too often
+  kResume,   // stopped -> pending
+  kRetry,    // failed -> pending, on request
+  kFinish,   // running -> completed | infeasible | failed | stopped
+};
+
+// One named move: from any state of `from` (none for a new trial) to any of `to`.
+struct TrialTransitionRule {
+  TrialTransition transition;
+  std::string_view name;  // "claim"
+  std::vector<TrialState> from;
+  std::vector<TrialState> to;
+
+  bool Allows(TrialState from_state, TrialState to_state) const;
+  bool Reaches(TrialState to_state) const;
+  // The one state it reaches; throws Error for a move with several (reclaim, finish).
+  TrialState Target() const;
+};
+
+// The lifecycle above as a table, one rule per TrialTransition in its order: the single source of the states a
+// trial may move between.
+const std::vector<TrialTransitionRule>& TrialTransitions();
+const TrialTransitionRule& TransitionRule(TrialTransition transition);
+
+// Whether some rule of the table allows moving from `from` to `to`.
 bool CanTransition(TrialState from, TrialState to);
 
 }  // namespace dltune
