@@ -1,11 +1,13 @@
 // What the live dashboard (`dltune serve`) shows, as JSON documents built from the store: the studies table, one
-// study (tracking record, diagnostics, charts, trials), one trial. The HTTP server only routes requests to these;
-// the page (web/dashboard.js) renders them. Every user-written string is a JSON string value, never markup: the page
-// inserts them as text. Each function reads the store once per call and is as thread-safe as its Store (one thread at
-// a time: ReadOnlyStorePool lends one to each thread).
+// study (tracking record, diagnostics, charts, trials), one trial; and the server that answers the page with them
+// (ServeDashboard), which only routes requests to these; the page (web/dashboard.js) renders them. Every user-written
+// string is a JSON string value, never markup: the page inserts them as text. Each function reads the store once per
+// call and is as thread-safe as its Store (one thread at a time: ReadOnlyStorePool lends one to each thread).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -134,5 +136,32 @@ struct WebAsset {
 // Every file the dashboard serves — its page, script and style (web/dashboard.*) and the vega builds — found where
 // the report finds its libraries (FindWebDir, html_report.h). Throws Error naming what is missing.
 std::vector<WebAsset> DashboardAssets();
+
+// How the dashboard's server listens and whom it answers.
+struct DashboardServerOptions {
+  std::string host = "127.0.0.1";  // the address to listen on; a loopback one serves this machine only
+  int port = 8737;                 // 0: a free one
+  // Required on every request when not empty; when empty and `host` is not a loopback address, a random one.
+  std::string token;
+  // Names the server may be reached by (its Host header) besides `host` and, on loopback, localhost; other Host
+  // values are refused (against DNS rebinding). A wildcard `host` (0.0.0.0, ::) is reached by any name.
+  std::vector<std::string> allowed_hosts;
+  std::size_t max_connections = 64;  // open at once; more are refused with 503
+};
+
+// Where a dashboard listens, told once it does.
+struct DashboardAddress {
+  std::string store_url;  // the store it shows
+  std::string url;        // the page's address, with "?token=..." when the server needs its token
+  bool loopback = true;   // whether it serves this machine only; if not, every request needs the token
+};
+
+// Serves the live dashboard of the store at `store_url` — the page and its files (DashboardAssets), the JSON of
+// StudiesJson / StudyJson / TrialJson, the trials' profile traces (TrialProfileTrace), nothing else from the
+// filesystem — until `stop` is set, each connection on a thread of its own, with deadlines, a bound on connections,
+// Host and token checks. Calls `listening` once it listens, before it answers. Throws Error when the store cannot be
+// read, a file of the page is missing, or the address cannot be listened on.
+void ServeDashboard(const std::string& store_url, const DashboardServerOptions& options, const std::atomic<bool>& stop,
+                    const std::function<void(const DashboardAddress&)>& listening);
 
 }  // namespace dltune

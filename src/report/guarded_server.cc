@@ -1,4 +1,4 @@
-#include "guarded_server.h"
+#include "report/guarded_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-namespace dltune::cli {
+namespace dltune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -270,4 +270,4 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   return served;
 }
 
-}  // namespace dltune::cli
+}  // namespace dltune

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace dltune::cli {
+namespace dltune {
 
 struct ServerGuards {
   std::size_t max_connections = 64;                    // open at once; more are answered 503 and closed
@@ -48,4 +48,4 @@ bool IsLoopbackHost(const std::string& host);
 // A new random token (32 hex digits) for a server reachable from other machines.
 std::string NewAccessToken();
 
-}  // namespace dltune::cli
+}  // namespace dltune
