@@ -8,17 +8,16 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <sstream>
 #include <thread>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
 #include "guarded_server.h"
@@ -29,14 +28,6 @@ namespace {
 
 std::atomic<bool> serve_stop{false};
 extern "C" void StopServing(int) { serve_stop.store(true); }
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("{}: cannot read", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // `data` in gzip format (RFC 1952).
 std::string Gzip(const std::string& data) {
@@ -70,7 +61,7 @@ struct Asset {
 std::map<std::string, Asset> LoadAssets() {
   std::map<std::string, Asset> assets;
   for (const auto& asset : dltune::DashboardAssets()) {
-    std::string body = ReadFile(asset.path);
+    std::string body = ReadWholeFile(asset.path);
     std::string gzipped = Gzip(body);
     assets[asset.url_name] = {std::move(body), std::move(gzipped), asset.content_type};
   }
@@ -203,7 +194,7 @@ void RegisterServeCommand(CLI::App& app) {
                  if (!trace) return SendError(response, 404, "this trial has no profile trace");
                  std::string body;
                  try {
-                   body = ReadFile(*trace);
+                   body = ReadWholeFile(*trace);
                  } catch (const Error& e) {
                    return SendError(response, 404, e.what());
                  }
