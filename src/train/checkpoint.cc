@@ -11,12 +11,12 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/sha256.h"
 #include "dltune/core/error.h"
 
@@ -79,15 +79,6 @@ void WriteFileSynced(const fs::path& path, const std::string& content) {
     ThrowErrno("cannot fsync", path);
   }
   if (::close(fd) != 0) ThrowErrno("cannot close", path);
-}
-
-// The whole content of a small file, or nullopt when it cannot be read.
-std::optional<std::string> ReadSmallFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return std::nullopt;
-  return content;
 }
 
 struct FileDigest {
@@ -172,12 +163,12 @@ struct Meta {
 
 // Reads and checks meta.json against the commit marker. Returns the meta, or sets `why` and returns nullopt.
 std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
-  const std::optional<std::string> marker = ReadSmallFile(checkpoint_dir / kCommitFile);
+  const std::optional<std::string> marker = ReadFileIfReadable(checkpoint_dir / kCommitFile);
   if (!marker) {
     why = "no commit marker";
     return std::nullopt;
   }
-  const std::optional<std::string> text = ReadSmallFile(checkpoint_dir / kMetaFile);
+  const std::optional<std::string> text = ReadFileIfReadable(checkpoint_dir / kMetaFile);
   if (!text) {
     why = "meta.json is missing or unreadable";
     return std::nullopt;
