@@ -356,7 +356,9 @@ void TfEventsWriter::WriteRecord(std::string_view data) {
 }
 
 std::vector<TfEvent> ReadTfEvents(const std::filesystem::path& path) {
-  const std::string contents = ReadWholeFile(path);
+  const std::optional<std::string> read = ReadFileIfReadable(path);
+  if (!read) throw IoError(path.string() + ": cannot open the TensorBoard event file");
+  const std::string& contents = *read;
   const std::string_view bytes = contents;
 
   std::vector<TfEvent> events;
