@@ -70,7 +70,8 @@ TEST(TrainingSettings, EverySettingTravelsFromSpecToTrialJsonToTheTrainerToTheRe
 
   StudySession session = StudySession::OpenOrCreate(*store, spec, "");
   const auto trial = session.Ask("w:1");
-  const nlohmann::json description = TrialDescription(spec, session.study(), trial->record(), {}, false);
+  const nlohmann::json description = TrialDescription(spec, session.study(), trial->record(), {},
+                                                      TrialThreads(spec, session.study(), trial->number()), false);
   // trial.json -> the trainer's options: the same settings.
   EXPECT_EQ(TrainingSettingsFromJson(description.at("training")), spec.training.Resolved(spec.max_train_steps));
 

@@ -2,8 +2,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -34,13 +32,6 @@ void AddOutputOptions(CLI::App* command, OutputArgs& args) {
   AddStorageOption(command, args.storage);
 }
 
-std::string ReadWhole(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Writes the planned spec and says what it is and how to run it. The same plan twice writes the same bytes, so an
 // unchanged file is left alone; a file that differs (edited since, or another plan) is kept unless --force.
 void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std::string& what) {
@@ -51,7 +42,8 @@ void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std
   const std::filesystem::path path = args.output.empty() ? planned.name + ".yaml" : args.output;
   std::error_code error;
   if (std::filesystem::exists(path, error)) {
-    if (ReadWhole(path) == planned.text) {
+    // A file that cannot be read differs from the planned spec.
+    if (ReadFileIfReadable(path) == planned.text) {
       std::printf("%s is up to date: %s\n", path.c_str(), what.c_str());
       std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
       return;

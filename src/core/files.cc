@@ -43,12 +43,18 @@ void WriteFileAtomically(const std::filesystem::path& path, std::string_view con
   if (::rename(temporary.c_str(), path.c_str()) != 0) fail("replace", errno);
 }
 
-std::string ReadWholeFile(const std::filesystem::path& path) {
+std::optional<std::string> ReadFileIfReadable(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream bytes;
   if (in) bytes << in.rdbuf();
-  if (!in) throw IoError(fmt::format("{}: cannot read it: {}", path.string(), std::strerror(errno)));
+  if (!in) return std::nullopt;
   return std::move(bytes).str();
+}
+
+std::string ReadWholeFile(const std::filesystem::path& path) {
+  std::optional<std::string> bytes = ReadFileIfReadable(path);
+  if (!bytes) throw IoError(fmt::format("{}: cannot read it: {}", path.string(), std::strerror(errno)));
+  return std::move(*bytes);
 }
 
 }  // namespace dltune

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -15,5 +16,9 @@ void WriteFileAtomically(const std::filesystem::path& path, std::string_view con
 
 // The bytes of the file at `path`. Throws IoError naming it when it cannot be read.
 std::string ReadWholeFile(const std::filesystem::path& path);
+
+// The bytes of the file at `path`, or nullopt when it cannot be read (missing, gone, not this user's): for a file
+// whose absence is an answer rather than an error.
+std::optional<std::string> ReadFileIfReadable(const std::filesystem::path& path);
 
 }  // namespace dltune

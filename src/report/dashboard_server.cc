@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
 #include "report/guarded_server.h"
@@ -22,14 +23,6 @@
 
 namespace dltune {
 namespace {
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("{}: cannot read", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // `data` in gzip format (RFC 1952).
 std::string Gzip(const std::string& data) {
@@ -63,7 +56,7 @@ struct Asset {
 std::map<std::string, Asset> LoadAssets() {
   std::map<std::string, Asset> assets;
   for (const auto& asset : DashboardAssets()) {
-    std::string body = ReadFile(asset.path);
+    std::string body = ReadWholeFile(asset.path);
     std::string gzipped = Gzip(body);
     assets[asset.url_name] = {std::move(body), std::move(gzipped), asset.content_type};
   }
@@ -176,7 +169,7 @@ void RouteProfileTraces(httplib::Server& server, DashboardState& state) {
                if (!trace) return SendError(response, 404, "this trial has no profile trace");
                std::string body;
                try {
-                 body = ReadFile(*trace);
+                 body = ReadWholeFile(*trace);
                } catch (const Error& e) {
                  return SendError(response, 404, e.what());
                }

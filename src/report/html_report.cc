@@ -5,13 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/throughput.h"
@@ -49,17 +48,6 @@ std::optional<fs::path> WebDirAt(const fs::path& dir) {
   if (HoldsLibraries(dir)) return dir;
   if (HoldsLibraries(dir / "node_modules")) return dir / "node_modules";
   return std::nullopt;
-}
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in.good() && !in.eof()) throw IoError(fmt::format("{}: cannot read it", path.string()));
-  if (!in)
-    throw IoError(
-        fmt::format("{}: cannot read it; run scripts/setup to install the charting libraries", path.string()));
-  return text.str();
 }
 
 std::string Format(double value) { return fmt::format("{:.6g}", value); }
@@ -520,7 +508,7 @@ std::string InlinedLibraries(const fs::path& given) {
   }
   std::string libraries;
   for (const char* file : kLibraries) {
-    libraries += fmt::format("<script>/* {} */\n{}\n</script>\n", file, InlineScript(ReadFile(web_dir / file)));
+    libraries += fmt::format("<script>/* {} */\n{}\n</script>\n", file, InlineScript(ReadWholeFile(web_dir / file)));
   }
   return libraries;
 }

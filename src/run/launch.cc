@@ -275,7 +275,8 @@ CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoin
     evaluation = EvaluateExternally(data, chosen, split);
   } else {
     const auto params = ParamsByName(*data.spec.space, chosen.trial.params);
-    const nlohmann::json description = TrialDescription(data.spec, data.study, chosen.trial, params, true);
+    const nlohmann::json description = TrialDescription(data.spec, data.study, chosen.trial, params,
+                                                        TrialThreads(data.spec, data.study, chosen.trial.number), true);
     const BuiltinTrialRun run = ReadBuiltinTrial(description, "trial " + std::to_string(chosen.trial.number));
     if (!export_path.empty()) {
       std::error_code error;

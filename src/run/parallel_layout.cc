@@ -18,6 +18,7 @@
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
 #include "run/trial_process.h"
+#include "run/trial_setup.h"
 #include "train/blas_kernels.h"
 
 namespace dltune {
@@ -157,22 +158,23 @@ double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& 
   return total / trials;
 }
 
-// The training the probe times: the study's first trial, as trial.json describes it to a built-in trial (its
-// training.threads set per candidate layout).
+// The training the probe times: the study's first trial, as its trial.json describes it to a built-in trial (its
+// training.threads set per candidate layout). The probe keeps no checkpoints: its study needs no uid.
 nlohmann::json ProbeTrial(const StudySpec& spec) {
   const StudyPlan plan(spec);
   if (plan.TrialCount() == 0 || !plan.IsPlanned(0)) throw Error("the study's first trial is not planned ahead");
   const PlannedTrial first = plan.Trial(0);
-  nlohmann::json params = nlohmann::json::object();
-  for (const auto& [name, value] : ParamsByName(*spec.space, first.params)) params[name] = ValueToJson(value);
-  const std::int64_t steps = TrialMaxTrainSteps(spec, first.params);
-  const TrainingSettings training = spec.training.Resolved(steps);
-  return {{"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
-          {"params", params},
-          {"max_train_steps", steps},
-          {"objective", ObjectiveToJson(spec.objective)},
-          {"seed", first.seed},
-          {"training", TrainingSettingsToJson(training)}};
+  StudyRecord study;
+  study.name = spec.name;
+  const TrialRecord trial{.number = first.number,
+                          .substudy = first.substudy,
+                          .substudy_label = plan.SubStudyAt(first.substudy).label,
+                          .params = first.params,
+                          .seed = first.seed,
+                          .configuration = first.configuration,
+                          .replica = first.replica};
+  return TrialDescription(spec, study, trial, ParamsByName(*spec.space, first.params), spec.training.threads,
+                          /*resuming=*/false);
 }
 
 std::vector<LayoutMeasurement> Probe(nlohmann::json probe_trial, const LayoutRequest& request, int cores) {
@@ -192,7 +194,7 @@ std::vector<LayoutMeasurement> Probe(nlohmann::json probe_trial, const LayoutReq
   for (int round = 0; round < kProbeRounds; ++round) {
     for (LayoutMeasurement& candidate : measured) {
       probe_trial["training"]["threads"] = candidate.threads;
-      WriteFileAtomically(probe_dir / "trial.json", probe_trial.dump(2), false);
+      WriteTrialDescription(probe_dir, probe_trial);
       if (request.progress) {
         request.progress(
             fmt::format("measuring {}{}", Describe(candidate.trials, candidate.threads), round > 0 ? " again" : ""));

@@ -22,12 +22,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 
+#include "core/files.h"
 #include "crc32c.h"
 
 namespace dltune {
@@ -357,12 +356,9 @@ void TfEventsWriter::WriteRecord(std::string_view data) {
 }
 
 std::vector<TfEvent> ReadTfEvents(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string() + ": cannot open the TensorBoard event file");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw IoError(path.string() + ": cannot read the TensorBoard event file");
-  const std::string contents = std::move(buffer).str();
+  const std::optional<std::string> read = ReadFileIfReadable(path);
+  if (!read) throw IoError(path.string() + ": cannot open the TensorBoard event file");
+  const std::string& contents = *read;
   const std::string_view bytes = contents;
 
   std::vector<TfEvent> events;

@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <mutex>
 #include <random>
 #include <set>
@@ -20,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "run/trial_gang.h"
 #include "run/trial_server.h"
@@ -91,13 +91,6 @@ std::string NewToken() {
   return fmt::format("{}-{}-{:08x}", ::getpid(), counter++, entropy());
 }
 
-// The environment of process `pid` (NUL-separated), or "" when it cannot be read (gone, or another user's).
-std::string EnvironmentOf(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/environ", std::ios::binary);
-  if (!in) return "";
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 // The pids of the trial processes this process started and has not reaped yet: its children that are not
 // these are orphans of trials (this process is their subreaper), to be reaped.
 std::mutex leaders_mutex;
@@ -108,8 +101,7 @@ std::set<pid_t>& Leaders() {
 
 // The state letter and the parent of process `pid` from /proc/<pid>/stat; state 0 when it cannot be read.
 std::pair<char, pid_t> StateAndParent(const std::string& pid) {
-  std::ifstream in("/proc/" + pid + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadFileIfReadable("/proc/" + pid + "/stat").value_or("");  // "": gone
   const auto close = text.rfind(')');  // the command name may hold spaces and parentheses
   if (close == std::string::npos || close + 2 > text.size()) return {0, -1};
   std::istringstream rest(text.substr(close + 2));
@@ -148,7 +140,8 @@ int KillProcessesWithToken(const std::string& token) {
     for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
       const std::string name = entry.path().filename().string();
       if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-      const std::string environment = EnvironmentOf(name);
+      // NUL-separated; "" when it cannot be read (gone, or another user's).
+      const std::string environment = ReadFileIfReadable("/proc/" + name + "/environ").value_or("");
       const auto at = environment.find(needle);
       if (at == std::string::npos || (at > 0 && environment[at - 1] != '\0')) continue;
       const auto end = at + needle.size();

@@ -11,12 +11,12 @@
 
 #include "core/files.h"
 #include "core/machine.h"
-#include "core/sha256.h"
 #include "core/strings.h"
 #include "dltune/core/error.h"
 #include "dltune/core/hyperparams.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
+#include "run/checkpoint_owner.h"
 #include "run/trial_report.h"
 #include "study/command_template.h"
 #include "train/blas_kernels.h"
@@ -160,17 +160,6 @@ void CheckSpecBeforeCreating(const StudySpec& spec) {
   if (!spec.workload.name.empty() || !spec.command.empty()) CheckRunDirUsable(spec);
 }
 
-nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,
-                                    const std::map<std::string, Value>& params) {
-  nlohmann::json by_name = nlohmann::json::object();
-  for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
-  return {{"study", study.name},
-          {"study_uid", study.uid},
-          {"trial", trial.number},
-          {"seed", trial.seed},
-          {"params_sha256", Sha256Hex(by_name.dump())}};
-}
-
 namespace {
 
 // The threads the trial.json in `trial_dir` records; 0 when it has none or there is none.
@@ -188,11 +177,9 @@ int TrialThreads(const StudySpec& spec, const StudyRecord& study, std::uint64_t 
 }
 
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
-                                const std::map<std::string, Value>& params, bool resuming) {
+                                const std::map<std::string, Value>& params, int threads, bool resuming) {
   TrainingSettings training = spec.training.Resolved(TrialMaxTrainSteps(spec, trial.params));
-  training.threads = TrialThreads(spec, study, trial.number);
-  nlohmann::json by_name = nlohmann::json::object();
-  for (const auto& [name, value] : params) by_name[name] = ValueToJson(value);
+  training.threads = threads;
   return {{"protocol", kTrialProtocolVersion},
           {"study", spec.name},
           {"study_uid", study.uid},
@@ -205,8 +192,12 @@ nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study,
           {"workload", {{"name", spec.workload.name}, {"args", spec.workload.args}}},
           // Every setting, the derived ones (the evaluation interval) worked out for the program that reads them.
           {"training", TrainingSettingsToJson(training)},
-          {"params", by_name},
+          {"params", ParamsByNameJson(params)},
           {"resuming", resuming}};
+}
+
+void WriteTrialDescription(const std::filesystem::path& trial_dir, const nlohmann::json& description) {
+  WriteJson(trial_dir / "trial.json", description);
 }
 
 PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study, const ActiveTrial& trial,
@@ -231,11 +222,10 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
   ClaimStudyDirectory(StudyDirectory(spec, study), study);
   prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
   const auto params = trial.ParamsByName();
-  nlohmann::json params_json = nlohmann::json::object();
-  for (const auto& [name, value] : params) params_json[name] = ValueToJson(value);
-  WriteJson(prepared.trial_dir / "params.json", params_json);
-  WriteJson(prepared.trial_dir / "trial.json",
-            TrialDescription(spec, study, trial.record(), params, prepared.resuming));
+  WriteJson(prepared.trial_dir / "params.json", ParamsByNameJson(params));
+  WriteTrialDescription(prepared.trial_dir,
+                        TrialDescription(spec, study, trial.record(), params, TrialThreads(spec, study, trial.number()),
+                                         prepared.resuming));
 
   TrialCommand& command = prepared.command;
   if (spec.command.empty()) {

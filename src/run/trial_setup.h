@@ -18,11 +18,6 @@ struct PreparedTrial {
   TrialCommand command;
 };
 
-// Whose a trial's checkpoints are: its study, the study's uid, the trial number, its seed and the SHA-256 of its
-// params (trial.json's checkpoint_owner; docs/checkpoint-layout.md).
-nlohmann::json TrialCheckpointOwner(const StudyRecord& study, const TrialRecord& trial,
-                                    const std::map<std::string, Value>& params);
-
 // Throws SpecError, at the spec's workload: key, when the spec names a workload this program does not know (a
 // workload of your own is known to the program that registers it: examples/custom_workload).
 void CheckWorkloadKnown(const StudySpec& spec);
@@ -58,9 +53,14 @@ std::map<std::string, std::string> Placeholders(const StudySpec& spec, const Tri
 // choice its trial.json records (1 before it has one).
 int TrialThreads(const StudySpec& spec, const StudyRecord& study, std::uint64_t number);
 
-// trial.json's content (see docs/trial-protocol.md); its training.threads is TrialThreads'.
+// trial.json's content (see docs/trial-protocol.md) for `trial` of `study`, whose params by name are `params`: the
+// spec's training with its derived settings worked out, training with `threads` threads (a trial's: TrialThreads).
 nlohmann::json TrialDescription(const StudySpec& spec, const StudyRecord& study, const TrialRecord& trial,
-                                const std::map<std::string, Value>& params, bool resuming);
+                                const std::map<std::string, Value>& params, int threads, bool resuming);
+
+// Writes `description` (TrialDescription's) to `trial_dir`/trial.json: whole, but not synced to disk, as every attempt
+// of a trial writes it again. Throws IoError.
+void WriteTrialDescription(const std::filesystem::path& trial_dir, const nlohmann::json& description);
 
 // Creates the trial's directory and files and the command that runs it: `dltune_executable run-trial` for a
 // built-in workload, the rendered `command:` otherwise. The study directory gets a study.json naming its study; one

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "run/checkpoint_owner.h"
 #include "run_test_util.h"
 
 namespace dltune {

@@ -11,13 +11,13 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint_retention.h"
+#include "core/files.h"
 #include "core/sha256.h"
 #include "dltune/core/error.h"
 
@@ -82,15 +82,6 @@ void WriteFileSynced(const fs::path& path, const std::string& content) {
   if (::close(fd) != 0) ThrowErrno("cannot close", path);
 }
 
-// The whole content of a small file, or nullopt when it cannot be read.
-std::optional<std::string> ReadSmallFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return std::nullopt;
-  return content;
-}
-
 struct FileDigest {
   std::string sha256;
   std::uintmax_t bytes = 0;
@@ -150,8 +141,7 @@ struct PoolSteps {
 PoolSteps Pools(const std::map<std::int64_t, std::optional<double>>& objectives, const CheckpointOptions& options) {
   const std::vector<RetentionCandidate> candidates = Candidates(objectives);
   const RetainedCheckpoints kept = RetainCheckpoints(
-      candidates,
-      {.keep_latest = options.keep_latest, .keep_best = options.keep_best, .direction = options.direction});
+      candidates, {.keep_latest = options.keep_latest, .keep_best = options.keep_best, .direction = options.direction});
   PoolSteps pools;
   for (std::size_t i = 0; i < candidates.size(); ++i) {
     if (kept.latest[i]) pools.latest.insert(candidates[i].step);
@@ -172,12 +162,12 @@ struct Meta {
 
 // Reads and checks meta.json against the commit marker. Returns the meta, or sets `why` and returns nullopt.
 std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
-  const std::optional<std::string> marker = ReadSmallFile(checkpoint_dir / kCommitFile);
+  const std::optional<std::string> marker = ReadFileIfReadable(checkpoint_dir / kCommitFile);
   if (!marker) {
     why = "no commit marker";
     return std::nullopt;
   }
-  const std::optional<std::string> text = ReadSmallFile(checkpoint_dir / kMetaFile);
+  const std::optional<std::string> text = ReadFileIfReadable(checkpoint_dir / kMetaFile);
   if (!text) {
     why = "meta.json is missing or unreadable";
     return std::nullopt;
