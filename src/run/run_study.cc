@@ -48,7 +48,7 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
                               .trial_server = &trial_server};
   BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
   worker.trial_server = &trial_server;
-  const ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
+  ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
   observer.LayoutChosen(layout);
   worker.parallel = layout.trials * layout.processes;  // the worker counts processes
   worker.threads_per_trial = layout.threads;
@@ -70,7 +70,7 @@ StudySession OpenOrCreateStudy(Store& store, const StudySpec& spec, const RunOpt
 }
 
 // The exit status, from how the loop ended and what the studies' trials are now.
-int ExitStatusOf(Store& store, const WorkerSummary& summary, const std::vector<StudyRecord>& studies) {
+int ExitStatusOf(Store& store, const RunSummary& summary, const std::vector<StudyRecord>& studies) {
   if (summary.interrupted) return kExitStopped;
   if (!summary.halted.empty()) return summary.halted_resumable ? kExitStopped : kExitHalted;
   std::int64_t left = 0, failed = 0;
@@ -89,9 +89,8 @@ RunSummary RunLoop(Store& store, const WorkerOptions& options, std::int64_t stud
                    const std::atomic<int>& stop_requests) {
   observer.TrialsStarting(store, study_id, options.parallel > 0 ? options.parallel : DefaultParallelism(1));
   RunSummary run;
-  WorkerSummary summary;
   try {
-    summary = RunWorker(store, options, observer, stop_requests);
+    run = RunWorker(store, options, observer, stop_requests);
   } catch (const StoreUnavailableError& e) {
     observer.TrialsEnded();
     run.store_unavailable = e.what();
@@ -105,15 +104,7 @@ RunSummary RunLoop(Store& store, const WorkerOptions& options, std::int64_t stud
   for (auto& study : store.ListStudies()) {
     if (study_id != 0 ? study.id == study_id : WorkerCanTrain(study)) run.studies.push_back(std::move(study));
   }
-  run.exit_status = ExitStatusOf(store, summary, run.studies);
-  run.completed = summary.completed;
-  run.infeasible = summary.infeasible;
-  run.failed = summary.failed;
-  run.stopped = summary.stopped;
-  run.retried = summary.retried;
-  run.interrupted = summary.interrupted;
-  run.halted = summary.halted;
-  run.halted_resumable = summary.halted_resumable;
+  run.exit_status = ExitStatusOf(store, run, run.studies);
   return run;
 }
 

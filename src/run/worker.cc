@@ -167,7 +167,7 @@ class Worker {
             : DefaultParallelism(options.study.empty() ? 1 : studies_.Session(options.study).spec().training.threads);
   }
 
-  WorkerSummary Run() {
+  RunSummary Run() {
     BecomeSubreaper();  // a trial's orphaned descendants stay ours, to be ended with it
     free_slots_.Open(parallel_, Now());
     summary_.retried += studies_.SweepLostTrials(true);
@@ -453,13 +453,13 @@ class Worker {
   FailureBreaker breaker_;
   std::vector<std::unique_ptr<Slot>> slots_;
   FreeSlots free_slots_;
-  WorkerSummary summary_;
+  RunSummary summary_;
 };
 
 }  // namespace
 
-WorkerSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
-                        const std::atomic<int>& stop_requests) {
+RunSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
+                     const std::atomic<int>& stop_requests) {
   return Worker(store, options, observer, stop_requests).Run();
 }
 

@@ -45,28 +45,14 @@ struct WorkerOptions {
   TrialServer* trial_server = nullptr;
 };
 
-struct WorkerSummary {
-  int completed = 0;
-  int infeasible = 0;
-  int failed = 0;
-  int stopped = 0;
-  int retried = 0;           // failed trials put back to pending at start-up (retry_failed)
-  bool interrupted = false;  // ended by a stop request
-  // Why the loop stopped on its own: trials failing the same way again and again (max_consecutive_failures). Empty
-  // when it did not.
-  std::string halted;
-  // The trials that halted it were stopped by a fault of the machine (a full disk), not failed: they resume once it
-  // is fixed, so the run ends resumable (75), not halted (3).
-  bool halted_resumable = false;
-};
-
 // Runs the loop until no trial is left to run, or `stop_requests` (incremented by the caller's SIGINT/SIGTERM/SIGHUP
 // handler) becomes 1 — running trials are asked to checkpoint and stop (SIGTERM) and are recorded as stopped — or 2
 // — they are killed and recorded as stopped, to resume from their latest checkpoint — or trials keep failing the
-// same way (WorkerOptions::max_consecutive_failures; WorkerSummary::halted says why). A trial running past its
+// same way (WorkerOptions::max_consecutive_failures; RunSummary::halted says why). A trial running past its
 // study's training.timeout is stopped and recorded as failed.
-WorkerSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
-                        const std::atomic<int>& stop_requests);
+// Fills the trials' tally and how the loop ended; the exit status, the studies and the layout are RunStudy's.
+RunSummary RunWorker(Store& store, const WorkerOptions& options, RunObserver& observer,
+                     const std::atomic<int>& stop_requests);
 
 // Trials at once on this machine when each uses `threads_per_trial` threads: the cores available to this process
 // divided by it, at least 1.

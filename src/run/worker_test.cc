@@ -47,7 +47,7 @@ class WorkerTest : public ::testing::Test {
     return StudySession::OpenOrCreate(temp_.store(), spec_, "");
   }
 
-  WorkerSummary Run(int parallel = 2, const std::atomic<int>* stops = nullptr, WorkerOptions options = {}) {
+  RunSummary Run(int parallel = 2, const std::atomic<int>* stops = nullptr, WorkerOptions options = {}) {
     static const std::atomic<int> no_stop{0};
     options.study = "s";
     options.parallel = parallel;
@@ -75,7 +75,7 @@ TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
                                          "test -f \"$DLTUNE_PARAMS\" || exit 8\n"
                                          "echo lr=$1\n",
                                      3);
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.completed, 3);
   EXPECT_FALSE(summary.interrupted);
   for (std::uint64_t n = 0; n < 3; ++n) {
@@ -123,7 +123,7 @@ TEST_F(WorkerTest, FailuresKeepTheExitStatusAndTheTailOfStderr) {
 
 TEST_F(WorkerTest, ACrashKillsOnlyItsTrial) {
   (void)Study(kTrains + "if [ \"$DLTUNE_TRIAL_NUMBER\" = 1 ]; then kill -SEGV $$; fi\n", 3);
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.completed, 2);
   EXPECT_EQ(summary.failed, 1);
   EXPECT_NE(Trial(1).reason.find("killed by signal 11 (SIGSEGV)"), std::string::npos) << Trial(1).reason;
@@ -147,7 +147,7 @@ TEST_F(WorkerTest, InfeasibleAndStoppedEndings) {
                   "fi\n"
                   "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\nexit 75\n",
               2);
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.infeasible, 1);
   EXPECT_EQ(summary.stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kInfeasible);
@@ -201,7 +201,7 @@ TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
     stops = 1;
   });
-  const WorkerSummary summary = Run(1, &stops);
+  const RunSummary summary = Run(1, &stops);
   stopper.join();
   EXPECT_TRUE(summary.interrupted);
   EXPECT_EQ(summary.stopped, 1);
@@ -311,7 +311,7 @@ TEST_F(WorkerTest, ATrialPastItsTimeoutIsStoppedAndFailed) {
                   "while true; do sleep 0.05; done\n",
               2, "training: {timeout: 1s}\n");
   const auto started = std::chrono::steady_clock::now();
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.failed, 2);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
   for (std::uint64_t n : {0, 1}) {
@@ -324,7 +324,7 @@ TEST_F(WorkerTest, ATrialPastItsTimeoutIsStoppedAndFailed) {
 // Trials failing the same way again and again stop the loop, with the cause, before the study's budget is spent.
 TEST_F(WorkerTest, TrialsFailingTheSameWayStopTheLoop) {
   (void)Study(kPrelude + "echo \"error: no such file: data_$DLTUNE_TRIAL_NUMBER.bin\" >&2\nexit 4\n", 20);
-  const WorkerSummary summary = Run(1, nullptr, {.max_consecutive_failures = 3});
+  const RunSummary summary = Run(1, nullptr, {.max_consecutive_failures = 3});
   EXPECT_EQ(summary.failed, 3);
   EXPECT_FALSE(summary.interrupted);
   EXPECT_NE(summary.halted.find("3 trials in a row ended the same way"), std::string::npos) << summary.halted;
@@ -340,7 +340,7 @@ TEST_F(WorkerTest, FailedTrialsAreRetriedOnRequest) {
   EXPECT_EQ(Run().failed, 1);
   EXPECT_EQ(Run().failed + Run().completed, 0);  // a failed trial stays failed
   std::ofstream(marker) << "x";
-  const WorkerSummary retried = Run(2, nullptr, {.retry_failed = true});
+  const RunSummary retried = Run(2, nullptr, {.retry_failed = true});
   EXPECT_EQ(retried.retried, 1);
   EXPECT_EQ(retried.completed, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kCompleted);
@@ -351,7 +351,7 @@ TEST_F(WorkerTest, AFullDiskStopsTrialsInsteadOfFailingThem) {
   (void)Study(kPrelude +
               "R '{\"type\":\"train\",\"step\":1,\"loss\":1}'\n"
               "echo 'OSError: [Errno 28] No space left on device' >&2\nexit 1\n");
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.failed, 0);
   EXPECT_EQ(summary.stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kStopped);
@@ -455,7 +455,7 @@ TEST_F(WorkerTest, ACheckpointPathOutsideTheCheckpointAreaFailsItsTrialAndDelete
                   "R '{\"type\":\"checkpoint\",\"step\":2,\"path\":\"'$1'\",\"objective\":0.6}'\n"
                   "sleep 5\n",
               static_cast<int>(paths.size()), "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
-  const WorkerSummary summary = Run(static_cast<int>(paths.size()));
+  const RunSummary summary = Run(static_cast<int>(paths.size()));
   EXPECT_EQ(summary.failed, static_cast<int>(paths.size()));
   for (std::uint64_t n = 0; n < paths.size(); ++n) {
     SCOPED_TRACE(paths[n]);
@@ -476,7 +476,7 @@ TEST_F(WorkerTest, ANumberPastDoublesRangeFailsItsTrialAlone) {
                   "if [ \"$DLTUNE_TRIAL_NUMBER\" = 0 ]; then R '{\"type\":\"train\",\"step\":1,\"loss\":1e999}'; fi\n" +
                   kTrains.substr(kPrelude.size()),
               3);
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.failed, 1);
   EXPECT_EQ(summary.completed, 2);
   EXPECT_EQ(Trial(0).state, TrialState::kFailed);
@@ -505,7 +505,7 @@ TEST_F(WorkerTest, AFullDiskUnderTheTensorBoardEventsStopsTheTrial) {
               "  s=$((s+1))\n"
               "done\n"
               "sleep 10\n");
-  const WorkerSummary summary = Run();
+  const RunSummary summary = Run();
   EXPECT_EQ(summary.failed, 0);
   EXPECT_EQ(summary.stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kStopped);

@@ -77,6 +77,7 @@ std::string FromCondition(TrialTransition transition) {
   const auto& from = TransitionRule(transition).from;
   if (from.size() == 1) return "state = " + StateLiteral(from.front());
   std::vector<std::string> literals;
+  literals.reserve(from.size());
   for (const TrialState state : from) literals.push_back(StateLiteral(state));
   return fmt::format("state IN ({})", fmt::join(literals, ", "));
 }
