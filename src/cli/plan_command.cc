@@ -40,23 +40,8 @@ void WritePlanned(const PlannedStudy& planned, const OutputArgs& args, const std
     return;
   }
   const std::filesystem::path path = args.output.empty() ? planned.name + ".yaml" : args.output;
-  std::error_code error;
-  if (std::filesystem::exists(path, error)) {
-    // A file that cannot be read differs from the planned spec.
-    if (ReadFileIfReadable(path) == planned.text) {
-      std::printf("%s is up to date: %s\n", path.c_str(), what.c_str());
-      std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
-      return;
-    }
-    if (!args.force) {
-      throw Error(
-          fmt::format("{} exists and differs from the planned spec (edited since it was planned, or another "
-                      "plan); pass --force to replace it, or -o to write elsewhere",
-                      path.string()));
-    }
-  }
-  WriteFileAtomically(path, planned.text);
-  std::printf("wrote %s: %s\n", path.c_str(), what.c_str());
+  const bool wrote = WritePlannedSpec(planned, path, args.force);
+  std::printf(wrote ? "wrote %s: %s\n" : "%s is up to date: %s\n", path.c_str(), what.c_str());
   std::printf("next: dltune run %s\n", ShellQuote(path.string()).c_str());
 }
 

@@ -386,11 +386,9 @@ void PrintTrial(Store& store, const StudyRecord& study, std::uint64_t number) {
   std::fputs(TerminalSafe(out).c_str(), stdout);
 }
 
-}  // namespace
-
-void RegisterStoreCommands(CLI::App& app) {
+// `dltune studies`.
+void RegisterStudies(CLI::App& app) {
   auto storage = std::make_shared<std::string>();
-
   auto* studies = app.add_subcommand(
       "studies",
       "The tracking table of every study in the store, one line each within 120 columns: trials by state, the "
@@ -413,7 +411,10 @@ void RegisterStoreCommands(CLI::App& app) {
       PrintStudies(*store, *wide);
     }
   });
+}
 
+// `dltune delete`.
+void RegisterDelete(CLI::App& app) {
   struct DeleteArgs {
     std::string study, storage;
     bool yes = false, force = false, keep_files = false;
@@ -456,7 +457,11 @@ void RegisterStoreCommands(CLI::App& app) {
     std::printf("deleted study %s%s\n", deletion.study.name.c_str(),
                 delete_args->keep_files || deletion.directory.empty() ? "" : " and its files");
   });
+}
 
+// `dltune show`.
+void RegisterShow(CLI::App& app) {
+  auto storage = std::make_shared<std::string>();
   struct ShowArgs {
     std::string study;
     std::optional<std::uint64_t> trial;
@@ -493,7 +498,11 @@ void RegisterStoreCommands(CLI::App& app) {
       PrintStudy(*store, study, show_args->limit, show_args->all);
     }
   });
+}
 
+// `dltune export`.
+void RegisterExport(CLI::App& app) {
+  auto storage = std::make_shared<std::string>();
   struct ExportArgs {
     std::string study;
     std::string format = "csv";
@@ -526,6 +535,15 @@ void RegisterStoreCommands(CLI::App& app) {
     std::fprintf(stderr, "wrote %zu %s of study %s to %s\n", table.rows.size(), export_args->what.c_str(),
                  study.name.c_str(), export_args->output.c_str());
   });
+}
+
+}  // namespace
+
+void RegisterStoreCommands(CLI::App& app) {
+  RegisterStudies(app);
+  RegisterDelete(app);
+  RegisterShow(app);
+  RegisterExport(app);
 }
 
 }  // namespace dltune::cli

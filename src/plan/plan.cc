@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "core/schedule.h"
 #include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
@@ -481,6 +482,22 @@ PlannedStudy PlanRound2(Store& store, const Round2Request& request) {
   options.Set("steps", YamlTree::Of(request.steps));
   parts.procedure = ProcedureBlock("round2", parent, options, chosen);
   return Finish(name, Write(parent, parts));
+}
+
+bool WritePlannedSpec(const PlannedStudy& planned, const std::filesystem::path& path, bool replace) {
+  std::error_code error;
+  if (std::filesystem::exists(path, error)) {
+    // A file that cannot be read differs from the planned spec.
+    if (ReadFileIfReadable(path) == planned.text) return false;
+    if (!replace) {
+      throw Error(
+          fmt::format("{} exists and differs from the planned spec (edited since it was planned, or another "
+                      "plan); pass --force to replace it, or -o to write elsewhere",
+                      path.string()));
+    }
+  }
+  WriteFileAtomically(path, planned.text);
+  return true;
 }
 
 }  // namespace dltune

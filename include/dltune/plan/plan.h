@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -167,5 +168,11 @@ std::vector<std::int64_t> PowersOfTwoBetween(const std::string& text);
 
 // The `--steps` of round 2 ("4x", "8000") against round 1's max_train_steps; throws Error naming the text.
 std::int64_t Round2Steps(const std::string& steps, std::int64_t round1_steps);
+
+// Writes the planned spec to `path` (atomically). The same plan twice is the same bytes, so a file already holding
+// them is left alone (returns false); a file that differs — edited since it was planned, or another plan — is
+// replaced only with `replace`, else Error (invalid input) names it. Returns true when it wrote. IoError when the file
+// cannot be written.
+bool WritePlannedSpec(const PlannedStudy& planned, const std::filesystem::path& path, bool replace);
 
 }  // namespace dltune
