@@ -425,37 +425,38 @@ void RegisterPlanClipping(CLI::App* plan) {
   });
 }
 
-// `dltune plan apply-clipping`.
-void RegisterPlanApplyClipping(CLI::App* plan) {
+// A plan that applies a finding to the spec the lineage started from (DerivedRequest): `name`, its help, `plan_study`.
+void RegisterDerivedPlan(CLI::App* plan, const std::string& name, const std::string& help,
+                         PlannedStudy (*plan_study)(Store&, const DerivedRequest&)) {
   auto args = std::make_shared<OutputArgs>();
-  auto* apply = plan->add_subcommand(
-      "apply-clipping",
-      "The baseline's spec with grad_clip_norm fixed at what a clipping study recommends (the gentlest threshold "
-      "that trained stably at the unstable learning rate), to tune as the baseline was.\n\n"
-      "Example:\n  dltune plan apply-clipping --from quickstart-clipping");
-  AddOutputOptions(apply, *args);
-  apply->callback([args] {
+  auto* command = plan->add_subcommand(name, help);
+  AddOutputOptions(command, *args);
+  command->callback([args, plan_study] {
     const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
-    const PlannedStudy planned = PlanApplyClipping(*store, {.parent = args->from, .name = args->name});
+    const PlannedStudy planned = plan_study(*store, {.parent = args->from, .name = args->name});
     WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
   });
 }
 
+// `dltune plan apply-clipping`.
+void RegisterPlanApplyClipping(CLI::App* plan) {
+  RegisterDerivedPlan(
+      plan, "apply-clipping",
+      "The baseline's spec with grad_clip_norm fixed at what a clipping study recommends (the gentlest threshold "
+      "that trained stably at the unstable learning rate), to tune as the baseline was.\n\n"
+      "Example:\n  dltune plan apply-clipping --from quickstart-clipping",
+      PlanApplyClipping);
+}
+
 // `dltune plan narrow-lr`.
 void RegisterPlanNarrowLr(CLI::App* plan) {
-  auto args = std::make_shared<OutputArgs>();
-  auto* narrow = plan->add_subcommand(
-      "narrow-lr",
+  RegisterDerivedPlan(
+      plan, "narrow-lr",
       "For an instability neither warmup nor clipping cures: the baseline's spec with the top of its learning-rate "
       "range at half the unstable learning rate (from an instability probe, or the warmup or clipping study "
       "planned from one), to tune below it.\n\n"
-      "Example:\n  dltune plan narrow-lr --from quickstart-clipping");
-  AddOutputOptions(narrow, *args);
-  narrow->callback([args] {
-    const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
-    const PlannedStudy planned = PlanNarrowLearningRate(*store, {.parent = args->from, .name = args->name});
-    WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
-  });
+      "Example:\n  dltune plan narrow-lr --from quickstart-clipping",
+      PlanNarrowLearningRate);
 }
 
 // `dltune plan round2`.
