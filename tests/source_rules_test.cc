@@ -1,13 +1,21 @@
-// Rules the sources keep, checked by reading them: what may live where. Each rule names the files it looks at and what
-// it refuses, so a failure says which line broke it.
+// Rules the sources keep, checked by reading src/: a trial state's name appears in SQL only through the transition
+// table (src/study/trial.cc), a direction ("minimize", "maximize") is parsed only by src/core/objective.cc, and the
+// dltune command (src/cli/) only parses and prints.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
-#include <fstream>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "core/files.h"
+#include "dltune/study/trial.h"
+
+namespace dltune {
 namespace {
 
 namespace fs = std::filesystem;
@@ -18,22 +26,78 @@ struct Hit {
   std::string text;
 };
 
-// The lines of the C++ files under `dir` (relative to the source tree) matching `pattern`, comments left out.
-std::vector<Hit> Grep(const std::string& dir, const std::regex& pattern) {
-  std::vector<Hit> hits;
-  for (const auto& entry : fs::recursive_directory_iterator(fs::path(DLTUNE_SOURCE_DIR) / dir)) {
-    const std::string extension = entry.path().extension().string();
-    if (extension != ".cc" && extension != ".h") continue;
-    std::ifstream in(entry.path());
-    std::string line;
-    for (int number = 1; std::getline(in, line); ++number) {
-      const std::string code = line.substr(0, line.find("//"));
-      if (std::regex_search(code, pattern)) {
-        hits.push_back({fs::relative(entry.path(), DLTUNE_SOURCE_DIR).string(), number, line});
+// A C++ source split into its code (comments blanked out, line breaks kept) and the contents of its string literals
+// (raw ones included), each with the line it starts on.
+struct Lexed {
+  struct Literal {
+    int line = 0;
+    std::string text;
+  };
+  std::string code;
+  std::vector<Literal> literals;
+};
+
+bool IsIdentifierChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
+
+// Whether the `"` at `quote` opens a raw string: R"…, u8R"…, LR"…, uR"…, UR"….
+bool OpensRawString(const std::string& text, std::size_t quote) {
+  if (quote == 0 || text[quote - 1] != 'R') return false;
+  std::size_t start = quote - 1;
+  while (start > 0 && IsIdentifierChar(text[start - 1])) --start;
+  const std::string prefix = text.substr(start, quote - 1 - start);
+  return prefix.empty() || prefix == "u8" || prefix == "L" || prefix == "u" || prefix == "U";
+}
+
+Lexed Lex(const std::string& text) {
+  Lexed lexed;
+  lexed.code.reserve(text.size());
+  int line = 1;
+  std::size_t i = 0;
+  const auto take = [&](bool keep) {
+    const char c = text[i++];
+    if (c == '\n') ++line;
+    lexed.code += (keep || c == '\n') ? c : ' ';
+    return c;
+  };
+  while (i < text.size()) {
+    if (text.compare(i, 2, "//") == 0) {
+      while (i < text.size() && text[i] != '\n') take(false);
+    } else if (text.compare(i, 2, "/*") == 0) {
+      while (i < text.size() && text.compare(i, 2, "*/") != 0) take(false);
+      if (i < text.size()) take(false), take(false);
+    } else if (text[i] == '"' && OpensRawString(text, i)) {
+      const std::size_t open = text.find('(', i);
+      const std::string close = ")" + text.substr(i + 1, open - i - 1) + "\"";
+      const std::size_t end = std::min(text.find(close, open), text.size());
+      lexed.literals.push_back({line, text.substr(open + 1, end - open - 1)});
+      while (i < std::min(end + close.size(), text.size())) take(true);
+    } else if (text[i] == '"' ||
+               (text[i] == '\'' && (i == 0 || !std::isdigit(static_cast<unsigned char>(text[i - 1]))))) {
+      const char quote = take(true);
+      const int first_line = line;
+      std::string literal;
+      while (i < text.size() && text[i] != quote && text[i] != '\n') {
+        if (text[i] == '\\' && i + 1 < text.size()) literal += take(true);
+        literal += take(true);
       }
+      if (i < text.size() && text[i] == quote) take(true);
+      if (quote == '"') lexed.literals.push_back({first_line, literal});
+    } else {
+      take(true);
     }
   }
-  return hits;
+  return lexed;
+}
+
+// Every C++ file under src/, by its path relative to the source tree.
+std::map<std::string, Lexed> Sources() {
+  std::map<std::string, Lexed> sources;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(DLTUNE_SOURCE_DIR) / "src")) {
+    const std::string extension = entry.path().extension().string();
+    if (extension != ".cc" && extension != ".h") continue;
+    sources[fs::relative(entry.path(), DLTUNE_SOURCE_DIR).generic_string()] = Lex(ReadWholeFile(entry.path()));
+  }
+  return sources;
 }
 
 std::string Describe(const std::vector<Hit>& hits) {
@@ -43,13 +107,114 @@ std::string Describe(const std::vector<Hit>& hits) {
 }
 
 // The dltune command parses options, calls the library and prints: threads, sockets, processes, SQL and the choice
-// of a run's layout are the library's.
+// of a run's layout are the library's. Read in the code with comments blanked.
 TEST(SourceRules, TheCliOnlyParsesAndPrints) {
   const std::regex work(
       R"(std::thread|<thread>|std::async|<sys/socket\.h>|\bsocket\(|\bfork\(|\bexecv|\bpopen\(|httplib|\bTrialProcess\b|)"
       R"(\bTrialServer\b|BecomeSubreaper|ChooseParallelLayout|\bWorkerGang\b|\b(SELECT|INSERT|UPDATE|DELETE FROM)\b)");
-  const auto hits = Grep("src/cli", work);
+  std::vector<Hit> hits;
+  for (const auto& [file, lexed] : Sources()) {
+    if (file.rfind("src/cli/", 0) != 0) continue;
+    std::istringstream code(lexed.code);
+    std::string line;
+    for (int number = 1; std::getline(code, line); ++number) {
+      if (std::regex_search(line, work)) hits.push_back({file, number, line});
+    }
+  }
   EXPECT_TRUE(hits.empty()) << "work that belongs in the library:" << Describe(hits);
 }
 
+TEST(SourceLiterals, TheLexerSeparatesStringsFromComments) {
+  const Lexed lexed =
+      Lex("int a = 1'000; // 'x' \"not a string\"\nchar q = '\"'; auto s = \"a \\\"b\\\"\";\n"
+          "/* \"gone\" */ auto r = R\"sql(x = 'y'\n)\" still)sql\";\n");
+  ASSERT_EQ(lexed.literals.size(), 2u);
+  EXPECT_EQ(lexed.literals[0].text, "a \\\"b\\\"");
+  EXPECT_EQ(lexed.literals[0].line, 2);
+  EXPECT_EQ(lexed.literals[1].text, "x = 'y'\n)\" still");
+  EXPECT_EQ(lexed.literals[1].line, 3);
+  EXPECT_EQ(lexed.code.find("not a string"), std::string::npos);
+  EXPECT_EQ(lexed.code.find("gone"), std::string::npos);
+}
+
+// SQL names a state only as the transition table gives it (TrialStateName, TransitionRule): a quoted state name
+// ('pending', 'running', ...) inside a string literal of any other file is SQL written by hand.
+TEST(SourceLiterals, StateNamesReachSqlOnlyThroughTheTransitionTable) {
+  // Files allowed to quote a state name, each with why. (A released schema migration that must stay byte for byte
+  // would be listed here.)
+  const std::map<std::string, std::string> allowed = {
+      {"src/study/trial.cc", "the transition table and the states' names themselves"},
+  };
+  std::vector<std::string> needles;
+  for (const TrialState state : {TrialState::kPending, TrialState::kRunning, TrialState::kCompleted,
+                                 TrialState::kInfeasible, TrialState::kFailed, TrialState::kStopped}) {
+    needles.push_back("'" + TrialStateName(state) + "'");
+  }
+  std::vector<Hit> hits;
+  for (const auto& [file, lexed] : Sources()) {
+    if (allowed.contains(file)) continue;
+    for (const auto& literal : lexed.literals) {
+      for (const std::string& needle : needles) {
+        const std::size_t at = literal.text.find(needle);
+        if (at == std::string::npos) continue;
+        const auto line = literal.line + static_cast<int>(std::count(
+                                             literal.text.begin(), literal.text.begin() + static_cast<long>(at), '\n'));
+        hits.push_back({file, line, needle + " in \"" + literal.text + "\""});
+      }
+    }
+  }
+  EXPECT_TRUE(hits.empty()) << "state names written into SQL by hand (use TrialStateName / TransitionRule):"
+                            << Describe(hits);
+}
+
+// A direction word used as a parse: compared with == or != (either side), passed to a string comparison (compare,
+// starts_with, ends_with), paired with a Direction in a lookup table, or offered as a typo candidate
+// ({"minimize", "maximize"}). It allows the words anywhere else: messages and help texts ("must be minimize or
+// maximize"), option names (--maximize), specs in tests ("direction: maximize"), JSON keys such as checkpoint
+// meta.json's "minimize" field, and comments.
+std::regex DirectionParse() {
+  const std::string word = R"re("(minimize|maximize)")re";
+  const std::string compared = R"((==|!=)\s*)" + word + "|" + word + R"(\s*(==|!=))";
+  const std::string passed = R"(\b(compare|starts_with|ends_with)\s*\(\s*)" + word;
+  const std::string paired = word + R"(\s*,\s*Direction::|Direction::\w+\s*,\s*)" + word;
+  const std::string candidates = R"(\{\s*)" + word + R"(\s*,\s*)" + word + R"(\s*\})";
+  return std::regex(compared + "|" + passed + "|" + paired + "|" + candidates);
+}
+
+TEST(SourceLiterals, OnlyTheObjectiveParsesADirection) {
+  // This file is left out too: its samples below show what the pattern catches.
+  const std::string self = "src/store/source_literals_test.cc";
+  const std::regex parse = DirectionParse();
+  std::vector<Hit> hits;
+  for (const auto& [file, lexed] : Sources()) {
+    if (file == "src/core/objective.cc" || file == self) continue;
+    std::istringstream code(lexed.code);
+    std::string line;
+    for (int number = 1; std::getline(code, line); ++number) {
+      if (std::regex_search(line, parse)) hits.push_back({file, number, line});
+    }
+  }
+  EXPECT_TRUE(hits.empty()) << "a direction parsed outside src/core/objective.cc (use ParseDirection or "
+                               "ObjectiveFromJson):"
+                            << Describe(hits);
+}
+
+TEST(SourceLiterals, TheDirectionPatternCatchesParses) {
+  // The same checks as above, on lines that must and must not count, so the pattern cannot quietly match nothing.
+  const std::regex parse = DirectionParse();
+  for (const std::string parses :
+       {R"(if (text == "maximize") {)", R"(text != "minimize")", R"("maximize" == text)",
+        R"({"maximize", Direction::kMaximize},)", R"(DidYouMean(text, {"minimize", "maximize"}))",
+        R"(text.compare("minimize") == 0)"}) {
+    EXPECT_TRUE(std::regex_search(parses, parse)) << parses;
+  }
+  for (const std::string allowed :
+       {R"(throw Error("must be minimize or maximize");)", R"(add_flag("--maximize,!--minimize", ...))",
+        R"(json.at("minimize").get<bool>())", R"({"minimize", options_.direction == Direction::kMinimize},)",
+        R"(Study("maximize"))"}) {
+    EXPECT_FALSE(std::regex_search(allowed, parse)) << allowed;
+  }
+}
+
 }  // namespace
+}  // namespace dltune
