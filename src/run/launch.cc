@@ -19,6 +19,7 @@
 #include "dltune/report/study_data.h"
 #include "dltune/workloads/train.h"
 #include "run/builtin_trial.h"
+#include "run/python_client.h"
 #include "run/trial_process.h"
 #include "run/trial_report.h"
 #include "run/trial_setup.h"
@@ -98,6 +99,7 @@ CheckpointEvaluation EvaluateExternally(const StudyData& data, const ChosenCheck
                          {"DLTUNE_SPLIT", split},
                          {"DLTUNE_SEED", std::to_string(chosen.trial.seed)},
                          {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(TrialMaxTrainSteps(spec, chosen.trial.params))}};
+  if (const auto python_path = PythonPathWithClient()) command.environment["PYTHONPATH"] = *python_path;
   command.stdout_path = trial_dir / "evaluate.log";
   command.stderr_path = trial_dir / "evaluate.log";
   TrialProcess process(command);

@@ -24,7 +24,7 @@ TrialEnding Stopped(ActiveTrial& trial, const std::string& reason, std::string c
 
 // It ended with exit status 0.
 TrialEnding Succeeded(ActiveTrial& trial, const EndedTrial& ended) {
-  if (ended.end && ended.end->infeasible) {
+  if (ended.end && ended.end->state == EndState::kInfeasible) {
     trial.Infeasible(ended.end->reason);
     return {TrialState::kInfeasible, ended.end->reason, ""};
   }
@@ -63,6 +63,17 @@ TrialEnding RecordEnding(ActiveTrial& trial, const EndedTrial& ended) {
                    fmt::format("{}; the trial ended with {} and resumes when the study is run again", infrastructure,
                                status.Describe()),
                    FailureCause(infrastructure, ""));
+  }
+  // The program's own end line outranks an exit status a launcher (torchrun) made up from its workers' 75 or 0.
+  if (ended.end && ended.end->state == EndState::kStopped && !ended.kill_sent) {
+    const std::int64_t step = ended.end->step.value_or(trial.last_step());
+    return Stopped(trial, status.code == kExitStopped && !status.signal
+                              ? fmt::format("stopped{} at step {}", ended.term_sent ? " on request" : "", step)
+                              : fmt::format("stopped{} at step {} (its end line says so; the process ended with {})",
+                                            ended.term_sent ? " on request" : "", step, status.Describe()));
+  }
+  if (ended.end && ended.end->state == EndState::kInfeasible && !status.ok() && !ended.term_sent) {
+    return Succeeded(trial, ended);  // an in-band infeasible outcome survives a launcher's exit status too
   }
   if (status.code == kExitStopped && !status.signal) {
     return Stopped(trial, ended.term_sent ? "stopped on request at step " + std::to_string(trial.last_step())

@@ -1,5 +1,7 @@
 #include "run/trial_report.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <limits>
@@ -12,6 +14,14 @@
 
 namespace dltune {
 namespace {
+
+constexpr std::array<std::pair<EndState, const char*>, 3> kEndStates = {
+    {{EndState::kCompleted, "completed"}, {EndState::kInfeasible, "infeasible"}, {EndState::kStopped, "stopped"}}};
+
+const char* EndStateName(EndState state) {
+  return std::find_if(kEndStates.begin(), kEndStates.end(), [&](const auto& entry) { return entry.first == state; })
+      ->second;
+}
 
 using nlohmann::json;
 
@@ -180,11 +190,14 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
     result.timing = std::move(timing);
   } else if (type == "end") {
     const std::string state = p.Text("state", true);
-    if (state != "completed" && state != "infeasible") {
-      p.Fail(fmt::format("\"state\" must be completed or infeasible, not '{}'", state));
+    const auto known =
+        std::find_if(kEndStates.begin(), kEndStates.end(), [&](const auto& entry) { return entry.second == state; });
+    if (known == kEndStates.end()) {
+      p.Fail(fmt::format("\"state\" must be completed, infeasible or stopped, not '{}'", state));
     }
-    result.end = ReportEnd{.infeasible = state == "infeasible", .reason = p.Text("reason", false)};
-    if (result.end->infeasible && result.end->reason.empty()) result.end->reason = "reported infeasible";
+    result.end = ReportEnd{.state = known->first, .reason = p.Text("reason", false)};
+    if (known->first == EndState::kStopped && object.contains("step")) result.end->step = p.Step();
+    if (known->first == EndState::kInfeasible && result.end->reason.empty()) result.end->reason = "reported infeasible";
   }
   return result;
 }
@@ -330,8 +343,9 @@ std::string CheckpointLine(const ReportCheckpoint& checkpoint) {
 }
 
 std::string EndLine(const ReportEnd& end) {
-  json line = {{"type", "end"}, {"state", end.infeasible ? "infeasible" : "completed"}};
+  json line = {{"type", "end"}, {"state", EndStateName(end.state)}};
   if (!end.reason.empty()) line["reason"] = end.reason;
+  if (end.step) line["step"] = *end.step;
   return line.dump();
 }
 

@@ -42,9 +42,13 @@ struct ReportCheckpoint {
   bool best = false;
   bool deleted = false;
 };
+// How the program says it ended. `stopped` is the in-band form of exit status 75: a launcher such as torchrun turns
+// its workers' 75 into a failure of its own, so the line, not the exit status, tells dltune the trial stopped.
+enum class EndState { kCompleted, kInfeasible, kStopped };
 struct ReportEnd {
-  bool infeasible = false;
+  EndState state = EndState::kCompleted;
   std::string reason;
+  std::optional<std::int64_t> step;  // a stopped trial's last step (optional)
 };
 // Where the program's time went, in seconds by phase (TimeSplit's: data_load, train, data_wait, evaluation,
 // checkpoint; other names are kept as they are). Optional; sent before the end line (or before stopping).

@@ -46,8 +46,14 @@ TEST(TrialReport, ParsesEveryType) {
 
   const auto end = ParseReportLine(R"({"type":"end","state":"infeasible","reason":"NaN"})", 5);
   ASSERT_TRUE(end.end);
-  EXPECT_TRUE(end.end->infeasible);
+  EXPECT_EQ(end.end->state, EndState::kInfeasible);
   EXPECT_EQ(end.end->reason, "NaN");
+  const auto stopped = ParseReportLine(R"({"type":"end","state":"stopped","step":40})", 5);
+  ASSERT_TRUE(stopped.end);
+  EXPECT_EQ(stopped.end->state, EndState::kStopped);
+  EXPECT_EQ(stopped.end->step, 40);
+  EXPECT_EQ(ParseReportLine(EndLine(*stopped.end), 5).end->step, 40);
+  EXPECT_THROW(ParseReportLine(R"({"type":"end","state":"paused"})", 5), ProtocolError);
 
   const auto timing = ParseReportLine(R"({"type":"timing","seconds":{"train":4.5,"evaluation":0.25}})", 6);
   ASSERT_TRUE(timing.timing);
@@ -81,7 +87,7 @@ TEST(TrialReport, ErrorsNameTheLineAndTheProblem) {
   EXPECT_NE(ErrorOf(R"({"type":"train","step":1,"loss":"low"})").find("\"loss\" must be a number"), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"eval","step":1,"split":"valid"})").find("needs \"metrics\""), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"checkpoint","step":1})").find("needs \"path\""), std::string::npos);
-  EXPECT_NE(ErrorOf(R"({"type":"end","state":"done"})").find("completed or infeasible"), std::string::npos);
+  EXPECT_NE(ErrorOf(R"({"type":"end","state":"done"})").find("completed, infeasible or stopped"), std::string::npos);
   EXPECT_NE(ErrorOf(R"({"type":"train","step":1,"clipped":1})").find("true or false"), std::string::npos);
 }
 
@@ -129,7 +135,7 @@ TEST(TrialReport, WrittenLinesParseBack) {
   EXPECT_TRUE(checkpoint->deleted);
   EXPECT_EQ(checkpoint->objective, 0.1);
   EXPECT_EQ(ParseReportLine(StartLine(9, true), 4).start->step, 9);
-  EXPECT_EQ(ParseReportLine(EndLine({.infeasible = true, .reason = "r"}), 5).end->reason, "r");
+  EXPECT_EQ(ParseReportLine(EndLine({.state = EndState::kInfeasible, .reason = "r"}), 5).end->reason, "r");
   EXPECT_EQ(ParseReportLine(TimingLine({{"checkpoint", 0.5}}), 6).timing->seconds.at("checkpoint"), 0.5);
 }
 

@@ -17,6 +17,7 @@
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
 #include "run/checkpoint_owner.h"
+#include "run/python_client.h"
 #include "run/trial_report.h"
 #include "study/command_template.h"
 #include "train/blas_kernels.h"
@@ -248,6 +249,7 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
   if (const auto wait = PassiveWaitEnvironment()) command.environment[wait->first] = wait->second;
+  if (const auto python_path = PythonPathWithClient()) command.environment["PYTHONPATH"] = *python_path;
   if (spec.command.empty()) {
     // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
     if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;

@@ -1,0 +1,78 @@
+"""The report channel: where a trial's JSON lines go (docs/trial-protocol.md, "Report lines")."""
+import json
+import math
+import os
+import sys
+
+
+def _open_inherited_descriptor(path):
+    """Opens DLTUNE_REPORT when it names one of dltune's descriptors (/dev/fd/N) that this process no longer has.
+
+    A launcher between dltune and the program (torchrun, or any Python launcher using subprocess's default
+    close_fds=True) closes the descriptor in its children. The launcher still holds it: the ancestors that carry this
+    trial's DLTUNE_TRIAL_TOKEN are searched for it, nearest first, through /proc.
+    """
+    prefix = "/dev/fd/"
+    token = os.environ.get("DLTUNE_TRIAL_TOKEN")
+    if not path.startswith(prefix) or not token:
+        raise FileNotFoundError(path)
+    descriptor = path[len(prefix):]
+    needle = ("DLTUNE_TRIAL_TOKEN=" + token).encode()
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if needle not in environ.read().split(b"\0"):
+                    break
+            return open(f"/proc/{pid}/fd/{descriptor}", "a", encoding="utf-8")
+        except OSError:
+            pass
+        pid = _parent_of(pid)
+    raise FileNotFoundError(f"{path}: closed in this process and held by none of its launchers")
+
+
+def _parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name (field 2) is in parentheses and may hold spaces: the parent is after its last ')'.
+            return int(stat.read().rsplit(b")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+class Channel:
+    """Writes report lines: to DLTUNE_REPORT under dltune, else (standalone) to standard output."""
+
+    def __init__(self, path):
+        self._file = None
+        if path:
+            try:
+                self._file = open(path, "a", encoding="utf-8")
+            except OSError:
+                self._file = _open_inherited_descriptor(path)
+
+    def write(self, record):
+        # allow_nan: a training loss may be NaN or Infinity (the protocol's one exception); the caller keeps other
+        # fields finite.
+        line = json.dumps(record, allow_nan=True, separators=(",", ":")) + "\n"
+        target = self._file if self._file is not None else sys.stdout
+        target.write(line)
+        target.flush()
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def finite_or_none(value):
+    """A report's number as a float, or None when it is not finite (never sent: it would break the protocol)."""
+    number = to_float(value)
+    return number if math.isfinite(number) else None
+
+
+def to_float(value):
+    """A Python number, a NumPy scalar or a one-element tensor as a float (a tensor is read from its device here)."""
+    if hasattr(value, "item"):
+        value = value.item()
+    return float(value)

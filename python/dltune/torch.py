@@ -1,0 +1,195 @@
+"""Checkpoints of a PyTorch trial: save atomically, restore exactly (model, optimizer, scheduler, random generators,
+and whatever else the program passes, such as its data position).
+
+    start = dltune.torch.restore(trial, model, optimizer)     # 0, or the step it resumes from
+    ...
+    dltune.torch.save(trial, step, model, optimizer, epoch=epoch)
+
+A checkpoint is one file, trial.dir/checkpoints/step_NNNNNNNN.pt, written to a temporary file, synced and renamed, and
+reported to dltune with its SHA-256; dltune deletes the ones it does not keep. Only rank 0 writes; every rank
+restores.
+"""
+import hashlib
+import os
+import random
+import sys
+import time
+
+import torch
+
+FORMAT = "dltune.torch/1"
+
+
+def device(trial):
+    """The device this trial trains on: its rank's GPU when dltune gave it GPUs (or CUDA is there), else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", trial.local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def save(trial, step, model, optimizer=None, scheduler=None, **extra):
+    """Saves the training state at `step` and reports the checkpoint (rank 0 only; other ranks return None).
+
+    `extra` holds whatever else resuming needs (numbers, lists, tensors: e.g. the data loader's position); restore
+    puts it in trial.restored. Returns the checkpoint's path.
+    """
+    _register(trial, model, optimizer, scheduler)
+    if not trial.is_main:
+        trial._last_saved_step = int(step)
+        return None
+    began = time.monotonic()
+    state = {
+        "format": FORMAT,
+        "step": int(step),
+        "owner": trial.checkpoint_owner,
+        "model": _unwrapped(model).state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "rng": _random_state(),
+        "extra": extra,
+    }
+    directory = trial.dir / "checkpoints"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"step_{int(step):08d}.pt"
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as file:
+        torch.save(state, file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    _sync_directory(directory)
+    trial.add_seconds("checkpoint", time.monotonic() - began)
+    trial.checkpoint(step, path.relative_to(trial.dir), checksum="sha256:" + _sha256(path))
+    return path
+
+
+def restore(trial, model, optimizer=None, scheduler=None):
+    """Loads the newest checkpoint this trial may resume from into `model` (and `optimizer`, `scheduler`), restores
+    the random generators, puts the checkpoint's extra state in trial.restored, tells dltune where training starts,
+    and returns that step: 0 when there is nothing to resume.
+
+    Registers the objects, so that trial.stop(step) can save them. Under dltune a trial resumes only when dltune says
+    so (DLTUNE_RESUMING) and from a checkpoint at or before DLTUNE_RESUME_MAX_STEP; standalone, from the newest one
+    in trial.dir. A checkpoint that does not load, or that belongs to another trial (its checkpoint_owner), is
+    skipped for the next older one.
+    """
+    _register(trial, model, optimizer, scheduler)
+    step = 0
+    if trial.resuming or not trial.managed:
+        for path in _candidates(trial):
+            loaded = _load_if_ours(trial, path)
+            if loaded is not None:
+                step = _apply(loaded, model, optimizer, scheduler, trial)
+                if not trial.managed and trial.is_main:
+                    print(f"dltune: resuming from {path} (step {step}); remove {trial.dir} to start afresh",
+                          file=sys.stderr)
+                break
+    trial.started(step)
+    return step
+
+
+def load(path, model, optimizer=None, scheduler=None):
+    """Loads one checkpoint (for an evaluate_command: trial.evaluating.checkpoint) and returns its step."""
+    state = _read(path)
+    return _apply(state, model, optimizer, scheduler, None, restore_random=False)
+
+
+def _register(trial, model, optimizer, scheduler):
+    trial._register_saver(lambda step, extra: save(trial, step, model, optimizer, scheduler, **extra))
+
+
+def _candidates(trial):
+    directory = trial.dir / "checkpoints"
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.glob("step_*.pt"):
+        try:
+            step = int(path.stem.split("_", 1)[1])
+        except ValueError:
+            continue
+        if trial.resume_max_step is None or step <= trial.resume_max_step:
+            found.append((step, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def _load_if_ours(trial, path):
+    try:
+        state = _read(path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is skipped, whatever torch raises
+        print(f"dltune: skipping checkpoint {path}: it does not load ({error})", file=sys.stderr)
+        return None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        print(f"dltune: skipping checkpoint {path}: not one dltune.torch.save wrote", file=sys.stderr)
+        return None
+    owner = state.get("owner")
+    if trial.checkpoint_owner and owner and owner != trial.checkpoint_owner:
+        print(f"dltune: skipping checkpoint {path}: it belongs to another trial ({owner})", file=sys.stderr)
+        return None
+    return state
+
+
+def _apply(state, model, optimizer, scheduler, trial, restore_random=True):
+    _unwrapped(model).load_state_dict(state["model"])
+    if optimizer is not None and state.get("optimizer") is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    if scheduler is not None and state.get("scheduler") is not None:
+        scheduler.load_state_dict(state["scheduler"])
+    if restore_random:
+        _set_random_state(state.get("rng") or {})
+    if trial is not None:
+        trial.restored = dict(state.get("extra") or {})
+    return int(state["step"])
+
+
+def _unwrapped(model):
+    """The module inside DistributedDataParallel or DataParallel, so a checkpoint loads with or without them."""
+    return model.module if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) \
+        else model
+
+
+def _random_state():
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        state["numpy"] = numpy.random.get_state()
+    return state
+
+
+def _set_random_state(state):
+    if "torch" in state:
+        torch.set_rng_state(state["torch"])
+    if "python" in state:
+        random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    numpy = sys.modules.get("numpy")
+    if "numpy" in state and numpy is not None:
+        numpy.random.set_state(state["numpy"])
+
+
+def _read(path):
+    # The file is the trial's own (its owner is checked): it holds Python and NumPy generator states, which
+    # torch.load's weights-only default of torch 2.6 and later refuses.
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _sync_directory(directory):
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+__all__ = ["device", "save", "restore", "load"]

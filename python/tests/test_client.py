@@ -1,0 +1,211 @@
+"""Tests of the Python trial client (python/dltune) on the CPU, with Debian's python3-torch.
+
+The protocol side is played here as dltune plays it (the DLTUNE_* variables, a report file); test_with_dltune.py runs
+the same programs under the real `dltune` command.
+"""
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+CLIENT = HERE.parent
+PROGRAM = HERE / "programs" / "mlp_trial.py"
+PYTHON = os.environ.get("DLTUNE_TEST_PYTHON", "/usr/bin/python3")
+
+
+def read_lines(path):
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+class ProtocolHarness:
+    """One trial directory, started as dltune starts a trial (docs/trial-protocol.md, "Starting a trial")."""
+
+    def __init__(self, root, steps=60, eval_every=6, params=None, seed=3):
+        self.dir = pathlib.Path(root) / "trial_0"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.report = pathlib.Path(root) / "report.jsonl"
+        self.steps = steps
+        params = params or {"learning_rate": 0.1, "batch_size": 32}
+        (self.dir / "params.json").write_text(json.dumps(params))
+        owner = {"study": "client_test", "study_uid": "0123456789ab", "trial": 0, "seed": seed, "params_sha256": "x"}
+        description = {"protocol": 1, "study": "client_test", "number": 0, "seed": seed, "max_train_steps": steps,
+                       "objective": {"metric": "valid/error_rate", "direction": "minimize"},
+                       "checkpoint_owner": owner, "params": params,
+                       "training": {"eval_every_steps": eval_every, "divergence_factor": 100}}
+        (self.dir / "trial.json").write_text(json.dumps(description))
+        self.seed = seed
+
+    def environment(self, resuming=False, resume_max_step=None, extra=None):
+        env = dict(os.environ)
+        env.update({"DLTUNE_PROTOCOL": "1", "DLTUNE_REPORT": str(self.report),
+                    "DLTUNE_PARAMS": str(self.dir / "params.json"), "DLTUNE_TRIAL": str(self.dir / "trial.json"),
+                    "DLTUNE_TRIAL_DIR": str(self.dir), "DLTUNE_RESUMING": "1" if resuming else "0",
+                    "DLTUNE_TRIAL_NUMBER": "0", "DLTUNE_SEED": str(self.seed),
+                    "DLTUNE_MAX_TRAIN_STEPS": str(self.steps), "DLTUNE_TRIAL_TOKEN": "test-token",
+                    "PYTHONPATH": str(CLIENT), "MLP_TRIAL_FINAL": str(self.dir / "final.sha256")})
+        if resume_max_step is not None:
+            env["DLTUNE_RESUME_MAX_STEP"] = str(resume_max_step)
+        env.update(extra or {})
+        return env
+
+    def run(self, resuming=False, resume_max_step=None, extra=None, program=None, argv=()):
+        command = [PYTHON, str(program or PROGRAM), *argv]
+        return subprocess.run(command, env=self.environment(resuming, resume_max_step, extra), capture_output=True,
+                              text=True, timeout=300, check=False)
+
+    def lines(self, kind=None):
+        return [line for line in read_lines(self.report) if kind is None or line["type"] == kind]
+
+    def final(self):
+        return (self.dir / "final.sha256").read_text()
+
+
+class ClientTest(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.TemporaryDirectory(prefix="dltune-client-")
+        self.addCleanup(self.root.cleanup)
+
+    def harness(self, name, **options):
+        return ProtocolHarness(pathlib.Path(self.root.name) / name, **options)
+
+    def test_a_trial_reports_every_step_and_checkpoints_at_each_evaluation(self):
+        trial = self.harness("complete")
+        done = trial.run()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual([line["step"] for line in trial.lines("train")], list(range(1, 61)))
+        self.assertEqual([line["step"] for line in trial.lines("eval")], list(range(6, 61, 6)))
+        checkpoints = trial.lines("checkpoint")
+        self.assertEqual([line["step"] for line in checkpoints], list(range(6, 61, 6)))
+        for line in checkpoints:
+            self.assertTrue((trial.dir / line["path"]).is_file())
+            self.assertRegex(line["checksum"], r"^sha256:[0-9a-f]{64}$")
+            self.assertIn("objective", line)
+        self.assertEqual(trial.lines("start"), [{"type": "start", "step": 0}])
+        self.assertEqual(trial.lines("end"), [])  # exit status 0 says completed
+
+    def test_a_stopped_trial_resumes_with_no_gap_and_a_bit_identical_result(self):
+        uninterrupted = self.harness("uninterrupted")
+        self.assertEqual(uninterrupted.run().returncode, 0)
+
+        stopped = self.harness("stopped")
+        first = stopped.run(extra={"MLP_TRIAL_SIGTERM_AT": "23"})
+        self.assertEqual(first.returncode, 75, first.stderr)
+        self.assertEqual(stopped.lines("end"), [{"type": "end", "state": "stopped", "step": 23}])
+        self.assertTrue((stopped.dir / "checkpoints" / "step_00000023.pt").is_file())
+        second = stopped.run(resuming=True, resume_max_step=23)
+        self.assertEqual(second.returncode, 0, second.stderr)
+
+        starts = stopped.lines("start")
+        self.assertEqual([line["step"] for line in starts], [0, 23])
+        steps = [line["step"] for line in stopped.lines("train")]
+        self.assertEqual(steps, list(range(1, 61)))  # no gap, no step twice
+        losses = [line["loss"] for line in stopped.lines("train")]
+        self.assertEqual(losses, [line["loss"] for line in uninterrupted.lines("train")])
+        self.assertEqual(stopped.final(), uninterrupted.final())
+
+    def test_resuming_never_uses_a_checkpoint_newer_than_dltune_recorded(self):
+        trial = self.harness("resume_max")
+        self.assertEqual(trial.run().returncode, 0)
+        again = trial.run(resuming=True, resume_max_step=30)
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertEqual(trial.lines("start")[-1], {"type": "start", "step": 30})
+
+    def test_a_checkpoint_of_another_trial_is_never_loaded(self):
+        trial = self.harness("owner")
+        self.assertEqual(trial.run().returncode, 0)
+        description = json.loads((trial.dir / "trial.json").read_text())
+        description["checkpoint_owner"]["trial"] = 9
+        (trial.dir / "trial.json").write_text(json.dumps(description))
+        again = trial.run(resuming=True)
+        self.assertEqual(again.returncode, 0)
+        self.assertEqual(trial.lines("start")[-1], {"type": "start", "step": 0})
+        self.assertIn("belongs to another trial", again.stderr)
+
+    def test_a_diverging_loss_ends_the_trial_infeasible_with_its_reason(self):
+        trial = self.harness("diverge", params={"learning_rate": 1.0e6, "batch_size": 32})
+        done = trial.run()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        end = trial.lines("end")
+        self.assertEqual(len(end), 1)
+        self.assertEqual(end[0]["state"], "infeasible")
+        self.assertRegex(end[0]["reason"], r"loss .* at step \d+")
+
+    def test_two_ranks_train_and_only_rank_zero_reports_and_saves(self):
+        trial = self.harness("ranks")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        ranks = []
+        for rank in range(2):
+            extra = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": str(port), "MLP_TRIAL_SIGTERM_AT": "17" if rank == 1 else "0"}
+            ranks.append(subprocess.Popen([PYTHON, str(PROGRAM)], env=trial.environment(extra=extra),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        results = [process.communicate(timeout=300) for process in ranks]
+        # Rank 1 alone got SIGTERM at step 17; the ranks agree on the stop at the next agreement (every 10 checks).
+        self.assertEqual([process.returncode for process in ranks], [75, 75], results)
+        self.assertEqual([line["step"] for line in trial.lines("train")], list(range(1, 21)))
+        self.assertEqual(len(trial.lines("start")), 1)
+        self.assertEqual(trial.lines("end"), [{"type": "end", "state": "stopped", "step": 20}])
+        self.assertTrue((trial.dir / "checkpoints" / "step_00000020.pt").is_file())
+
+    def test_standalone_the_params_come_from_the_command_line_and_reports_go_to_stdout(self):
+        env = {key: value for key, value in os.environ.items() if not key.startswith("DLTUNE_")}
+        env.update({"PYTHONPATH": str(CLIENT), "DLTUNE_TRIAL_DIR": str(pathlib.Path(self.root.name) / "alone")})
+        done = subprocess.run([PYTHON, str(PROGRAM), "--params", '{"learning_rate": 0.2}'], env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        lines = [json.loads(line) for line in done.stdout.splitlines()]
+        self.assertEqual([line["step"] for line in lines if line["type"] == "train"], list(range(1, 61)))
+        self.assertEqual({line["learning_rate"] for line in lines if line["type"] == "train"}, {0.2})
+        self.assertTrue((pathlib.Path(self.root.name) / "alone" / "checkpoints" / "step_00000060.pt").is_file())
+
+    def test_a_stop_survives_a_launcher_that_closes_the_channel_and_exits_one(self):
+        # The launcher runs the program with descriptors above 2 closed: the report channel /dev/fd/N of a real
+        # trial is found again in the launcher through /proc.
+        trial = self.harness("launcher")
+        read_end, write_end = os.pipe()
+        os.set_inheritable(write_end, True)
+        env = trial.environment(extra={"DLTUNE_REPORT": f"/dev/fd/{write_end}", "MLP_TRIAL_SIGTERM_AT": "11"})
+        launcher = subprocess.Popen([PYTHON, str(HERE / "programs" / "exit_one_launcher.py"), PYTHON, str(PROGRAM)],
+                                    env=env, pass_fds=(write_end,), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.close(write_end)
+        with os.fdopen(read_end) as channel:
+            received = [json.loads(line) for line in channel]
+        _, stderr = launcher.communicate(timeout=300)
+        self.assertEqual(launcher.returncode, 1, stderr)
+        self.assertEqual(received[-1], {"type": "end", "state": "stopped", "step": 11})
+        self.assertEqual([line["step"] for line in received if line["type"] == "train"], list(range(1, 12)))
+
+    def test_an_evaluate_command_loads_the_checkpoint_and_reports_one_split(self):
+        trial = self.harness("evaluate")
+        self.assertEqual(trial.run().returncode, 0)
+        trial.report.unlink()
+        done = trial.run(extra={"DLTUNE_CHECKPOINT": str(trial.dir / "checkpoints" / "step_00000030.pt"),
+                                "DLTUNE_SPLIT": "test"})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        [evaluation] = trial.lines()
+        self.assertEqual((evaluation["type"], evaluation["step"], evaluation["split"]), ("eval", 30, "test"))
+
+
+class ScheduleTest(unittest.TestCase):
+    def test_the_evaluation_schedules_follow_the_built_in_trainer(self):
+        sys.path.insert(0, str(CLIENT))
+        from dltune._trial import _evaluates
+
+        self.assertEqual([s for s in range(1, 21) if _evaluates("every", s, 5, 20)], [5, 10, 15, 20])
+        self.assertEqual([s for s in range(1, 21) if _evaluates("dense:3", s, 10, 20)], [1, 2, 3, 10, 20])
+        # log:4 over 1000 steps: round(1000^(i/3)) = 1, 10, 100, 1000.
+        self.assertEqual([s for s in range(1, 1001) if _evaluates("log:4", s, 100, 1000)], [1, 10, 100, 1000])
+
+
+if __name__ == "__main__":
+    unittest.main()
