@@ -9,13 +9,14 @@ A checkpoint is one file, trial.dir/checkpoints/step_NNNNNNNN.pt, written to a t
 reported to dltune with its SHA-256; dltune deletes the ones it does not keep. Only rank 0 writes; every rank
 restores.
 """
-import hashlib
 import os
 import random
 import sys
 import time
 
 import torch
+
+from . import _checkpoints
 
 FORMAT = "dltune.torch/1"
 
@@ -59,7 +60,7 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
     os.replace(temporary, path)
     _sync_directory(directory)
     trial.add_seconds("checkpoint", time.monotonic() - began)
-    trial.checkpoint(step, path.relative_to(trial.dir), checksum="sha256:" + _sha256(path))
+    trial.checkpoint(step, path.relative_to(trial.dir), checksum=_checkpoints.sha256(path))
     return path
 
 
@@ -75,15 +76,14 @@ def restore(trial, model, optimizer=None, scheduler=None):
     """
     _register(trial, model, optimizer, scheduler)
     step = 0
-    if trial.resuming or not trial.managed:
-        for path in _candidates(trial):
-            loaded = _load_if_ours(trial, path)
-            if loaded is not None:
-                step = _apply(loaded, model, optimizer, scheduler, trial)
-                if not trial.managed and trial.is_main:
-                    print(f"dltune: resuming from {path} (step {step}); remove {trial.dir} to start afresh",
-                          file=sys.stderr)
-                break
+    for path in _candidates(trial):
+        loaded = _load_if_ours(trial, path)
+        if loaded is not None:
+            step = _apply(loaded, model, optimizer, scheduler, trial)
+            if not trial.managed and trial.is_main:
+                print(f"dltune: resuming from {path} (step {step}); remove {trial.dir} to start afresh",
+                      file=sys.stderr)
+            break
     trial.started(step)
     return step
 
@@ -99,18 +99,7 @@ def _register(trial, model, optimizer, scheduler):
 
 
 def _candidates(trial):
-    directory = trial.dir / "checkpoints"
-    if not directory.is_dir():
-        return []
-    found = []
-    for path in directory.glob("step_*.pt"):
-        try:
-            step = int(path.stem.split("_", 1)[1])
-        except ValueError:
-            continue
-        if trial.resume_max_step is None or step <= trial.resume_max_step:
-            found.append((step, path))
-    return [path for _, path in sorted(found, reverse=True)]
+    return [path for _, path in _checkpoints.resumable(trial, trial.dir / "checkpoints", r"step_(\d+)\.pt")]
 
 
 def _load_if_ours(trial, path):
@@ -174,14 +163,6 @@ def _read(path):
     # The file is the trial's own (its owner is checked): it holds Python and NumPy generator states, which
     # torch.load's weights-only default of torch 2.6 and later refuses.
     return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _sync_directory(directory):
