@@ -58,6 +58,7 @@ DEFAULT_COMMAND = "/usr/bin/python3 examples/external/train.py --hidden {hidden}
 DEFAULT_PARAMS = '{"learning_rate": 0.05, "one_minus_momentum": 0.1, "hidden": 64}'
 DEFAULT_DIVERGE_PARAMS = '{"learning_rate": 10000.0, "one_minus_momentum": 0.1, "hidden": 64}'
 SCENARIOS = ("stop", "kill", "diverge", "compare")
+CLIENT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
 MEASUREMENT_TYPES = ("train", "eval")
 SAFE_SHELL = re.compile(r"^[A-Za-z0-9._+\-/=:,@%]+$")
 NOT_PROGRAMS = {"cd", "export", "set", "exec", "if", "for", "while", "until", "case", "eval", ".", "source", "ulimit",
@@ -158,7 +159,7 @@ class Attempt:
         if check is None:
             self.notes.append(f"line {number}: type {kind!r} is not known to version 1; ignored")
             return None
-        problem = self.check_step(line) if kind != "end" else None
+        problem = self.check_step(line) if kind not in ("end", "timing") else None
         problem = problem or check(line)
         if problem:
             return self.error(number, f"{kind}: {problem}")
@@ -239,9 +240,19 @@ class Attempt:
                 return f"{flag} must be true or false"
         return None
 
+    @staticmethod
+    def check_timing(line):
+        seconds = line.get("seconds")
+        if not isinstance(seconds, dict):
+            return f"seconds must be an object of phases and seconds, not {seconds!r}"
+        for phase, value in seconds.items():
+            if not is_finite(value) or value < 0:
+                return f"seconds of {phase!r} must be a finite number >= 0, not {value!r}"
+        return None
+
     def check_end(self, line):
-        if line.get("state") not in ("completed", "infeasible"):
-            return f"state must be completed or infeasible, not {line.get('state')!r}"
+        if line.get("state") not in ("completed", "infeasible", "stopped"):
+            return f"state must be completed, infeasible or stopped, not {line.get('state')!r}"
         if "reason" in line and not isinstance(line["reason"], str):
             return "reason must be text"
         self.ended = line
@@ -346,6 +357,8 @@ class Trial:
                    DLTUNE_TRIAL_NUMBER=str(self.number), DLTUNE_SEED=str(self.args.seed),
                    DLTUNE_MAX_TRAIN_STEPS=str(self.args.steps), DLTUNE_THREADS=str(self.args.threads),
                    OMP_NUM_THREADS=str(self.args.threads), MKL_NUM_THREADS=str(self.args.threads))
+        # As dltune does: the Python client (python/dltune) importable with no install step.
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [CLIENT_DIR, os.environ.get("PYTHONPATH")]))
         # The read end first (non-blocking), then a write end of our own, so the FIFO never reads as closed before
         # the program opens it; we stop reading when the program has exited and the FIFO is drained.
         read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -415,7 +428,7 @@ def outcome(trial, attempt, status):
     """dltune's verdict on an attempt: completed, infeasible, stopped or failed (with why)."""
     if attempt.errors:
         return "failed", "; ".join(attempt.errors[:10])
-    if status == 75:
+    if status == 75 or (attempt.ended is not None and attempt.ended["state"] == "stopped"):
         if not any(os.path.exists(trial.resolve(c["path"])) for c in trial.checkpoints):
             return "failed", "exit 75 without a checkpoint on disk"
         return "stopped", ""

@@ -116,8 +116,13 @@ class Trial:
         bad = [name for name, value in values.items() if not math.isfinite(value)]
         if split == self.objective_split and self.objective_metric in bad:
             self._diverged = f"{split}/{self.objective_metric} is {values[self.objective_metric]} at step {step}"
-        if split == self.objective_split and self.objective_metric in values and not bad:
-            self._objective_by_step[int(step)] = values[self.objective_metric]
+        if self.objective_metric in values and self.objective_metric not in bad:
+            # The objective's split, or its periodic sample (training.valid_sample_examples) when the whole split
+            # is not evaluated at this step, as the built-in trainer ranks its checkpoints.
+            if split == self.objective_split:
+                self._objective_by_step[int(step)] = values[self.objective_metric]
+            elif split == self.objective_split + "_sample":
+                self._objective_by_step.setdefault(int(step), values[self.objective_metric])
         if self._channel is None:
             return
         self._write_pending()

@@ -48,6 +48,7 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "rng": _random_state(),
         "extra": extra,
+        "first_loss": trial._first_loss,  # the divergence test's reference survives a resume
     }
     directory = trial.dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
@@ -128,6 +129,7 @@ def _apply(state, model, optimizer, scheduler, trial, restore_random=True):
         _set_random_state(state.get("rng") or {})
     if trial is not None:
         trial.restored = dict(state.get("extra") or {})
+        trial._first_loss = state.get("first_loss")
     return int(state["step"])
 
 

@@ -6,7 +6,7 @@ the same programs under the real `dltune` command.
 import json
 import os
 import pathlib
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -194,6 +194,21 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         [evaluation] = trial.lines()
         self.assertEqual((evaluation["type"], evaluation["step"], evaluation["split"]), ("eval", 30, "test"))
+
+
+class PackagingTest(unittest.TestCase):
+    def test_pip_installs_the_client_from_the_source_tree(self):
+        with tempfile.TemporaryDirectory(prefix="dltune-pip-") as root:
+            source = pathlib.Path(root) / "python"
+            shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("tests", "__pycache__", "build"))
+            subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", f"{root}/venv"], check=True)
+            pip = subprocess.run([f"{root}/venv/bin/pip", "install", "--quiet", "--no-index", "--no-build-isolation",
+                                  str(source)], capture_output=True, text=True, check=False)
+            self.assertEqual(pip.returncode, 0, pip.stderr)
+            where = subprocess.run([f"{root}/venv/bin/python", "-c", "import dltune; print(dltune.__file__)"],
+                                   cwd=root, env={"PATH": os.environ["PATH"]}, capture_output=True, text=True,
+                                   check=True)
+            self.assertIn(f"{root}/venv/", where.stdout)
 
 
 class ScheduleTest(unittest.TestCase):
