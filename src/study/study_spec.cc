@@ -24,9 +24,9 @@ std::string ScientificModeName(ScientificMode mode) { return mode == ScientificM
 namespace {
 
 const std::vector<std::string> kTopLevelKeys = {
-    "name",      "description", "goal",     "workload",  "command",         "max_train_steps",
-    "objective", "trials",      "replicas", "seed",      "scientific_mode", "sampler",
-    "space",     "run_dir",     "training", "procedure", "evaluate_command"};
+    "name",      "description", "goal",     "workload",  "command",          "max_train_steps",
+    "objective", "trials",      "replicas", "seed",      "scientific_mode",  "sampler",
+    "space",     "run_dir",     "training", "procedure", "evaluate_command", "resources"};
 
 // The most replicas of a configuration a spec may ask for.
 constexpr std::int64_t kMaxReplicas = 1000;
@@ -114,6 +114,31 @@ TrainingSettings ParseTraining(const YamlNode& node, std::int64_t max_train_step
     }
   }
   return training;
+}
+
+// A whole number in [low, high], or `auto` (nullopt).
+std::optional<int> ParseCountOrAuto(const YamlNode& node, int low, int high) {
+  if (node.IsScalar() && node.AsString() == "auto") return std::nullopt;
+  const std::int64_t count = node.AsInt();
+  if (count < low || count > high)
+    throw node.Fail(fmt::format("must be auto or a whole number from {} to {}", low, high));
+  return static_cast<int>(count);
+}
+
+// `resources: {gpus_per_trial: auto | N, trials_per_gpu: auto | N}`.
+ResourceSpec ParseResources(const YamlNode& node) {
+  node.ExpectMap({"gpus_per_trial", "trials_per_gpu"});
+  ResourceSpec resources;
+  resources.where = node.Location();
+  if (const auto gpus = node.Find("gpus_per_trial"))
+    resources.gpus_per_trial = ParseCountOrAuto(*gpus, 0, kMaxGpusPerTrial);
+  if (const auto packing = node.Find("trials_per_gpu")) {
+    resources.trials_per_gpu = ParseCountOrAuto(*packing, 1, kMaxTrialsPerGpu).value_or(0);
+    if (resources.trials_per_gpu > 1 && resources.gpus_per_trial.value_or(1) != 1) {
+      throw packing->Fail("shares a GPU between trials of one GPU each; set gpus_per_trial: 1 (or leave it auto)");
+    }
+  }
+  return resources;
 }
 
 // Every placeholder of `command:` must name a param of the space or a built-in placeholder (or one of `extra`).
@@ -272,6 +297,7 @@ StudySpec ParseStudySpec(const std::string& text, const std::string& file_name) 
   if (spec.max_train_steps < 1) throw steps.Fail("must be at least 1");
   if (const auto training = root.Find("training")) spec.training = ParseTraining(*training, spec.max_train_steps);
   if (const auto objective = root.Find("objective")) spec.objective = ParseObjective(*objective);
+  if (const auto resources = root.Find("resources")) spec.resources = ParseResources(*resources);
   if (const auto trials = root.Find("trials")) {
     const std::int64_t count = trials->AsInt();
     if (count < 1 || static_cast<std::uint64_t>(count) > kMaxStudyTrials) {

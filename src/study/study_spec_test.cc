@@ -82,6 +82,33 @@ TEST(StudySpec, TopLevelMistakes) {
   EXPECT_THAT(SpecError("- a\n- b\n"), HasSubstr("must be a mapping"));
 }
 
+TEST(StudySpec, ResourcesSayGpusPerTrialAndTrialsPerGpu) {
+  const std::string space = "space: {learning_rate: 0.1}\n";
+  const StudySpec defaults = ParseStudySpec(std::string(kHeader) + space, "study.yaml");
+  EXPECT_FALSE(defaults.resources.gpus_per_trial);
+  EXPECT_EQ(defaults.resources.trials_per_gpu, 0);
+  const StudySpec packed = ParseStudySpec(
+      std::string(kHeader) + "resources: {gpus_per_trial: 1, trials_per_gpu: 4}\n" + space, "study.yaml");
+  EXPECT_EQ(packed.resources.gpus_per_trial, 1);
+  EXPECT_EQ(packed.resources.trials_per_gpu, 4);
+  const StudySpec automatic = ParseStudySpec(
+      std::string(kHeader) + "resources: {gpus_per_trial: auto, trials_per_gpu: auto}\n" + space, "study.yaml");
+  EXPECT_FALSE(automatic.resources.gpus_per_trial);
+  EXPECT_EQ(automatic.resources.trials_per_gpu, 0);
+  EXPECT_EQ(ParseStudySpec(std::string(kHeader) + "resources: {gpus_per_trial: 0}\n" + space, "study.yaml")
+                .resources.gpus_per_trial,
+            0);
+
+  EXPECT_THAT(SpecError(std::string(kHeader) + "resources: {gpus_per_trial: -1}\n" + space),
+              HasSubstr("study.yaml:4:29: resources.gpus_per_trial must be auto or a whole number from 0 to 64"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "resources: {trials_per_gpu: 0}\n" + space),
+              HasSubstr("resources.trials_per_gpu must be auto or a whole number from 1 to 64"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "resources: {gpus_per_trial: 2, trials_per_gpu: 3}\n" + space),
+              HasSubstr("set gpus_per_trial: 1"));
+  EXPECT_THAT(SpecError(std::string(kHeader) + "resources: {gpus: 1}\n" + space),
+              HasSubstr("gpus is not a known key of resources"));
+}
+
 TEST(StudySpec, AlgoperfSeedsFitNumpy) {
   EXPECT_THAT(SpecError(std::string(kHeader) + "sampler: halton_algoperf\nseed: 4294967296\nspace: {a: [1, 2]}\n"),
               HasSubstr("study.yaml:5:7: seed must be below 2^32"));

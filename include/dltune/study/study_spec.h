@@ -57,6 +57,18 @@ struct ProcedureSpec {
 // A parsed, validated study spec. Its trials are trained by a built-in workload, by its own `command`, or — when it
 // names neither — by a program using the ask/tell API (dltune/run/study_session.h). Plain value type; see
 // docs/study-spec.md for every key and its default.
+// `resources:`: the GPUs each trial takes (docs/parallel-layout.md, "GPUs").
+struct ResourceSpec {
+  // GPUs each process of a trial gets (a data-parallel trial's ranks one set each); nullopt: auto, which is 1 for a
+  // command: study when the worker has GPUs and 0 otherwise (the built-in trainer trains on the CPU).
+  std::optional<int> gpus_per_trial;
+  // Trials sharing one GPU when gpus_per_trial is 1; 0: auto, packing by measurement.
+  int trials_per_gpu = 0;
+  SourceLocation where;  // of `resources:`, for errors about it
+};
+inline constexpr int kMaxGpusPerTrial = 64;
+inline constexpr int kMaxTrialsPerGpu = 64;
+
 struct StudySpec {
   std::string name;
   std::string description;
@@ -70,6 +82,7 @@ struct StudySpec {
   std::string evaluate_command;
   std::string run_dir;               // where trial directories go: `run_dir:`, default "runs/<name>"
   TrainingSettings training;         // the `training:` mapping: how each trial trains (dltune/core/training_settings.h)
+  ResourceSpec resources;            // the `resources:` mapping: GPUs per trial and trials per GPU
   std::int64_t max_train_steps = 0;  // the same for every trial; never searched within a study
   Objective objective;
   std::uint64_t trials = 20;  // configurations per sub-study (separate) or in all (joint)
