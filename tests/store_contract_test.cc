@@ -538,6 +538,26 @@ TEST_P(StoreContract, EachAttemptsTimeIsAddedToTheTrials) {
   EXPECT_EQ(store_->ListTrials(study.id).front().time_split, expected);
 }
 
+// The resources of a trial's latest attempt that recorded some: replaced, never merged; kept by one that did not.
+TEST_P(StoreContract, TheLatestAttemptsResourcesAreKept) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->resources, "{}");
+  auto claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(claim->second, {.state = TrialState::kStopped,
+                                 .reason = "interrupted",
+                                 .resources = R"({"gpus": [{"uuid": "GPU-1"}], "peak_memory_bytes": 1024})"});
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->resources, R"({"gpus":[{"uuid":"GPU-1"}],"peak_memory_bytes":1024})");
+  EXPECT_EQ(store_->ResumeStopped(study.id), 1);
+  claim = store_->ClaimNext(study.id, "w");
+  store_->Finish(claim->second, {.state = TrialState::kStopped, .reason = "interrupted again"});
+  EXPECT_EQ(store_->ListTrials(study.id).front().resources, R"({"gpus":[{"uuid":"GPU-1"}],"peak_memory_bytes":1024})");
+  EXPECT_EQ(store_->ResumeStopped(study.id), 1);
+  claim = store_->ClaimNext(study.id, "w");
+  EXPECT_THROW(store_->Finish(claim->second, {.state = TrialState::kCompleted, .resources = "[1]"}), Error);
+  store_->Finish(claim->second, {.state = TrialState::kCompleted, .resources = R"({"gpus": [{"uuid": "GPU-2"}]})"});
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->resources, R"({"gpus":[{"uuid":"GPU-2"}]})");
+}
+
 TEST_P(StoreContract, CheckpointsAreTracked) {
   const StudyRecord study = NewStudyWithTrials(1);
   const auto claim = store_->ClaimNext(study.id, "w");

@@ -421,6 +421,7 @@ void ActiveTrial::Tell(const TrialOutcome& outcome) {
   if (!pending_.train.empty() || !pending_.evals.empty() || best_changed_) Flush();
   TrialOutcome with_time = outcome;
   with_time.time_split = time_split_;
+  with_time.resources = resources_;
   store_->Finish(lease_, with_time);
   finished_ = true;
 }

@@ -7,7 +7,8 @@
 namespace dltune::internal {
 namespace {
 
-// Types that differ between the dialects; the scripts below name them as {pk}, {int} and {real}.
+// Types that differ between the dialects; the scripts below name them as {pk}, {int} and {real} (so a literal
+// brace is written twice: {{}} is the text {}).
 std::string Render(const std::string& script, SqlDialect dialect) {
   const bool sqlite = dialect == SqlDialect::kSqlite;
   return fmt::format(fmt::runtime(script), fmt::arg("pk", sqlite ? "INTEGER PRIMARY KEY" : "BIGSERIAL PRIMARY KEY"),
@@ -161,7 +162,7 @@ CREATE INDEX launches_by_study ON launches (study_id, id);
 )",
     // 5: where each trial's time went (a JSON object of seconds by phase, summed over its attempts).
     R"(
-ALTER TABLE trials ADD COLUMN time_split TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE trials ADD COLUMN time_split TEXT NOT NULL DEFAULT '{{}}';
 )",
     // 6: the decision a launch carried out (a study_notes id; NULL for a launch that followed none).
     R"(
@@ -170,6 +171,10 @@ ALTER TABLE launches ADD COLUMN decision_id {int};
     // 7: the finding a note marks handled (dltune note --resolves; '' for any other note).
     R"(
 ALTER TABLE study_notes ADD COLUMN resolves TEXT NOT NULL DEFAULT '';
+)",
+    // 8: the resources (GPUs) a trial's latest attempt used, as a JSON object.
+    R"(
+ALTER TABLE trials ADD COLUMN resources TEXT NOT NULL DEFAULT '{{}}';
 )",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");

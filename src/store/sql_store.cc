@@ -123,7 +123,7 @@ StudyRecord StudyFromRow(const SqlRow& row) {
 constexpr const char* kTrialColumns =
     "id, study_id, number, substudy, substudy_label, params, seed, state, worker, heartbeat_at, started_at, ended_at, "
     "reason, retries, best_step, best_value, final_value, exit_status, stderr_tail, configuration, replica, "
-    "time_split";
+    "time_split, resources";
 
 // A time split as the trials table keeps it: a JSON object of seconds by phase; anything else reads as empty.
 TimeSplit TimeSplitFromJson(const std::string& text) {
@@ -141,6 +141,13 @@ std::string TimeSplitToJson(const TimeSplit& split) {
   for (const auto& [phase, seconds] : split) {
     if (std::isfinite(seconds)) object[phase] = seconds;
   }
+  return object.dump();
+}
+
+// Resources as the trials table keeps them: a JSON object, compact; anything else is refused.
+std::string ResourcesJson(const std::string& text) {
+  const auto object = nlohmann::json::parse(text, nullptr, false);
+  if (!object.is_object()) throw Error("a trial's resources must be a JSON object, not: " + text.substr(0, 80));
   return object.dump();
 }
 
@@ -168,6 +175,7 @@ TrialRecord TrialFromRow(const SqlRow& row) {
   trial.configuration = static_cast<std::uint64_t>(AsInt(row[19]));
   trial.replica = static_cast<std::uint64_t>(AsInt(row[20]));
   trial.time_split = TimeSplitFromJson(AsText(row[21]));
+  trial.resources = AsText(row[22]);
   return trial;
 }
 
@@ -525,13 +533,18 @@ void SqlStore::Finish(const TrialLease& lease, const TrialOutcome& outcome) {
     TimeSplit time_split = TimeSplitFromJson(
         AsText(connection_->Query("SELECT time_split FROM trials WHERE id = ?", {lease.trial_id}).front().front()));
     for (const auto& [phase, seconds] : outcome.time_split) time_split[phase] += seconds;
+    // An attempt that recorded no resources leaves the last ones that did.
+    const std::string resources = outcome.resources.empty() ? "resources" : "?";
+    std::vector<SqlValue> values = {TrialStateName(outcome.state),     SanitizeUtf8(outcome.reason),
+                                    Optional(outcome.final_value),     Optional(outcome.exit_status),
+                                    SanitizeUtf8(outcome.stderr_tail), TimeSplitToJson(time_split)};
+    if (!outcome.resources.empty()) values.emplace_back(ResourcesJson(outcome.resources));
+    values.emplace_back(lease.trial_id);
     connection_->Execute(
         Sql(std::string("UPDATE trials SET state = ?, reason = ?, final_value = COALESCE(?, final_value), "
-                        "exit_status = ?, stderr_tail = ?, time_split = ?, ended_at = ") +
-            (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
-        {TrialStateName(outcome.state), SanitizeUtf8(outcome.reason), Optional(outcome.final_value),
-         Optional(outcome.exit_status), SanitizeUtf8(outcome.stderr_tail), TimeSplitToJson(time_split),
-         lease.trial_id});
+                        "exit_status = ?, stderr_tail = ?, time_split = ?, resources = ") +
+            resources + ", ended_at = " + (stopped ? "NULL" : "{now}") + " WHERE id = ?"),
+        values);
     CountMove(study_id, TrialTransition::kFinish, outcome.state);
     TouchStudy(study_id);
   });

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dltune/store/store.h"
@@ -132,6 +133,8 @@ class ActiveTrial {
   // writes the trial makes through this object are counted as "store" themselves.
   void AddTime(const TimeSplit& seconds);
   const TimeSplit& time_split() const { return time_split_; }
+  // The resources this attempt used (TrialRecord::resources' JSON object), recorded with the trial's end.
+  void SetResources(std::string json) { resources_ = std::move(json); }
 
  private:
   void EnsureBegun();
@@ -150,6 +153,7 @@ class ActiveTrial {
   std::optional<double> final_value_;
   bool best_changed_ = false;
   TimeSplit time_split_;
+  std::string resources_;
 };
 
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one

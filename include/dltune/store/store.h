@@ -126,6 +126,9 @@ struct TrialRecord {
   std::optional<int> exit_status;         // of the trial process, when it ended abnormally
   std::string stderr_tail;                // last lines of the trial process's stderr, when it failed
   TimeSplit time_split;                   // where its time went, over every attempt recorded so far
+  // The machine resources its latest attempt used, a JSON object (docs/store-schema.md, "resources"): its GPUs, their
+  // driver, peak memory and mean utilization. "{}" when none were recorded (a trial on the CPU).
+  std::string resources = "{}";
 };
 
 // Proof that a worker holds a running trial; returned by ClaimNext.
@@ -195,7 +198,8 @@ struct TrialOutcome {
   std::optional<double> final_value;
   std::optional<int> exit_status;
   std::string stderr_tail;
-  TimeSplit time_split;  // this attempt's; added to what earlier attempts recorded
+  TimeSplit time_split;   // this attempt's; added to what earlier attempts recorded
+  std::string resources;  // this attempt's resources (TrialRecord::resources), replacing earlier ones; "": unchanged
 };
 
 // A running trial put back by ReclaimStale.
@@ -384,6 +388,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 7;
+inline constexpr int kStoreSchemaVersion = 8;
 
 }  // namespace dltune
