@@ -1,0 +1,397 @@
+#include "run/gpu_pool.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+
+namespace dltune {
+namespace {
+
+// Memory a released trial may leave taken without its GPU counting as not freed (the driver's own bookkeeping).
+constexpr std::int64_t kFreedTolerance = 64LL << 20;
+// Step-rate reports kept per trial: enough for a steady median, bounded for a trial that runs for days.
+constexpr std::size_t kKeptRates = 64;
+
+bool ContainsIgnoringCase(std::string_view text, std::string_view needle) {
+  const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  const auto found = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
+                                 [&](char a, char b) { return lower(a) == lower(b); });
+  return found != text.end();
+}
+
+std::string Trials(int count) { return fmt::format("{} trial{}", count, count == 1 ? "" : "s"); }
+
+// "12% more", "3% fewer".
+std::string Change(double gain) {
+  return fmt::format("{:.0f}% {}", std::abs(gain) * 100, gain >= 0 ? "more" : "fewer");
+}
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
+}
+
+void Add(std::optional<std::int64_t>& sum, const std::optional<std::uint64_t>& bytes, bool subtract = false) {
+  if (!sum || !bytes) {
+    sum.reset();
+    return;
+  }
+  *sum += subtract ? -static_cast<std::int64_t>(*bytes) : static_cast<std::int64_t>(*bytes);
+}
+
+}  // namespace
+
+nlohmann::json GpuTrialRecord::ToJson() const {
+  nlohmann::json json = {{"model", model}, {"uuids", uuids}, {"driver", driver}};
+  json["peak_memory_bytes"] = peak_memory_bytes ? nlohmann::json(*peak_memory_bytes) : nlohmann::json();
+  json["mean_utilization_percent"] =
+      mean_utilization_percent ? nlohmann::json(*mean_utilization_percent) : nlohmann::json();
+  return json;
+}
+
+bool IsOutOfGpuMemory(std::string_view stderr_tail, std::string_view reason) {
+  constexpr std::array<std::string_view, 8> kSigns = {
+      "CUDA out of memory",         "OutOfMemoryError",
+      "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+      "CUDA_ERROR_OUT_OF_MEMORY",   "cudaErrorMemoryAllocation",
+      "out of GPU memory",          "RESOURCE_EXHAUSTED: Out of memory",
+  };
+  return std::any_of(kSigns.begin(), kSigns.end(), [&](std::string_view sign) {
+    return ContainsIgnoringCase(stderr_tail, sign) || ContainsIgnoringCase(reason, sign);
+  });
+}
+
+GpuPool::GpuPool(const GpuInventory& inventory, Nvml& nvml, GpuPoolOptions options)
+    : nvml_(nvml), options_(std::move(options)), driver_(inventory.driver_version) {
+  const bool fixed = options_.trials_per_gpu > 0;
+  for (const GpuDevice& device : inventory.gpus) {
+    Gpu gpu{.device = device};
+    gpu.capacity = fixed ? options_.trials_per_gpu : 1;
+    gpu.ceiling = fixed ? options_.trials_per_gpu : std::max(1, options_.max_trials_per_gpu);
+    gpu.settled = fixed;
+    gpu.why = fixed ? fmt::format("trials per GPU: {}", options_.trials_per_gpu) : "measuring";
+    gpus_.push_back(std::move(gpu));
+  }
+}
+
+bool GpuPool::HasRoom(const Gpu& gpu, bool alone) const {
+  if (gpu.left_out || gpu.alone_lease != 0) return false;
+  const auto occupied = static_cast<int>(gpu.running.size() + gpu.draining.size());
+  return alone ? occupied == 0 : occupied < gpu.capacity;
+}
+
+void GpuPool::TrialsChanged(std::size_t g, double now) {
+  Gpu& gpu = gpus_[g];
+  gpu.changed_at = now;
+  gpu.peak_used = 0;
+  gpu.read_since_change = false;
+}
+
+std::optional<GpuLease> GpuPool::Acquire(int gpus_per_trial, double now, bool alone) {
+  std::vector<std::size_t> free;
+  for (std::size_t g = 0; g < gpus_.size(); ++g) {
+    if (HasRoom(gpus_[g], alone)) free.push_back(g);
+  }
+  const auto wanted = static_cast<std::size_t>(std::max(1, gpus_per_trial));
+  if (free.size() < wanted) return std::nullopt;
+  // The least busy first, so that trials spread over the GPUs before they share one.
+  std::stable_sort(free.begin(), free.end(), [&](std::size_t a, std::size_t b) {
+    return gpus_[a].running.size() + gpus_[a].draining.size() < gpus_[b].running.size() + gpus_[b].draining.size();
+  });
+  free.resize(wanted);
+  const int id = next_lease_++;
+  GpuLease lease{.id = id};
+  leases_[id].gpus = free;
+  for (const std::size_t g : free) {
+    Gpu& gpu = gpus_[g];
+    gpu.running.push_back(id);
+    if (alone) gpu.alone_lease = id;
+    TrialsChanged(g, now);
+    for (const int other : gpu.running) {
+      int& most = leases_.at(other).most_at_once[g];
+      most = std::max(most, static_cast<int>(gpu.running.size()));
+    }
+    lease.uuids.push_back(gpu.device.uuid);
+  }
+  return lease;
+}
+
+void GpuPool::AddTrialProcess(int lease, pid_t pid) {
+  Lease& state = leases_.at(lease);
+  state.pids.insert(pid);
+  state.groups.insert(pid);  // a trial leads a process group of its own (TrialProcess)
+}
+
+void GpuPool::ReportStepRate(int lease, double steps_per_second, double now) {
+  auto& rates = leases_.at(lease).rates;
+  rates.emplace_back(now, steps_per_second);
+  if (rates.size() > kKeptRates) rates.pop_front();
+}
+
+OutOfMemoryVerdict GpuPool::TrialRanOutOfMemory(int lease) {
+  bool shared = false;
+  for (const auto& [g, most] : leases_.at(lease).most_at_once) {
+    if (most < 2) continue;
+    shared = true;
+    Gpu& gpu = gpus_[g];
+    gpu.ceiling = std::min(gpu.ceiling, most - 1);
+    gpu.capacity = std::min(gpu.capacity, gpu.ceiling);
+    gpu.settled = true;
+    gpu.why = fmt::format("a trial ran out of GPU memory with {} at once", most);
+  }
+  return shared ? OutOfMemoryVerdict::kRescheduleAlone : OutOfMemoryVerdict::kInfeasible;
+}
+
+void GpuPool::Release(int lease, const std::vector<pid_t>& pids, double now) {
+  Lease& state = leases_.at(lease);
+  state.pids.insert(pids.begin(), pids.end());
+  for (const std::size_t g : state.gpus) {
+    Gpu& gpu = gpus_[g];
+    std::erase(gpu.running, lease);
+    if (gpu.alone_lease == lease) gpu.alone_lease = 0;
+    gpu.draining.push_back(
+        {.lease = lease, .since = now, .held = state.bytes[g], .unattributed = state.unattributed[g]});
+    TrialsChanged(g, now);
+    Read(g, now);  // most trials' memory is free by the time their processes have ended
+  }
+}
+
+void GpuPool::Update(double now) {
+  if (last_reading_ && now - *last_reading_ < options_.sample_interval) return;
+  last_reading_ = now;
+  for (std::size_t g = 0; g < gpus_.size(); ++g) {
+    if (!gpus_[g].running.empty() || !gpus_[g].draining.empty()) Read(g, now);
+  }
+  UpdatePeaks();
+  for (std::size_t g = 0; g < gpus_.size(); ++g) Measure(g);
+}
+
+bool GpuPool::Owns(const Lease& lease, pid_t pid) const {
+  if (lease.pids.contains(pid)) return true;
+  const pid_t group = ::getpgid(pid);
+  return group > 0 && lease.groups.contains(group);
+}
+
+void GpuPool::Read(std::size_t g, double now) {
+  Gpu& gpu = gpus_[g];
+  auto sample = nvml_.Sample(gpu.device.uuid);
+  if (sample) {
+    gpu.peak_used = std::max(gpu.peak_used, sample->used_bytes);
+    gpu.read_since_change = true;
+    Attribute(g, *sample);
+  }
+  Drain(g, now, sample ? &*sample : nullptr);
+  if (sample) gpu.latest = std::move(sample);
+}
+
+// Which listed processes are which running trial's: their memory, the rest's, and the GPU's utilization.
+void GpuPool::Attribute(std::size_t g, const GpuSample& sample) {
+  for (const int id : gpus_[g].running) {
+    Lease& lease = leases_.at(id);
+    std::optional<std::int64_t> own, others = static_cast<std::int64_t>(sample.used_bytes);
+    if (sample.processes_known) own = 0;
+    for (const GpuProcess& process : sample.processes) {
+      if (Owns(lease, process.pid)) {
+        lease.pids.insert(process.pid);
+        Add(own, process.used_bytes);
+      } else {
+        Add(others, process.used_bytes, /*subtract=*/true);
+      }
+    }
+    lease.bytes[g] = own;
+    lease.unattributed[g] = sample.processes_known ? others : std::nullopt;
+    if (own) lease.peak_bytes_on[g] = std::max(lease.peak_bytes_on[g], *own);
+    if (sample.utilization_percent) {
+      lease.utilization_sum += *sample.utilization_percent;
+      ++lease.utilization_readings;
+    }
+  }
+}
+
+// A running trial's peak memory: the most its processes held on all its GPUs at one reading.
+void GpuPool::UpdatePeaks() {
+  for (Gpu& gpu : gpus_) {
+    for (const int id : gpu.running) {
+      Lease& lease = leases_.at(id);
+      std::optional<std::int64_t> total = 0;
+      for (const std::size_t g : lease.gpus) {
+        const auto bytes = lease.bytes.find(g);
+        if (bytes == lease.bytes.end() || !bytes->second) {
+          total.reset();
+          break;
+        }
+        *total += *bytes->second;
+      }
+      if (total && (!lease.peak_bytes || *total > *lease.peak_bytes)) lease.peak_bytes = total;
+    }
+  }
+}
+
+void GpuPool::Drain(std::size_t g, double now, const GpuSample* sample) {
+  Gpu& gpu = gpus_[g];
+  std::vector<Draining> waiting;
+  for (Draining& draining : gpu.draining) {
+    if (sample != nullptr && Freed(draining, *sample)) continue;
+    if (now - draining.since < options_.release_timeout) {
+      waiting.push_back(draining);
+    } else {
+      LeaveOut(gpu);
+    }
+  }
+  gpu.draining = std::move(waiting);
+}
+
+// Whether a released trial's memory is free at `sample`: none of its processes is listed, and the memory no listed
+// process accounts for fell by what they held. Without per-process figures, that they are gone is all one can tell.
+bool GpuPool::Freed(Draining& draining, const GpuSample& sample) const {
+  const Lease& lease = leases_.at(draining.lease);
+  bool listed = false;
+  std::optional<std::int64_t> held = 0, unattributed = static_cast<std::int64_t>(sample.used_bytes);
+  for (const GpuProcess& process : sample.processes) {
+    const bool own = Owns(lease, process.pid);
+    listed = listed || own;
+    Add(own ? held : unattributed, process.used_bytes, /*subtract=*/!own);
+  }
+  if (listed) {
+    draining.held = held;
+    draining.unattributed = unattributed;
+    return false;
+  }
+  if (!sample.processes_known || !draining.held || !draining.unattributed || !unattributed) return true;
+  return *unattributed <= *draining.unattributed - *draining.held + kFreedTolerance;
+}
+
+void GpuPool::LeaveOut(Gpu& gpu) {
+  if (gpu.left_out) return;
+  gpu.left_out = true;
+  gpu.why = fmt::format("the memory of an ended trial was not freed within {:g} s", options_.release_timeout);
+  if (options_.notice) options_.notice(fmt::format("{}: {}; no more trials run on it", gpu.device.Label(), gpu.why));
+}
+
+std::optional<double> GpuPool::SteadyRate(const Lease& lease, double since) const {
+  std::vector<double> rates;
+  double first = 0, last = 0;
+  for (const auto& [when, rate] : lease.rates) {
+    if (when < since) continue;
+    if (rates.empty()) first = when;
+    last = when;
+    rates.push_back(rate);
+  }
+  if (static_cast<int>(rates.size()) < options_.steady_reports || last - first < options_.steady_seconds) {
+    return std::nullopt;
+  }
+  return Median(std::move(rates));
+}
+
+// The memory `trials` at once would use: the largest trial's peak times `trials`, plus what is not the trials'; or,
+// where NVML does not say what each process holds, the peak used so far scaled up.
+double GpuPool::ProjectedUse(std::size_t g, int trials) const {
+  const Gpu& gpu = gpus_[g];
+  std::int64_t per_trial = 0;
+  auto others = static_cast<std::int64_t>(gpu.latest ? gpu.latest->used_bytes : 0);
+  bool known = gpu.latest.has_value();
+  for (const int id : gpu.running) {
+    const Lease& lease = leases_.at(id);
+    const auto peak = lease.peak_bytes_on.find(g);
+    if (peak != lease.peak_bytes_on.end()) per_trial = std::max(per_trial, peak->second);
+    const auto bytes = lease.bytes.find(g);
+    known = known && bytes != lease.bytes.end() && bytes->second.has_value();
+    if (known) others -= bytes->second.value_or(0);
+  }
+  if (known && per_trial > 0) return static_cast<double>(per_trial) * trials + static_cast<double>(others);
+  const auto now = static_cast<int>(gpu.running.size());
+  return static_cast<double>(gpu.peak_used) * trials / std::max(1, now);
+}
+
+// Once every trial on an auto GPU at its capacity has a steady rate: one more at once, or settle.
+void GpuPool::Measure(std::size_t g) {
+  Gpu& gpu = gpus_[g];
+  const int trials = gpu.capacity;
+  if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.read_since_change) return;
+  if (static_cast<int>(gpu.running.size()) != trials || !gpu.draining.empty()) return;
+  double steps_per_second = 0;
+  for (const int id : gpu.running) {
+    const auto rate = SteadyRate(leases_.at(id), gpu.changed_at);
+    if (!rate) return;
+    steps_per_second += *rate;
+  }
+  const double total = static_cast<double>(gpu.device.total_memory_bytes);
+  gpu.measured[trials] = {.steps_per_second = steps_per_second,
+                          .memory_share = total > 0 ? static_cast<double>(gpu.peak_used) / total : 0};
+  const auto settle = [&](int capacity, std::string why) {
+    gpu.capacity = capacity;
+    gpu.settled = true;
+    gpu.why = std::move(why);
+  };
+  double gain = 0;
+  if (const auto fewer = gpu.measured.find(trials - 1); fewer != gpu.measured.end()) {
+    const double before = fewer->second.steps_per_second;
+    gain = before > 0 ? steps_per_second / before - 1 : (steps_per_second > 0 ? 1 : 0);
+    if (gain <= options_.min_gain) {
+      settle(trials - 1, fmt::format("{} gave {} steps per second{}", trials, Change(gain), MemoryAt(gpu, trials - 1)));
+      return;
+    }
+  }
+  if (trials + 1 > gpu.ceiling) {
+    settle(trials, fmt::format("the most it packs{}", MemoryAt(gpu, trials)));
+    return;
+  }
+  if (const double projected = ProjectedUse(g, trials + 1); projected > options_.memory_margin * total) {
+    settle(trials, fmt::format("{} would need about {:.0f}% of its memory{}", trials + 1, 100 * projected / total,
+                               MemoryAt(gpu, trials)));
+    return;
+  }
+  gpu.capacity = trials + 1;
+  gpu.why = trials == 1
+                ? "measuring"
+                : fmt::format("measuring: {} gave {} steps per second than {}", trials, Change(gain), trials - 1);
+}
+
+std::string GpuPool::MemoryAt(const Gpu& gpu, int trials) const {
+  const auto measured = gpu.measured.find(trials);
+  if (measured == gpu.measured.end()) return "";
+  return fmt::format("; memory {:.0f}% at {}", measured->second.memory_share * 100, trials);
+}
+
+GpuTrialRecord GpuPool::Record(int lease) const {
+  const Lease& state = leases_.at(lease);
+  GpuTrialRecord record{.driver = driver_};
+  for (const std::size_t g : state.gpus) record.uuids.push_back(gpus_[g].device.uuid);
+  if (!state.gpus.empty()) record.model = gpus_[state.gpus.front()].device.name;
+  if (state.peak_bytes) record.peak_memory_bytes = static_cast<std::uint64_t>(*state.peak_bytes);
+  if (state.utilization_readings > 0) {
+    record.mean_utilization_percent = state.utilization_sum / state.utilization_readings;
+  }
+  return record;
+}
+
+std::string GpuPool::Sentence(const Gpu& gpu) const {
+  if (gpu.left_out) return fmt::format("{}: left out — {}", gpu.device.Label(), gpu.why);
+  const bool so_far = options_.trials_per_gpu <= 0 && !gpu.settled;
+  return fmt::format("{}: {} at once{} — {}", gpu.device.Label(), Trials(gpu.capacity), so_far ? " so far" : "",
+                     gpu.why);
+}
+
+std::vector<std::string> GpuPool::Explain() const {
+  std::vector<std::string> sentences;
+  for (const Gpu& gpu : gpus_) sentences.push_back(Sentence(gpu));
+  return sentences;
+}
+
+int GpuPool::capacity(const std::string& uuid) const {
+  for (const Gpu& gpu : gpus_) {
+    if (gpu.device.uuid == uuid) return gpu.left_out ? 0 : gpu.capacity;
+  }
+  return 0;
+}
+
+int GpuPool::usable_gpus() const {
+  return static_cast<int>(std::count_if(gpus_.begin(), gpus_.end(), [](const Gpu& gpu) { return !gpu.left_out; }));
+}
+
+}  // namespace dltune

@@ -1,0 +1,166 @@
+// The worker's view of its GPUs while trials run. Acquire leases a new trial the GPUs it runs on (one per rank; the
+// least busy first), each GPU taking up to its capacity of trials at once. Release hands them back once the trial's
+// processes have ended, but a GPU's slot is free again only when NVML no longer lists those processes and the memory
+// they held is free (a GPU whose memory stays taken past a bound is left out of the pool, with a notice). With
+// `trials per GPU: auto` the capacity is measured: it starts at one and rises while one more trial at once raises the
+// GPU's steps per second (the sum of its trials' steady rates, reported by the worker) by more than a few percent
+// and the memory one more would need (from NVML, per process) fits; otherwise it settles, at one fewer when the last
+// one was not worth it. A trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good
+// and is run again alone; alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any
+// steady origin) and calls Update from its loop. Not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "run/gpu_inventory.h"
+#include "run/nvml.h"
+
+namespace dltune {
+
+struct GpuPoolOptions {
+  int trials_per_gpu = 0;       // trials at once on a GPU; 0: auto, measured
+  int max_trials_per_gpu = 16;  // auto never packs more
+  double min_gain = 0.05;       // one more trial at once must add more than this share of steps per second
+  double memory_margin = 0.9;   // and the memory it would need must stay under this share of the GPU's
+  int steady_reports = 3;       // a trial's step rate is steady after this many reports
+  double steady_seconds = 3;    // spanning at least this long, since the trials on its GPU last changed
+  double sample_interval = 1;   // seconds between readings of NVML
+  double release_timeout = 60;  // seconds an ended trial's memory may take to be freed before its GPU is left out
+  std::function<void(const std::string&)> notice;  // told of a GPU left out; may be empty
+};
+
+// The GPUs leased to one trial.
+struct GpuLease {
+  int id = 0;
+  std::vector<std::string> uuids;  // one per rank: the trial's CUDA_VISIBLE_DEVICES
+};
+
+// What to do with a trial that ran out of GPU memory.
+enum class OutOfMemoryVerdict {
+  kRescheduleAlone,  // it shared a GPU: run it again with Acquire(…, alone = true)
+  kInfeasible,       // it ran alone: record it infeasible, "out of GPU memory"
+};
+
+// What a trial's GPUs were, for the store.
+struct GpuTrialRecord {
+  std::string model;                               // "NVIDIA H100 80GB HBM3"
+  std::vector<std::string> uuids;                  // its GPUs, by rank
+  std::string driver;                              // "550.54.15"
+  std::optional<std::uint64_t> peak_memory_bytes;  // of its processes on all its GPUs; nullopt where NVML hid it
+  std::optional<double> mean_utilization_percent;  // of its GPUs while it ran; nullopt where never read
+  // {"model", "uuids", "driver", "peak_memory_bytes", "mean_utilization_percent"}, nulls where unknown.
+  nlohmann::json ToJson() const;
+};
+
+// Whether a trial's stderr tail or end reason says it ran out of GPU memory ("CUDA out of memory",
+// "torch.OutOfMemoryError", "CUBLAS_STATUS_ALLOC_FAILED", "out of GPU memory", …).
+bool IsOutOfGpuMemory(std::string_view stderr_tail, std::string_view reason = "");
+
+class GpuPool {
+ public:
+  // Pools `inventory`'s GPUs, read through `nvml`, which must outlive the pool.
+  GpuPool(const GpuInventory& inventory, Nvml& nvml, GpuPoolOptions options = {});
+
+  // The GPUs of a new trial of `gpus_per_trial` ranks, or nullopt when not that many have a free slot. `alone`: only
+  // GPUs no other trial holds, and none joins it there while it runs.
+  std::optional<GpuLease> Acquire(int gpus_per_trial, double now, bool alone = false);
+  // The trial's process: it, and the processes of its process group, are the trial's in NVML's lists.
+  void AddTrialProcess(int lease, pid_t pid);
+  // The trial's training steps per second, from its latest report.
+  void ReportStepRate(int lease, double steps_per_second, double now);
+  // The trial ran out of GPU memory. Call before Release.
+  OutOfMemoryVerdict TrialRanOutOfMemory(int lease);
+  // The trial's processes (`pids`, and those seen as its own) have ended; its slots free once their memory is free.
+  void Release(int lease, const std::vector<pid_t>& pids, double now);
+  // Reads NVML (at most every sample_interval), frees released slots, and measures the packing.
+  void Update(double now);
+
+  // The trial's GPUs, peak memory and utilization so far (after Release too).
+  GpuTrialRecord Record(int lease) const;
+  // One sentence per GPU on why it takes the trials at once it does: "GPU 0 (NVIDIA H100 80GB HBM3): 6 trials at
+  // once — 7 gave 2% more steps per second; memory 41% at 6".
+  std::vector<std::string> Explain() const;
+  // Trials at once the GPU takes now; 0 for a GPU left out or not in the pool.
+  int capacity(const std::string& uuid) const;
+  // GPUs not left out: a trial needing more never starts.
+  int usable_gpus() const;
+
+ private:
+  struct Measurement {
+    double steps_per_second = 0;
+    double memory_share = 0;  // of the GPU's memory used at most while measured
+  };
+  // A released trial whose memory is not free yet.
+  struct Draining {
+    int lease = 0;
+    double since = 0;
+    std::optional<std::int64_t> held;          // its processes' memory at the latest reading that listed them
+    std::optional<std::int64_t> unattributed;  // used memory no other listed process accounted for, then
+  };
+  struct Gpu {
+    GpuDevice device;
+    int capacity = 1;
+    int ceiling = 1;  // capacity never rises above
+    bool settled = false;
+    bool left_out = false;
+    std::string why;
+    std::map<int, Measurement> measured;  // by trials at once
+    std::vector<int> running;             // leases
+    std::vector<Draining> draining;
+    int alone_lease = 0;
+    double changed_at = 0;  // when its running trials last changed
+    std::uint64_t peak_used = 0;
+    bool read_since_change = false;
+    std::optional<GpuSample> latest;
+  };
+  struct Lease {
+    std::vector<std::size_t> gpus;
+    std::set<pid_t> pids;
+    std::set<pid_t> groups;
+    std::deque<std::pair<double, double>> rates;  // (when, steps per second)
+    std::map<std::size_t, int> most_at_once;      // by GPU: the most trials on it at once while this one ran
+    std::map<std::size_t, std::optional<std::int64_t>> bytes;         // at the latest reading, by GPU
+    std::map<std::size_t, std::optional<std::int64_t>> unattributed;  // at the latest reading, by GPU
+    std::map<std::size_t, std::int64_t> peak_bytes_on;
+    std::optional<std::int64_t> peak_bytes;  // over the readings that said what its processes held
+    double utilization_sum = 0;
+    int utilization_readings = 0;
+  };
+
+  bool HasRoom(const Gpu& gpu, bool alone) const;
+  void TrialsChanged(std::size_t g, double now);
+  bool Owns(const Lease& lease, pid_t pid) const;
+  void Read(std::size_t g, double now);
+  void Attribute(std::size_t g, const GpuSample& sample);
+  void UpdatePeaks();
+  void Drain(std::size_t g, double now, const GpuSample* sample);  // sample: a fresh reading, or none
+  bool Freed(Draining& draining, const GpuSample& sample) const;
+  void LeaveOut(Gpu& gpu);
+  void Measure(std::size_t g);
+  std::optional<double> SteadyRate(const Lease& lease, double since) const;
+  double ProjectedUse(std::size_t g, int trials) const;
+  std::string MemoryAt(const Gpu& gpu, int trials) const;
+  std::string Sentence(const Gpu& gpu) const;
+
+  Nvml& nvml_;
+  GpuPoolOptions options_;
+  std::string driver_;
+  std::vector<Gpu> gpus_;
+  std::map<int, Lease> leases_;
+  int next_lease_ = 1;
+  std::optional<double> last_reading_;
+};
+
+}  // namespace dltune

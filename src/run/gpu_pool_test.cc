@@ -1,0 +1,253 @@
+#include "run/gpu_pool.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "run/gpu_inventory.h"
+#include "run/gpu_test_util.h"
+#include "run/nvml.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::ElementsAre;
+using Names = std::vector<std::string>;
+using test::kGiB;
+
+constexpr const char* kOneGpu = "gpu GPU-0 total=85899345920 name=NVIDIA H100 80GB HBM3\n";
+constexpr const char* kTwoGpus =
+    "gpu GPU-0 total=85899345920 name=NVIDIA H100 80GB HBM3\n"
+    "gpu GPU-1 total=85899345920 name=NVIDIA H100 80GB HBM3\n";
+
+// A fake machine, its NVML, and a pool of its GPUs.
+struct PoolRig {
+  PoolRig(const std::string& machine, GpuPoolOptions options)
+      : fake(machine), pool(FindGpus(nvml), nvml, std::move(options)) {}
+  test::FakeGpus fake;
+  Nvml nvml;
+  GpuPool pool;
+};
+
+// A trial on the pool: a child process that uses `bytes` of the GPU it was given.
+struct Trial {
+  int lease = 0;
+  std::unique_ptr<test::ChildProcess> process;
+};
+
+Trial StartTrial(PoolRig& rig, double now, std::uint64_t bytes) {
+  const auto lease = rig.pool.Acquire(1, now);
+  if (!lease) return {};
+  Trial trial{.lease = lease->id, .process = std::make_unique<test::ChildProcess>()};
+  rig.fake.UseMemory(lease->uuids.at(0), trial.process->pid(), bytes);
+  rig.pool.AddTrialProcess(trial.lease, trial.process->pid());
+  return trial;
+}
+
+// Reports each trial's step rate every second for four seconds from `start`, the pool reading NVML each second:
+// steady rates. Returns the time after.
+double Steady(GpuPool& pool, const std::vector<std::pair<int, double>>& rates, double start) {
+  for (int second = 0; second < 4; ++second) {
+    for (const auto& [lease, rate] : rates) pool.ReportStepRate(lease, rate, start + second);
+    pool.Update(start + second);
+  }
+  return start + 4;
+}
+
+TEST(GpuPoolTest, AFixedCapacityTakesThatManyTrialsPerGpuSpreadingThemFirst) {
+  PoolRig rig(kTwoGpus, {.trials_per_gpu = 2});
+  Names order;
+  for (int i = 0; i < 4; ++i) {
+    const auto lease = rig.pool.Acquire(1, 0);
+    ASSERT_TRUE(lease);
+    order.push_back(lease->uuids.at(0));
+  }
+  EXPECT_EQ(order, (Names{"GPU-0", "GPU-1", "GPU-0", "GPU-1"}));
+  EXPECT_FALSE(rig.pool.Acquire(1, 0));
+  rig.pool.Release(1, {}, 1);
+  const auto again = rig.pool.Acquire(1, 1);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->uuids, (Names{"GPU-0"}));
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 2 trials at once — trials per GPU: 2",
+                                              "GPU 1 (NVIDIA H100 80GB HBM3): 2 trials at once — trials per GPU: 2"));
+}
+
+TEST(GpuPoolTest, ADataParallelTrialTakesOneGpuPerRank) {
+  PoolRig rig(kTwoGpus, {.trials_per_gpu = 1});
+  const auto lease = rig.pool.Acquire(2, 0);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->uuids, (Names{"GPU-0", "GPU-1"}));
+  EXPECT_FALSE(rig.pool.Acquire(1, 0));
+  rig.pool.Release(lease->id, {}, 1);
+  EXPECT_FALSE(rig.pool.Acquire(3, 1));
+  EXPECT_EQ(rig.pool.usable_gpus(), 2);
+  EXPECT_TRUE(rig.pool.Acquire(2, 1));
+}
+
+TEST(GpuPoolTest, ATrialAloneKeepsItsGpuToItself) {
+  PoolRig rig(kTwoGpus, {.trials_per_gpu = 3});
+  EXPECT_EQ(rig.pool.Acquire(1, 0)->uuids, (Names{"GPU-0"}));
+  EXPECT_EQ(rig.pool.Acquire(1, 0, /*alone=*/true)->uuids, (Names{"GPU-1"}));
+  EXPECT_FALSE(rig.pool.Acquire(1, 0, /*alone=*/true));
+  EXPECT_EQ(rig.pool.Acquire(1, 0)->uuids, (Names{"GPU-0"}));
+  EXPECT_EQ(rig.pool.Acquire(1, 0)->uuids, (Names{"GPU-0"}));
+  EXPECT_FALSE(rig.pool.Acquire(1, 0));
+}
+
+TEST(GpuPoolTest, AutoPacksOneMoreTrialWhileStepsPerSecondRiseAndSettlesWhenTheyStop) {
+  PoolRig rig(kOneGpu, {});
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 1 trial at once so far — measuring"));
+  std::vector<Trial> trials;
+  double now = 0;
+  trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  now = Steady(rig.pool, {{trials[0].lease, 100}}, now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);
+
+  trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  now = Steady(rig.pool, {{trials[0].lease, 90}, {trials[1].lease, 90}}, now);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 3 trials at once so far — measuring: 2 "
+                                              "gave 80% more steps per second than 1"));
+
+  trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  now = Steady(rig.pool, {{trials[0].lease, 70}, {trials[1].lease, 70}, {trials[2].lease, 70}}, now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 4);
+
+  trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  ASSERT_NE(trials[3].lease, 0);
+  std::vector<std::pair<int, double>> rates;
+  rates.reserve(trials.size());
+  for (const Trial& trial : trials) rates.emplace_back(trial.lease, 53);
+  now = Steady(rig.pool, rates, now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 3);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 3 trials at once — 4 gave 1% more "
+                                              "steps per second; memory 15% at 3"));
+  EXPECT_FALSE(rig.pool.Acquire(1, now));  // four still run
+}
+
+TEST(GpuPoolTest, AutoSettlesAtOneFewerWhenOneMoreIsNotWorthItAndWaitsForSteadyRates) {
+  PoolRig rig(kOneGpu, {});
+  Trial first = StartTrial(rig, 0, 4 * kGiB);
+  rig.pool.ReportStepRate(first.lease, 100, 0);
+  rig.pool.ReportStepRate(first.lease, 100, 1);
+  rig.pool.Update(1);
+  rig.pool.Update(2);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 1);  // two reports are not a steady rate
+  double now = Steady(rig.pool, {{first.lease, 100}}, 2);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);
+  Trial second = StartTrial(rig, now, 4 * kGiB);
+  now = Steady(rig.pool, {{first.lease, 51}, {second.lease, 51}}, now);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 1 trial at once — 2 gave 2% more steps "
+                                              "per second; memory 5% at 1"));
+
+  PoolRig worse(kOneGpu, {});
+  first = StartTrial(worse, 0, kGiB);
+  now = Steady(worse.pool, {{first.lease, 100}}, 0);
+  second = StartTrial(worse, now, kGiB);
+  Steady(worse.pool, {{first.lease, 45}, {second.lease, 45}}, now);
+  EXPECT_EQ(worse.pool.capacity("GPU-0"), 1);
+  EXPECT_THAT(worse.pool.Explain()[0], ::testing::HasSubstr("2 gave 10% fewer steps per second"));
+}
+
+TEST(GpuPoolTest, AutoStopsPackingWhenOneMoreTrialWouldNotFitInMemory) {
+  PoolRig rig("gpu GPU-0 total=10737418240 baseline=536870912 name=NVIDIA L4\n", {});
+  Trial first = StartTrial(rig, 0, 4 * kGiB);
+  double now = Steady(rig.pool, {{first.lease, 100}}, 0);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);  // 2 × 4 GiB + 0.5 GiB: 85% of 10 GiB
+  Trial second = StartTrial(rig, now, 4 * kGiB);
+  Steady(rig.pool, {{first.lease, 90}, {second.lease, 90}}, now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA L4): 2 trials at once — 3 would need about 125% of its "
+                                              "memory; memory 85% at 2"));
+}
+
+TEST(GpuPoolTest, ASlotFreesOnlyOnceTheEndedTrialsProcessesHaveLetGoOfTheirMemory) {
+  PoolRig rig("gpu GPU-0 total=17179869184 util=40 name=NVIDIA L4\n", {.trials_per_gpu = 1});
+  const auto lease = rig.pool.Acquire(1, 0);
+  ASSERT_TRUE(lease);
+  const test::FakeGpus& fake = rig.fake;
+  test::ChildProcess trial([&] { fake.UseMemory("GPU-0", ::getpid(), 2 * kGiB); });
+  rig.pool.AddTrialProcess(lease->id, trial.pid());
+  rig.pool.Update(1);
+
+  // The trial's end is seen before its process has let go of the GPU.
+  rig.pool.Release(lease->id, {trial.pid()}, 2);
+  EXPECT_FALSE(rig.pool.Acquire(1, 2));
+  rig.pool.Update(3);
+  EXPECT_FALSE(rig.pool.Acquire(1, 3));
+  trial.Finish();
+  rig.pool.Update(4);
+  EXPECT_TRUE(rig.pool.Acquire(1, 4));
+
+  const GpuTrialRecord record = rig.pool.Record(lease->id);
+  EXPECT_EQ(record.ToJson(), nlohmann::json::parse(R"({"model": "NVIDIA L4", "uuids": ["GPU-0"],
+      "driver": "550.54.15", "peak_memory_bytes": 2147483648, "mean_utilization_percent": 40.0})"));
+}
+
+TEST(GpuPoolTest, AGpuWhoseMemoryIsNeverFreedIsReportedAndLeftOut) {
+  std::vector<std::string> notices;
+  PoolRig rig("gpu GPU-0 total=17179869184 name=NVIDIA L4\n",
+              {.trials_per_gpu = 1, .notice = [&](const std::string& text) { notices.push_back(text); }});
+  const auto lease = rig.pool.Acquire(1, 0);
+  ASSERT_TRUE(lease);
+  const test::FakeGpus& fake = rig.fake;
+  test::ChildProcess trial([&] { fake.UseMemory("GPU-0", ::getpid(), 2 * kGiB, /*lingering=*/true); });
+  rig.pool.AddTrialProcess(lease->id, trial.pid());
+  rig.pool.Update(1);
+  const pid_t pid = trial.pid();
+  trial.Finish();
+
+  rig.pool.Release(lease->id, {pid}, 2);
+  rig.pool.Update(30);
+  EXPECT_FALSE(rig.pool.Acquire(1, 30));
+  EXPECT_TRUE(notices.empty());
+  rig.pool.Update(62);
+  EXPECT_THAT(notices, ElementsAre("GPU 0 (NVIDIA L4): the memory of an ended trial was not freed within 60 s; no "
+                                   "more trials run on it"));
+  EXPECT_EQ(rig.pool.usable_gpus(), 0);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 0);
+  EXPECT_THAT(rig.pool.Explain(),
+              ElementsAre("GPU 0 (NVIDIA L4): left out — the memory of an ended trial was not freed within 60 s"));
+  EXPECT_FALSE(rig.pool.Acquire(1, 63));
+}
+
+TEST(GpuPoolTest, OutOfMemoryWhileSharingLowersTheCapacityAndRunsTheTrialAgainAlone) {
+  PoolRig rig(kOneGpu, {.trials_per_gpu = 3});
+  const auto first = rig.pool.Acquire(1, 0);
+  const auto second = rig.pool.Acquire(1, 0);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(rig.pool.TrialRanOutOfMemory(second->id), OutOfMemoryVerdict::kRescheduleAlone);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 1);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 1 trial at once — a trial ran out of "
+                                              "GPU memory with 2 at once"));
+  rig.pool.Release(second->id, {}, 1);
+  EXPECT_FALSE(rig.pool.Acquire(1, 1));  // the first still runs, and the GPU takes one at a time now
+  rig.pool.Release(first->id, {}, 2);
+  const auto alone = rig.pool.Acquire(1, 2, /*alone=*/true);
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(rig.pool.TrialRanOutOfMemory(alone->id), OutOfMemoryVerdict::kInfeasible);
+}
+
+TEST(GpuPoolTest, AfterAnOutOfMemoryAutoNeverPacksAboveTheLoweredCapacity) {
+  PoolRig rig(kOneGpu, {});
+  Trial first = StartTrial(rig, 0, kGiB);
+  double now = Steady(rig.pool, {{first.lease, 100}}, 0);
+  Trial second = StartTrial(rig, now, kGiB);
+  EXPECT_EQ(rig.pool.TrialRanOutOfMemory(second.lease), OutOfMemoryVerdict::kRescheduleAlone);
+  rig.pool.Release(second.lease, {}, now);
+  now = Steady(rig.pool, {{first.lease, 100}}, now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 1);
+  EXPECT_FALSE(rig.pool.Acquire(1, now));
+}
+
+TEST(GpuPoolTest, OutOfGpuMemoryIsRecognizedInStderrOrTheEndReason) {
+  EXPECT_TRUE(IsOutOfGpuMemory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"));
+  EXPECT_TRUE(IsOutOfGpuMemory("torch.cuda.OutOfMemoryError: ..."));
+  EXPECT_TRUE(IsOutOfGpuMemory("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling cublasCreate"));
+  EXPECT_TRUE(IsOutOfGpuMemory("", "out of GPU memory"));
+  EXPECT_FALSE(IsOutOfGpuMemory("MemoryError", "killed by signal 9 (SIGKILL)"));
+  EXPECT_FALSE(IsOutOfGpuMemory("terminate called after throwing an instance of 'std::bad_alloc'"));
+}
+
+}  // namespace
+}  // namespace dltune
