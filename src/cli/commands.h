@@ -8,7 +8,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "dltune/analyze/diagnostics.h"
 #include "dltune/core/training_settings.h"
 #include "dltune/store/store.h"
 
@@ -43,8 +42,6 @@ const std::string& CommandLineText();
 const std::vector<std::string>& CommandLineWords();
 // The --storage option.
 void AddStorageOption(CLI::App* command, std::string& storage);
-// The findings of `dltune doctor` as text, most serious first.
-std::string RenderDiagnostics(const std::string& study, const std::vector<Diagnostic>& diagnostics);
 // Writes the HTML report of `study` to `output` (default ./STUDY-report.html) and prints its path.
 void PrintWrittenReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
 // Option checks whose messages a person can read ("must be between 1 and 4096, not 0"), refusing what CLI11's
@@ -65,9 +62,5 @@ class TrainingSettingOptions {
   std::vector<std::pair<const TrainingSettingField*, CLI::Option*>> given_;
 };
 void AddTrainingSettingOptions(CLI::App* command, TrainingSettingOptions& options);
-// The tracking record of `studies`, one row each, every column (what `dltune studies --wide` prints).
-std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies);
-// The same within 120 columns, with each study's latest note and its git tree's state (`dltune studies`).
-std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& studies);
 
 }  // namespace dltune::cli

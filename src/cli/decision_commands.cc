@@ -1,7 +1,6 @@
 // The decision log and the end of a study: `dltune note`, `dltune decide`, `dltune evaluate`, `dltune launch` and
 // `dltune launches`.
 #include <cstdio>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -12,57 +11,14 @@
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
+#include "report/study_text.h"
 #include "store/tracking.h"
-#include "text_table.h"
 
 namespace dltune::cli {
 namespace {
 
 std::unique_ptr<Store> OpenForWriting(const std::string& storage) {
   return OpenStore(StoreUrlOrDefault(storage), /*create_if_missing=*/false);
-}
-
-// "trial 12" or "configuration 3", from what --adopt was given: 12, trial:12, configuration:3 (config:3, c3).
-std::string AdoptedChoice(const StudyData& data, const std::string& text) {
-  static const std::regex kTrial(R"((?:trial[: ]?)?([0-9]+))");
-  static const std::regex kConfiguration(R"((?:configuration|config|c)[: ]?([0-9]+))");
-  std::smatch match;
-  if (std::regex_match(text, match, kConfiguration)) {
-    const std::uint64_t configuration = std::stoull(match[1].str());
-    for (const TrialRecord& trial : data.trials) {
-      if (trial.configuration == configuration) {
-        return fmt::format("configuration {} ({})", configuration, trial.substudy_label);
-      }
-    }
-    throw Error(fmt::format("study '{}' has no configuration {}", data.study.name, configuration));
-  }
-  if (std::regex_match(text, match, kTrial) && match[1].length() <= 18) {
-    const std::uint64_t number = std::stoull(match[1].str());
-    for (const TrialRecord& trial : data.trials) {
-      if (trial.number == number) return fmt::format("trial {} ({})", number, trial.substudy_label);
-    }
-    throw Error(fmt::format("study '{}' has no trial {}", data.study.name, number));
-  }
-  throw Error(fmt::format("--adopt takes a trial (12, trial:12) or a configuration (configuration:3), not '{}'", text));
-}
-
-std::string MetricsText(const std::map<std::string, double>& metrics) {
-  std::string text;
-  for (const char* name : {"error_rate", "accuracy", "loss"}) {
-    if (const auto it = metrics.find(name); it != metrics.end()) {
-      text += fmt::format("{}{} {:.6g}", text.empty() ? "" : ", ", name, it->second);
-    }
-  }
-  for (const auto& [name, value] : metrics) {
-    if (name == "error_rate" || name == "accuracy" || name == "loss" || name.rfind("correct_class_", 0) == 0) continue;
-    text += fmt::format("{}{} {:.6g}", text.empty() ? "" : ", ", name, value);
-  }
-  return text.empty() ? "-" : text;
-}
-
-// Says whether the checkpoint's file was checked against the checksum recorded when it was written.
-const char* ChecksumText(bool verified) {
-  return verified ? "checksum verified" : "no SHA-256 checksum recorded: the file was not verified";
 }
 
 // `dltune note`.
@@ -257,15 +213,7 @@ void RegisterLaunches(CLI::App& app) {
       std::printf("no launches yet%s\n", args->study.empty() ? "" : (" of study " + args->study).c_str());
       return;
     }
-    TextTable table({"launch", "when", "who", "study", "trial", "step", "test", "commit", "model", "reason"});
-    for (const LaunchRecord& l : list) {
-      table.AddRow(
-          {std::to_string(l.id), FormatClockTime(l.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), l.author, l.study,
-           std::to_string(l.evaluation.trial), std::to_string(l.evaluation.step), MetricsText(l.evaluation.metrics),
-           l.git_commit.empty() ? "-" : l.git_commit.substr(0, 12) + (l.git_dirty.value_or(false) ? "+dirty" : ""),
-           l.export_path, l.reason});
-    }
-    std::fputs(table.Render().c_str(), stdout);
+    std::fputs(LaunchesTable(list).c_str(), stdout);
   });
 }
 

@@ -9,6 +9,7 @@
 #include "core/files.h"
 #include "core/strings.h"
 #include "dltune/plan/plan.h"
+#include "dltune/study/study_spec.h"
 
 namespace dltune::cli {
 namespace {

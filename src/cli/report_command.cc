@@ -3,13 +3,10 @@
 #include <memory>
 
 #include "commands.h"
-#include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/report/study_data.h"
+#include "report/study_text.h"
 #include "run/study_report.h"
-#include "text_table.h"
-
-#include <fmt/format.h>
 
 namespace dltune::cli {
 namespace {
@@ -76,35 +73,7 @@ void RegisterCompareCommand(CLI::App& app) {
     auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
     const StudyData a = LoadStudyData(*store, args->a);
     const StudyData b = LoadStudyData(*store, args->b);
-    const StudyComparison comparison = CompareStudies(a, b);
-    std::string out = fmt::format("{} vs {}: {}\n\n", args->a, args->b, comparison.objective.Describe());
-    TextTable table({"", args->a, args->b});
-    const auto best = [](const ComparedStudy& c) {
-      std::string text = c.best ? fmt::format("{:.6g} (trial {}, single run)", *c.best, *c.best_trial) : "-";
-      if (c.best_mean) text = c.best_mean_label + ": " + ReplicaValueText(*c.best_mean);
-      return text;
-    };
-    table.AddRow({"completed trials", std::to_string(comparison.a.completed), std::to_string(comparison.b.completed)});
-    table.AddRow({"best", best(comparison.a), best(comparison.b)});
-    const auto box = [](const ComparedStudy& c) {
-      return c.completed == 0 ? std::string("-")
-                              : fmt::format("median {:.6g}, middle half {:.6g} to {:.6g}", c.at_equal_budget.median,
-                                            c.at_equal_budget.q1, c.at_equal_budget.q3);
-    };
-    table.AddRow({fmt::format("best of {} trials", comparison.budget), box(comparison.a), box(comparison.b)});
-    out += table.Render(2);
-    if (!comparison.no_verdict.empty()) {
-      out += fmt::format("\nno verdict: {}\n", comparison.no_verdict);
-    } else if (comparison.by_means) {
-      out += fmt::format("\n{}'s best configuration has the better mean{}\n", comparison.better,
-                         comparison.overlap ? ", but the 95% intervals of the means overlap: within the noise"
-                                            : ", beyond the noise (the 95% intervals of the means do not overlap)");
-    } else {
-      out += fmt::format("\nat equal budget {} finds the better result{}\n", comparison.better,
-                         comparison.overlap ? ", but their middle halves overlap: study variance could explain it"
-                                            : ", beyond the overlap of their middle halves");
-    }
-    std::fputs(TerminalSafe(out).c_str(), stdout);
+    std::fputs(ComparisonText(args->a, args->b, CompareStudies(a, b)).c_str(), stdout);
     const auto path = WriteComparison(*store, args->a, args->b, args->output);
     std::printf("wrote %s\n", path.c_str());
   });

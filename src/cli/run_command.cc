@@ -17,6 +17,7 @@
 #include "dltune/run/run_study.h"
 #include "dltune/run/study_session.h"
 #include "progress_view.h"
+#include "report/study_text.h"
 #include "run/builtin_trial.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"

@@ -1,8 +1,11 @@
-// Examples shared by a workload's splits, found by hashing each example's input bytes.
+// Examples shared by a workload's splits, found by hashing each example's input bytes, and what they are as text.
+#include "train/split_overlap.h"
+
 #include <string_view>
 #include <unordered_map>
 
-#include "dltune/train/trainer.h"
+#include <fmt/format.h>
+
 #include "dltune/train/workload.h"
 
 namespace dltune {
@@ -60,6 +63,20 @@ SplitOverlap CheckSplitOverlap(Workload& workload) {
   overlap.test_in_train = Shared(train, test, overlap.relabelled);
   overlap.test_in_valid = Shared(valid, test, overlap.relabelled);
   return overlap;
+}
+
+std::string SplitOverlapText(const SplitOverlap& o) {
+  std::string out = fmt::format("data: {} train, {} valid, {} test examples", o.train, o.valid, o.test);
+  if (!o.any()) return out + "; no example is in two splits\n";
+  out += "\nwarning: examples are in two splits:";
+  if (o.valid_in_train > 0) out += fmt::format(" {} valid in train;", o.valid_in_train);
+  if (o.test_in_train > 0) out += fmt::format(" {} test in train;", o.test_in_train);
+  if (o.test_in_valid > 0) out += fmt::format(" {} test in valid;", o.test_in_valid);
+  if (o.relabelled > 0) out += fmt::format(" {} of them with another label there;", o.relabelled);
+  out.back() = '\n';
+  return out +
+         "  An evaluation on a split that holds training examples overstates how well the model generalizes "
+         "(the playbook: overlap of test with training data is an implementation bug to rule out).\n";
 }
 
 }  // namespace dltune

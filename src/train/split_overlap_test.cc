@@ -2,6 +2,7 @@
 
 #include "dltune/train/trainer.h"
 #include "dltune/train/workload.h"
+#include "train/split_overlap.h"
 
 namespace dltune {
 namespace {
@@ -53,6 +54,17 @@ TEST(SplitOverlap, CountsExamplesSharedBySplitsByTheirBytes) {
   FixedSplits clean({Rows(train, train_labels), Rows(torch::rand({5, 2, 4}), torch::zeros({5}, torch::kInt64)),
                      Rows(torch::rand({5, 2, 4}), torch::zeros({5}, torch::kInt64))});
   EXPECT_FALSE(CheckSplitOverlap(clean).any());
+}
+
+TEST(SplitOverlap, TextWarnsOfTheSharedExamplesOnly) {
+  EXPECT_EQ(SplitOverlapText({.train = 50, .valid = 20, .test = 10}),
+            "data: 50 train, 20 valid, 10 test examples; no example is in two splits\n");
+  const std::string warning =
+      SplitOverlapText({.train = 50, .valid = 20, .test = 10, .test_in_train = 2, .relabelled = 1});
+  EXPECT_EQ(warning.substr(0, warning.find("\n  ")),
+            "data: 50 train, 20 valid, 10 test examples\n"
+            "warning: examples are in two splits: 2 test in train; 1 of them with another label there");
+  EXPECT_NE(warning.find("implementation bug"), std::string::npos);
 }
 
 }  // namespace

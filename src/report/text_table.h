@@ -1,10 +1,10 @@
-// A plain-text table with aligned columns, for terminal output.
+// A plain-text table with aligned columns, for terminal output (the text renderings of the report module).
 #pragma once
 
 #include <string>
 #include <vector>
 
-namespace dltune::cli {
+namespace dltune {
 
 // Columns a text takes on a terminal: UTF-8 code points ("±" and "…" take one), not bytes.
 std::size_t Columns(const std::string& text);
@@ -22,4 +22,4 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-}  // namespace dltune::cli
+}  // namespace dltune

@@ -1,10 +1,10 @@
-#include "text_table.h"
+#include "report/text_table.h"
 
 #include <algorithm>
 
 #include "core/strings.h"
 
-namespace dltune::cli {
+namespace dltune {
 
 void TextTable::AddRow(std::vector<std::string> row) {
   // Cells come from specs, trials and stores: nothing in them may act on the terminal or break the table's lines.
@@ -40,4 +40,4 @@ std::string TextTable::Render(int indent) const {
   return text;
 }
 
-}  // namespace dltune::cli
+}  // namespace dltune
