@@ -78,6 +78,11 @@ void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
                    "Stop once this many trials in a row failed the same way, printing the cause, rather than spend "
                    "the study's budget failing (default 5; 0: never stop)")
       ->check(WholeNumberIn(0, 1000000));
+  command->add_option(
+      "--gpus", args.run.gpus,
+      "The GPUs trials may use: all (default: those CUDA_VISIBLE_DEVICES leaves visible), none, or a "
+      "comma list of positions among the visible GPUs or UUIDs, e.g. --gpus 0,1 (docs/parallel-layout.md, "
+      "\"GPUs\")");
   command->add_flag("--retry-failed", args.run.retry_failed,
                     "Try the failed trials again (they resume from their latest checkpoint): after fixing what made "
                     "them fail");

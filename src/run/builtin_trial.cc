@@ -278,7 +278,9 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   callbacks.Write(TimingLine(result.seconds));
   switch (result.outcome) {
     case TrainOutcome::kCompleted: callbacks.Write(EndLine({})); return 0;
-    case TrainOutcome::kInfeasible: callbacks.Write(EndLine({.state = EndState::kInfeasible, .reason = result.reason})); return 0;
+    case TrainOutcome::kInfeasible:
+      callbacks.Write(EndLine({.state = EndState::kInfeasible, .reason = result.reason}));
+      return 0;
     case TrainOutcome::kStopped: return kExitStopped;
   }
   return 0;

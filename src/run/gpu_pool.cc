@@ -51,6 +51,7 @@ nlohmann::json GpuTrialRecord::ToJson() const {
   json["peak_memory_bytes"] = peak_memory_bytes ? nlohmann::json(*peak_memory_bytes) : nlohmann::json();
   json["mean_utilization_percent"] =
       mean_utilization_percent ? nlohmann::json(*mean_utilization_percent) : nlohmann::json();
+  json["trials_at_once"] = trials_at_once;
   return json;
 }
 
@@ -92,11 +93,20 @@ void GpuPool::TrialsChanged(std::size_t g, double now) {
   gpu.read_since_change = false;
 }
 
-std::optional<GpuLease> GpuPool::Acquire(int gpus_per_trial, double now, bool alone) {
+std::vector<std::size_t> GpuPool::WithRoom(bool alone) const {
   std::vector<std::size_t> free;
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
     if (HasRoom(gpus_[g], alone)) free.push_back(g);
   }
+  return free;
+}
+
+bool GpuPool::CanAcquire(int gpus_per_trial, bool alone) const {
+  return WithRoom(alone).size() >= static_cast<std::size_t>(std::max(1, gpus_per_trial));
+}
+
+std::optional<GpuLease> GpuPool::Acquire(int gpus_per_trial, double now, bool alone) {
+  std::vector<std::size_t> free = WithRoom(alone);
   const auto wanted = static_cast<std::size_t>(std::max(1, gpus_per_trial));
   if (free.size() < wanted) return std::nullopt;
   // The least busy first, so that trials spread over the GPUs before they share one.
@@ -367,6 +377,7 @@ GpuTrialRecord GpuPool::Record(int lease) const {
   if (state.utilization_readings > 0) {
     record.mean_utilization_percent = state.utilization_sum / state.utilization_readings;
   }
+  for (const auto& [gpu, most] : state.most_at_once) record.trials_at_once = std::max(record.trials_at_once, most);
   return record;
 }
 

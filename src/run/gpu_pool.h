@@ -60,7 +60,9 @@ struct GpuTrialRecord {
   std::string driver;                              // "550.54.15"
   std::optional<std::uint64_t> peak_memory_bytes;  // of its processes on all its GPUs; nullopt where NVML hid it
   std::optional<double> mean_utilization_percent;  // of its GPUs while it ran; nullopt where never read
-  // {"model", "uuids", "driver", "peak_memory_bytes", "mean_utilization_percent"}, nulls where unknown.
+  int trials_at_once = 1;                          // the most trials on one of its GPUs at once while it ran
+  // {"model", "uuids", "driver", "peak_memory_bytes", "mean_utilization_percent", "trials_at_once"}, nulls where
+  // unknown.
   nlohmann::json ToJson() const;
 };
 
@@ -76,6 +78,8 @@ class GpuPool {
   // The GPUs of a new trial of `gpus_per_trial` ranks, or nullopt when not that many have a free slot. `alone`: only
   // GPUs no other trial holds, and none joins it there while it runs.
   std::optional<GpuLease> Acquire(int gpus_per_trial, double now, bool alone = false);
+  // Whether Acquire(gpus_per_trial, …, alone) would lease GPUs now.
+  bool CanAcquire(int gpus_per_trial, bool alone = false) const;
   // The trial's process: it, and the processes of its process group, are the trial's in NVML's lists.
   void AddTrialProcess(int lease, pid_t pid);
   // The trial's training steps per second, from its latest report.
@@ -140,6 +144,7 @@ class GpuPool {
   };
 
   bool HasRoom(const Gpu& gpu, bool alone) const;
+  std::vector<std::size_t> WithRoom(bool alone) const;
   void TrialsChanged(std::size_t g, double now);
   bool Owns(const Lease& lease, pid_t pid) const;
   void Read(std::size_t g, double now);

@@ -26,7 +26,8 @@ WorkerOptions ToWorkerOptions(const RunOptions& options) {
           .dltune_executable = options.dltune_executable,
           .worker_id = options.worker_id,
           .max_consecutive_failures = options.max_consecutive_failures,
-          .retry_failed = options.retry_failed};
+          .retry_failed = options.retry_failed,
+          .gpus = options.gpus};
 }
 
 std::filesystem::path DltuneExecutable(const RunOptions& options) {
@@ -143,6 +144,7 @@ RunSummary RunStudy(Store& store, const StudySpec& spec, const RunOptions& optio
   observer.StudyOpened(store, session.study(), session.spec());
   WorkerOptions worker = ToWorkerOptions(options);
   worker.study = spec.name;
+  worker.trials_per_gpu = session.spec().resources.trials_per_gpu;
   TrialServer trial_server;  // outlives the loop's trial processes
   const ParallelLayout layout = ApplyLayout(store, session, options, worker, trial_server, observer);
   RunSummary summary = RunLoop(store, worker, session.study().id, observer, stop_requests);
@@ -170,6 +172,7 @@ RunSummary RunWorkerJob(const WorkerJob& job, const RunOptions& options, RunObse
     const StudySession session = StudySession::Open(*store, study_name);
     study_id = session.study().id;
     worker.study = study_name;
+    worker.trials_per_gpu = session.spec().resources.trials_per_gpu;
     if (const WorkerGang gang = GangOf(session.spec()); gang.size > 1) {
       if (gang.rank != 0) return RunAsGangMember(session.spec(), gang, observer, stop_requests);
       CheckGangFits(session.spec(), gang);

@@ -56,6 +56,12 @@ class TrialGang {
 
   int processes() const { return static_cast<int>(ranks_.size()); }
   pid_t pid() const { return ranks_.front()->pid(); }
+  // Every rank's process, rank 0 first.
+  std::vector<pid_t> pids() const {
+    std::vector<pid_t> all;
+    for (const auto& rank : ranks_) all.push_back(rank->pid());
+    return all;
+  }
   // Rank 0's report channel (TrialProcess::report_fd / ReadReport); the other ranks' are drained on every call.
   int report_fd() const { return ranks_.front()->report_fd(); }
   bool ReadReport(std::string& out);

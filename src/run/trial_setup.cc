@@ -201,8 +201,23 @@ void WriteTrialDescription(const std::filesystem::path& trial_dir, const nlohman
   WriteJson(trial_dir / "trial.json", description);
 }
 
+namespace {
+
+// trial.json's "gpus": [{"uuid", "name", "index", "memory_total_bytes"}, ...], by rank.
+nlohmann::json GpusJson(const std::vector<GpuDevice>& gpus) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& gpu : gpus) {
+    list.push_back(
+        {{"uuid", gpu.uuid}, {"name", gpu.name}, {"index", gpu.index}, {"memory_total_bytes", gpu.total_memory_bytes}});
+  }
+  return list;
+}
+
+}  // namespace
+
 PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study, const ActiveTrial& trial,
-                           const std::filesystem::path& dltune_executable, int auto_threads) {
+                           const std::filesystem::path& dltune_executable, int auto_threads,
+                           const std::optional<std::vector<GpuDevice>>& gpus) {
   StudySpec resolved;
   if (given_spec.training.threads == 0) {
     resolved = given_spec;
@@ -224,9 +239,10 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
   prepared.resuming = std::filesystem::exists(prepared.trial_dir / "trial.json");
   const auto params = trial.ParamsByName();
   WriteJson(prepared.trial_dir / "params.json", ParamsByNameJson(params));
-  WriteTrialDescription(prepared.trial_dir,
-                        TrialDescription(spec, study, trial.record(), params, TrialThreads(spec, study, trial.number()),
-                                         prepared.resuming));
+  nlohmann::json description = TrialDescription(spec, study, trial.record(), params,
+                                                TrialThreads(spec, study, trial.number()), prepared.resuming);
+  if (gpus) description["gpus"] = GpusJson(*gpus);
+  WriteTrialDescription(prepared.trial_dir, description);
 
   TrialCommand& command = prepared.command;
   if (spec.command.empty()) {
@@ -250,6 +266,13 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
                          {"MKL_NUM_THREADS", threads}};
   if (const auto wait = PassiveWaitEnvironment()) command.environment[wait->first] = wait->second;
   if (const auto python_path = PythonPathWithClient()) command.environment["PYTHONPATH"] = *python_path;
+  if (gpus) {
+    // By UUID, in the order NVML lists them: what the trial sees is what it was given, whatever CUDA's own order.
+    std::string visible;
+    for (const auto& gpu : *gpus) visible += (visible.empty() ? "" : ",") + gpu.uuid;
+    command.environment["CUDA_VISIBLE_DEVICES"] = visible;
+    command.environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  }
   if (spec.command.empty()) {
     // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
     if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;

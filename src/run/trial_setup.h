@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/run/study_session.h"
+#include "run/nvml.h"
 #include "run/trial_process.h"
 
 namespace dltune {
@@ -66,9 +67,12 @@ void WriteTrialDescription(const std::filesystem::path& trial_dir, const nlohman
 // built-in workload, the rendered `command:` otherwise. The study directory gets a study.json naming its study; one
 // naming another study is refused. Throws Error when a file cannot be written or a placeholder has no value in this
 // trial. A spec that leaves training.threads to auto gives the trial `auto_threads` threads, or on resuming the
-// threads it started with.
+// threads it started with. `gpus`: the trial's GPUs (GpuPlacement::VisibleTo), named in CUDA_VISIBLE_DEVICES by
+// UUID and in trial.json's "gpus" (an empty list hides the machine's GPUs from it); nullopt leaves the environment's
+// CUDA_VISIBLE_DEVICES alone (a machine without GPUs).
 PreparedTrial PrepareTrial(const StudySpec& spec, const StudyRecord& study, const ActiveTrial& trial,
-                           const std::filesystem::path& dltune_executable, int auto_threads = 1);
+                           const std::filesystem::path& dltune_executable, int auto_threads = 1,
+                           const std::optional<std::vector<GpuDevice>>& gpus = std::nullopt);
 
 // A command that trains the trial again on its own: `dltune train ...` with its params and seed for a built-in
 // workload; the program with its environment otherwise.

@@ -15,6 +15,7 @@
 #include "core/machine.h"
 #include "dltune/run/study_session.h"
 #include "run/failure_breaker.h"
+#include "run/gpu_placement.h"
 #include "run/store_outage.h"
 #include "run/trial_ending.h"
 #include "run/trial_gang.h"
@@ -45,12 +46,34 @@ struct Slot {
   double term_sent_at = 0;
   double last_flush = 0;
   TrialProgress progress;
-  std::unique_ptr<TrialSink> sink;  // its report; null until the trial is prepared
+  std::unique_ptr<TrialSink> sink;   // its report; null until the trial is prepared
+  std::optional<GpuAssignment> gpu;  // its GPUs; none on the CPU
 };
 
 // How long a trial asked to stop (SIGTERM) after its timeout may take to write its checkpoint before it is killed:
 // a tenth of its timeout, between 2 s and this.
 constexpr double kTimeoutGraceSeconds = 30;
+
+// A trial that never started, or whose attempt is no longer ours, gives its GPUs back.
+void ReleaseGpus(Slot& slot, GpuPlacement& gpus) {
+  if (!slot.gpu) return;
+  gpus.Ended(*slot.gpu, slot.process ? slot.process->pids() : std::vector<pid_t>{}, "", "", *slot.trial, Now());
+  slot.gpu.reset();
+}
+
+// The GPUs' say in how the trial ended: a trial that ran out of GPU memory while sharing a GPU goes back to
+// pending, to run alone; alone, it is infeasible. Records the trial's GPUs either way.
+std::optional<GpuMemoryEnding> EndGpus(Slot& slot, GpuPlacement& gpus, const ExitStatus& status) {
+  if (!slot.gpu) return std::nullopt;
+  const auto& end = slot.sink->end();
+  const bool infeasible = end && end->state == EndState::kInfeasible;
+  const bool unsuccessful = !status.ok() || infeasible;
+  auto ending =
+      gpus.Ended(*slot.gpu, slot.process->pids(), unsuccessful ? TailOfFile(slot.trial_dir / "stderr.log") : "",
+                 infeasible ? end->reason : "", *slot.trial, Now());
+  slot.gpu.reset();
+  return ending;
+}
 
 CheckpointRetention RetentionOf(const StudySpec& spec) {
   return {.keep_latest = spec.training.keep_latest_checkpoints,
@@ -146,6 +169,19 @@ class FreeSlots {
   std::deque<double> free_since_;
 };
 
+// Leaves a trial's --parallel slots free from now on unless it started.
+struct FreeUnlessStarted {
+  FreeUnlessStarted(FreeSlots& slots, int processes) : free_slots(slots), count(processes) {}
+  FreeSlots& free_slots;
+  int count;
+  bool started = false;
+  FreeUnlessStarted(const FreeUnlessStarted&) = delete;
+  FreeUnlessStarted& operator=(const FreeUnlessStarted&) = delete;
+  ~FreeUnlessStarted() {
+    if (!started) free_slots.Release(count, Now());
+  }
+};
+
 class Worker {
  public:
   Worker(Store& store, const WorkerOptions& options, RunObserver& observer, const std::atomic<int>& stops)
@@ -155,11 +191,13 @@ class Worker {
         stops_(stops),
         studies_(store, options, observer),
         outage_(options.store_patience, observer),
-        breaker_(options.max_consecutive_failures) {
+        breaker_(options.max_consecutive_failures),
+        gpus_(options.gpus, options.trials_per_gpu, [&observer](const std::string& text) { observer.Notice(text); }) {
     worker_id_ = options.worker_id.empty() ? DefaultWorkerId() : options.worker_id;
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
     if (!options.study.empty()) CheckWorkerCanTrain(studies_.Session(options.study).spec());
+    if (gpus_.has_gpus()) observer.Notice("GPUs: " + gpus_.Describe());
     if (options.gang.size > 1) gang_ = std::make_unique<GangLeader>(options.gang);
     parallel_ =
         options.parallel > 0
@@ -187,6 +225,7 @@ class Worker {
           announced_wait = true;
         }
         Poll();
+        UpdateGpus(now);
         ReapFinished();
         EnforceTimeouts();
         HeartbeatAll();
@@ -211,8 +250,11 @@ class Worker {
  private:
   bool ClaimAndStart() {
     // A data-parallel trial's ranks must fit beside the processes running (alone, it runs however many it has).
-    auto claimed = studies_.Claim(
-        worker_id_, [this](int processes) { return UsedProcesses() == 0 || UsedProcesses() + processes <= parallel_; });
+    auto claimed = studies_.Claim(worker_id_, [this](const StudySession& session) {
+      const int processes = session.spec().training.processes;
+      return (UsedProcesses() == 0 || UsedProcesses() + processes <= parallel_) &&
+             gpus_.Fits(session.spec(), session.study().id);
+    });
     if (!claimed) return false;
     Start(*claimed->session, std::move(claimed->trial));
     return true;
@@ -228,15 +270,7 @@ class Worker {
   void Start(StudySession& session, ActiveTrial trial) {
     const int processes = session.spec().training.processes;
     const double free_since = free_slots_.Take(processes);
-    // Any way out of here but a started trial leaves the slots free from now on.
-    struct FreeUnlessStarted {
-      FreeSlots& free_slots;
-      int count;
-      bool started = false;
-      ~FreeUnlessStarted() {
-        if (!started) free_slots.Release(count, Now());
-      }
-    } slot_guard{free_slots_, processes};
+    FreeUnlessStarted slot_guard{free_slots_, processes};  // any way out but a started trial frees them
     auto slot = std::make_unique<Slot>();
     slot->session = &session;
     slot->processes = processes;
@@ -251,10 +285,13 @@ class Worker {
     try {
       resuming = Launch(*slot, free_since);
     } catch (const LeaseLostError&) {
+      ReleaseGpus(*slot, gpus_);
       return;
     } catch (const StoreUnavailableError&) {
+      ReleaseGpus(*slot, gpus_);
       throw;  // the trial stays claimed with no process; once its heartbeat is stale, a sweep puts it back
     } catch (const Error& e) {
+      ReleaseGpus(*slot, gpus_);
       CouldNotStart(*slot, e);
       return;
     }
@@ -270,8 +307,9 @@ class Worker {
   bool Launch(Slot& slot, double free_since) {
     const StudySpec& spec = slot.session->spec();
     ActiveTrial& active = *slot.trial;
-    const PreparedTrial prepared =
-        PrepareTrial(spec, slot.session->study(), active, dltune_, std::max(1, options_.threads_per_trial));
+    slot.gpu = gpus_.Assign(spec, slot.session->study().id, active.number(), Now());
+    const PreparedTrial prepared = PrepareTrial(spec, slot.session->study(), active, dltune_,
+                                                std::max(1, options_.threads_per_trial), gpus_.VisibleTo(slot.gpu));
     slot.trial_dir = prepared.trial_dir;
     slot.sink =
         std::make_unique<TrialSink>(active, slot.progress, slot.trial_dir, RetentionOf(spec),
@@ -289,6 +327,7 @@ class Worker {
       slot.process = std::make_unique<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
                                                  &TrialServerToUse());
     }
+    if (slot.gpu) gpus_.Started(*slot.gpu, slot.process->pids());
     return prepared.resuming;
   }
 
@@ -375,6 +414,14 @@ class Worker {
     observer_.Tick(running);
   }
 
+  void UpdateGpus(double now) {
+    if (!gpus_.has_gpus()) return;
+    for (auto& slot : slots_) {
+      if (slot->gpu) gpus_.Progressed(*slot->gpu, slot->progress.step, now);
+    }
+    gpus_.Update(now);
+  }
+
   void ReapFinished() {
     for (auto it = slots_.begin(); it != slots_.end();) {
       Slot& slot = **it;
@@ -394,10 +441,30 @@ class Worker {
 
   // Records how the trial ended, from its exit status and what it reported.
   void Conclude(Slot& slot, const ExitStatus& status) {
-    if (slot.lease_lost) return;
+    if (slot.lease_lost) {
+      ReleaseGpus(slot, gpus_);
+      return;
+    }
     TrialEnding ending;
     try {
-      ending = RecordEnding(*slot.trial, EndedTrialOf(slot, status));
+      std::optional<GpuMemoryEnding> gpu_ending;
+      if (slot.term_sent || slot.kill_sent) {
+        ReleaseGpus(slot, gpus_);  // stopped on request: how it ended is not the GPUs' doing
+      } else {
+        gpu_ending = EndGpus(slot, gpus_, status);
+      }
+      if (gpu_ending && gpu_ending->state == TrialState::kStopped) {
+        slot.trial->Stop(gpu_ending->reason);
+        store_.ResumeStopped(slot.trial->record().study_id);  // back to pending at once, to run alone
+        observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, gpu_ending->reason));
+        return;
+      }
+      if (gpu_ending) {
+        slot.trial->Infeasible(gpu_ending->reason);
+        ending = {TrialState::kInfeasible, gpu_ending->reason, ""};
+      } else {
+        ending = RecordEnding(*slot.trial, EndedTrialOf(slot, status));
+      }
     } catch (const LeaseLostError& e) {
       observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, e.what()));
       return;
@@ -451,6 +518,7 @@ class Worker {
   WorkerStudies studies_;
   StoreOutage outage_;
   FailureBreaker breaker_;
+  GpuPlacement gpus_;  // declared before slots_: trials give their GPUs back as they end
   std::vector<std::unique_ptr<Slot>> slots_;
   FreeSlots free_slots_;
   RunSummary summary_;

@@ -34,6 +34,8 @@ struct WorkerOptions {
   // a study that cannot work must not spend its budget failing. 0: never.
   int max_consecutive_failures = 5;
   bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
+  std::string gpus = "all";   // RunOptions::gpus
+  int trials_per_gpu = 0;     // trials sharing a GPU (resources.trials_per_gpu of the study run); 0: auto
   // How long the loop rides out a store it cannot reach (a database restart, a lost connection) while its trials go
   // on running, before it gives up (StoreUnavailableError).
   double store_patience = 300;

@@ -72,10 +72,10 @@ bool WorkerStudies::CanTrain(const std::string& name, const StudySession& sessio
 }
 
 std::optional<WorkerStudies::Claimed> WorkerStudies::Claim(const std::string& worker,
-                                                           const std::function<bool(int processes)>& fits) {
+                                                           const std::function<bool(const StudySession&)>& fits) {
   for (const auto& name : Names()) {
     StudySession* session = SessionIfReadable(name);
-    if (session == nullptr || !CanTrain(name, *session) || !fits(session->spec().training.processes)) continue;
+    if (session == nullptr || !CanTrain(name, *session) || !fits(*session)) continue;
     if (auto trial = session->Ask(worker)) return Claimed{session, std::move(*trial)};
   }
   return std::nullopt;

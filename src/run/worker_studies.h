@@ -34,8 +34,8 @@ class WorkerStudies {
     ActiveTrial trial;
   };
   // Claims a pending trial for `worker` of the first study this program can train whose trial `fits` (its
-  // training.processes). nullopt when none is pending.
-  std::optional<Claimed> Claim(const std::string& worker, const std::function<bool(int processes)>& fits);
+  // processes and GPUs are free). nullopt when none is pending.
+  std::optional<Claimed> Claim(const std::string& worker, const std::function<bool(const StudySession&)>& fits);
 
   // Puts back trials of lost workers: those of this machine whose process is gone at once, others once their
   // heartbeat is older than stale_after; and, `at_start`, stopped trials, and with retry_failed failed ones. Returns

@@ -89,6 +89,9 @@ struct RunOptions {
   int max_retries = 3;      // reclaims of one trial that made no progress before it is failed
   // Stop once this many trials in a row failed the same way (RunSummary::halted); 0: never.
   int max_consecutive_failures = 5;
+  // The GPUs trials may use (--gpus): "all" of those visible (CUDA_VISIBLE_DEVICES narrows them), "none", or a comma
+  // list of positions among the visible GPUs or UUIDs (docs/parallel-layout.md, "GPUs").
+  std::string gpus = "all";
   bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
   std::string worker_id;      // this worker's name in the store; default: DefaultWorkerId()
   // RunStudy: when the study exists and the spec only raises its trials:, add the new trials.

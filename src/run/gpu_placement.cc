@@ -1,0 +1,147 @@
+#include "run/gpu_placement.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+
+namespace dltune {
+namespace {
+
+// A trial's step rate is measured over at least this long, so that the batched report lines of a program (the
+// Python client writes about once a second) average out.
+constexpr double kRateWindowSeconds = 2;
+
+std::string GpuList(const std::vector<GpuDevice>& gpus) {
+  std::string text;
+  for (const auto& gpu : gpus) text += (text.empty() ? "" : ", ") + gpu.Label();
+  return text;
+}
+
+}  // namespace
+
+GpuPlacement::GpuPlacement(const std::string& gpus_option, int trials_per_gpu,
+                           std::function<void(const std::string&)> notice)
+    : nvml_(std::make_unique<Nvml>()), trials_per_gpu_(trials_per_gpu), notice_(std::move(notice)) {
+  inventory_ = FindGpus(*nvml_, gpus_option.empty() ? "all" : gpus_option);
+  if (inventory_.gpus.empty()) return;
+  GpuPoolOptions options{.trials_per_gpu = trials_per_gpu};
+  options.notice = notice_;
+  pool_ = std::make_unique<GpuPool>(inventory_, *nvml_, options);
+}
+
+GpuPlacement::~GpuPlacement() = default;
+
+std::string GpuPlacement::Describe() const {
+  if (!pool_) return "no GPU" + (inventory_.note.empty() ? "" : ": " + inventory_.note);
+  return fmt::format("{} GPU{} ({}), driver {}; trials per GPU: {}", inventory_.gpus.size(),
+                     inventory_.gpus.size() == 1 ? "" : "s", GpuList(inventory_.gpus), inventory_.driver_version,
+                     trials_per_gpu_ > 0 ? std::to_string(trials_per_gpu_) : "auto, measured");
+}
+
+int GpuPlacement::GpusFor(const StudySpec& spec) const {
+  const int per_process = spec.resources.gpus_per_trial.value_or(pool_ && !spec.command.empty() ? 1 : 0);
+  return per_process * std::max(1, spec.training.processes);
+}
+
+bool GpuPlacement::Fits(const StudySpec& spec, std::int64_t study_id) const {
+  const int gpus = GpusFor(spec);
+  if (gpus == 0) return true;
+  if (!pool_) return false;
+  // While a trial of the study waits to run alone, its study's trials start only where a GPU is empty, so that
+  // whichever is claimed next can have one.
+  const bool alone = std::any_of(alone_.begin(), alone_.end(), [&](const auto& key) { return key.first == study_id; });
+  return pool_->CanAcquire(gpus, alone);
+}
+
+std::optional<GpuAssignment> GpuPlacement::Assign(const StudySpec& spec, std::int64_t study_id, std::uint64_t number,
+                                                  double now) {
+  const int gpus = GpusFor(spec);
+  if (gpus == 0) return std::nullopt;
+  if (!pool_) {
+    throw Error(fmt::format("study {} asks for {} GPU{} per trial (resources.gpus_per_trial), and this worker has {}",
+                            spec.name, gpus, gpus == 1 ? "" : "s", Describe()));
+  }
+  if (gpus > pool_->usable_gpus()) {
+    throw Error(fmt::format("study {} asks for {} GPUs per trial; this worker has {} usable", spec.name, gpus,
+                            pool_->usable_gpus()));
+  }
+  const bool alone = alone_.contains({study_id, number});
+  auto lease = pool_->Acquire(gpus, now, alone);
+  if (!lease) throw Error(fmt::format("no free GPU for trial {} of study {}", number, spec.name));
+  GpuAssignment assignment{.lease = lease->id, .rate_since = now};
+  for (const auto& uuid : lease->uuids) {
+    const auto gpu = std::find_if(inventory_.gpus.begin(), inventory_.gpus.end(),
+                                  [&](const GpuDevice& device) { return device.uuid == uuid; });
+    if (gpu != inventory_.gpus.end()) assignment.gpus.push_back(*gpu);
+  }
+  return assignment;
+}
+
+std::optional<std::vector<GpuDevice>> GpuPlacement::VisibleTo(const std::optional<GpuAssignment>& assignment) const {
+  if (!pool_) return std::nullopt;
+  return assignment ? assignment->gpus : std::vector<GpuDevice>{};
+}
+
+void GpuPlacement::Started(const GpuAssignment& assignment, const std::vector<pid_t>& pids) {
+  for (const pid_t pid : pids) pool_->AddTrialProcess(assignment.lease, pid);
+}
+
+void GpuPlacement::Progressed(GpuAssignment& assignment, std::int64_t step, double now) {
+  if (step <= 0) return;
+  if (assignment.rate_step < 0) {  // the first step seen: start-up is over, measure from here
+    assignment.rate_step = step;
+    assignment.rate_since = now;
+    return;
+  }
+  if (step == assignment.rate_step || now - assignment.rate_since < kRateWindowSeconds) return;
+  pool_->ReportStepRate(assignment.lease,
+                        static_cast<double>(step - assignment.rate_step) / (now - assignment.rate_since), now);
+  assignment.rate_step = step;
+  assignment.rate_since = now;
+}
+
+void GpuPlacement::Update(double now) {
+  if (!pool_) return;
+  pool_->Update(now);
+  const std::vector<std::string> sentences = pool_->Explain();
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    if (i >= explained_.size() || explained_[i] != sentences[i]) {
+      if (notice_) notice_("GPU packing: " + sentences[i]);
+    }
+  }
+  explained_ = sentences;
+}
+
+std::optional<GpuMemoryEnding> GpuPlacement::Ended(const GpuAssignment& assignment, const std::vector<pid_t>& pids,
+                                                   const std::string& stderr_tail, const std::string& end_reason,
+                                                   ActiveTrial& trial, double now) {
+  const std::pair<std::int64_t, std::uint64_t> key{trial.record().study_id, trial.number()};
+  std::optional<GpuMemoryEnding> ending;
+  if (IsOutOfGpuMemory(stderr_tail, end_reason)) {
+    const GpuTrialRecord record = pool_->Record(assignment.lease);
+    if (pool_->TrialRanOutOfMemory(assignment.lease) == OutOfMemoryVerdict::kRescheduleAlone) {
+      alone_.insert(key);
+      ending = GpuMemoryEnding{
+          .state = TrialState::kStopped,
+          .reason =
+              fmt::format("out of GPU memory on {} while sharing it with {} other trial{}; it runs again alone",
+                          GpuList(assignment.gpus), record.trials_at_once - 1, record.trials_at_once == 2 ? "" : "s")};
+    } else {
+      alone_.erase(key);
+      const double gib = static_cast<double>(assignment.gpus.front().total_memory_bytes) / (1ULL << 30);
+      ending = GpuMemoryEnding{
+          .state = TrialState::kInfeasible,
+          .reason = fmt::format("out of GPU memory on {} ({:.0f} GiB), alone on it", GpuList(assignment.gpus), gib)};
+    }
+  } else {
+    alone_.erase(key);
+  }
+  pool_->Release(assignment.lease, pids, now);
+  trial.SetResources(pool_->Record(assignment.lease).ToJson().dump());
+  return ending;
+}
+
+}  // namespace dltune
