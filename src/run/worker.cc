@@ -114,6 +114,26 @@ void ReadReport(Slot& slot, bool at_eof) {
   slot.sink->Feed(bytes, at_eof || !open);
 }
 
+// Waits up to 0.1 s for report lines from the running trials (a moment only when one is ending), then reads them.
+void PollReports(std::vector<std::unique_ptr<Slot>>& slots) {
+  std::vector<pollfd> fds;
+  bool exiting = false;  // a process closed its report: it is ending, to be reaped within milliseconds
+  for (const auto& slot : slots) {
+    if (slot->process->report_fd() >= 0) {
+      fds.push_back({slot->process->report_fd(), POLLIN, 0});
+    } else {
+      exiting = true;
+    }
+  }
+  const int timeout_ms = exiting ? 2 : 100;
+  if (fds.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(exiting ? 2 : 20));
+  } else {
+    ::poll(fds.data(), fds.size(), timeout_ms);
+  }
+  for (auto& slot : slots) ReadReport(*slot, false);
+}
+
 // Stops a trial running past its study's training.timeout: SIGTERM (it checkpoints), then SIGKILL after a grace
 // period. It is recorded as failed, with the reason.
 void EnforceTimeout(Slot& slot, double now, RunObserver& observer) {
@@ -224,7 +244,7 @@ class Worker {
           if (stopping_ || !studies_.TrialsLeft(announced_wait)) break;
           announced_wait = true;
         }
-        Poll();
+        PollReports(slots_);
         UpdateGpus(now);
         ReapFinished();
         EnforceTimeouts();
@@ -365,25 +385,6 @@ class Worker {
         slot->kill_sent = true;
       }
     }
-  }
-
-  void Poll() {
-    std::vector<pollfd> fds;
-    bool exiting = false;  // a process closed its report: it is ending, to be reaped within milliseconds
-    for (const auto& slot : slots_) {
-      if (slot->process->report_fd() >= 0) {
-        fds.push_back({slot->process->report_fd(), POLLIN, 0});
-      } else {
-        exiting = true;
-      }
-    }
-    const int timeout_ms = exiting ? 2 : 100;
-    if (fds.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(exiting ? 2 : 20));
-    } else {
-      ::poll(fds.data(), fds.size(), timeout_ms);
-    }
-    for (auto& slot : slots_) ReadReport(*slot, false);
   }
 
   void EnforceTimeouts() {
