@@ -181,7 +181,8 @@ TEST(GpuPoolTest, ASlotFreesOnlyOnceTheEndedTrialsProcessesHaveLetGoOfTheirMemor
 
   const GpuTrialRecord record = rig.pool.Record(lease->id);
   EXPECT_EQ(record.ToJson(), nlohmann::json::parse(R"({"model": "NVIDIA L4", "uuids": ["GPU-0"],
-      "driver": "550.54.15", "peak_memory_bytes": 2147483648, "mean_utilization_percent": 40.0})"));
+      "driver": "550.54.15", "peak_memory_bytes": 2147483648, "mean_utilization_percent": 40.0,
+      "trials_at_once": 1})"));
 }
 
 TEST(GpuPoolTest, AGpuWhoseMemoryIsNeverFreedIsReportedAndLeftOut) {
