@@ -80,7 +80,9 @@ HIDDEN = 256
 EPSILON = 1e-8
 DIVERGENCE_FACTOR = 100.0
 
-_data = None  # (train_x, train_y, valid_x, valid_y), loaded once per process
+_data = None  # (train_x, train_y, valid_x, valid_y), loaded once per process, on DEVICE
+# Where the trials train (--device): the data set is moved there once, each trial's model and batches too.
+DEVICE = torch.device(os.environ.get("OPTUNA_QUICKSTART_DEVICE", "cpu"))
 # Seeding and building a model under one lock: torch's global generator is shared by the threads of --parallel-mode
 # threads, and a trial's initialization must depend on its seed alone.
 _init_lock = threading.Lock()
@@ -98,7 +100,7 @@ def data():
         labels = read_idx(os.path.join(DATA_DIR, "train-labels-idx1-ubyte.gz"), 8)
         x = torch.from_numpy(images.astype(np.float32) / 255.0)
         y = torch.from_numpy(labels.astype(np.int64))
-        _data = (x[:TRAIN_SIZE], y[:TRAIN_SIZE], x[TRAIN_SIZE:], y[TRAIN_SIZE:])
+        _data = tuple(t.to(DEVICE) for t in (x[:TRAIN_SIZE], y[:TRAIN_SIZE], x[TRAIN_SIZE:], y[TRAIN_SIZE:]))
     return _data
 
 
@@ -133,7 +135,7 @@ def objective(trial, optimizer_name, steps):
     seed = trial.number
     with _init_lock:
         torch.manual_seed(seed)
-        model = nn.Sequential(Standardize(), nn.Linear(784, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, 10))
+        model = nn.Sequential(Standardize(), nn.Linear(784, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, 10)).to(DEVICE)
     if optimizer_name == "nesterov":
         optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=1.0 - one_minus_momentum,
                                     nesterov=True, weight_decay=0.0)
@@ -141,18 +143,19 @@ def objective(trial, optimizer_name, steps):
         optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate, betas=(1.0 - one_minus_beta1, 0.999),
                                      eps=EPSILON, weight_decay=0.0)
     subset = torch.randperm(TRAIN_SIZE, generator=torch.Generator().manual_seed(seed + 1))[:TRAIN_EVAL_EXAMPLES]
+    subset = subset.to(DEVICE)
     train_eval_x, train_eval_y = train_x[subset], train_y[subset]
     order_generator = torch.Generator().manual_seed(seed + 2)
     batches_per_epoch = TRAIN_SIZE // BATCH_SIZE
     eval_every = max(1, steps // 10)
 
     best_error, best_step, first_loss, evaluations = math.inf, 0, None, 0
-    interval_loss = torch.zeros(())  # summed on the tensor side: no host synchronization per step
+    interval_loss = torch.zeros((), device=DEVICE)  # summed on the tensor side: no host synchronization per step
     model.train()
     for step in range(steps):
         position = step % batches_per_epoch
         if position == 0:
-            order = torch.randperm(TRAIN_SIZE, generator=order_generator)
+            order = torch.randperm(TRAIN_SIZE, generator=order_generator).to(DEVICE)
         rows = order[position * BATCH_SIZE:(position + 1) * BATCH_SIZE]
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
@@ -259,10 +262,15 @@ def main():
     parser.add_argument("--storage", help="RDB storage URL (default: in memory for threads, a temporary SQLite "
                                           "file for processes)")
     parser.add_argument("--out", help="write the results as JSON to this file")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the trials train (default cpu; cuda: the data set and models on the GPU)")
     args = parser.parse_args()
     if args.trials_per_optimizer < 1 or args.steps < 1 or args.jobs < 1:
         parser.error("--trials-per-optimizer, --steps and --jobs must be >= 1")
     quiet()
+    global DEVICE
+    DEVICE = torch.device(args.device)
+    os.environ["OPTUNA_QUICKSTART_DEVICE"] = args.device  # for --parallel-mode processes' workers
 
     temporary = None
     storage = args.storage

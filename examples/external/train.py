@@ -59,7 +59,7 @@ def fixed_sample(x, y, count, seed):
     if count <= 0 or count >= x.shape[0]:
         return x, y
     rows = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[:count].sort().values
-    return x[rows], y[rows]
+    return x[rows.to(x.device)], y[rows.to(x.device)]
 
 
 def gamma(params, name, default):
@@ -110,17 +110,18 @@ def main():
     batch_size = int(params.get("batch_size", 128))
     torch.manual_seed(trial.seed)
     hidden = args.hidden or int(params.get("hidden", 256))
-    model = nn.Sequential(Standardize(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+    device = dltune.torch.device(trial)  # the GPU dltune gave the trial, else the CPU
+    model = nn.Sequential(Standardize(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device)
     optimizer = build_optimizer(params, model.parameters())
 
-    train_x, train_y = load_split("train", 60_000)
+    train_x, train_y = (t.to(device) for t in load_split("train", 60_000))
     valid = train_x[50_000:], train_y[50_000:]
     train_x, train_y = train_x[:50_000], train_y[:50_000]
     splits = {"train": fixed_sample(train_x, train_y, 10_000, trial.seed ^ 1), "valid": valid}
     if trial.training.get("valid_sample_examples", 0) > 0:
         splits["valid_sample"] = fixed_sample(*valid, trial.training["valid_sample_examples"], trial.seed ^ 2)
     if trial.training.get("test_at_end") or (trial.evaluating and trial.evaluating.split == "test"):
-        splits["test"] = load_split("t10k", 10_000)
+        splits["test"] = tuple(t.to(device) for t in load_split("t10k", 10_000))
 
     if trial.evaluating:  # dltune evaluate / launch: one split of one checkpoint
         step = dltune.torch.load(trial.evaluating.checkpoint, model)
@@ -136,7 +137,7 @@ def main():
         epoch, index = divmod(step - 1, per_epoch)
         if epoch != order_epoch:
             generator = torch.Generator().manual_seed((trial.seed + 1_000_003 * (epoch + 1)) % 2**63)
-            order, order_epoch = torch.randperm(train_x.shape[0], generator=generator), epoch
+            order, order_epoch = torch.randperm(train_x.shape[0], generator=generator).to(device), epoch
         rows = order[index * batch_size:(index + 1) * batch_size]
         loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
         optimizer.zero_grad(set_to_none=True)

@@ -22,6 +22,17 @@ def resumable(trial, directory, pattern):
     return [(step, path) for step, path in sorted(found, reverse=True)]
 
 
+def resume_from(trial, directory, pattern):
+    """The newest checkpoint in `directory` a framework resumes from (its path as text), having told dltune where
+    training starts; None to start fresh."""
+    found = resumable(trial, directory, pattern)
+    if not found:
+        return None
+    step, path = found[0]
+    trial.started(step)
+    return str(path)
+
+
 def sha256(path):
     """"sha256:" and the hex digest of the file, as the protocol's checkpoint line carries it."""
     digest = hashlib.sha256()

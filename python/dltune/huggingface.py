@@ -23,13 +23,7 @@ from . import _checkpoints
 
 def resume_checkpoint(trial, output_dir=None):
     """The `checkpoint-N` directory `trainer.train(resume_from_checkpoint=...)` resumes from, or None."""
-    directory = output_dir or trial.dir / "checkpoints"
-    found = _checkpoints.resumable(trial, directory, r"checkpoint-(\d+)")
-    if not found:
-        return None
-    step, path = found[0]
-    trial.started(step)
-    return str(path)
+    return _checkpoints.resume_from(trial, output_dir or trial.dir / "checkpoints", r"checkpoint-(\d+)")
 
 
 class DltuneCallback(TrainerCallback):

@@ -23,12 +23,7 @@ _PREFIXES = {"val": "valid", "valid": "valid", "train": "train", "test": "test"}
 
 def resume_path(trial):
     """The checkpoint `trainer.fit(ckpt_path=...)` resumes from: the newest this trial may resume from, or None."""
-    found = _checkpoints.resumable(trial, trial.dir / "checkpoints", r"step_(\d+)\.ckpt")
-    if not found:
-        return None
-    step, path = found[0]
-    trial.started(step)
-    return str(path)
+    return _checkpoints.resume_from(trial, trial.dir / "checkpoints", r"step_(\d+)\.ckpt")
 
 
 def split_metrics(metrics):

@@ -46,6 +46,21 @@ int GpuPlacement::GpusFor(const StudySpec& spec) const {
   return per_process * std::max(1, spec.training.processes);
 }
 
+void GpuPlacement::CheckCanRun(const StudySpec& spec) const {
+  const int gpus = GpusFor(spec);
+  if (gpus == 0) return;
+  if (!pool_) {
+    throw Error(fmt::format("study {} asks for {} GPU{} per trial (resources.gpus_per_trial), and this worker has {}",
+                            spec.name, gpus, gpus == 1 ? "" : "s", Describe()));
+  }
+  if (gpus > pool_->usable_gpus()) {
+    throw Error(
+        fmt::format("study {} asks for {} GPUs per trial (resources.gpus_per_trial x training.processes); "
+                    "this worker has {} usable: {}",
+                    spec.name, gpus, pool_->usable_gpus(), Describe()));
+  }
+}
+
 bool GpuPlacement::Fits(const StudySpec& spec, std::int64_t study_id) const {
   const int gpus = GpusFor(spec);
   if (gpus == 0) return true;
@@ -60,14 +75,7 @@ std::optional<GpuAssignment> GpuPlacement::Assign(const StudySpec& spec, std::in
                                                   double now) {
   const int gpus = GpusFor(spec);
   if (gpus == 0) return std::nullopt;
-  if (!pool_) {
-    throw Error(fmt::format("study {} asks for {} GPU{} per trial (resources.gpus_per_trial), and this worker has {}",
-                            spec.name, gpus, gpus == 1 ? "" : "s", Describe()));
-  }
-  if (gpus > pool_->usable_gpus()) {
-    throw Error(fmt::format("study {} asks for {} GPUs per trial; this worker has {} usable", spec.name, gpus,
-                            pool_->usable_gpus()));
-  }
+  CheckCanRun(spec);
   const bool alone = alone_.contains({study_id, number});
   auto lease = pool_->Acquire(gpus, now, alone);
   if (!lease) throw Error(fmt::format("no free GPU for trial {} of study {}", number, spec.name));

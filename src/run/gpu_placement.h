@@ -52,6 +52,9 @@ class GpuPlacement {
   // GPUs a trial of `spec` takes: each process its resources.gpus_per_trial (auto: 1 for a command: study when there
   // are GPUs, else 0).
   int GpusFor(const StudySpec& spec) const;
+  // Throws Error when this worker can never give a trial of `spec` its GPUs (it has none, or fewer than a trial
+  // takes), saying so: such a study's trials would wait for ever.
+  void CheckCanRun(const StudySpec& spec) const;
   // Whether a trial of `spec` (of study `study_id`) could get its GPUs now (always, for one that takes none).
   bool Fits(const StudySpec& spec, std::int64_t study_id) const;
   // Leases the GPUs of a claimed trial; nullopt for one that takes none. Throws Error when they are not free (Fits

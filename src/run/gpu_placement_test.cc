@@ -191,6 +191,16 @@ TEST_F(GpuPlacementTest, WithoutNvmlNothingChanges) {
   const StudySpec wants = test::CommandSpec("c", "true", temp_.dir(), 1, "resources: {gpus_per_trial: 1}\n");
   EXPECT_FALSE(placement.Fits(wants, 1));
   EXPECT_THROW(placement.Assign(wants, 1, 0, 0), Error);
+  EXPECT_THROW(placement.CheckCanRun(wants), Error);
+}
+
+TEST_F(GpuPlacementTest, AStudyAskingForMoreGpusThanTheWorkerHasIsRefusedAtOnce) {
+  try {
+    RunStudy(kOneGpu, 1, "resources: {gpus_per_trial: 2}\n");
+    FAIL() << "a study no trial of which can get its GPUs must not wait for ever";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("study g asks for 2 GPUs per trial"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

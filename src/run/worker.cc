@@ -217,6 +217,7 @@ class Worker {
     dltune_ = options.dltune_executable.empty() ? SelfExecutable() : options.dltune_executable;
     heartbeat_every_ = std::clamp(options.stale_after / 4, 0.05, 5.0);
     if (!options.study.empty()) CheckWorkerCanTrain(studies_.Session(options.study).spec());
+    if (!options.study.empty()) gpus_.CheckCanRun(studies_.Session(options.study).spec());
     if (gpus_.has_gpus()) observer.Notice("GPUs: " + gpus_.Describe());
     if (options.gang.size > 1) gang_ = std::make_unique<GangLeader>(options.gang);
     parallel_ =

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -82,7 +83,13 @@ class DataParallel {
   int world_size_ = 1;
   double timeout_seconds_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
+  // The Gloo group: a ProcessGroup in LibTorch 1.x, a Backend (of a ProcessGroup) from 2.0 on; the collectives
+  // used here have the same signatures in both.
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<c10d::Backend> group_;
+#else
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+#endif
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<std::size_t, std::int64_t>> place_;  // per parameter: its bucket and offset in it
   std::vector<std::unique_ptr<Bucket>> buckets_;

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join, there since fmt 11 (LibTorch 2.x brings its own fmt)
 #include <torch/torch.h>
 
 #include "dltune/core/error.h"

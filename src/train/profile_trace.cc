@@ -10,6 +10,9 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+#include <c10/util/ApproximateClock.h>
+#endif
 
 #include "core/files.h"
 #include "dltune/core/error.h"
@@ -37,7 +40,12 @@ ProfileTrace::~ProfileTrace() {
   }
 }
 
+// The profiler's clock: torch::profiler::impl::getTime in LibTorch 1.x, c10::getTime from 2.1 on.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+std::int64_t ProfileTrace::Now() { return static_cast<std::int64_t>(c10::getTime()); }
+#else
 std::int64_t ProfileTrace::Now() { return static_cast<std::int64_t>(torch::profiler::impl::getTime()); }
+#endif
 
 void ProfileTrace::Start() {
   thread_id_ = at::RecordFunction::currentThreadId();
