@@ -34,6 +34,7 @@
 #include "pipeline.h"
 #include "profile_trace.h"
 #include "threads.h"
+#include "training_hyperparams.h"
 
 namespace dltune {
 
@@ -62,49 +63,6 @@ std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir) {
   } catch (const std::exception&) {
     return 0;
   }
-}
-
-// The training hyperparameters, read from the trial's params.
-struct TrainingHyperParams {
-  std::int64_t batch_size = 128;
-  OptimizerOptions optimizer;
-  ScheduleOptions schedule;
-  double grad_clip_norm = 0;   // 0: no clipping
-  double label_smoothing = 0;  // the training loss's targets: 1 - e on the label, e spread over every class
-  double ema_decay = 0;        // 0: no moving average of the weights; else evaluated and exported with it
-};
-
-// `name`, or 1 - `one_minus_name` (how momentum-like params are usually searched, on a log scale).
-double ReadMomentumLike(const HyperParams& params, const std::string& name, double fallback) {
-  if (const auto complement = params.MaybeReal("one_minus_" + name)) return 1.0 - *complement;
-  return params.Real(name, fallback);
-}
-
-TrainingHyperParams ReadTrainingHyperParams(const HyperParams& params, std::int64_t max_train_steps) {
-  TrainingHyperParams hp;
-  hp.batch_size = params.Int("batch_size", 128);
-  if (hp.batch_size < 1) throw Error(fmt::format("batch_size must be >= 1, not {}", hp.batch_size));
-  hp.optimizer.kind = params.Text("optimizer", "sgd");
-  hp.optimizer.momentum = ReadMomentumLike(params, "momentum", 0.9);
-  hp.optimizer.rho = params.Real("rho", 0.9);
-  hp.optimizer.beta1 = ReadMomentumLike(params, "beta1", 0.9);
-  hp.optimizer.beta2 = ReadMomentumLike(params, "beta2", 0.999);
-  hp.optimizer.epsilon = params.Real("epsilon", 1e-8);
-  hp.optimizer.weight_decay = params.Real("weight_decay", 0.0);
-  hp.optimizer.decoupled_weight_decay = params.Bool("decoupled_weight_decay", false);
-  hp.optimizer.Validate();
-  hp.schedule = ReadSchedule(params, max_train_steps);
-  hp.grad_clip_norm = params.Real("grad_clip_norm", 0.0);
-  if (hp.grad_clip_norm < 0) throw Error(fmt::format("grad_clip_norm must be >= 0, not {}", hp.grad_clip_norm));
-  hp.label_smoothing = params.Real("label_smoothing", 0.0);
-  if (!(hp.label_smoothing >= 0 && hp.label_smoothing < 1)) {
-    throw Error(fmt::format("label_smoothing must be in [0, 1), not {}", hp.label_smoothing));
-  }
-  hp.ema_decay = params.Real("ema_decay", 0.0);
-  if (!(hp.ema_decay >= 0 && hp.ema_decay < 1)) {
-    throw Error(fmt::format("ema_decay must be in [0, 1) (0: no moving average), not {}", hp.ema_decay));
-  }
-  return hp;
 }
 
 // Sums over an evaluation, kept on the device until the end.
@@ -688,7 +646,7 @@ class Loop {
 
   // The dropout generator's seed: the data seed's, and a stream of its own for each data-parallel rank but 0.
   std::uint64_t DropoutSeed() const {
-    const std::uint64_t seed = MixSeed(options_.data_seed, 0xD209);
+    const std::uint64_t seed = MixSeed(options_.data_seed, kDropoutStream);
     return rank() == 0 ? seed : MixSeed(seed, static_cast<std::uint64_t>(rank()));
   }
 

@@ -1,0 +1,64 @@
+// The optimizers of optimizer.h over the parameters of an array model (array_mlp.h): each parameter holds M members
+// along its first dimension, and each member has its own hyperparameters (learning rate, momentum, rho, betas,
+// epsilon, weight decay) and its own update count t.
+//
+// Each member's slice of a parameter is contiguous, so a step updates it with FusedUpdate (fused_update.h) and the
+// member's coefficients: one pass over each parameter's memory, and for each member the arithmetic of a lone
+// Optimizer on the member's own parameters (the same coefficients rounded the same way, the same slices across
+// threads, the same order of the gradient norm's sums): a member's weights, state and gradient norm are bit-identical
+// to a lone optimizer's given the same gradients. A member masked out (diverged) is skipped: its weights, state and
+// t stay as they are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "optimizer.h"
+
+namespace dltune {
+
+class ArrayOptimizer {
+ public:
+  // `params`: defined, contiguous float32 or float64 CPU tensors of at least one dimension, each of size M =
+  // members.size() along dimension 0. `members`: each member's options, all of the same kind (they share the state
+  // buffers' layout). Throws Error on invalid options, kinds that differ, or any other parameter.
+  ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members);
+
+  // Makes every parameter's grad undefined.
+  void ZeroGrad();
+  // Updates each member m with active[m] by learning rate learning_rates[m], and returns each member's gradient norm
+  // (as Optimizer::Step does; 0 for a member skipped). Throws Error, changing nothing, for a learning rate that is
+  // negative or not finite, a sparse gradient, or vectors of another size than M.
+  std::vector<double> Step(const std::vector<double>& learning_rates, const std::vector<bool>& active);
+
+  std::int64_t members() const { return static_cast<std::int64_t>(members_.size()); }
+  // Step calls that updated member m.
+  std::int64_t steps(std::int64_t member) const { return steps_.at(static_cast<std::size_t>(member)); }
+  const std::vector<torch::Tensor>& params() const { return params_; }
+
+  // How a member's slice of parameter `index` is laid out in the lone model (array_mlp.h: weights transposed).
+  using LoneLayout = std::function<torch::Tensor(std::size_t index, const torch::Tensor& slice)>;
+  // Writes member m's state into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters
+  // are the member's slices in `lone_layout`: a lone Optimizer of that kind Loads it and continues as the member
+  // would have.
+  void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive, const LoneLayout& lone_layout) const;
+
+ private:
+  // The coefficients of member m's update at learning rate `eta`, but the bias correction (per update count).
+  UpdateCoefficients Coefficients(std::int64_t member, double eta) const;
+  // Updates member m's slice of every parameter; returns the sum of its gradients' squares.
+  double UpdateMember(std::int64_t member, double eta);
+
+  std::vector<OptimizerOptions> members_;
+  UpdateRule rule_ = UpdateRule::kSgd;
+  std::vector<std::string> buffer_names_;  // the rule's state buffers, in Optimizer::BufferNames() order
+  std::vector<torch::Tensor> params_;
+  std::vector<std::vector<torch::Tensor>> buffers_;  // per parameter, in buffer_names_ order, shaped like it
+  std::vector<std::int64_t> steps_;                  // per member: its t (every parameter has a grad at each step)
+};
+
+}  // namespace dltune

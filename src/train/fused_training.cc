@@ -1,0 +1,393 @@
+#include "fused_training.h"
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include "array_optimizer.h"
+#include "checkpoint.h"
+#include "core/eval_schedule.h"
+#include "core/files.h"
+#include "core/rng.h"
+#include "core/schedule.h"
+#include "dltune/core/error.h"
+#include "eval_batches.h"
+#include "pipeline.h"
+#include "threads.h"
+#include "training_hyperparams.h"
+
+namespace dltune {
+namespace {
+
+// A member while it trains.
+struct MemberState {
+  const FusedMember* spec = nullptr;
+  TrainingHyperParams hp;
+  std::shared_ptr<Model> lone;  // its lone model: initial weights, and the shape of its checkpoints
+  std::unique_ptr<BatchPipeline> pipeline;
+  Dataset train_subset;
+  Dataset valid_sample;
+  std::unique_ptr<CheckpointManager> checkpoints;
+  std::optional<double> initial_loss;
+  std::optional<std::int64_t> best_step;
+  std::optional<double> best_value;
+  bool active = true;            // false once diverged: masked out of the updates
+  std::int64_t saved_step = -1;  // the step of its last checkpoint
+  FusedMemberResult out;
+};
+
+// Throws Error for what a lone trial does and a member does not.
+void CheckFusable(const MemberState& member, std::size_t index) {
+  const auto refuse = [&](const std::string& what) {
+    throw Error(fmt::format("fused trials: member {} asks for {}, which fused trials do not do", index, what));
+  };
+  if (member.hp.grad_clip_norm > 0) refuse("gradient clipping (grad_clip_norm)");
+  if (member.hp.label_smoothing > 0) refuse("label smoothing");
+  if (member.hp.ema_decay > 0) refuse("a moving average of the weights (ema_decay)");
+  const HyperParams& params = member.spec->params;
+  if (params.Has("dropout") && params.Real("dropout", 0.0) != 0.0) refuse("dropout");
+}
+
+void CheckOptions(const FusedOptions& options, std::size_t members) {
+  if (members == 0) throw Error("fused trials: no members");
+  if (options.max_train_steps <= 0) {
+    throw Error(fmt::format("max_train_steps must be > 0, not {}", options.max_train_steps));
+  }
+  options.training.Validate(options.max_train_steps);
+  if (options.stop_after_step < 0 || options.stop_after_step > options.max_train_steps) {
+    throw Error(
+        fmt::format("fused trials: stop_after_step {} is not in [0, max_train_steps]", options.stop_after_step));
+  }
+  if (options.training.processes != 1) throw Error("fused trials train in one process (training.processes: 1)");
+  if (!options.training.profile_steps.empty()) throw Error("fused trials record no profile trace (profile_steps)");
+  if (options.objective.split.empty() || options.objective.metric.empty()) {
+    throw Error(
+        fmt::format("objective must be split/metric (e.g. valid/error_rate), not '{}'", options.objective.Name()));
+  }
+}
+
+// The state of torch's generator in a lone trial after its model is built: seeded for dropout from the data seed.
+torch::Tensor LoneGeneratorState(std::uint64_t data_seed) {
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(MixSeed(data_seed, kDropoutStream));
+  return generator.get_state();
+}
+
+class FusedLoop {
+ public:
+  FusedLoop(Workload& workload, const std::vector<FusedMember>& members, const FusedOptions& options)
+      : workload_(workload), options_(options), settings_(options.training.Resolved(options.max_train_steps)) {
+    eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
+    for (std::size_t m = 0; m < members.size(); ++m) members_.push_back(BuildMember(members[m], m));
+    batch_size_ = members_.front().hp.batch_size;
+    std::vector<std::shared_ptr<Model>> lone_models;
+    std::vector<OptimizerOptions> optimizers;
+    for (const MemberState& member : members_) {
+      if (member.hp.batch_size != batch_size_) {
+        throw Error(fmt::format("fused trials: members train with one batch size, not {} and {}", batch_size_,
+                                member.hp.batch_size));
+      }
+      lone_models.push_back(member.lone);
+      optimizers.push_back(member.hp.optimizer);
+    }
+    model_ = std::make_shared<ArrayMlp>(lone_models, options.standardize);
+    optimizer_ = std::make_unique<ArrayOptimizer>(model_->ArrayParameters(), optimizers);
+    eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * batch_size_;
+    if (eval_batch_size_ < batch_size_) {
+      throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
+                              batch_size_));
+    }
+  }
+
+  std::vector<FusedMemberResult> Run() {
+    const WorkloadData& data = workload_.Data();
+    for (MemberState& member : members_) {
+      const std::uint64_t seed = member.spec->data_seed;
+      member.train_subset =
+          FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()), MixSeed(seed, 1));
+      if (settings_.valid_sample_examples > 0) {
+        member.valid_sample =
+            FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2));
+      }
+      member.pipeline = std::make_unique<BatchPipeline>(data.train, batch_size_, seed);
+    }
+    const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
+    while (step_ < end && AnyActive()) {
+      TrainStep();
+      ++step_;
+      CheckDivergence();
+      const bool last = step_ == options_.max_train_steps;
+      if (last || eval_schedule_.Evaluates(step_, settings_.eval_every_steps, options_.max_train_steps)) {
+        Evaluate(last);
+      }
+    }
+    std::vector<FusedMemberResult> results;
+    for (MemberState& member : members_) results.push_back(Finish(member));
+    return results;
+  }
+
+ private:
+  MemberState BuildMember(const FusedMember& spec, std::size_t index) {
+    MemberState member;
+    member.spec = &spec;
+    member.hp = ReadTrainingHyperParams(spec.params, options_.max_train_steps);
+    CheckFusable(member, index);
+    torch::manual_seed(spec.init_seed);  // as the lone trainer builds the model
+    member.lone = workload_.BuildModel(spec.params);
+    spec.params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload_.name()));
+    if (!spec.checkpoint_dir.empty()) {
+      member.checkpoints =
+          std::make_unique<CheckpointManager>(CheckpointOptions{.dir = spec.checkpoint_dir,
+                                                                .keep_latest = settings_.keep_latest_checkpoints,
+                                                                .keep_best = settings_.keep_best_checkpoints,
+                                                                .direction = options_.objective.direction,
+                                                                .owner = spec.checkpoint_owner});
+      if (!member.checkpoints->List().empty() || !member.checkpoints->Foreign().empty()) {
+        throw Error(fmt::format("fused trials start afresh: {} holds checkpoints already", spec.checkpoint_dir),
+                    ErrorKind::kConflict);
+      }
+    }
+    return member;
+  }
+
+  bool AnyActive() const {
+    for (const MemberState& member : members_) {
+      if (member.active) return true;
+    }
+    return false;
+  }
+  std::int64_t count() const { return static_cast<std::int64_t>(members_.size()); }
+
+  // One update of every active member: each its own batch, one forward and backward of the array model, one pass
+  // of the array optimizer.
+  void TrainStep() {
+    std::vector<torch::Tensor> inputs, labels;
+    std::vector<double> learning_rates;
+    std::vector<bool> active;
+    for (MemberState& member : members_) {
+      Batch batch = member.pipeline->Next();
+      inputs.push_back(std::move(batch.inputs));
+      labels.push_back(std::move(batch.labels));
+      learning_rates.push_back(LearningRate(member.hp.schedule, step_));
+      active.push_back(member.active);
+    }
+    model_->train();
+    optimizer_->ZeroGrad();
+    const torch::Tensor targets = torch::stack(labels);
+    const torch::Tensor logits = model_->Forward(torch::stack(inputs));
+    // Each member's mean loss; their sum's gradient is each member's own, as the members share no weight.
+    const torch::Tensor losses =
+        workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
+    losses.sum().backward();
+    const std::vector<double> norms = optimizer_->Step(learning_rates, active);
+    const torch::Tensor values = losses.detach().to(torch::kDouble);
+    for (std::int64_t m = 0; m < count(); ++m) {
+      MemberState& member = members_[static_cast<std::size_t>(m)];
+      if (!member.active) continue;
+      StepMetrics metrics;
+      metrics.step = step_ + 1;
+      metrics.loss = values[m].item<double>();
+      metrics.learning_rate = learning_rates[static_cast<std::size_t>(m)];
+      metrics.grad_norm = norms[static_cast<std::size_t>(m)];
+      member.out.steps.push_back(metrics);
+    }
+  }
+
+  // The lone trainer's divergence rule on each active member's loss of this step; a member that diverged is masked.
+  void CheckDivergence() {
+    for (MemberState& member : members_) {
+      if (!member.active) continue;
+      const StepMetrics& m = member.out.steps.back();
+      if (!member.initial_loss) member.initial_loss = m.loss;
+      std::string reason;
+      if (!std::isfinite(m.loss)) {
+        reason = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
+      } else if (m.loss > settings_.divergence_factor * std::max(*member.initial_loss, 1e-12)) {
+        reason = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}",
+                             m.loss, m.step, settings_.divergence_factor, *member.initial_loss);
+      }
+      if (reason.empty()) continue;
+      member.active = false;
+      member.out.result.outcome = TrainOutcome::kInfeasible;
+      member.out.result.reason = reason;
+      member.out.result.steps = step_;
+    }
+  }
+
+  // Per active member: the weighted sums of loss, correct predictions and correct predictions by class over `split`
+  // (one split per member, all of one size), as the lone trainer's evaluation takes them.
+  struct Sums {
+    torch::Tensor loss, correct, weight, class_correct;
+  };
+  std::vector<Sums> SplitSums(const std::vector<Dataset>& splits) {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    const auto zeros = [](at::IntArrayRef shape) { return torch::zeros(shape, torch::kDouble); };
+    std::vector<Sums> sums;
+    std::vector<EvalBatches> batches;
+    for (const Dataset& split : splits) {
+      sums.push_back({zeros({}), zeros({}), zeros({}), zeros({workload_.num_classes()})});
+      batches.push_back(MakeEvalBatches(split, eval_batch_size_));
+    }
+    for (std::int64_t index = 0; index < batches.front().size(); ++index) {
+      std::vector<EvalBatch> batch;
+      std::vector<torch::Tensor> inputs;
+      for (const EvalBatches& member_batches : batches) {
+        batch.push_back(member_batches.Get(index));
+        inputs.push_back(batch.back().inputs);
+      }
+      const torch::Tensor outputs = model_->Forward(torch::stack(inputs));
+      for (std::int64_t m = 0; m < count(); ++m) {
+        if (!members_[static_cast<std::size_t>(m)].active) continue;
+        const EvalBatch& b = batch[static_cast<std::size_t>(m)];
+        Sums& s = sums[static_cast<std::size_t>(m)];
+        const torch::Tensor member_outputs = outputs[m];
+        const torch::Tensor weights = b.weights.to(torch::kDouble);
+        const torch::Tensor losses = workload_.PerExampleLoss(member_outputs, b.labels).to(torch::kDouble);
+        const torch::Tensor correct = (member_outputs.argmax(1) == b.labels).to(torch::kDouble) * weights;
+        s.loss += (losses * weights).sum();
+        s.correct += correct.sum();
+        s.weight += weights.sum();
+        s.class_correct.scatter_add_(0, b.labels, correct);
+      }
+    }
+    return sums;
+  }
+
+  // Adds the metrics of split `name` to each active member's `metrics`; `split_of` gives a member's examples.
+  template <typename SplitOf>
+  void AddSplitMetrics(const std::string& name, SplitOf split_of, std::vector<std::vector<EvalMetric>>& metrics) {
+    std::vector<Dataset> splits;
+    for (MemberState& member : members_) splits.push_back(split_of(member));
+    if (splits.front().size() == 0) return;
+    const std::vector<Sums> sums = SplitSums(splits);
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      if (!members_[m].active) continue;
+      const Sums& s = sums[m];
+      const double weight = s.weight.item<double>();
+      const double loss = s.loss.item<double>() / weight;
+      const double accuracy = s.correct.item<double>() / weight;
+      const auto examples = static_cast<std::int64_t>(std::llround(weight));
+      metrics[m].push_back({name, "loss", loss, examples});
+      metrics[m].push_back({name, "error_rate", 1.0 - accuracy, examples});
+      metrics[m].push_back({name, "accuracy", accuracy, examples});
+      for (std::int64_t k = 0; k < s.class_correct.size(0); ++k) {
+        metrics[m].push_back({name, fmt::format("correct_class_{}", k), s.class_correct[k].item<double>(), examples});
+      }
+    }
+  }
+
+  // The lone trainer's evaluation at this step, for every active member, and its checkpoint.
+  void Evaluate(bool last) {
+    const WorkloadData& data = workload_.Data();
+    std::vector<std::vector<EvalMetric>> metrics(members_.size());
+    const bool sampled = settings_.valid_sample_examples > 0;
+    AddSplitMetrics(
+        "train", [](MemberState& m) { return m.train_subset; }, metrics);
+    if (sampled)
+      AddSplitMetrics(
+          "valid_sample", [](MemberState& m) { return m.valid_sample; }, metrics);
+    if (!sampled || last)
+      AddSplitMetrics(
+          "valid", [&](MemberState&) { return data.valid; }, metrics);
+    if (last && settings_.test_at_end)
+      AddSplitMetrics(
+          "test", [&](MemberState&) { return data.test; }, metrics);
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      MemberState& member = members_[m];
+      if (!member.active) continue;
+      const std::optional<double> objective = ObjectiveOf(metrics[m]);
+      if (objective) {
+        member.out.result.final_value = objective;
+        const bool better =
+            !member.best_value || IsBetter(*objective, *member.best_value, options_.objective.direction);
+        if (better && std::isfinite(*objective)) {
+          member.best_value = objective;
+          member.best_step = step_;
+        }
+      }
+      member.out.evaluations.emplace_back(step_, std::move(metrics[m]));
+      SaveCheckpoint(member, objective);
+    }
+  }
+
+  // The objective: the named split's metric, or its periodic sample's when the full split was not evaluated.
+  std::optional<double> ObjectiveOf(const std::vector<EvalMetric>& metrics) const {
+    const dltune::Objective& wanted = options_.objective;
+    for (const std::string& split : {wanted.split, wanted.split + "_sample"}) {
+      for (const EvalMetric& m : metrics) {
+        if (m.split == split && m.metric == wanted.metric) return m.value;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Writes the member's checkpoint at this step as the lone trainer writes its own (trainer.cc, SaveCheckpoint).
+  void SaveCheckpoint(MemberState& member, std::optional<double> objective) {
+    if (!member.checkpoints) return;
+    const auto m = static_cast<std::int64_t>(&member - members_.data());
+    model_->CopyMemberInto(m, *member.lone);
+    torch::serialize::OutputArchive archive;
+    torch::serialize::OutputArchive model_archive;
+    member.lone->save(model_archive);
+    archive.write("model", model_archive);
+    torch::serialize::OutputArchive optimizer_archive;
+    optimizer_->SaveMember(m, optimizer_archive, &ArrayMlp::LoneLayout);
+    archive.write("optimizer", optimizer_archive);
+    archive.write("step", torch::tensor(step_, torch::kLong));
+    archive.write("best_step", torch::tensor(member.best_step.value_or(-1), torch::kLong));
+    archive.write("best_value", torch::tensor(member.best_value.value_or(std::nan("")), torch::kDouble));
+    archive.write("initial_loss", torch::tensor(member.initial_loss.value_or(std::nan("")), torch::kDouble));
+    archive.write("cpu_generator", LoneGeneratorState(member.spec->data_seed));
+    archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
+    std::ostringstream bytes;
+    archive.save_to(bytes);
+    const SavedCheckpoint saved = member.checkpoints->Save(step_, objective, [&](const std::filesystem::path& dir) {
+      WriteFileAtomically(dir / "state.pt", bytes.str(), /*sync=*/false);  // Save syncs its payload
+    });
+    member.out.checkpoints.push_back(saved.info.path.string());
+    member.saved_step = step_;
+  }
+
+  FusedMemberResult Finish(MemberState& member) {
+    TrainResult& result = member.out.result;
+    if (member.active) {
+      result.steps = step_;
+      if (step_ < options_.max_train_steps) {
+        // Stopped: its checkpoint is the one the evaluation of this step wrote, or one written now.
+        if (member.saved_step != step_) SaveCheckpoint(member, std::nullopt);
+        result.outcome = TrainOutcome::kStopped;
+        result.reason = fmt::format("stopped at step {}; resumable from its checkpoint", step_);
+      }
+    }
+    result.best_step = member.best_step;
+    result.best_value = member.best_value;
+    result.threads = torch::get_num_threads();
+    return std::move(member.out);
+  }
+
+  Workload& workload_;
+  const FusedOptions& options_;
+  const TrainingSettings settings_;
+  EvalSchedule eval_schedule_;
+  std::vector<MemberState> members_;
+  std::int64_t batch_size_ = 0;
+  std::int64_t eval_batch_size_ = 0;
+  std::shared_ptr<ArrayMlp> model_;
+  std::unique_ptr<ArrayOptimizer> optimizer_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace
+
+std::vector<FusedMemberResult> TrainFused(Workload& workload, const std::vector<FusedMember>& members,
+                                          const FusedOptions& options) {
+  CheckOptions(options, members.size());
+  SetTorchThreads(options.training.threads);
+  FusedLoop loop(workload, members, options);
+  return loop.Run();
+}
+
+}  // namespace dltune

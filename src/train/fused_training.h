@@ -1,0 +1,68 @@
+// Fused trials: M trials of one MLP workload that differ only in their training hyperparameters (and seeds), trained
+// together as one array model (array_mlp.h) with one array optimizer (array_optimizer.h) in one process.
+//
+// Each member follows its lone trial (TrainWorkload with the member's params, init seed and data seed) step for step:
+// the same initial weights (the workload's model built after seeding with the init seed, copied in), the same
+// batches (its own BatchPipeline on its data seed), the same learning-rate schedule, the same evaluations (its own
+// fixed training subset and validation sample, the same splits at the same steps) and the same divergence rule. A
+// member whose training loss diverges is masked out at that step (its updates stop) and reported infeasible with the
+// lone trainer's reason, while the others train on. At each evaluation (and when stopped) a member with a checkpoint
+// directory gets a checkpoint there in the lone trainer's format, from which a lone trial resumes.
+//
+// What a lone trial has and a member has not: gradient clipping, label smoothing, a moving average of the weights,
+// dropout, normalization layers, data-parallel ranks, profile traces, predictions, resuming a group from its
+// checkpoints: a member asking for one is refused (Error). Docs: docs/training.md, "Fused trials".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "array_mlp.h"
+#include "dltune/core/hyperparams.h"
+#include "dltune/core/objective.h"
+#include "dltune/core/training_settings.h"
+#include "dltune/train/trainer.h"
+#include "dltune/train/workload.h"
+
+namespace dltune {
+
+// One member: what its lone trial's TrainWorkload call would get beside the shared options.
+struct FusedMember {
+  HyperParams params;
+  std::uint64_t init_seed = 0;
+  std::uint64_t data_seed = 0;
+  std::string checkpoint_dir;  // "": no checkpoints
+  nlohmann::json checkpoint_owner;
+};
+
+// What the members share: TrainerOptions's fields of the same names, and the model's input standardization.
+struct FusedOptions {
+  std::int64_t max_train_steps = 0;
+  // > 0: stop after this step, as a lone trial stopped then (ShouldStop) does, with a checkpoint.
+  std::int64_t stop_after_step = 0;
+  TrainingSettings training;
+  Objective objective;
+  // The built-in fashion_mnist_mlp standardizes its inputs with Fashion-MNIST's pixel statistics; the synthetic
+  // workload does not. ArrayMlp checks it against the lone model.
+  std::optional<InputStandardization> standardize;
+};
+
+// What a member's lone trial would have reported.
+struct FusedMemberResult {
+  TrainResult result;              // outcome, reason, steps, best step and value, final value
+  std::vector<StepMetrics> steps;  // every step's loss, learning rate and gradient norm (no timings)
+  std::vector<std::pair<std::int64_t, std::vector<EvalMetric>>> evaluations;  // by step
+  std::vector<std::string> checkpoints;                                       // the directories written
+};
+
+// Trains `members` (at least one) of `workload` together. Throws Error for bad options or params, members that
+// differ in batch size, optimizer kind or model widths, and anything fused trials do not do (see above).
+std::vector<FusedMemberResult> TrainFused(Workload& workload, const std::vector<FusedMember>& members,
+                                          const FusedOptions& options);
+
+}  // namespace dltune

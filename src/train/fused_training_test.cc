@@ -1,0 +1,272 @@
+// Fused trials against the same trials trained alone, on the CPU: the built-in MLP workloads (synthetic, and
+// Fashion-MNIST when its package is installed), every optimizer, a diverging member, a member's checkpoint resumed.
+#include "fused_training.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
+#include "dltune/workloads/registry.h"
+#include "workloads/models.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Keeps what a lone trial reports.
+struct Recorder : TrainerCallbacks {
+  std::vector<StepMetrics> steps;
+  std::vector<std::pair<std::int64_t, std::vector<EvalMetric>>> evaluations;
+  void OnTrainMetrics(const std::vector<StepMetrics>& s) override { steps.insert(steps.end(), s.begin(), s.end()); }
+  void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& m, std::int64_t, double) override {
+    evaluations.emplace_back(step, m);
+  }
+};
+
+struct Alone {
+  TrainResult result;
+  Recorder recorded;
+};
+
+HyperParams Params(std::map<std::string, Value> params) { return HyperParams(nlohmann::json::object(), params); }
+
+class FusedTrainingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("dltune_fused_{}_{}", ::getpid(),
+                                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    options_.max_train_steps = 200;
+    options_.training.eval_every_steps = 50;
+    options_.training.train_eval_examples = 200;
+    options_.training.threads = 1;
+    options_.objective = {"valid", "error_rate", Direction::kMinimize};
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // The synthetic workload's MLP with two hidden layers of 24 (a square layer among them), batches of 32.
+  static FusedMember Member(std::map<std::string, Value> params, std::uint64_t seed) {
+    params.emplace("batch_size", Value(std::int64_t{32}));
+    params.emplace("num_layers", Value(std::int64_t{2}));
+    params.emplace("width", Value(std::int64_t{24}));
+    return FusedMember{Params(params), seed, seed + 100, "", nullptr};
+  }
+
+  Alone TrainAlone(const FusedMember& member, const std::string& checkpoint_dir = "") {
+    TrainerOptions options;
+    options.max_train_steps = options_.max_train_steps;
+    options.training = options_.training;
+    options.objective = options_.objective;
+    options.init_seed = member.init_seed;
+    options.data_seed = member.data_seed;
+    options.checkpoint_dir = checkpoint_dir;
+    Alone alone;
+    alone.result = TrainWorkload(*workload_, member.params, options, alone.recorded);
+    return alone;
+  }
+
+  std::unique_ptr<Workload> workload_ = MakeWorkload("synthetic", {{"examples", 1000}});
+  FusedOptions options_;
+  fs::path dir_;
+};
+
+// A member's steps and evaluations against its lone trial's, from `first_step` on. Losses, learning rates and
+// evaluations are the same bits (see docs/training.md, "Fused trials"); gradient norms sum the weights' squares in
+// another order ([in, out] rather than [out, in]), so they agree to float32 rounding of that sum.
+void ExpectSameAsAlone(const FusedMemberResult& fused, const Alone& alone, std::int64_t first_step = 1) {
+  std::vector<StepMetrics> lone_steps;
+  for (const StepMetrics& s : alone.recorded.steps) {
+    if (s.step >= first_step) lone_steps.push_back(s);
+  }
+  std::vector<StepMetrics> fused_steps;
+  for (const StepMetrics& s : fused.steps) {
+    if (s.step >= first_step) fused_steps.push_back(s);
+  }
+  ASSERT_EQ(fused_steps.size(), lone_steps.size());
+  for (std::size_t i = 0; i < lone_steps.size(); ++i) {
+    SCOPED_TRACE(fmt::format("step {}", lone_steps[i].step));
+    ASSERT_EQ(fused_steps[i].step, lone_steps[i].step);
+    ASSERT_EQ(fused_steps[i].loss, lone_steps[i].loss);
+    ASSERT_EQ(fused_steps[i].learning_rate, lone_steps[i].learning_rate);
+    ASSERT_NEAR(*fused_steps[i].grad_norm, *lone_steps[i].grad_norm, 1e-6 * *lone_steps[i].grad_norm);
+  }
+  std::vector<std::pair<std::int64_t, std::vector<EvalMetric>>> lone_evaluations;
+  for (const auto& e : alone.recorded.evaluations) {
+    if (e.first >= first_step) lone_evaluations.push_back(e);
+  }
+  ASSERT_EQ(fused.evaluations.size(), lone_evaluations.size());
+  for (std::size_t i = 0; i < lone_evaluations.size(); ++i) {
+    ASSERT_EQ(fused.evaluations[i].first, lone_evaluations[i].first);
+    const auto& a = fused.evaluations[i].second;
+    const auto& b = lone_evaluations[i].second;
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      SCOPED_TRACE(fmt::format("evaluation at {}: {}/{}", lone_evaluations[i].first, b[k].split, b[k].metric));
+      EXPECT_EQ(a[k].split, b[k].split);
+      EXPECT_EQ(a[k].metric, b[k].metric);
+      EXPECT_EQ(a[k].value, b[k].value);
+      EXPECT_EQ(a[k].examples, b[k].examples);
+    }
+  }
+  EXPECT_EQ(fused.result.outcome, alone.result.outcome);
+  EXPECT_EQ(fused.result.best_step, alone.result.best_step);
+  EXPECT_EQ(fused.result.best_value, alone.result.best_value);
+  EXPECT_EQ(fused.result.final_value, alone.result.final_value);
+}
+
+class FusedOptimizerTest : public FusedTrainingTest, public ::testing::WithParamInterface<std::string> {};
+
+// Four members of each optimizer kind, with their own learning rates, momenta, weight decay and schedules.
+TEST_P(FusedOptimizerTest, EachMemberTrainsAsItsLoneTrial) {
+  const Value kind(GetParam());
+  const std::vector<FusedMember> members = {
+      Member({{"optimizer", kind}, {"learning_rate", Value(0.05)}}, 1),
+      Member({{"optimizer", kind},
+              {"learning_rate", Value(0.01)},
+              {"momentum", Value(0.5)},
+              {"beta1", Value(0.8)},
+              {"weight_decay", Value(1e-3)}},
+             2),
+      Member({{"optimizer", kind},
+              {"learning_rate", Value(0.02)},
+              {"one_minus_beta2", Value(0.01)},
+              {"epsilon", Value(1e-6)},
+              {"weight_decay", Value(1e-2)},
+              {"decoupled_weight_decay", Value(true)},
+              {"schedule", Value("cosine")},
+              {"warmup_steps", Value(std::int64_t{20})}},
+             3),
+      Member({{"optimizer", kind}, {"learning_rate", Value(0.03)}, {"schedule", Value("linear")}}, 4),
+  };
+  const std::vector<FusedMemberResult> fused = TrainFused(*workload_, members, options_);
+  ASSERT_EQ(fused.size(), members.size());
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(fused[m].result.outcome, TrainOutcome::kCompleted);
+    EXPECT_EQ(fused[m].result.steps, options_.max_train_steps);
+    ExpectSameAsAlone(fused[m], TrainAlone(members[m]));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, FusedOptimizerTest,
+                         ::testing::Values("sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam"));
+
+// A member that diverges is masked at that step, infeasible with the lone trial's reason; the others finish exactly
+// as a group without it does.
+TEST_F(FusedTrainingTest, DivergingMemberIsMaskedWhileTheOthersTrainOn) {
+  const FusedMember first = Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(0.05)}}, 1);
+  const FusedMember diverging = Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(400.0)}}, 2);
+  const FusedMember last = Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(0.1)}}, 3);
+  const auto with = TrainFused(*workload_, {first, diverging, last}, options_);
+  const auto without = TrainFused(*workload_, {first, last}, options_);
+
+  const FusedMemberResult& masked = with[1];
+  EXPECT_EQ(masked.result.outcome, TrainOutcome::kInfeasible);
+  EXPECT_THAT(masked.result.reason, HasSubstr("diverged"));
+  ASSERT_LT(masked.result.steps, options_.max_train_steps);
+  EXPECT_EQ(static_cast<std::int64_t>(masked.steps.size()), masked.result.steps);
+  const Alone alone = TrainAlone(diverging);
+  EXPECT_EQ(alone.result.outcome, TrainOutcome::kInfeasible);
+  EXPECT_EQ(masked.result.reason, alone.result.reason);
+  for (std::size_t i = 0; i < masked.steps.size(); ++i) EXPECT_EQ(masked.steps[i].loss, alone.recorded.steps[i].loss);
+
+  for (const auto& [a, b] : {std::pair{&with[0], &without[0]}, std::pair{&with[2], &without[1]}}) {
+    EXPECT_EQ(a->result.outcome, TrainOutcome::kCompleted);
+    ASSERT_EQ(a->steps.size(), b->steps.size());
+    for (std::size_t i = 0; i < a->steps.size(); ++i) {
+      EXPECT_EQ(a->steps[i].loss, b->steps[i].loss);
+      EXPECT_EQ(a->steps[i].grad_norm, b->steps[i].grad_norm);
+    }
+    ASSERT_EQ(a->evaluations.size(), b->evaluations.size());
+    for (std::size_t i = 0; i < a->evaluations.size(); ++i) {
+      for (std::size_t k = 0; k < a->evaluations[i].second.size(); ++k) {
+        EXPECT_EQ(a->evaluations[i].second[k].value, b->evaluations[i].second[k].value);
+      }
+    }
+    EXPECT_EQ(a->result.best_value, b->result.best_value);
+  }
+}
+
+// A group stopped between evaluations writes each member a lone trial's checkpoint; a lone trial resumes from it
+// and continues as the lone trial that never stopped.
+TEST_F(FusedTrainingTest, MemberCheckpointResumesAsALoneTrial) {
+  std::vector<FusedMember> members = {
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}}, 1),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.003)}, {"weight_decay", Value(1e-3)}}, 2),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.02)}, {"schedule", Value("cosine")}}, 3),
+  };
+  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  options_.stop_after_step = 120;
+  const auto fused = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(fused[m].result.outcome, TrainOutcome::kStopped);
+    EXPECT_EQ(fused[m].result.steps, 120);
+    ASSERT_FALSE(fused[m].checkpoints.empty());
+    EXPECT_THAT(fused[m].checkpoints.back(), HasSubstr("step_00000120"));
+
+    const Alone resumed = TrainAlone(members[m], members[m].checkpoint_dir);
+    EXPECT_EQ(resumed.result.resumed_from_step, 120);
+    FusedMember fresh = members[m];
+    fresh.checkpoint_dir.clear();
+    const Alone whole = TrainAlone(fresh);
+    // The resumed run's own steps and evaluations, from 121 on, against the run that never stopped.
+    FusedMemberResult continued;
+    continued.result = resumed.result;
+    continued.steps = resumed.recorded.steps;
+    continued.evaluations = resumed.recorded.evaluations;
+    ExpectSameAsAlone(continued, whole, 121);
+    // And the fused member's steps up to the stop.
+    for (std::size_t i = 0; i < fused[m].steps.size(); ++i) {
+      ASSERT_EQ(fused[m].steps[i].loss, whole.recorded.steps[i].loss);
+    }
+  }
+}
+
+// The built-in Fashion-MNIST MLP (inputs standardized inside the model) on a slice of its training images.
+TEST_F(FusedTrainingTest, FashionMnistMembersTrainAsTheirLoneTrials) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  }
+  workload_ = MakeWorkload("fashion_mnist_mlp", {{"train_examples", 2000}});
+  options_.max_train_steps = 60;
+  options_.training.eval_every_steps = 30;
+  options_.training.valid_sample_examples = 500;
+  options_.standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd};
+  const auto member = [](double learning_rate, std::uint64_t seed) {
+    return FusedMember{Params({{"optimizer", Value("nesterov")},
+                               {"learning_rate", Value(learning_rate)},
+                               {"batch_size", Value(std::int64_t{64})},
+                               {"width", Value(std::int64_t{64})}}),
+                       seed, seed + 7, "", nullptr};
+  };
+  const std::vector<FusedMember> members = {member(0.05, 1), member(0.1, 2), member(0.02, 3)};
+  const std::vector<FusedMemberResult> fused = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    ExpectSameAsAlone(fused[m], TrainAlone(members[m]));
+  }
+}
+
+// The array model checks the lone model's architecture on a probe batch: a standardization it lacks is refused.
+TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
+  options_.standardize = InputStandardization{0.5, 0.25};
+  EXPECT_THROW(TrainFused(*workload_, {Member({}, 1)}, options_), Error);
+  options_.standardize.reset();
+  EXPECT_THROW(TrainFused(*workload_, {Member({{"dropout", Value(0.1)}}, 1)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({{"optimizer", Value("adam")}}, 1), Member({}, 2)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({{"grad_clip_norm", Value(1.0)}}, 1)}, options_), Error);
+}
+
+}  // namespace
+}  // namespace dltune
