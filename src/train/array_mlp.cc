@@ -44,7 +44,7 @@ ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::opti
   const auto first = DenseLayers(*members.front());
   for (std::size_t l = 0; l < first.size(); ++l) {
     const std::int64_t out = first[l].first.size(0), in = first[l].first.size(1);
-    weights_.push_back(register_parameter(fmt::format("weight{}", l), torch::empty({members_, in, out})));
+    weights_.push_back(register_parameter(fmt::format("weight{}", l), torch::empty({members_, out, in})));
     biases_.push_back(register_parameter(fmt::format("bias{}", l), torch::empty({members_, out})));
   }
   for (std::int64_t m = 0; m < members_; ++m) {
@@ -55,7 +55,7 @@ ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::opti
         throw Error(fmt::format("array MLP: member {}'s layer {} has shape [{}], member 0's [{}]", m, l,
                                 fmt::join(layers[l].first.sizes(), ", "), fmt::join(first[l].first.sizes(), ", ")));
       }
-      weights_[l][m].copy_(layers[l].first.t());
+      weights_[l][m].copy_(layers[l].first);
       biases_[l][m].copy_(layers[l].second);
     }
   }
@@ -79,7 +79,7 @@ torch::Tensor ArrayMlp::Forward(const torch::Tensor& inputs) {
   torch::Tensor x = inputs.flatten(2);
   if (standardize_) x = (x - standardize_->mean) / standardize_->std;
   for (std::size_t l = 0; l < weights_.size(); ++l) {
-    x = torch::baddbmm(biases_[l].unsqueeze(1), x, weights_[l]);
+    x = torch::baddbmm(biases_[l].unsqueeze(1), x, weights_[l].transpose(1, 2));
     if (l + 1 < weights_.size()) x = torch::relu(x);
   }
   return x;
@@ -94,16 +94,12 @@ std::vector<torch::Tensor> ArrayMlp::ArrayParameters() const {
   return parameters;
 }
 
-torch::Tensor ArrayMlp::LoneLayout(std::size_t index, const torch::Tensor& slice) {
-  return index % 2 == 0 ? slice.t() : slice;  // weights are [in, out] here, [out, in] in a lone Linear
-}
-
 void ArrayMlp::CopyMemberInto(std::int64_t member, Model& model) const {
   torch::NoGradGuard no_grad;
   const auto layers = DenseLayers(model);
   if (layers.size() != weights_.size()) throw Error("array MLP: the lone model has another depth");
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    layers[l].first.copy_(weights_[l][member].t());
+    layers[l].first.copy_(weights_[l][member]);
     layers[l].second.copy_(biases_[l][member]);
   }
 }

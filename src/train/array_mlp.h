@@ -1,8 +1,13 @@
 // An array MLP: M members of one multilayer perceptron trained as one model (HFTA, Wang et al., MLSys 2021).
 //
-// Member m's dense layer l is weights_[l][m] ([in, out]) and biases_[l][m] ([out]); a forward pass takes each member
-// its own batch, inputs [M, B, ...], and runs each layer as one batched product over the member dimension
-// (torch::baddbmm), giving logits [M, B, classes]. The architecture is the built-in MLP's without its options: inputs
+// Member m's dense layer l is weights_[l][m] ([out, in], as a lone Linear holds it) and biases_[l][m] ([out]); a
+// forward pass takes each member its own batch, inputs [M, B, ...], and runs each layer as one batched product over
+// the member dimension (torch::baddbmm with the weights' [M, in, out] transposed view), giving logits [M, B, classes].
+// Keeping the lone layout makes each member's products the very BLAS calls of its lone model (the same operands, the
+// same transposition flags; LibTorch's CPU baddbmm runs one addmm per member), forward and backward, so a member's
+// logits and gradients are bit-identical to the lone model's; contiguous [M, in, out] weights would call the BLAS
+// without the transposition, whose kernels round differently at some widths (10 outputs on OpenBLAS's SkylakeX
+// kernels). The architecture is the built-in MLP's without its options: inputs
 // flattened and optionally standardized inside the model, Linear + ReLU hidden layers, a Linear output.
 //
 // Members are built from lone models (Workload::BuildModel, each after seeding torch's generator with the member's
@@ -10,7 +15,6 @@
 // writes a member back into a lone model (to save it as a lone trial's checkpoint).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,18 +44,16 @@ class ArrayMlp : public torch::nn::Module {
   torch::Tensor Forward(const torch::Tensor& inputs);
 
   std::int64_t members() const { return members_; }
-  // Each layer's weights ([M, in, out]) and biases ([M, out]), layer by layer: the order Optimizer and
-  // ArrayOptimizer see, pairing member m's slices with a lone model's parameters() in order (weights transposed).
+  // Each layer's weights ([M, out, in]) and biases ([M, out]), layer by layer: member m's slices are a lone model's
+  // parameters() in order, shape and memory layout.
   std::vector<torch::Tensor> ArrayParameters() const;
-  // Member m's slice of ArrayParameters()[index] (or of a tensor shaped like it) as the lone model lays it out.
-  static torch::Tensor LoneLayout(std::size_t index, const torch::Tensor& slice);
   // Writes member m's weights into `model`, a lone model of the architecture the members were built from.
   void CopyMemberInto(std::int64_t member, Model& model) const;
 
  private:
   std::int64_t members_ = 0;
   std::optional<InputStandardization> standardize_;
-  std::vector<torch::Tensor> weights_;  // [M, in, out] per layer
+  std::vector<torch::Tensor> weights_;  // [M, out, in] per layer
   std::vector<torch::Tensor> biases_;   // [M, out] per layer
 };
 

@@ -157,8 +157,7 @@ std::vector<double> ArrayOptimizer::Step(const std::vector<double>& learning_rat
   return norms;
 }
 
-void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive,
-                                const LoneLayout& lone_layout) const {
+void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {
   const std::int64_t steps = steps_.at(static_cast<std::size_t>(member));
   archive.write("kind", c10::IValue(members_.front().kind));
   archive.write("steps", c10::IValue(steps));
@@ -167,8 +166,7 @@ void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArc
     torch::serialize::OutputArchive param_archive;
     param_archive.write("steps", c10::IValue(steps));
     for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
-      param_archive.write(buffer_names_[b], lone_layout(i, buffers_[i][b][member]).contiguous().clone(),
-                          /*is_buffer=*/true);
+      param_archive.write(buffer_names_[b], buffers_[i][b][member].clone(), /*is_buffer=*/true);
     }
     archive.write(fmt::format("param_{}", i), param_archive);
   }

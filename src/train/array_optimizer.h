@@ -10,9 +10,8 @@
 // t stay as they are.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -40,12 +39,9 @@ class ArrayOptimizer {
   std::int64_t steps(std::int64_t member) const { return steps_.at(static_cast<std::size_t>(member)); }
   const std::vector<torch::Tensor>& params() const { return params_; }
 
-  // How a member's slice of parameter `index` is laid out in the lone model (array_mlp.h: weights transposed).
-  using LoneLayout = std::function<torch::Tensor(std::size_t index, const torch::Tensor& slice)>;
   // Writes member m's state into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters
-  // are the member's slices in `lone_layout`: a lone Optimizer of that kind Loads it and continues as the member
-  // would have.
-  void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive, const LoneLayout& lone_layout) const;
+  // are the member's slices: a lone Optimizer of that kind Loads it and continues as the member would have.
+  void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const;
 
  private:
   // The coefficients of member m's update at learning rate `eta`, but the bias correction (per update count).

@@ -334,7 +334,7 @@ class FusedLoop {
     member.lone->save(model_archive);
     archive.write("model", model_archive);
     torch::serialize::OutputArchive optimizer_archive;
-    optimizer_->SaveMember(m, optimizer_archive, &ArrayMlp::LoneLayout);
+    optimizer_->SaveMember(m, optimizer_archive);
     archive.write("optimizer", optimizer_archive);
     archive.write("step", torch::tensor(step_, torch::kLong));
     archive.write("best_step", torch::tensor(member.best_step.value_or(-1), torch::kLong));
