@@ -1,5 +1,7 @@
 #include "array_mlp.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,6 +31,31 @@ std::vector<std::pair<torch::Tensor, torch::Tensor>> DenseLayers(Model& model) {
   }
   return layers;
 }
+
+// One dense layer of every member, x [M, B, in] to x W^T + b [M, B, out], with the products of the backward pass
+// taken as a lone Linear's are (LibTorch's addmm backward for its transposed weight): the weight's gradient as
+// g^T x straight into the [M, out, in] layout, the input's as g W. baddbmm's own backward would take x^T g and copy
+// it transposed, another BLAS call (other rounding) and a copy of the weights' size per step.
+struct ArrayLinear : torch::autograd::Function<ArrayLinear> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    context->save_for_backward({x, weight});
+    return torch::baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2));
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* context,
+                                                 torch::autograd::variable_list gradients) {
+    const auto saved = context->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor& weight = saved[1];
+    const torch::Tensor& g = gradients[0];
+    torch::Tensor x_gradient, weight_gradient, bias_gradient;
+    if (context->needs_input_grad(0)) x_gradient = g.bmm(weight);
+    if (context->needs_input_grad(1)) weight_gradient = g.transpose(1, 2).bmm(x);
+    if (context->needs_input_grad(2)) bias_gradient = g.sum(1);
+    return {x_gradient, weight_gradient, bias_gradient};
+  }
+};
 
 // A fixed batch of 8 inputs in [0, 1): a probe that needs no random generator.
 torch::Tensor ProbeInputs(std::int64_t features) {
@@ -78,8 +105,28 @@ ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::opti
 torch::Tensor ArrayMlp::Forward(const torch::Tensor& inputs) {
   torch::Tensor x = inputs.flatten(2);
   if (standardize_) x = (x - standardize_->mean) / standardize_->std;
+  return Layers(x);
+}
+
+torch::Tensor ArrayMlp::Forward(const std::vector<torch::Tensor>& member_inputs) {
+  if (static_cast<std::int64_t>(member_inputs.size()) != members_) {
+    throw Error(fmt::format("array MLP: {} batches for {} members", member_inputs.size(), members_));
+  }
+  const torch::Tensor& first = member_inputs.front();
+  torch::Tensor x = torch::empty({members_, first.size(0), first.numel() / std::max<std::int64_t>(first.size(0), 1)},
+                                 first.options());
+  for (std::int64_t m = 0; m < members_; ++m) {
+    torch::Tensor slice = x[m];
+    slice.copy_(member_inputs[static_cast<std::size_t>(m)].flatten(1));
+    // In place, the element-wise arithmetic of (x - mean) / std.
+    if (standardize_) slice.sub_(standardize_->mean).div_(standardize_->std);
+  }
+  return Layers(x);
+}
+
+torch::Tensor ArrayMlp::Layers(torch::Tensor x) {
   for (std::size_t l = 0; l < weights_.size(); ++l) {
-    x = torch::baddbmm(biases_[l].unsqueeze(1), x, weights_[l].transpose(1, 2));
+    x = ArrayLinear::apply(x, weights_[l], biases_[l]);
     if (l + 1 < weights_.size()) x = torch::relu(x);
   }
   return x;

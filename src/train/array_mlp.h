@@ -42,6 +42,10 @@ class ArrayMlp : public torch::nn::Module {
 
   // inputs [M, B, ...] (float32; each member's batch flattened from dimension 2 on) to logits [M, B, classes].
   torch::Tensor Forward(const torch::Tensor& inputs);
+  // The same from each member's own batch ([B, ...], M of them, possibly the same tensor): each is flattened and
+  // standardized straight into its slice of the array's input, a pass over one member's batch at a time (stacking
+  // them first would be another pass over all of them).
+  torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs);
 
   std::int64_t members() const { return members_; }
   // Each layer's weights ([M, out, in]) and biases ([M, out]), layer by layer: member m's slices are a lone model's
@@ -51,6 +55,9 @@ class ArrayMlp : public torch::nn::Module {
   void CopyMemberInto(std::int64_t member, Model& model) const;
 
  private:
+  // The dense layers on flattened, standardized inputs [M, B, in].
+  torch::Tensor Layers(torch::Tensor x);
+
   std::int64_t members_ = 0;
   std::optional<InputStandardization> standardize_;
   std::vector<torch::Tensor> weights_;  // [M, out, in] per layer

@@ -176,7 +176,7 @@ class FusedLoop {
     model_->train();
     optimizer_->ZeroGrad();
     const torch::Tensor targets = torch::stack(labels);
-    const torch::Tensor logits = model_->Forward(torch::stack(inputs));
+    const torch::Tensor logits = model_->Forward(inputs);
     // Each member's mean loss; their sum's gradient is each member's own, as the members share no weight.
     const torch::Tensor losses =
         workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
@@ -238,7 +238,7 @@ class FusedLoop {
         batch.push_back(member_batches.Get(index));
         inputs.push_back(batch.back().inputs);
       }
-      const torch::Tensor outputs = model_->Forward(torch::stack(inputs));
+      const torch::Tensor outputs = model_->Forward(inputs);
       for (std::int64_t m = 0; m < count(); ++m) {
         if (!members_[static_cast<std::size_t>(m)].active) continue;
         const EvalBatch& b = batch[static_cast<std::size_t>(m)];

@@ -1,0 +1,177 @@
+// dltune_bench_fused: M trials of one MLP study trained as one fused group (src/train/fused_training.h) against the
+// same M trials trained alone one after the other (TrainWorkload), in one process, on the CPU. Prints the machine
+// (CPU, cores, OpenBLAS kernel set, threads), each side's wall time, their ratio, and whether every member's series
+// came out bit-identical to its lone trial's. Plain main().
+//
+//   dltune_bench_fused [--members M] [--steps N] [--hidden WIDTH] [--batch B] [--threads T] [--workload NAME]
+//
+// Defaults: 4 members of fashion_mnist_mlp (its first 10,000 training images; synthetic when Fashion-MNIST is not
+// installed), 300 steps of Nesterov with batch 128 and one hidden layer of 256, one thread, one evaluation at the end
+// (a 1,000-example training subset and the validation split).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/machine.h"
+#include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
+#include "dltune/workloads/registry.h"
+#include "train/blas_kernels.h"
+#include "train/fused_training.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Fashion-MNIST's pixel statistics, with which the built-in MLP standardizes its inputs (src/workloads/models.h).
+constexpr double kFashionMnistMean = 0.2860;
+constexpr double kFashionMnistStd = 0.3530;
+
+struct Settings {
+  std::int64_t members = 4;
+  std::int64_t steps = 300;
+  std::int64_t hidden = 256;
+  std::int64_t batch = 128;
+  int threads = 1;
+  std::string workload;
+};
+
+Settings ParseArguments(int argc, char** argv) {
+  Settings settings;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::string value = argv[i + 1];
+    if (flag == "--members")
+      settings.members = std::stoll(value);
+    else if (flag == "--steps")
+      settings.steps = std::stoll(value);
+    else if (flag == "--hidden")
+      settings.hidden = std::stoll(value);
+    else if (flag == "--batch")
+      settings.batch = std::stoll(value);
+    else if (flag == "--threads")
+      settings.threads = std::stoi(value);
+    else if (flag == "--workload")
+      settings.workload = value;
+    else
+      throw dltune::Error(fmt::format("unknown flag {}", flag));
+  }
+  if (settings.workload.empty()) {
+    settings.workload = std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
+                            ? "fashion_mnist_mlp"
+                            : "synthetic";
+  }
+  return settings;
+}
+
+// Member m of the study: Nesterov with its own learning rate and momentum, seeds of its own.
+dltune::FusedMember Member(const Settings& settings, std::int64_t m) {
+  using dltune::Value;
+  const std::map<std::string, Value> params = {
+      {"optimizer", Value("nesterov")},
+      {"learning_rate", Value(0.01 * static_cast<double>(m + 1))},
+      {"one_minus_momentum", Value(0.05 + 0.02 * static_cast<double>(m))},
+      {"batch_size", Value(settings.batch)},
+      {"width", Value(settings.hidden)},
+  };
+  const auto seed = static_cast<std::uint64_t>(m + 1);
+  return {dltune::HyperParams(nlohmann::json::object(), params), seed, seed + 1000, "", nullptr};
+}
+
+double Seconds(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Records a lone trial's training losses and its last evaluation.
+struct Recorder : dltune::TrainerCallbacks {
+  std::vector<double> losses;
+  std::vector<dltune::EvalMetric> last_evaluation;
+  void OnTrainMetrics(const std::vector<dltune::StepMetrics>& steps) override {
+    for (const auto& s : steps) losses.push_back(s.loss);
+  }
+  void OnEvaluation(std::int64_t, const std::vector<dltune::EvalMetric>& metrics, std::int64_t, double) override {
+    last_evaluation = metrics;
+  }
+};
+
+bool SameSeries(const dltune::FusedMemberResult& fused, const Recorder& alone) {
+  if (fused.steps.size() != alone.losses.size()) return false;
+  for (std::size_t i = 0; i < alone.losses.size(); ++i) {
+    if (fused.steps[i].loss != alone.losses[i]) return false;
+  }
+  const auto& evaluation = fused.evaluations.back().second;
+  if (evaluation.size() != alone.last_evaluation.size()) return false;
+  for (std::size_t i = 0; i < evaluation.size(); ++i) {
+    if (evaluation[i].value != alone.last_evaluation[i].value) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dltune::ReexecWithFasterBlasKernels(argv);
+  const Settings settings = ParseArguments(argc, argv);
+  const nlohmann::json args = settings.workload == "fashion_mnist_mlp" ? nlohmann::json{{"train_examples", 10000}}
+                                                                       : nlohmann::json{{"examples", 20000}};
+  std::unique_ptr<dltune::Workload> workload = dltune::MakeWorkload(settings.workload, args);
+  workload->Data();  // loaded once, before either side's clock starts
+
+  dltune::FusedOptions options;
+  options.max_train_steps = settings.steps;
+  options.training.eval_every_steps = settings.steps;
+  options.training.train_eval_examples = 1000;
+  options.training.threads = settings.threads;
+  if (settings.workload == "fashion_mnist_mlp") {
+    options.standardize = dltune::InputStandardization{kFashionMnistMean, kFashionMnistStd};
+  }
+  std::vector<dltune::FusedMember> members;
+  for (std::int64_t m = 0; m < settings.members; ++m) members.push_back(Member(settings, m));
+
+  std::printf("fused trials: %lld members of %s (hidden %lld, batch %lld), %lld steps, nesterov\n",
+              static_cast<long long>(settings.members), settings.workload.c_str(),
+              static_cast<long long>(settings.hidden), static_cast<long long>(settings.batch),
+              static_cast<long long>(settings.steps));
+  std::printf("  cpu: %s, %d cores available, OpenBLAS kernels: %s, threads: %d\n", dltune::CpuModelName().c_str(),
+              dltune::AvailableCores(), dltune::OpenBlasCore().empty() ? "-" : dltune::OpenBlasCore().c_str(),
+              settings.threads);
+
+  // The lone trials, one after the other, as a study's single process would run them.
+  std::vector<Recorder> recorders(members.size());
+  const auto lone_start = Clock::now();
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    dltune::TrainerOptions lone;
+    lone.max_train_steps = options.max_train_steps;
+    lone.training = options.training;
+    lone.objective = options.objective;
+    lone.init_seed = members[m].init_seed;
+    lone.data_seed = members[m].data_seed;
+    dltune::TrainWorkload(*workload, members[m].params, lone, recorders[m]);
+  }
+  const double lone_seconds = Seconds(lone_start);
+
+  const auto fused_start = Clock::now();
+  const std::vector<dltune::FusedMemberResult> fused = dltune::TrainFused(*workload, members, options);
+  const double fused_seconds = Seconds(fused_start);
+
+  bool identical = true;
+  for (std::size_t m = 0; m < members.size(); ++m) identical = identical && SameSeries(fused[m], recorders[m]);
+  std::printf("  %lld lone trials one after the other: %.3f s (%.2f ms per member-step)\n",
+              static_cast<long long>(settings.members), lone_seconds,
+              1e3 * lone_seconds / static_cast<double>(settings.members * settings.steps));
+  std::printf("  one fused group:                   %.3f s (%.2f ms per member-step)\n", fused_seconds,
+              1e3 * fused_seconds / static_cast<double>(settings.members * settings.steps));
+  std::printf("  ratio lone / fused: %.2fx; every member bit-identical to its lone trial: %s\n",
+              lone_seconds / fused_seconds, identical ? "yes" : "NO");
+  std::printf(
+      "  why: on the CPU, LibTorch's baddbmm runs one BLAS product per member, the same products the lone trials "
+      "run, and the optimizer makes the same passes over the same bytes; fusing saves only what each step costs "
+      "beside them (operator dispatch and autograd nodes per layer, one batch pipeline step and optimizer call per "
+      "parameter), and adds the stacking of the members' batches. The products dominate wide layers and big "
+      "batches (a ratio near 1); small models gain the most.\n");
+  return identical ? EXIT_SUCCESS : EXIT_FAILURE;
+}
