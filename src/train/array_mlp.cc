@@ -37,6 +37,7 @@ std::vector<std::pair<torch::Tensor, torch::Tensor>> DenseLayers(Model& model) {
 // g^T x straight into the [M, out, in] layout, the input's as g W. baddbmm's own backward would take x^T g and copy
 // it transposed, another BLAS call (other rounding) and a copy of the weights' size per step.
 struct ArrayLinear : torch::autograd::Function<ArrayLinear> {
+  // NOLINTBEGIN(readability-identifier-naming): the names torch::autograd::Function calls.
   static torch::Tensor forward(torch::autograd::AutogradContext* context, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias) {
     context->save_for_backward({x, weight});
@@ -55,6 +56,7 @@ struct ArrayLinear : torch::autograd::Function<ArrayLinear> {
     if (context->needs_input_grad(2)) bias_gradient = g.sum(1);
     return {x_gradient, weight_gradient, bias_gradient};
   }
+  // NOLINTEND(readability-identifier-naming)
 };
 
 // A fixed batch of 8 inputs in [0, 1): a probe that needs no random generator.

@@ -39,9 +39,7 @@ void CheckParameter(const torch::Tensor& p, std::size_t index, std::int64_t memb
   if (p.scalar_type() != torch::kFloat && p.scalar_type() != torch::kDouble) {
     throw Error(fmt::format("array optimizer: parameter {} is not float32 or float64", index));
   }
-  if (!p.device().is_cpu() || !p.is_contiguous()) {
-    throw Error(fmt::format("array optimizer: parameter {} is not a contiguous CPU tensor", index));
-  }
+  if (!p.is_contiguous()) throw Error(fmt::format("array optimizer: parameter {} is not contiguous", index));
   if (p.dim() == 0 || p.size(0) != members) {
     throw Error(
         fmt::format("array optimizer: parameter {} does not hold {} members along dimension 0", index, members));
@@ -50,7 +48,7 @@ void CheckParameter(const torch::Tensor& p, std::size_t index, std::int64_t memb
 
 }  // namespace
 
-ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members)
+ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members, Form form)
     : members_(std::move(members)), params_(std::move(params)), steps_(members_.size(), 0) {
   if (members_.empty()) throw Error("array optimizer: no members");
   for (const OptimizerOptions& options : members_) {
@@ -65,6 +63,9 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     CheckParameter(params_[i], i, this->members());
+    if (params_[i].device() != params_.front().device()) {
+      throw Error(fmt::format("array optimizer: parameter {} is on another device than parameter 0", i));
+    }
     std::vector<torch::Tensor> buffers;
     for (const std::string& name : buffer_names_) {
       // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
@@ -73,6 +74,7 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
     }
     buffers_.push_back(std::move(buffers));
   }
+  tensor_form_ = form == Form::kTensor || (!params_.empty() && !params_.front().device().is_cpu());
 }
 
 void ArrayOptimizer::ZeroGrad() {
@@ -150,11 +152,98 @@ std::vector<double> ArrayOptimizer::Step(const std::vector<double>& learning_rat
     }
   }
   torch::NoGradGuard no_grad;
+  if (tensor_form_) return TensorStep(learning_rates, active);
   std::vector<double> norms(count, 0.0);
   for (std::size_t m = 0; m < count; ++m) {
     if (active[m]) norms[m] = std::sqrt(UpdateMember(static_cast<std::int64_t>(m), learning_rates[m]));
   }
   return norms;
+}
+
+std::vector<double> ArrayOptimizer::TensorStep(const std::vector<double>& learning_rates,
+                                               const std::vector<bool>& active) {
+  const auto count = members_.size();
+  std::vector<double> eta(count), coupled_wd(count), decay(count), gamma(count), rho(count), one_minus_rho(count),
+      beta1(count), beta2(count), one_minus_beta2(count), epsilon(count), step(count), gradient_step(count),
+      mask(count);
+  for (std::size_t m = 0; m < count; ++m) {
+    const UpdateCoefficients c = Coefficients(static_cast<std::int64_t>(m), learning_rates[m]);
+    const auto t = static_cast<double>(steps_[m] + (active[m] ? 1 : 0));
+    const double bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
+    const bool nadam = rule_ == UpdateRule::kNadam;
+    eta[m] = c.eta;
+    coupled_wd[m] = c.coupled ? c.weight_decay : 0.0;
+    decay[m] = c.decay_in_place ? c.decay_factor : 1.0;
+    gamma[m] = c.momentum;
+    rho[m] = c.rho;
+    one_minus_rho[m] = 1.0 - c.rho;
+    beta1[m] = c.beta1;
+    beta2[m] = c.beta2;
+    one_minus_beta2[m] = 1.0 - c.beta2;
+    epsilon[m] = c.epsilon;
+    step[m] = -c.eta * bias * (nadam ? c.beta1 : 1.0);
+    gradient_step[m] = -c.eta * bias * (1.0 - c.beta1);
+    mask[m] = active[m] ? 1.0 : 0.0;
+  }
+  torch::Tensor squares;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    // Each member's coefficients as [M, 1, ...], broadcast over its slice.
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(p.dim()), 1);
+    shape[0] = members();
+    const auto member_tensor = [&](const std::vector<double>& values) {
+      return torch::tensor(values, torch::kDouble).to(p.device(), p.scalar_type()).view(shape);
+    };
+    const torch::Tensor keep = member_tensor(mask).to(torch::kBool);
+    const torch::Tensor g = p.grad().to(p.scalar_type());
+    const torch::Tensor member_squares = g.to(torch::kDouble).square().flatten(1).sum(1);
+    squares = squares.defined() ? squares + member_squares : member_squares;
+    const torch::Tensor gc = g + member_tensor(coupled_wd) * p;  // the gradient the rule sees
+    const torch::Tensor theta = p * member_tensor(decay);
+    const torch::Tensor eta_t = member_tensor(eta);
+    std::vector<torch::Tensor>& buffers = buffers_[i];
+    torch::Tensor updated;
+    std::vector<torch::Tensor> state;
+    switch (rule_) {
+      case UpdateRule::kSgd: updated = theta - eta_t * g; break;
+      case UpdateRule::kMomentum:
+      case UpdateRule::kNesterov: {
+        const torch::Tensor gamma_t = member_tensor(gamma);
+        const torch::Tensor v = g + gamma_t * buffers[0] + member_tensor(coupled_wd) * p;
+        updated = rule_ == UpdateRule::kNesterov ? theta - eta_t * g - eta_t * gamma_t * v : theta - eta_t * v;
+        state = {v};
+        break;
+      }
+      case UpdateRule::kRmsProp: {
+        const torch::Tensor v = buffers[0] * member_tensor(rho) + member_tensor(one_minus_rho) * gc * gc;
+        const torch::Tensor m =
+            buffers[1] * member_tensor(gamma) + eta_t * gc / torch::sqrt(v + member_tensor(epsilon));
+        updated = theta - m;
+        state = {v, m};
+        break;
+      }
+      case UpdateRule::kAdam:
+      case UpdateRule::kNadam: {
+        const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(beta1));
+        const torch::Tensor v = buffers[1] * member_tensor(beta2) + member_tensor(one_minus_beta2) * gc * gc;
+        const torch::Tensor denominator = torch::sqrt(v) + member_tensor(epsilon);
+        updated = theta + member_tensor(step) * m / denominator;
+        if (rule_ == UpdateRule::kNadam) updated = updated + member_tensor(gradient_step) * gc / denominator;
+        state = {m, v};
+        break;
+      }
+    }
+    // A masked member keeps its weights and state.
+    p.copy_(torch::where(keep, updated, p));
+    for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
+  }
+  for (std::size_t m = 0; m < count; ++m) steps_[m] += active[m] ? 1 : 0;
+  const torch::Tensor norms = squares.sqrt().to(torch::kCPU);
+  std::vector<double> result(count, 0.0);
+  for (std::size_t m = 0; m < count; ++m) {
+    if (active[m]) result[m] = norms[static_cast<std::int64_t>(m)].item<double>();
+  }
+  return result;
 }
 
 void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {

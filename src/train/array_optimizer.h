@@ -8,6 +8,11 @@
 // threads, the same order of the gradient norm's sums): a member's weights, state and gradient norm are bit-identical
 // to a lone optimizer's given the same gradients. A member masked out (diverged) is skipped: its weights, state and
 // t stay as they are.
+//
+// Parameters on another device (a GPU) take the tensor form instead: the same rules as element-wise tensor operations
+// on whole parameters, each member's coefficients an [M] tensor broadcast over the parameter's member dimension (a
+// few kernels per parameter for all members at once; masked members kept by a select). It rounds as such a sequence
+// of kernels does, not bit for bit as the fused loop.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +27,15 @@ namespace dltune {
 
 class ArrayOptimizer {
  public:
-  // `params`: defined, contiguous float32 or float64 CPU tensors of at least one dimension, each of size M =
-  // members.size() along dimension 0. `members`: each member's options, all of the same kind (they share the state
-  // buffers' layout). Throws Error on invalid options, kinds that differ, or any other parameter.
-  ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members);
+  enum class Form {
+    kAuto,    // the fused loop on the CPU, the tensor form elsewhere
+    kTensor,  // the tensor form on any device (to compare the two on the CPU)
+  };
+
+  // `params`: defined, contiguous float32 or float64 tensors of at least one dimension on one device, each of size
+  // M = members.size() along dimension 0. `members`: each member's options, all of the same kind (they share the
+  // state buffers' layout). Throws Error on invalid options, kinds that differ, or any other parameter.
+  ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members, Form form = Form::kAuto);
 
   // Makes every parameter's grad undefined.
   void ZeroGrad();
@@ -48,6 +58,8 @@ class ArrayOptimizer {
   UpdateCoefficients Coefficients(std::int64_t member, double eta) const;
   // Updates member m's slice of every parameter; returns the sum of its gradients' squares.
   double UpdateMember(std::int64_t member, double eta);
+  // The tensor form of a step: every member of every parameter at once; returns each member's gradient norm.
+  std::vector<double> TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active);
 
   std::vector<OptimizerOptions> members_;
   UpdateRule rule_ = UpdateRule::kSgd;
@@ -55,6 +67,7 @@ class ArrayOptimizer {
   std::vector<torch::Tensor> params_;
   std::vector<std::vector<torch::Tensor>> buffers_;  // per parameter, in buffer_names_ order, shaped like it
   std::vector<std::int64_t> steps_;                  // per member: its t (every parameter has a grad at each step)
+  bool tensor_form_ = false;
 };
 
 }  // namespace dltune

@@ -265,6 +265,10 @@ TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
   EXPECT_THROW(TrainFused(*workload_, {Member({{"dropout", Value(0.1)}}, 1)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"optimizer", Value("adam")}}, 1), Member({}, 2)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"grad_clip_norm", Value(1.0)}}, 1)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({{"normalization", Value("batch")}}, 1)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({{"activation", Value("tanh")}}, 1)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({}, 1), Member({{"width", Value(std::int64_t{16})}}, 2)}, options_),
+               Error);
 }
 
 }  // namespace
