@@ -28,8 +28,8 @@ using ::testing::HasSubstr;
 // float32's machine epsilon: the relative rounding of one operation.
 constexpr double kFloatEpsilon = 1.1920928955078125e-07;
 // How many roundings one step adds to a weight or a loss, in the worst order a device may sum in: a product of the
-// 16-64-4 MLP sums 64 terms and a batch's mean 128, so a pairwise (GPU) and a blocked (CPU) order differ by up to
-// about log2(64 * 128) ~ 13 roundings per layer and pass; with forward, backward and update, 2^7 bounds them.
+// 16-64-4 MLP sums 64 terms and a batch's mean 64, so a pairwise (GPU) and a blocked (CPU) order differ by up to
+// about log2(64 * 64) = 12 roundings per layer and pass; with forward, backward and update, 2^7 bounds them.
 constexpr double kRoundingsPerStep = 128;
 
 // The relative tolerance between CPU and CUDA after `steps` steps: the roundings of every step, accumulated. The
