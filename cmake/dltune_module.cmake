@@ -39,6 +39,14 @@ function(dltune_module name)
       target_precompile_headers(${test_target} REUSE_FROM ${target})
       dltune_warnings(${test_target})
       gtest_discover_tests(${test_target} PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
+      if(test_name MATCHES "^cuda_")
+        # cuda_*_test.cc need a CUDA device (they skip without one): their tests are also labelled gpu, for
+        # `ctest -L gpu`, once discovery has listed them (in ${test_target}_TESTS).
+        set(label_script ${CMAKE_CURRENT_BINARY_DIR}/${test_target}_gpu_label.cmake)
+        file(WRITE ${label_script}
+             "if(${test_target}_TESTS)\n  set_tests_properties(\${${test_target}_TESTS} PROPERTIES LABELS \"unit;gpu\")\nendif()\n")
+        set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${label_script})
+      endif()
     endforeach()
   elseif(DLTUNE_BUILD_TESTS)
     file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc)

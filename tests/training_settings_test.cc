@@ -26,7 +26,9 @@ std::string OtherValue(const TrainingSettingField& field) {
   switch (field.kind) {
     case Kind::kSwitch: return "true";
     case Kind::kDuration: return "90s";
-    case Kind::kText: return field.key == "profile_steps" ? "10:20" : "dense:50";  // each in its own grammar
+    case Kind::kText:  // each in its own grammar
+      if (field.key == "device") return "cpu";
+      return field.key == "profile_steps" ? "10:20" : "dense:50";
     case Kind::kNumber: return "37.5";
     case Kind::kCount: {
       const auto fallback = NumericValue(field.Get(TrainingSettings{})).value_or(0);

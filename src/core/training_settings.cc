@@ -17,6 +17,10 @@ using Kind = TrainingSettingField::Kind;
 
 constexpr double kMaxSteps = 1e12;
 
+void CheckDevice(const std::string& text, std::int64_t /*max_train_steps*/) {
+  if (text != "auto" && text != "cpu" && text != "cuda") throw Error("must be auto, cpu or cuda");
+}
+
 }  // namespace
 
 const std::vector<TrainingSettingField>& TrainingSettingFields() {
@@ -77,6 +81,10 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "how long a data-parallel rank waits for the others before the trial fails: a rank that died or hangs "
        "(default 300s)",
        Kind::kDuration, 0, 365.0 * 86400, true, false, &TrainingSettings::collective_timeout_seconds},
+      {"device", "--device",
+       "where the built-in trainer trains: auto (default; a CUDA device when the process sees one, else the CPU), "
+       "cpu or cuda",
+       Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
   };
   return kFields;
 }
@@ -175,6 +183,12 @@ void TrainingSettings::Validate(std::int64_t max_train_steps) const {
     } catch (const Error& e) {
       throw Error(fmt::format("training.{} {}, not {}", field.key, e.what(), FormatValue(value)));
     }
+  }
+  if (device == "cuda" && processes > 1) {
+    throw Error(
+        fmt::format("training.device is cuda, and training.processes is {}: data-parallel ranks train on the "
+                    "CPU (use device auto or cpu)",
+                    processes));
   }
 }
 

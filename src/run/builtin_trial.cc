@@ -253,6 +253,8 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
+  // Here, in the trial's own process: a trial server must not have touched CUDA before it forks.
+  run.options.device = ResolveTrainingDevice(run.options.training);
   if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {
     run.options.max_resume_step = std::stoll(limit);
   }
@@ -290,6 +292,7 @@ int RunSpeedProbe() {
   const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
   const std::string report_path = RequireEnv("DLTUNE_REPORT");
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
+  run.options.device = ResolveTrainingDevice(run.options.training);
   double seconds = 1.0;
   if (const char* text = std::getenv("DLTUNE_PROBE_SECONDS"); text && *text) seconds = std::stod(text);
   // A probe measures speed, not learning: a loss that grows is no reason to stop it.

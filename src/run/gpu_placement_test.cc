@@ -203,5 +203,23 @@ TEST_F(GpuPlacementTest, AStudyAskingForMoreGpusThanTheWorkerHasIsRefusedAtOnce)
   }
 }
 
+// A built-in trial gets a GPU unless training.device is cpu or it trains data-parallel (its ranks train on the CPU).
+TEST_F(GpuPlacementTest, ABuiltinTrialGetsAGpuUnlessItTrainsOnTheCpu) {
+  gpus_.emplace(kOneGpu);
+  GpuPlacement placement("all", 0, {});
+  ASSERT_TRUE(placement.has_gpus());
+  const auto builtin = [&](const std::string& training) {
+    return ParseStudySpec(
+        "name: b\nworkload: synthetic\nmax_train_steps: 4\nrun_dir: " + (temp_.dir() / "runs").string() +
+            "\ntraining: " + training + "\nspace:\n  learning_rate: {min: 0.01, max: 1}\n",
+        "b.yaml");
+  };
+  EXPECT_EQ(placement.GpusFor(builtin("{}")), 1);
+  EXPECT_EQ(placement.GpusFor(builtin("{device: cuda}")), 1);
+  EXPECT_EQ(placement.GpusFor(builtin("{device: cpu}")), 0);
+  EXPECT_EQ(placement.GpusFor(builtin("{processes: 2}")), 0);
+  EXPECT_EQ(placement.GpusFor(test::CommandSpec("c", "true", temp_.dir())), 1);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -150,6 +150,7 @@ TrainerOptions OptionsOf(const TrainByHandRequest& request) {
   TrainerOptions options;
   options.max_train_steps = request.max_train_steps;
   options.training = request.training;
+  options.device = ResolveTrainingDevice(request.training);
   options.init_seed = request.seed;
   options.data_seed = request.seed;
   options.objective = request.objective;

@@ -276,6 +276,7 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
   if (spec.command.empty()) {
     // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
     if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;
+    command.environment["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8";  // cuBLAS's deterministic workspace, on CUDA
   }
   command.stdout_path = prepared.trial_dir / "stdout.log";
   command.stderr_path = prepared.trial_dir / "stderr.log";

@@ -41,6 +41,56 @@ std::int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string&
 
 }  // namespace
 
+void UpdateWithTensorOps(const UpdateCoefficients& c, torch::Tensor& p, const torch::Tensor& g,
+                         std::vector<torch::Tensor>& buffers) {
+  // The gradient the rule sees: grad + wd * theta_t under coupled decay (taken before theta changes).
+  const torch::Tensor gradient = c.coupled ? g.add(p, c.weight_decay) : g;
+  const auto decay_in_place = [&] {
+    if (c.decay_in_place) p.mul_(c.decay_factor);
+  };
+  switch (c.rule) {
+    case UpdateRule::kSgd:
+      decay_in_place();
+      p.add_(g, -c.eta);
+      break;
+    case UpdateRule::kMomentum:
+    case UpdateRule::kNesterov: {
+      torch::Tensor& v = buffers[0];
+      v.mul_(c.momentum).add_(g);                // v = g + gamma * v
+      if (c.coupled) v.add_(p, c.weight_decay);  // ... + wd * theta_t
+      decay_in_place();
+      if (c.rule == UpdateRule::kNesterov) {
+        p.add_(g, -c.eta).add_(v, -c.eta * c.momentum);
+      } else {
+        p.add_(v, -c.eta);
+      }
+      break;
+    }
+    case UpdateRule::kRmsProp: {
+      torch::Tensor& v = buffers[0];
+      torch::Tensor& m = buffers[1];
+      v.mul_(c.rho).addcmul_(gradient, gradient, 1.0 - c.rho);
+      m.mul_(c.momentum).addcdiv_(gradient, (v + c.epsilon).sqrt(), c.eta);
+      decay_in_place();
+      p.sub_(m);
+      break;
+    }
+    case UpdateRule::kAdam:
+    case UpdateRule::kNadam: {
+      torch::Tensor& m = buffers[0];
+      torch::Tensor& v = buffers[1];
+      m.lerp_(gradient, 1.0 - c.beta1);
+      v.mul_(c.beta2).addcmul_(gradient, gradient, 1.0 - c.beta2);
+      const torch::Tensor denominator = v.sqrt().add_(c.epsilon);
+      const bool nadam = c.rule == UpdateRule::kNadam;
+      decay_in_place();
+      p.addcdiv_(m, denominator, -c.eta * c.bias * (nadam ? c.beta1 : 1.0));
+      if (nadam) p.addcdiv_(gradient, denominator, -c.eta * c.bias * (1.0 - c.beta1));
+      break;
+    }
+  }
+}
+
 const std::vector<std::string>& OptimizerKinds() {
   static const std::vector<std::string> kKinds = {"sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam"};
   return kKinds;
@@ -70,6 +120,7 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
   if (kind == "nadam") kind_ = UpdateRule::kNadam;
 
   torch::NoGradGuard no_grad;
+  on_cpu_ = params_.empty() || params_.front().device().is_cpu();
   states_.resize(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& p = params_[i];
@@ -79,8 +130,13 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
       throw Error(fmt::format("optimizer: parameter {} has dtype {}, not float32 or float64", i,
                               std::string(c10::toString(dtype))));
     }
-    if (!p.device().is_cpu() || !p.is_contiguous()) {
-      throw Error(fmt::format("optimizer: parameter {} is not a contiguous CPU tensor", i));
+    if (!p.is_contiguous()) {
+      throw Error(fmt::format("optimizer: parameter {} is not a contiguous {} tensor", i,
+                              c10::DeviceTypeName(p.device().type())));
+    }
+    if (p.device() != params_.front().device()) {
+      throw Error(fmt::format("optimizer: parameter {} is on {}, and parameter 0 on {}", i, p.device().str(),
+                              params_.front().device().str()));
     }
     for (const std::string& name : BufferNames()) {
       // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
@@ -112,7 +168,7 @@ void Optimizer::ZeroGrad() {
   }
 }
 
-double Optimizer::Step(double learning_rate) {
+void Optimizer::CheckStep(double learning_rate) const {
   if (!(std::isfinite(learning_rate) && learning_rate >= 0.0)) {
     throw Error(fmt::format("optimizer: the learning rate must be finite and >= 0, not {}", learning_rate));
   }
@@ -122,6 +178,9 @@ double Optimizer::Step(double learning_rate) {
       throw Error(fmt::format("optimizer: parameter {} has a sparse gradient (unsupported)", i));
     }
   }
+}
+
+UpdateCoefficients Optimizer::Coefficients(double learning_rate) const {
   UpdateCoefficients c;
   c.rule = kind_;
   c.eta = learning_rate;
@@ -138,7 +197,22 @@ double Optimizer::Step(double learning_rate) {
   c.beta1 = options_.beta1;
   c.beta2 = options_.beta2;
   c.epsilon = options_.epsilon;
+  return c;
+}
 
+double Optimizer::Step(double learning_rate) {
+  CheckStep(learning_rate);
+  if (!on_cpu_) return StepOnDevice(Coefficients(learning_rate)).item<double>();
+  return StepOnCpu(Coefficients(learning_rate));
+}
+
+torch::Tensor Optimizer::StepDeferred(double learning_rate) {
+  CheckStep(learning_rate);
+  if (!on_cpu_) return StepOnDevice(Coefficients(learning_rate));
+  return torch::scalar_tensor(StepOnCpu(Coefficients(learning_rate)), torch::kDouble);
+}
+
+double Optimizer::StepOnCpu(UpdateCoefficients c) {
   torch::NoGradGuard no_grad;
   double squares = 0;  // of the gradients, parameter by parameter
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -168,6 +242,24 @@ double Optimizer::Step(double learning_rate) {
   }
   ++steps_;
   return std::sqrt(squares);
+}
+
+torch::Tensor Optimizer::StepOnDevice(UpdateCoefficients c) {
+  torch::NoGradGuard no_grad;
+  const torch::Device device = params_.front().device();
+  torch::Tensor squares = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kDouble));
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
+    const torch::Tensor grad = p.grad().to(p.scalar_type()).contiguous();
+    ParamState& state = states_[i];
+    const auto t = static_cast<double>(++state.steps);
+    c.bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
+    squares.add_(grad.to(torch::kDouble).square().sum());
+    UpdateWithTensorOps(c, p, grad, state.buffers);
+  }
+  ++steps_;
+  return squares.sqrt();
 }
 
 void Optimizer::Save(torch::serialize::OutputArchive& archive) const {

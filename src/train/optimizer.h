@@ -55,6 +55,12 @@ struct OptimizerOptions {
   void Validate() const;
 };
 
+// FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. The same operations in
+// the same order, each a kernel of its own, so their rounding may differ from the fused loop's in the last bit (fused
+// multiply-adds). Updates `param` and `buffers` (the rule's state, in Optimizer::BufferNames() order) in place.
+void UpdateWithTensorOps(const UpdateCoefficients& c, torch::Tensor& param, const torch::Tensor& grad,
+                         std::vector<torch::Tensor>& buffers);
+
 // The optimizer kinds, in the playbook's order.
 const std::vector<std::string>& OptimizerKinds();
 
@@ -65,8 +71,9 @@ const std::vector<std::string>& OptimizerKinds();
 // (the model), not copied.
 class Optimizer {
  public:
-  // `params`: defined, contiguous float32 or float64 CPU tensors (typically model->parameters()). Throws Error on
-  // invalid options or any other parameter.
+  // `params`: defined, contiguous float32 or float64 tensors on one device (typically model->parameters()). On the
+  // CPU each Step is the fused pass; on another device (CUDA) the same rules run as LibTorch operations, whose
+  // rounding may differ in the last bit. Throws Error on invalid options or any other parameter.
   Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options);
 
   // Makes every parameter's grad undefined (cheaper than zeroing; the next backward allocates it).
@@ -76,6 +83,9 @@ class Optimizer {
   // precision in the update's own pass. Throws Error if the learning rate is negative or not finite, or a grad is
   // sparse; nothing is changed then.
   double Step(double learning_rate);
+  // Step, with the norm as a 0-dim float64 tensor on the parameters' device: on a device it is not read to the host
+  // (no synchronization per step); on the CPU it is the same value as Step's.
+  torch::Tensor StepDeferred(double learning_rate);
   // Number of Step calls so far (restored by Load).
   std::int64_t steps() const { return steps_; }
 
@@ -89,6 +99,9 @@ class Optimizer {
   // incomplete.
   void Load(torch::serialize::InputArchive& archive);
 
+  // The scalars of a step with this learning rate (all but the per-parameter bias, which depends on its t).
+  UpdateCoefficients Coefficients(double learning_rate) const;
+
   const OptimizerOptions& options() const { return options_; }
   const std::vector<torch::Tensor>& params() const { return params_; }
 
@@ -101,12 +114,19 @@ class Optimizer {
 
   // Names of the state buffers of this kind, in ParamState::buffers order ("v"; "v", "m"; "m", "v").
   const std::vector<std::string>& BufferNames() const;
+  // Throws Error, before anything changes, for a bad learning rate or a sparse gradient.
+  void CheckStep(double learning_rate) const;
+  // One step on CPU parameters (the fused pass), returning the gradient norm.
+  double StepOnCpu(UpdateCoefficients c);
+  // One step on device parameters (LibTorch operations), returning the gradient norm on the device.
+  torch::Tensor StepOnDevice(UpdateCoefficients c);
 
   OptimizerOptions options_;
   UpdateRule kind_;
   std::vector<torch::Tensor> params_;
   std::vector<ParamState> states_;
   std::int64_t steps_ = 0;
+  bool on_cpu_ = true;  // the parameters are CPU tensors (none: CPU)
 };
 
 }  // namespace dltune

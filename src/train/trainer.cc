@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <iterator>
@@ -38,6 +39,22 @@
 
 namespace dltune {
 
+std::string ResolveTrainingDevice(const TrainingSettings& training) {
+  if (training.device == "cpu") return "cpu";
+  if (training.device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw Error(fmt::format("training.device is cuda, and this process sees no CUDA device: {}",
+                              !at::hasCUDA()       ? "this LibTorch was built without CUDA"
+                              : visible != nullptr ? fmt::format("CUDA_VISIBLE_DEVICES is '{}'", visible)
+                                                   : std::string("no GPU or no driver")));
+    }
+    return "cuda";
+  }
+  // auto: data-parallel ranks exchange CPU tensors, so they train on the CPU.
+  return training.processes == 1 && torch::cuda::is_available() ? "cuda" : "cpu";
+}
+
 void TrainerOptions::Validate() const {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw Error(message);
@@ -51,6 +68,22 @@ void TrainerOptions::Validate() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// `set` with its tensors on `device` (the same tensors when they are there already).
+Dataset OnDevice(const Dataset& set, const torch::Device& device) {
+  if (!set.inputs.defined()) return set;
+  return {set.inputs.to(device), set.labels.to(device)};
+}
+
+// Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
+// rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
+// must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).
+void MakeCudaDeterministic() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -117,7 +150,9 @@ class Loop {
         options_(options),
         settings_(options.training.Resolved(options.max_train_steps)),
         callbacks_(callbacks),
-        device_(options.device) {
+        device_(options.device),
+        on_cpu_(device_.is_cpu()) {
+    if (device_.is_cuda()) MakeCudaDeterministic();
     hp_ = ReadTrainingHyperParams(params, options.max_train_steps);
     eval_every_ = settings_.eval_every_steps;
     eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
@@ -189,6 +224,7 @@ class Loop {
   }
 
   std::int64_t batch_size() const { return hp_.batch_size; }
+  bool on_cpu() const { return on_cpu_; }
   int rank() const { return parallel_ ? parallel_->rank() : 0; }
 
   TrainResult Run() {
@@ -198,16 +234,21 @@ class Loop {
     callbacks_.OnStart(step_);
     const auto data_start = Clock::now();
     const WorkloadData& data = workload_.Data();
-    train_subset_ = FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()),
-                                MixSeed(options_.data_seed, 1));
+    // On a device, the splits are moved there once: batches are gathered and evaluated there.
+    train_subset_ = OnDevice(FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()),
+                                         MixSeed(options_.data_seed, 1)),
+                             device_);
     if (settings_.valid_sample_examples > 0) {
-      valid_sample_ = FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()),
-                                  MixSeed(options_.data_seed, 2));
+      valid_sample_ = OnDevice(FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()),
+                                           MixSeed(options_.data_seed, 2)),
+                               device_);
     }
-    prediction_set_ = data.valid.Slice(0, std::min(settings_.prediction_examples, data.valid.size()));
+    valid_ = OnDevice(data.valid, device_);
+    if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
+    prediction_set_ = valid_.Slice(0, std::min(settings_.prediction_examples, valid_.size()));
     PipelineOptions pipeline_options;
     if (parallel_) pipeline_options.shard = {parallel_->rank(), parallel_->world_size()};
-    BatchPipeline pipeline(data.train, hp_.batch_size, options_.data_seed, step_, pipeline_options);
+    BatchPipeline pipeline(OnDevice(data.train, device_), hp_.batch_size, options_.data_seed, step_, pipeline_options);
     seconds_["data_load"] += Seconds(Clock::now() - data_start);
 
     auto interval_start = Clock::now();
@@ -346,12 +387,20 @@ class Loop {
     pending_losses_.push_back(loss.detach());
     pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
     // Clipping needs the norm before the update; otherwise the update's own pass over the gradients takes it.
-    std::optional<double> norm_before_clipping;
-    if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradients();
-    TraceSpan update(tracing_, "optimizer");
-    const double norm = optimizer_->Step(pending_lrs_.back());
-    pending_norms_.push_back(norm_before_clipping.value_or(norm));
-    update.End();
+    if (on_cpu_) {
+      std::optional<double> norm_before_clipping;
+      if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradients();
+      TraceSpan update(tracing_, "optimizer");
+      const double norm = optimizer_->Step(pending_lrs_.back());
+      pending_norms_.push_back(norm_before_clipping.value_or(norm));
+    } else {
+      // On a device the norms and clip flags stay there until the log interval.
+      torch::Tensor norm_before_clipping;
+      if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradientsOnDevice();
+      TraceSpan update(tracing_, "optimizer");
+      torch::Tensor norm = optimizer_->StepDeferred(pending_lrs_.back());
+      pending_device_norms_.push_back(norm_before_clipping.defined() ? norm_before_clipping : norm);
+    }
     if (!ema_.empty()) UpdateMovingAverage();
   }
 
@@ -401,6 +450,18 @@ class Loop {
 
   // The global gradient norm, before the update, and the gradients scaled down to grad_clip_norm when above it.
   double ClipGradients() {
+    const double value = ClipToNorm().item<double>();
+    pending_clipped_.push_back(value > hp_.grad_clip_norm);
+    return value;
+  }
+  // ClipGradients on a device: the norm (float64) and whether it clipped stay there.
+  torch::Tensor ClipGradientsOnDevice() {
+    const torch::Tensor norm = ClipToNorm().to(torch::kDouble);
+    pending_device_clipped_.push_back(norm > hp_.grad_clip_norm);
+    return norm;
+  }
+  // Scales the gradients down to grad_clip_norm when their global norm is above it; returns that norm.
+  torch::Tensor ClipToNorm() {
     TraceSpan clip(tracing_, "grad_norm");
     // Each parameter's norm is one reduction without a temporary (pow(2).sum() writes and reads a squared copy, and
     // LibTorch's pow is not vectorized here); the global norm is the norm of those norms.
@@ -413,9 +474,21 @@ class Loop {
     for (auto& p : model_->parameters()) {
       if (p.grad().defined()) p.grad().mul_(scale);
     }
-    const double value = norm.item<double>();
-    pending_clipped_.push_back(value > hp_.grad_clip_norm);
-    return value;
+    return norm;
+  }
+
+  // The device's pending norms and clip flags, read to the host beside the CPU's (one copy each per interval).
+  void PullDeviceMeasurements() {
+    if (!pending_device_norms_.empty()) {
+      const torch::Tensor norms = torch::stack(pending_device_norms_).to(torch::kCPU, torch::kDouble);
+      for (std::int64_t i = 0; i < norms.size(0); ++i) pending_norms_.push_back(norms[i].item<double>());
+      pending_device_norms_.clear();
+    }
+    if (!pending_device_clipped_.empty()) {
+      const torch::Tensor clipped = torch::stack(pending_device_clipped_).to(torch::kCPU);
+      for (std::int64_t i = 0; i < clipped.size(0); ++i) pending_clipped_.push_back(clipped[i].item<bool>());
+      pending_device_clipped_.clear();
+    }
   }
 
   // Pulls the interval's training metrics to the host and reports them; returns the reason if training diverged.
@@ -424,6 +497,7 @@ class Loop {
     seconds_["data_wait"] += data_wait;
     if (pending_losses_.empty()) return std::nullopt;
     TraceSpan span(tracing_, "metrics");
+    PullDeviceMeasurements();
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
     std::vector<StepMetrics> steps;
@@ -479,7 +553,12 @@ class Loop {
       sums.loss += (losses * weights).sum();
       sums.correct += correct.sum();
       sums.weight += weights.sum();
-      sums.class_correct.scatter_add_(0, labels, correct);
+      if (on_cpu_) {
+        sums.class_correct.scatter_add_(0, labels, correct);
+      } else {
+        // A sum over the batch, the same on every run (whole numbers in double: exact in any order).
+        sums.class_correct += (torch::one_hot(labels, classes).to(torch::kDouble) * correct.unsqueeze(1)).sum(0);
+      }
     }
     if (parallel_) {
       torch::Tensor packed =
@@ -509,14 +588,13 @@ class Loop {
   void Evaluate(bool last, TrainResult& result) {
     TraceSpan span(tracing_, "evaluation");
     SynchronizeBuffers();
-    const WorkloadData& data = workload_.Data();
     std::vector<EvalMetric> metrics;
     {
       const MovingAverageInModel averaged(*this);
       AddSplitMetrics("train", train_subset_, metrics);
       if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
-      if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", data.valid, metrics);
-      if (last && settings_.test_at_end) AddSplitMetrics("test", data.test, metrics);
+      if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", valid_, metrics);
+      if (last && settings_.test_at_end) AddSplitMetrics("test", test_, metrics);
       ReportPredictions();
     }
 
@@ -596,6 +674,8 @@ class Loop {
     archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
     archive.write("cpu_generator", GeneratorState());
+    // Dropout on CUDA draws from the device's generator: kept, so that a resume on CUDA continues its stream.
+    if (device_.is_cuda()) archive.write("cuda_generator", GeneratorState(device_));
     for (std::size_t i = 0; i < ema_.size(); ++i) archive.write(fmt::format("ema_{}", i), ema_[i]);
     // The threads a resumed auto run takes again: sums over other threads round differently.
     archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
@@ -650,13 +730,13 @@ class Loop {
     return rank() == 0 ? seed : MixSeed(seed, static_cast<std::uint64_t>(rank()));
   }
 
-  static torch::Tensor GeneratorState() {
-    auto generator = at::detail::getDefaultCPUGenerator();
+  static torch::Tensor GeneratorState(const torch::Device& device = torch::kCPU) {
+    auto generator = at::globalContext().defaultGenerator(device);
     const std::lock_guard<std::mutex> lock(generator.mutex());
     return generator.get_state();
   }
-  static void SetGeneratorState(const torch::Tensor& state) {
-    auto generator = at::detail::getDefaultCPUGenerator();
+  static void SetGeneratorState(const torch::Tensor& state, const torch::Device& device = torch::kCPU) {
+    auto generator = at::globalContext().defaultGenerator(device);
     const std::lock_guard<std::mutex> lock(generator.mutex());
     generator.set_state(state);
   }
@@ -745,6 +825,10 @@ class Loop {
     if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
     if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
     SetGeneratorState(read("cpu_generator"));
+    // A checkpoint written on the CPU has no CUDA stream: CUDA's dropout then goes on from its seed.
+    if (torch::Tensor cuda_state; device_.is_cuda() && archive.try_read("cuda_generator", cuda_state)) {
+      SetGeneratorState(cuda_state.to(torch::kCPU), device_);
+    }
     for (std::size_t i = 0; i < ema_.size(); ++i) {
       torch::Tensor average;
       if (!archive.try_read(fmt::format("ema_{}", i), average)) {
@@ -773,6 +857,7 @@ class Loop {
   const TrainingSettings settings_;  // options_.training with the derived intervals filled in
   TrainerCallbacks& callbacks_;
   torch::Device device_;
+  bool on_cpu_ = true;  // device_ is the CPU: the fused update, host-side norms, the CPU's fast gathers
   TrainingHyperParams hp_;
   std::int64_t eval_every_ = 1;
   std::map<std::string, double> seconds_;  // TrainResult::seconds
@@ -793,6 +878,7 @@ class Loop {
   Dataset train_subset_;
   Dataset valid_sample_;
   Dataset prediction_set_;
+  Dataset valid_, test_;  // on device_ (test_ only when it is evaluated)
   std::int64_t step_ = 0;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint saved
   std::optional<double> initial_loss_;
@@ -807,6 +893,9 @@ class Loop {
   std::vector<double> pending_norms_;
   std::vector<bool> pending_clipped_;
   std::vector<double> pending_lrs_;
+  // On a device: the norms (float64) and clip flags of the steps since the last log, not yet read to the host.
+  std::vector<torch::Tensor> pending_device_norms_;
+  std::vector<torch::Tensor> pending_device_clipped_;
 };
 
 }  // namespace
@@ -820,8 +909,8 @@ TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const T
   const auto out_of_memory = [&](const std::string& what) {
     TrainResult result;
     result.outcome = TrainOutcome::kInfeasible;
-    result.reason =
-        fmt::format("out of memory at batch size {}: {}", loop.batch_size(), what.substr(0, what.find('\n')));
+    result.reason = fmt::format("out of {}memory at batch size {}: {}", loop.on_cpu() ? "" : "GPU ", loop.batch_size(),
+                                what.substr(0, what.find('\n')));
     return result;
   };
   try {

@@ -37,6 +37,9 @@ struct TrainingSettings {
   double timeout_seconds = 0;  // >0: a trial process running longer than this is stopped and failed (runner)
   int processes = 1;           // data-parallel ranks that train each trial together (docs/data-parallel.md)
   double collective_timeout_seconds = 300;  // how long a rank waits for the others in a collective
+  // Where the built-in trainer trains: "auto" (a CUDA device when the process sees one, else the CPU), "cpu" or
+  // "cuda". Data-parallel ranks (processes > 1) train on the CPU: auto is the CPU there, and cuda an error.
+  std::string device = "auto";
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
   void Validate(std::int64_t max_train_steps) const;

@@ -23,6 +23,12 @@
 
 namespace dltune {
 
+// The torch device `training.device` names in this process: "cuda" for cuda, and for auto when the process sees a
+// CUDA device (the runner gives a trial its GPU through CUDA_VISIBLE_DEVICES) and trains alone (training.processes
+// 1: data-parallel ranks train on the CPU); else "cpu". Throws Error naming the setting for cuda where this process
+// sees no CUDA device. Initializes CUDA when asked about it: call it in the process that trains, not before a fork.
+std::string ResolveTrainingDevice(const TrainingSettings& training);
+
 // Where a data-parallel rank finds its group (docs/data-parallel.md): rank 0 serves the rendezvous store at
 // master_addr:master_port, and the others connect to it.
 struct DistributedOptions {
@@ -61,7 +67,9 @@ struct TrainerOptions {
   std::int64_t max_resume_step = -1;
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
-  std::string device = "cpu";   // a torch device string: "cpu", "cuda:0", ...
+  // A torch device string: "cpu", "cuda", "cuda:0", ...; ResolveTrainingDevice(training) gives the one
+  // training.device names. On CUDA the trainer turns on LibTorch's deterministic algorithms.
+  std::string device = "cpu";
   // This process's rank among training.processes data-parallel ranks (world_size must equal that setting). Every rank
   // trains its shard of each global batch; only rank 0 calls the callbacks other than ShouldStop and writes
   // checkpoints and traces, and checkpoint_dir is read by rank 0 alone (it sends the others the state to resume).

@@ -1,0 +1,302 @@
+// The trainer on CUDA (label gpu): the same training as on the CPU within a tolerance derived from float precision,
+// bit-identical resumption on the GPU, a GPU checkpoint resumed on the CPU. Each test that needs a CUDA device skips
+// without one, saying why; the device-independent parts (training.device's resolution, the optimizer's tensor-op
+// rules against the fused CPU loop) run everywhere.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
+#include "dltune/train/workload.h"
+#include "optimizer.h"
+#include "synthetic_data.h"
+
+namespace dltune {
+namespace {
+
+using ::testing::HasSubstr;
+
+// float32's machine epsilon: the relative rounding of one operation.
+constexpr double kFloatEpsilon = 1.1920928955078125e-07;
+// How many roundings one step adds to a weight or a loss, in the worst order a device may sum in: a product of the
+// 16-64-4 MLP sums 64 terms and a batch's mean 64, so a pairwise (GPU) and a blocked (CPU) order differ by up to
+// about log2(64 * 64) = 12 roundings per layer and pass; with forward, backward and update, 2^7 bounds them.
+constexpr double kRoundingsPerStep = 128;
+
+// The relative tolerance between CPU and CUDA after `steps` steps: the roundings of every step, accumulated. The
+// MLP with SGD momentum on a well-conditioned problem neither damps nor amplifies them much over a few hundred
+// steps, so they add up about linearly.
+double DeviceTolerance(std::int64_t steps) { return static_cast<double>(steps) * kRoundingsPerStep * kFloatEpsilon; }
+
+bool HasCuda() { return torch::cuda::is_available(); }
+
+#define SKIP_WITHOUT_CUDA()                                                                 \
+  if (!HasCuda()) {                                                                         \
+    GTEST_SKIP() << "no CUDA device: "                                                      \
+                 << (torch::hasCUDA() ? "this LibTorch has CUDA, but no GPU is visible"     \
+                                      : "this LibTorch was built without CUDA (CPU-only)"); \
+  }
+
+// A 16-64-4 MLP, with optional dropout, on the synthetic problem (2000 training examples).
+class SyntheticMlp final : public Workload {
+ public:
+  std::string name() const override { return "synthetic_mlp"; }
+  std::int64_t num_classes() const override { return 4; }
+  const WorkloadData& Data() override {
+    if (data_.train.size() == 0) {
+      const SyntheticSplits splits = MakeSyntheticSplits(2000, 400, 400, 16, 4, 7);
+      data_ = {splits.train, splits.valid, splits.test};
+    }
+    return data_;
+  }
+  std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
+    return std::make_shared<Mlp>(params.Real("dropout", 0.0));
+  }
+
+ private:
+  struct Mlp final : Model {
+    explicit Mlp(double dropout_rate)
+        : hidden(register_module("hidden", torch::nn::Linear(16, 64))),
+          output(register_module("output", torch::nn::Linear(64, 4))),
+          dropout(dropout_rate) {}
+    torch::Tensor Forward(const torch::Tensor& inputs) override {
+      return output(torch::dropout(torch::relu(hidden(inputs)), dropout, is_training()));
+    }
+    torch::nn::Linear hidden, output;
+    double dropout;
+  };
+  WorkloadData data_;
+};
+
+// Keeps every step's loss and every evaluation; asks to stop after `stop_at` steps (0: never).
+struct Recorder : TrainerCallbacks {
+  std::int64_t stop_at = 0;
+  std::map<std::int64_t, double> losses;
+  std::map<std::int64_t, double> grad_norms;
+  std::map<std::int64_t, std::vector<EvalMetric>> evals;
+  void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
+    for (const StepMetrics& s : steps) {
+      losses[s.step] = s.loss;
+      grad_norms[s.step] = s.grad_norm.value_or(-1);
+    }
+  }
+  void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& m, std::int64_t, double) override {
+    evals[step] = m;
+  }
+  bool ShouldStop(std::int64_t step) override { return stop_at > 0 && step >= stop_at; }
+};
+
+double Metric(const std::vector<EvalMetric>& metrics, const std::string& split, const std::string& name) {
+  for (const EvalMetric& m : metrics) {
+    if (m.split == split && m.metric == name) return m.value;
+  }
+  return std::nan("");
+}
+
+class CudaTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("dltune_cuda_training_" + std::to_string(::getpid()) + "_" +
+                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Trains `steps` steps on `device`, checkpointing into `run` (a directory under dir_; "" none), stopping after
+  // `stop_at` steps (0: never).
+  TrainResult Train(const std::string& device, std::int64_t steps, const std::string& run, Recorder& recorder,
+                    std::map<std::string, Value> extra = {}) {
+    std::map<std::string, Value> params = {
+        {"optimizer", Value("momentum")}, {"learning_rate", Value(0.05)}, {"batch_size", Value(std::int64_t{64})}};
+    params.insert(extra.begin(), extra.end());
+    TrainerOptions options;
+    options.max_train_steps = steps;
+    options.training.eval_every_steps = 50;
+    options.training.log_every_steps = 10;
+    options.training.threads = 1;
+    options.init_seed = 11;
+    options.data_seed = 12;
+    options.device = device;
+    if (!run.empty()) options.checkpoint_dir = (dir_ / run).string();
+    SyntheticMlp workload;
+    return TrainWorkload(workload, HyperParams(nlohmann::json::object(), params), options, recorder);
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST(TrainingDevice, CpuIsTheCpuAndAutoFollowsWhatTheProcessSees) {
+  TrainingSettings settings;
+  settings.device = "cpu";
+  EXPECT_EQ(ResolveTrainingDevice(settings), "cpu");
+  settings.device = "auto";
+  EXPECT_EQ(ResolveTrainingDevice(settings), HasCuda() ? "cuda" : "cpu");
+  settings.processes = 2;  // data-parallel ranks train on the CPU
+  EXPECT_EQ(ResolveTrainingDevice(settings), "cpu");
+}
+
+TEST(TrainingDevice, CudaWithoutADeviceIsAnErrorNamingTheSetting) {
+  TrainingSettings settings;
+  settings.device = "cuda";
+  if (HasCuda()) {
+    EXPECT_EQ(ResolveTrainingDevice(settings), "cuda");
+    return;
+  }
+  try {
+    ResolveTrainingDevice(settings);
+    FAIL() << "no Error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("training.device is cuda, and this process sees no CUDA device: "));
+  }
+}
+
+TEST(TrainingDevice, IsARowOfTheSettingsTable) {
+  TrainingSettings settings;
+  EXPECT_EQ(settings.device, "auto");
+  settings.device = "gpu";
+  EXPECT_THROW(settings.Validate(100), Error);
+  settings.device = "cuda";
+  settings.processes = 2;
+  EXPECT_THROW(settings.Validate(100), Error);
+  settings.processes = 1;
+  settings.Validate(100);
+  EXPECT_EQ(TrainingSettingFlags(settings), "--device cuda");
+  EXPECT_EQ(TrainingSettingsFromJson(TrainingSettingsToJson(settings)).device, "cuda");
+}
+
+// The device path's rules (LibTorch operations) against the fused CPU loop, run here on CPU tensors: equal up to the
+// rounding of a fused multiply-add per operation, over 20 updates of every rule with and without weight decay.
+TEST(TensorOpsUpdate, FollowsTheFusedRulesOfEveryOptimizer) {
+  for (const std::string& kind : OptimizerKinds()) {
+    for (const bool decoupled : {false, true}) {
+      SCOPED_TRACE(kind + (decoupled ? " decoupled" : " coupled"));
+      OptimizerOptions options;
+      options.kind = kind;
+      options.weight_decay = 0.01;
+      options.decoupled_weight_decay = decoupled;
+      torch::manual_seed(3);
+      const torch::Tensor start = torch::randn({1000});
+      Optimizer fused({start.clone()}, options);
+      torch::Tensor param = start.clone();
+      // The rule's state as Optimizer starts it: rmsprop's v at 1, everything else at 0.
+      std::vector<torch::Tensor> buffers;
+      if (kind == "momentum" || kind == "nesterov") buffers = {torch::zeros_like(start)};
+      if (kind == "rmsprop") buffers = {torch::ones_like(start), torch::zeros_like(start)};
+      if (kind == "adam" || kind == "nadam") buffers = {torch::zeros_like(start), torch::zeros_like(start)};
+      for (int step = 1; step <= 20; ++step) {
+        const double learning_rate = 0.01 * step / 20;
+        const torch::Tensor grad = torch::randn({1000});
+        fused.params()[0].mutable_grad() = grad.clone();
+        const double norm = fused.Step(learning_rate);
+        EXPECT_NEAR(norm, grad.to(torch::kDouble).norm().item<double>(), 1e-9 * norm);
+        UpdateCoefficients c = fused.Coefficients(learning_rate);
+        c.bias = std::sqrt(1.0 - std::pow(c.beta2, step)) / (1.0 - std::pow(c.beta1, step));
+        UpdateWithTensorOps(c, param, grad, buffers);
+      }
+      EXPECT_TRUE(torch::allclose(fused.params()[0], param, 1e-5, 1e-6))
+          << "largest difference " << (fused.params()[0] - param).abs().max().item<double>();
+    }
+  }
+}
+
+// Each optimizer on CUDA takes the CPU's steps, within the float rounding of its 20 updates, and its deferred norm
+// stays on the device.
+TEST(CudaOptimizer, StepsAsOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  for (const std::string& kind : OptimizerKinds()) {
+    SCOPED_TRACE(kind);
+    OptimizerOptions options;
+    options.kind = kind;
+    options.weight_decay = 0.01;
+    torch::manual_seed(5);
+    const torch::Tensor start = torch::randn({4096});
+    Optimizer cpu({start.clone()}, options);
+    Optimizer cuda({start.to(torch::kCUDA)}, options);
+    for (int step = 1; step <= 20; ++step) {
+      const torch::Tensor grad = torch::randn({4096});
+      cpu.params()[0].mutable_grad() = grad.clone();
+      cuda.params()[0].mutable_grad() = grad.to(torch::kCUDA);
+      const double norm = cpu.Step(0.01);
+      const torch::Tensor deferred = cuda.StepDeferred(0.01);
+      EXPECT_TRUE(deferred.device().is_cuda());
+      EXPECT_NEAR(deferred.item<double>(), norm, 1e-9 * norm);
+    }
+    const torch::Tensor on_gpu = cuda.params()[0].to(torch::kCPU);
+    EXPECT_TRUE(torch::allclose(cpu.params()[0], on_gpu, DeviceTolerance(20), 1e-6))
+        << "largest difference " << (cpu.params()[0] - on_gpu).abs().max().item<double>();
+  }
+}
+
+TEST_F(CudaTraining, MatchesTheCpuWithinFloatPrecision) {
+  SKIP_WITHOUT_CUDA();
+  constexpr std::int64_t kSteps = 300;
+  Recorder cpu, cuda;
+  ASSERT_EQ(Train("cpu", kSteps, "", cpu).outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(Train("cuda", kSteps, "", cuda).outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(cuda.losses.size(), static_cast<std::size_t>(kSteps));
+  for (const auto& [step, loss] : cpu.losses) {
+    EXPECT_NEAR(cuda.losses.at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss))) << "step " << step;
+    EXPECT_NEAR(cuda.grad_norms.at(step), cpu.grad_norms.at(step),
+                DeviceTolerance(step) * std::max(1.0, cpu.grad_norms.at(step)))
+        << "step " << step;
+  }
+  for (const auto& [step, metrics] : cpu.evals) {
+    const double loss = Metric(metrics, "valid", "loss");
+    EXPECT_NEAR(Metric(cuda.evals.at(step), "valid", "loss"), loss, DeviceTolerance(step) * std::max(1.0, loss))
+        << "step " << step;
+  }
+}
+
+// Stopped after 90 steps and resumed, with dropout drawing from the GPU's generator, a run on CUDA reports exactly
+// the losses and evaluations of the run that was never stopped.
+TEST_F(CudaTraining, StoppedAndResumedIsBitIdentical) {
+  SKIP_WITHOUT_CUDA();
+  const std::map<std::string, Value> dropout = {{"dropout", Value(0.2)}};
+  Recorder whole;
+  ASSERT_EQ(Train("cuda", 200, "whole", whole, dropout).outcome, TrainOutcome::kCompleted);
+  Recorder first;
+  first.stop_at = 90;
+  ASSERT_EQ(Train("cuda", 200, "parts", first, dropout).outcome, TrainOutcome::kStopped);
+  Recorder second;
+  const TrainResult resumed = Train("cuda", 200, "parts", second, dropout);
+  ASSERT_EQ(resumed.outcome, TrainOutcome::kCompleted);
+  EXPECT_EQ(resumed.resumed_from_step, 90);
+  ASSERT_EQ(second.losses.size(), 110u);
+  for (const auto& [step, loss] : second.losses) EXPECT_EQ(loss, whole.losses.at(step)) << "step " << step;
+  for (const auto& [step, metrics] : second.evals) {
+    for (const EvalMetric& m : metrics) {
+      EXPECT_EQ(m.value, Metric(whole.evals.at(step), m.split, m.metric)) << m.split << "/" << m.metric;
+    }
+  }
+}
+
+// A checkpoint written on the GPU resumes on the CPU (its tensors are read onto the CPU), and the rest of the run
+// follows the GPU's own within float precision.
+TEST_F(CudaTraining, AGpuCheckpointResumesOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  Recorder whole;
+  ASSERT_EQ(Train("cuda", 200, "", whole).outcome, TrainOutcome::kCompleted);
+  Recorder first;
+  first.stop_at = 100;
+  ASSERT_EQ(Train("cuda", 200, "run", first).outcome, TrainOutcome::kStopped);
+  Recorder second;
+  const TrainResult resumed = Train("cpu", 200, "run", second);
+  ASSERT_EQ(resumed.outcome, TrainOutcome::kCompleted);
+  EXPECT_EQ(resumed.resumed_from_step, 100);
+  ASSERT_EQ(second.losses.size(), 100u);
+  for (const auto& [step, loss] : second.losses) {
+    EXPECT_NEAR(loss, whole.losses.at(step), DeviceTolerance(step) * std::max(1.0, std::abs(loss))) << "step " << step;
+  }
+}
+
+}  // namespace
+}  // namespace dltune
