@@ -35,8 +35,9 @@ bool RemoveInsideTrialDirectory(const std::filesystem::path& trial_dir, const st
 
 TrialSink::TrialSink(ActiveTrial& trial, TrialProgress& progress, std::filesystem::path trial_dir,
                      const CheckpointRetention& retention, const std::vector<CheckpointRecord>& recorded,
-                     TrialSinkHooks hooks)
+                     std::int64_t recorded_evaluation_step, TrialSinkHooks hooks)
     : trial_(trial),
+      recorded_evaluation_step_(recorded_evaluation_step),
       progress_(progress),
       trial_dir_(std::move(trial_dir)),
       retention_(retention),
@@ -50,7 +51,7 @@ TrialSink::TrialSink(ActiveTrial& trial, TrialProgress& progress, std::filesyste
 }
 
 std::int64_t TrialSink::ResumeLimit() const {
-  std::int64_t limit = 0;
+  std::int64_t limit = std::max<std::int64_t>(0, recorded_evaluation_step_);
   for (const auto& checkpoint : checkpoints_) limit = std::max(limit, checkpoint.step);
   return limit;
 }

@@ -42,10 +42,13 @@ class TrialSink {
   // checkpoints the store holds (ListCheckpoints), from earlier attempts. Opens the TensorBoard events file in
   // `trial_dir` (throws IoError when it cannot). `trial` and `progress` must outlive the sink.
   TrialSink(ActiveTrial& trial, TrialProgress& progress, std::filesystem::path trial_dir,
-            const CheckpointRetention& retention, const std::vector<CheckpointRecord>& recorded, TrialSinkHooks hooks);
+            const CheckpointRetention& retention, const std::vector<CheckpointRecord>& recorded,
+            std::int64_t recorded_evaluation_step, TrialSinkHooks hooks);
 
-  // The step of the newest recorded checkpoint, 0 with none: a checkpoint is recorded only after the measurements
-  // before it, so resuming from it leaves no gap in the series.
+  // The newest step a resumed attempt may start from, 0 for none: that of the newest recorded checkpoint or
+  // evaluation. Both are recorded only after the measurements before them, so a checkpoint at or before it leaves no
+  // gap in the series — and one on disk newer than the newest recorded checkpoint is fine up to the newest recorded
+  // evaluation: a program that manages its checkpoints may have deleted the older one before its worker died.
   std::int64_t ResumeLimit() const;
 
   // The trial's process started at `at` (seconds since the epoch).
@@ -88,6 +91,7 @@ class TrialSink {
   void ToTensorBoard(const std::function<void(TfEventsWriter&)>& write);
 
   ActiveTrial& trial_;
+  std::int64_t recorded_evaluation_step_ = 0;  // of the trial's newest evaluation in the store when it started
   TrialProgress& progress_;
   std::filesystem::path trial_dir_;
   CheckpointRetention retention_;

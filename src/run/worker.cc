@@ -332,9 +332,11 @@ class Worker {
     const PreparedTrial prepared = PrepareTrial(spec, slot.session->study(), active, dltune_,
                                                 std::max(1, options_.threads_per_trial), gpus_.VisibleTo(slot.gpu));
     slot.trial_dir = prepared.trial_dir;
-    slot.sink =
-        std::make_unique<TrialSink>(active, slot.progress, slot.trial_dir, RetentionOf(spec),
-                                    store_.ListCheckpoints(active.lease().trial_id), SinkHooks(slot, observer_));
+    const std::int64_t trial_id = active.lease().trial_id;
+    std::int64_t evaluated = 0;
+    for (const auto& evaluation : store_.EvalSeries(trial_id)) evaluated = std::max(evaluated, evaluation.step);
+    slot.sink = std::make_unique<TrialSink>(active, slot.progress, slot.trial_dir, RetentionOf(spec),
+                                            store_.ListCheckpoints(trial_id), evaluated, SinkHooks(slot, observer_));
     TrialCommand command = prepared.command;
     command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(slot.sink->ResumeLimit());
     const double spawned_at = Now();
