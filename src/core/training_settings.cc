@@ -229,7 +229,8 @@ std::string TrainingSettingFlags(const TrainingSettings& settings) {
   std::string flags;
   for (const Field& field : TrainingSettingFields()) {
     if (field.flag.empty() || field.Get(settings) == field.Get(kDefaults)) continue;
-    flags += (flags.empty() ? "" : " ") + std::string(field.flag);
+    if (!flags.empty()) flags += ' ';
+    flags += field.flag;
     if (field.kind != Kind::kSwitch) flags += " " + FormatValue(field.Get(settings));
   }
   return flags;
