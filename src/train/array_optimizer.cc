@@ -85,22 +85,7 @@ void ArrayOptimizer::ZeroGrad() {
 
 // As Optimizer::Step, with member m's options.
 UpdateCoefficients ArrayOptimizer::Coefficients(std::int64_t member, double eta) const {
-  const OptimizerOptions& options = members_[static_cast<std::size_t>(member)];
-  UpdateCoefficients c;
-  c.rule = rule_;
-  c.eta = eta;
-  c.weight_decay = options.weight_decay;
-  c.coupled = c.weight_decay != 0.0 && !options.decoupled_weight_decay;
-  c.decay_factor = 1.0 - c.eta * c.weight_decay;
-  c.decay_in_place = c.weight_decay != 0.0 && c.eta != 0.0 &&
-                     (!c.coupled || rule_ == UpdateRule::kSgd || rule_ == UpdateRule::kNesterov);
-  c.coupled = c.coupled && rule_ != UpdateRule::kSgd;
-  c.momentum = options.momentum;
-  c.rho = options.rho;
-  c.beta1 = options.beta1;
-  c.beta2 = options.beta2;
-  c.epsilon = options.epsilon;
-  return c;
+  return CoefficientsOf(rule_, members_[static_cast<std::size_t>(member)], eta);
 }
 
 double ArrayOptimizer::UpdateMember(std::int64_t member, double eta) {

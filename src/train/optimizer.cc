@@ -180,24 +180,28 @@ void Optimizer::CheckStep(double learning_rate) const {
   }
 }
 
-UpdateCoefficients Optimizer::Coefficients(double learning_rate) const {
+UpdateCoefficients CoefficientsOf(UpdateRule rule, const OptimizerOptions& options, double eta) {
   UpdateCoefficients c;
-  c.rule = kind_;
-  c.eta = learning_rate;
-  c.weight_decay = options_.weight_decay;
-  c.coupled = c.weight_decay != 0.0 && !options_.decoupled_weight_decay;
+  c.rule = rule;
+  c.eta = eta;
+  c.weight_decay = options.weight_decay;
+  c.coupled = c.weight_decay != 0.0 && !options.decoupled_weight_decay;
   // theta_t * (1 - eta * wd) is "- eta * wd * theta_t" done in place. For sgd, coupled decay is the same thing, and
   // Nesterov's "+ g" term carries coupled decay too (momentum's is inside v).
   c.decay_factor = 1.0 - c.eta * c.weight_decay;
   c.decay_in_place = c.weight_decay != 0.0 && c.eta != 0.0 &&
-                     (!c.coupled || kind_ == UpdateRule::kSgd || kind_ == UpdateRule::kNesterov);
-  c.coupled = c.coupled && kind_ != UpdateRule::kSgd;
-  c.momentum = options_.momentum;
-  c.rho = options_.rho;
-  c.beta1 = options_.beta1;
-  c.beta2 = options_.beta2;
-  c.epsilon = options_.epsilon;
+                     (!c.coupled || rule == UpdateRule::kSgd || rule == UpdateRule::kNesterov);
+  c.coupled = c.coupled && rule != UpdateRule::kSgd;
+  c.momentum = options.momentum;
+  c.rho = options.rho;
+  c.beta1 = options.beta1;
+  c.beta2 = options.beta2;
+  c.epsilon = options.epsilon;
   return c;
+}
+
+UpdateCoefficients Optimizer::Coefficients(double learning_rate) const {
+  return CoefficientsOf(kind_, options_, learning_rate);
 }
 
 double Optimizer::Step(double learning_rate) {

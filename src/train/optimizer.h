@@ -55,6 +55,9 @@ struct OptimizerOptions {
   void Validate() const;
 };
 
+// The scalars of a step of `rule` with `options` at learning rate `eta` (the fused update's and the tensor ops').
+UpdateCoefficients CoefficientsOf(UpdateRule rule, const OptimizerOptions& options, double eta);
+
 // FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. The same operations in
 // the same order, each a kernel of its own, so their rounding may differ from the fused loop's in the last bit (fused
 // multiply-adds). Updates `param` and `buffers` (the rule's state, in Optimizer::BufferNames() order) in place.
