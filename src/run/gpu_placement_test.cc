@@ -35,7 +35,7 @@ class Notices : public RunObserver {
 const std::string kTrial = R"(R() { printf '%s\n' "$1" >> "$DLTUNE_REPORT"; }
 log="$DLTUNE_FAKE_NVML_DIR/events.log"
 echo "start $DLTUNE_TRIAL_NUMBER" >> "$log"
-printf '%s' "$CUDA_VISIBLE_DEVICES" > "$DLTUNE_TRIAL_DIR/visible"
+printf '%s' "${CUDA_VISIBLE_DEVICES-unset}" > "$DLTUNE_TRIAL_DIR/visible"
 if [ -n "$CUDA_VISIBLE_DEVICES" ]; then
   mkdir -p "$DLTUNE_FAKE_NVML_DIR/processes/$CUDA_VISIBLE_DEVICES"
   echo 2147483648 > "$DLTUNE_FAKE_NVML_DIR/processes/$CUDA_VISIBLE_DEVICES/$$"
@@ -166,7 +166,7 @@ TEST_F(GpuPlacementTest, ATrialOutOfMemoryAloneIsInfeasible) {
 
 TEST_F(GpuPlacementTest, ATrialOfNoGpuSeesNone) {
   EXPECT_EQ(RunStudy(kOneGpu, 2, "resources: {gpus_per_trial: 0}\n").completed, 2);
-  EXPECT_EQ(Visible(0), "");
+  EXPECT_EQ(Visible(0), "");   // set, and empty: the machine's GPUs hidden (unset would read "unset")
   EXPECT_EQ(MostAtOnce(), 2);  // GPUs do not limit it
   EXPECT_EQ(Trial(0).resources, "{}");
 }
