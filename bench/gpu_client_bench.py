@@ -4,20 +4,28 @@ program one trial at a time and against Optuna + PyTorch as its users run it (n_
 
 The program is examples/external/train.py (the quickstart's MLP, 784-256-10, Nesterov momentum vs Adam, 16 trials
 each, 2000 steps of batch 128, evaluated every 200 steps) on `dltune.torch.device(trial)`, the GPU dltune gives it.
-Three runs, one after the other on the same GPU:
+Five runs, one after the other on the same GPU:
 
   packed    dltune run, resources.trials_per_gpu: auto (packing by measurement), --parallel = the cores
   one       dltune run, resources.trials_per_gpu: 1 and --parallel 1: the same program one trial at a time
-  optuna    bench/peers/optuna_quickstart.py --device cuda --jobs 1: the Optuna peer on the same GPU
+            (--one-trials-per-optimizer of them: its throughput is steady from the first trial on)
+  optuna    bench/peers/optuna_quickstart.py --device cuda --jobs 1: the Optuna peer on the same GPU, as its users
+            run it
+  optuna8   the same peer with 8 worker processes at once (--parallel-mode processes, one SQLite storage)
+  builtin   dltune run examples/quickstart.yaml: the same study on dltune's built-in trainer (training.device auto:
+            the GPU dltune places each trial on), packed by measurement
 
-It prints the GPU, CUDA and driver, each run's wall time, trials per minute, best valid error, and the ratios
-packed / one and packed / optuna (the goal: packed at least 6x one, best valid error within 0.5 points of one);
---out FILE writes them as JSON. Run from the repository root on the GPU machine (../shared/device/README.md):
+It prints the GPU, CUDA and driver, each run's wall time, trials per minute, best valid error, and the throughput
+ratios packed / one and packed / optuna (the goal: packed at least 6x one, best valid error within 0.5 points of one)
+and builtin / optuna and builtin / optuna8. A run that fails is reported and the others still run; --out FILE
+writes the results as JSON after every run. Run from the repository root on the GPU machine
+(../shared/device/README.md):
 
   python3 bench/gpu_client_bench.py --dltune build/cuda/bin/dltune --out $OUT/gpu_client_bench.json
 
-Options: --python (the interpreter with a CUDA torch; default: this one), --trials-per-optimizer (16), --steps
-(2000), --skip optuna,one (to rerun a part), --keep (the work directory stays).
+Options: --python (the interpreter with a CUDA torch; default: this one), --trials-per-optimizer (16),
+--one-trials-per-optimizer (default: the same), --steps (2000), --skip one,optuna,optuna8,builtin (to rerun a
+part), --keep (the work directory stays).
 """
 import argparse
 import json
@@ -58,44 +66,63 @@ space:
 """
 
 
-def run_dltune(args, work, name, trials_per_gpu, parallel):
-    directory = work / name
+class RunFailed(Exception):
+    pass
+
+
+def run_study(args, directory, name, spec_text, parallel):
+    """Runs one study through `dltune run` in DIRECTORY; returns its wall time and results."""
     directory.mkdir()
-    (directory / "study.yaml").write_text(
-        spec(name, args.python, args.trials_per_optimizer, args.steps, trials_per_gpu, directory / "runs"))
+    (directory / "study.yaml").write_text(spec_text)
     storage = f"sqlite:///{directory / 'store.db'}"
     command = [args.dltune, "run", "study.yaml", "--no-report", "--storage", storage]
     if parallel:
         command += ["--parallel", str(parallel)]
-    print(f"gpu_client_bench: {name}: {' '.join(command)}", flush=True)
+    print(f"gpu_client_bench: {directory.name}: {' '.join(command)}", flush=True)
     began = time.perf_counter()
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - began
     (directory / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
-        sys.exit(f"gpu_client_bench: {name} failed ({done.returncode}); its output:\n{done.stdout}{done.stderr}")
+        raise RunFailed(f"dltune run exited {done.returncode}; the end of its output:\n"
+                        f"{(done.stdout + done.stderr)[-3000:]}")
     exported = subprocess.run([args.dltune, "export", name, "--format", "json", "--storage", storage],
                               capture_output=True, text=True, check=True)
     trials = json.loads(exported.stdout)
     best = min((t["best_value"] for t in trials if t["best_value"] is not None), default=None)
-    packing = [line for line in done.stdout.splitlines() if "GPU packing" in line or line.startswith("GPUs:")]
+    packing = [line for line in done.stdout.splitlines() if "GPU" in line]
     return {"wall_seconds": wall, "trials": len(trials), "completed": sum(t["state"] == "completed" for t in trials),
-            "best_valid_error": best, "gpu_lines": packing}
+            "best_valid_error": best, "gpu_lines": packing[-6:]}
 
 
-def run_optuna(args, work):
-    out = work / "optuna.json"
-    command = [args.python, str(ROOT / "bench/peers/optuna_quickstart.py"), "--device", "cuda", "--jobs", "1",
-               "--trials-per-optimizer", str(args.trials_per_optimizer), "--steps", str(args.steps), "--out", str(out)]
-    print(f"gpu_client_bench: optuna: {' '.join(command)}", flush=True)
+def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel):
+    return run_study(args, work / name, name,
+                     spec(name, args.python, trials_per_optimizer, args.steps, trials_per_gpu, work / name / "runs"),
+                     parallel)
+
+
+def run_builtin(args, work):
+    text = (ROOT / "examples/quickstart.yaml").read_text()
+    text = text.replace("name: quickstart", "name: builtin", 1)
+    text = text.replace("max_train_steps: 2000", f"max_train_steps: {args.steps}", 1)
+    text = text.replace("trials: 16 ", f"trials: {args.trials_per_optimizer} ", 1)
+    return run_study(args, work / "builtin", "builtin", text, None)
+
+
+def run_optuna(args, work, name, jobs, mode):
+    out = work / f"{name}.json"
+    command = [args.python, str(ROOT / "bench/peers/optuna_quickstart.py"), "--device", "cuda", "--jobs", str(jobs),
+               "--parallel-mode", mode, "--trials-per-optimizer", str(args.trials_per_optimizer),
+               "--steps", str(args.steps), "--out", str(out)]
+    print(f"gpu_client_bench: {name}: {' '.join(command)}", flush=True)
     began = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - began
     if done.returncode != 0:
-        sys.exit(f"gpu_client_bench: the Optuna peer failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+        raise RunFailed(f"the Optuna peer exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
     result = json.loads(out.read_text())
     return {"wall_seconds": wall, "study_seconds": result["wall_seconds"], "trials": result["trials"],
-            "best_valid_error": result["best_overall"]}
+            "best_valid_error": result["best_overall"], "mode": f"{jobs} {mode}"}
 
 
 def machine(python):
@@ -107,7 +134,40 @@ def machine(python):
     if smi:
         facts["driver"] = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
                                          capture_output=True, text=True, check=False).stdout.strip()
+    facts["cpus"] = os.cpu_count()
     return facts
+
+
+def per_minute(result):
+    return 60 * result["trials"] / result["wall_seconds"]
+
+
+def summarize(results):
+    print(f"\n{'run':8} {'trials':>6} {'wall s':>8} {'trials/min':>11} {'best valid error':>17}")
+    for name in RUNS:
+        r = results.get(name)
+        if r is None:
+            continue
+        if "failed" in r:
+            print(f"{name:8} FAILED: {r['failed'].splitlines()[0]}")
+            continue
+        best = "-" if r["best_valid_error"] is None else f"{r['best_valid_error']:.4f}"
+        print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}")
+    for faster, slower in (("packed", "one"), ("packed", "optuna"), ("builtin", "optuna"), ("builtin", "optuna8"),
+                           ("builtin", "packed")):
+        a, b = results.get(faster), results.get(slower)
+        if not a or not b or "failed" in a or "failed" in b:
+            continue
+        ratio = per_minute(a) / per_minute(b)
+        results[f"{faster}_vs_{slower}"] = ratio
+        print(f"{faster} has {ratio:.1f}x the throughput of {slower}; best valid error {a['best_valid_error']:.4f} "
+              f"vs {b['best_valid_error']:.4f}")
+    for name in ("packed", "builtin"):
+        for line in results.get(name, {}).get("gpu_lines", []):
+            print(f"  {name}: {line}")
+
+
+RUNS = ("packed", "one", "optuna", "optuna8", "builtin")
 
 
 def main():
@@ -115,8 +175,9 @@ def main():
     parser.add_argument("--dltune", default=str(ROOT / "build/release/bin/dltune"))
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--trials-per-optimizer", type=int, default=16)
+    parser.add_argument("--one-trials-per-optimizer", type=int)
     parser.add_argument("--steps", type=int, default=2000)
-    parser.add_argument("--skip", default="", help="comma list of runs to skip: one, optuna")
+    parser.add_argument("--skip", default="", help="comma list of runs to skip: " + ", ".join(RUNS))
     parser.add_argument("--out")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
@@ -125,35 +186,35 @@ def main():
     print(f"gpu_client_bench: {facts}", flush=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="gpu_client_bench."))
     results = {"machine": facts, "trials_per_optimizer": args.trials_per_optimizer, "steps": args.steps}
+    runs = {
+        "packed": lambda: run_program(args, work, "packed", args.trials_per_optimizer, "auto", os.cpu_count()),
+        "one": lambda: run_program(args, work, "one", args.one_trials_per_optimizer or args.trials_per_optimizer, 1, 1),
+        "optuna": lambda: run_optuna(args, work, "optuna", 1, "threads"),
+        "optuna8": lambda: run_optuna(args, work, "optuna8", 8, "processes"),
+        "builtin": lambda: run_builtin(args, work),
+    }
     try:
-        results["packed"] = run_dltune(args, work, "packed", "auto", os.cpu_count())
-        if "one" not in skip:
-            results["one"] = run_dltune(args, work, "one", 1, 1)
-        if "optuna" not in skip:
-            results["optuna"] = run_optuna(args, work)
+        for name in RUNS:
+            if name in skip:
+                continue
+            try:
+                results[name] = runs[name]()
+            except (RunFailed, subprocess.CalledProcessError, OSError, ValueError, KeyError) as failure:
+                results[name] = {"failed": str(failure)}
+                print(f"gpu_client_bench: {name} FAILED: {failure}", flush=True)
+            else:
+                print(f"gpu_client_bench: {name}: {results[name]}", flush=True)
+            if args.out:
+                pathlib.Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         else:
             print(f"gpu_client_bench: work directory kept in {work}")
-    print(f"\n{'run':8} {'wall s':>8} {'trials/min':>11} {'best valid error':>17}")
-    for name in ("packed", "one", "optuna"):
-        if name in results:
-            r = results[name]
-            print(f"{name:8} {r['wall_seconds']:8.1f} {60 * r['trials'] / r['wall_seconds']:11.1f} "
-                  f"{r['best_valid_error']:17.4f}")
-    packed = results["packed"]
-    for name in ("one", "optuna"):
-        if name in results:
-            ratio = results[name]["wall_seconds"] / packed["wall_seconds"]
-            results[f"packed_vs_{name}"] = ratio
-            print(f"packed is {ratio:.1f}x {name} (wall time); best valid error {packed['best_valid_error']:.4f} vs "
-                  f"{results[name]['best_valid_error']:.4f}")
-    for line in packed["gpu_lines"]:
-        print(f"  {line}")
+    summarize(results)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    return 0
+    return 1 if any("failed" in r for r in results.values() if isinstance(r, dict)) else 0
 
 
 if __name__ == "__main__":

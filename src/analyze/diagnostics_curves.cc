@@ -1,6 +1,7 @@
 // Diagnostics from the training curves: overfitting, late noise, the step budget, a rising training loss, input
 // waits and clipping.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
