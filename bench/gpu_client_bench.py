@@ -167,7 +167,7 @@ def summarize(results):
             print(f"  {name}: {line}")
 
 
-RUNS = ("packed", "one", "optuna", "optuna8", "builtin")
+RUNS = ("packed", "builtin", "one", "optuna", "optuna8")
 
 
 def main():
