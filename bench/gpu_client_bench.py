@@ -181,6 +181,7 @@ def main():
     parser.add_argument("--out")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
+    args.dltune = str(pathlib.Path(args.dltune).resolve())  # the studies run in their own directories
     skip = set(filter(None, args.skip.split(",")))
     facts = machine(args.python)
     print(f"gpu_client_bench: {facts}", flush=True)

@@ -124,6 +124,16 @@ TEST_F(ChooseLayout, AShortStudyIsNotMeasured) {
   EXPECT_FALSE(fs::exists(dir_ / "cache"));
 }
 
+TEST_F(ChooseLayout, TrialsOnGpusAreNotMeasuredOnTheCpu) {
+  LayoutRequest request = Request(16, 32);
+  request.trials_on_gpus = true;
+  const ParallelLayout layout = ChooseParallelLayout(Spec(32, 2000), request);
+  EXPECT_EQ(layout.trials, 16) << "at most one trial per core; the GPU packing decides how many run";
+  EXPECT_EQ(layout.threads, 1);
+  EXPECT_THAT(layout.basis, HasSubstr("train on GPUs"));
+  EXPECT_FALSE(fs::exists(dir_ / "cache")) << "nothing was measured";
+}
+
 TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
   const StudySpec spec = Spec(40, 1000);
   std::vector<std::string> progress;

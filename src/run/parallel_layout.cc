@@ -286,6 +286,9 @@ ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& 
   if (spec.workload.name.empty()) {
     return {one_each.trials, 1, "one thread per trial: the trials are a program of yours, not measured"};
   }
+  if (request.trials_on_gpus) {
+    return {one_each.trials, 1, "one thread per trial: the trials train on GPUs, packed there by measurement"};
+  }
   const std::uint64_t steps =
       request.trials_to_run * static_cast<std::uint64_t>(std::max<std::int64_t>(1, spec.max_train_steps));
   if (steps < kLayoutProbeMinSteps) {

@@ -47,12 +47,15 @@ struct LayoutRequest {
   // Forks the probe processes warm (LibTorch loaded, data decoded once for all of them and the trials after);
   // null: each probe process is started by exec.
   TrialServer* trial_server = nullptr;
+  // The study's trials train on GPUs: how many run at once is the GPU packing's, not the CPU's to measure.
+  bool trials_on_gpus = false;
 };
 
 // The layout of `spec`'s trials: training.threads and --parallel when given (the other derived from the cores),
 // for a data-parallel study (training.processes > 1) --parallel's processes, or the cores, in whole trials of one
 // thread per rank unless training.threads says otherwise,
-// one thread per trial for a command: study or a short one, and otherwise the measured layout. A measurement is
+// one thread per trial for a command: study, one whose trials train on GPUs or a short one, and otherwise the
+// measured layout. A measurement is
 // cached per machine (CPU, cores, BLAS kernels) and workload (name, arguments, the first trial's params) in the cache
 // file. A probe that fails falls back to one thread per trial and says why in `basis`; never throws for it.
 ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request);

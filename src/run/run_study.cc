@@ -8,6 +8,7 @@
 #include "core/machine.h"
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
+#include "run/gpu_placement.h"
 #include "run/parallel_layout.h"
 #include "run/trial_process.h"
 #include "run/trial_server.h"
@@ -46,7 +47,8 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
                               .trials_to_run = planned > ended ? planned - ended : 0,
                               .dltune_executable = DltuneExecutable(options),
                               .progress = [&observer](const std::string& what) { observer.MeasuringLayout(what); },
-                              .trial_server = &trial_server};
+                              .trial_server = &trial_server,
+                              .trials_on_gpus = GpuPlacement(options.gpus, 1, {}).GpusFor(session.spec()) > 0};
   BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
   worker.trial_server = &trial_server;
   ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
