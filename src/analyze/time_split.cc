@@ -1,6 +1,12 @@
 #include "analyze/time_split.h"
 
+#include <algorithm>
+#include <set>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "store/gpu_usage.h"
 
 namespace dltune {
 namespace {
@@ -61,6 +67,37 @@ std::string DescribeTimeSplit(const TimeSplit& split) {
     first = false;
   }
   if (split.count("store") != 0) text += "; store writes " + Seconds(Get(split, "store")) + " alongside";
+  return text;
+}
+
+std::string DescribeGpuUsage(const std::vector<TrialRecord>& trials) {
+  int on_gpus = 0, most_at_once = 1;
+  std::set<std::string> models;
+  double peak = -1, utilization_time = 0, weighted_utilization = 0;
+  for (const TrialRecord& trial : trials) {
+    const auto usage = ParseGpuUsage(trial.resources);
+    if (!usage) continue;
+    ++on_gpus;
+    models.insert(usage->model.empty() ? "GPU" : usage->model);
+    most_at_once = std::max(most_at_once, usage->trials_at_once);
+    if (usage->peak_memory_bytes) peak = std::max(peak, *usage->peak_memory_bytes);
+    if (usage->mean_utilization_percent) {
+      // A trial's mean counts by how long it trained; one with no recorded time counts once.
+      const double seconds = std::max(Get(trial.time_split, "train"), 1e-9);
+      weighted_utilization += *usage->mean_utilization_percent * seconds;
+      utilization_time += seconds;
+    }
+  }
+  if (on_gpus == 0) return "";
+  std::string text = fmt::format("{} trial{} on GPUs ({})", on_gpus, on_gpus == 1 ? "" : "s", fmt::join(models, ", "));
+  std::vector<std::string> use;
+  if (utilization_time > 0) {
+    use.push_back(
+        fmt::format("mean utilization {:.0f}% (weighted by training time)", weighted_utilization / utilization_time));
+  }
+  if (peak >= 0) use.push_back(fmt::format("peak memory up to {:.1f} GiB", peak / (1ULL << 30)));
+  if (most_at_once > 1) use.push_back(fmt::format("up to {} trials at once on a GPU", most_at_once));
+  if (!use.empty()) text += fmt::format(": {}", fmt::join(use, ", "));
   return text;
 }
 

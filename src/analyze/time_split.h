@@ -25,4 +25,9 @@ TimeSplit SumTimeSplits(const std::vector<TrialRecord>& trials);
 // 0.1 s), ...; store writes 0.05 s alongside"; "not recorded" for an empty split.
 std::string DescribeTimeSplit(const TimeSplit& split);
 
+// The GPUs the trials used, from their resources records: "12 trials on GPUs (NVIDIA H100 80GB HBM3): mean
+// utilization 37% (weighted by training time), peak memory up to 1.2 GiB, up to 8 trials at once on a GPU"; "" when
+// none used one.
+std::string DescribeGpuUsage(const std::vector<TrialRecord>& trials);
+
 }  // namespace dltune

@@ -9,6 +9,7 @@
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
 #include "report/study_page.h"
+#include "store/gpu_usage.h"
 #include "store/tracking.h"
 
 namespace dltune {
@@ -273,6 +274,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
   data.trials = {*trial};
   data.evals[number] = store.EvalSeries(trial->id);
   data.train[number] = store.TrainSeries(trial->id);
+  const auto gpu = ParseGpuUsage(trial->resources);
   return {{"study", study.name},
           {"number", trial->number},
           {"substudy", trial->substudy_label},
@@ -287,6 +289,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
           {"final", Optional(trial->final_value)},
           {"exit_status", trial->exit_status ? json(*trial->exit_status) : json(nullptr)},
           {"stderr_tail", trial->stderr_tail},
+          {"gpu", gpu ? DescribeGpuUsage(*gpu) : ""},
           {"params", ParamsJson(spec, trial->params)},
           {"checkpoints", checkpoints},
           {"profile_trace", profile_trace},

@@ -21,6 +21,7 @@
 #include "dltune/version.h"
 #include "report/study_page.h"
 #include "report_assets.h"
+#include "store/gpu_usage.h"
 #include "store/tracking.h"
 #include "vega_specs.h"
 
@@ -350,6 +351,11 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
     if (!reproduce.empty()) {
       page.Raw("<div><span class=\"label\">reproduce</span>");
       page.Element("code", reproduce);
+      page.Raw("</div>");
+    }
+    if (const auto gpu = ParseGpuUsage(trial.resources)) {
+      page.Raw("<div><span class=\"label\">gpu</span>");
+      page.Text(DescribeGpuUsage(*gpu));
       page.Raw("</div>");
     }
     if (trace) {

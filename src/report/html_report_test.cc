@@ -334,6 +334,22 @@ TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
 
 // A trial's profile trace (training.profile_steps) is found beside its checkpoints, as the trainer writes it, and
 // linked from the report's best trials and the dashboard's trial page only when the file exists.
+TEST(RenderReport, SaysWhichGpuEachTrialUsedAndWhatTheGpusDid) {
+  const fs::path web = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = web;
+  StudyData data = HostileStudy();
+  EXPECT_THAT(RenderReport(data, options), Not(HasSubstr("label\">gpu<")));
+  data.trials.front().resources = R"({"model": "NVIDIA <H100>", "uuids": ["GPU-1"], "peak_memory_bytes": 1073741824,
+                                      "mean_utilization_percent": 50, "trials_at_once": 2})";
+  data.trials.front().time_split = {{"train", 2.0}};
+  const std::string html = RenderReport(data, options);
+  fs::remove_all(web);
+  EXPECT_THAT(html, HasSubstr("<span class=\"label\">gpu</span>NVIDIA &lt;H100&gt; (GPU-1); peak memory 1.0 GiB, "
+                              "mean utilization 50%, 2 trials at once"));
+  EXPECT_THAT(html, HasSubstr("1 trial on GPUs (NVIDIA &lt;H100&gt;): mean utilization 50%"));
+}
+
 TEST(RenderReport, LinksAProfileTraceBesideTheTrialsCheckpoints) {
   const fs::path trial_dir =
       fs::temp_directory_path() / ("dltune_report_trace_" + std::to_string(::getpid())) / "trial 2 <x>";

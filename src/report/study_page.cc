@@ -317,6 +317,12 @@ PageSection ClippingSection(const StudyData& data, const Charting& sizes) {
   return section;
 }
 
+// "; 12 trials on GPUs (...)": what the trials' GPUs did, for the time chart's caption; "" on the CPU.
+std::string GpuCaption(const std::vector<TrialRecord>& trials) {
+  const std::string gpus = DescribeGpuUsage(trials);
+  return gpus.empty() ? "" : "; " + gpus;
+}
+
 // Where the study's time went (every trial's time split).
 PageSection TimeSection(const StudyData& data, const Charting& sizes) {
   constexpr std::size_t kMaxTrialBars = 200;
@@ -331,7 +337,7 @@ PageSection TimeSection(const StudyData& data, const Charting& sizes) {
   const TimeSplit total = SumTimeSplits(data.trials);
   if (!(TotalSeconds(total) > 0)) return section;
   section.charts.push_back({.id = "time_totals",
-                            .caption = "all trials: " + DescribeTimeSplit(total),
+                            .caption = "all trials: " + DescribeTimeSplit(total) + GpuCaption(data.trials),
                             .spec = TimeTotalsSpec(total, sizes.normal)});
   std::vector<TrialRecord> timed;
   for (const TrialRecord& trial : data.trials) {

@@ -16,6 +16,7 @@
 #include "dltune/core/error.h"
 #include "dltune/study/study_spec.h"
 #include "report/text_table.h"
+#include "store/gpu_usage.h"
 #include "store/tracking.h"
 
 namespace dltune {
@@ -239,6 +240,11 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
   facts.AddRow({"time of all trials", summary.trial_count <= kMaxTrialsTimed
                                           ? DescribeTimeSplit(SumTimeSplits(store.ListTrials(study.id)))
                                           : fmt::format("not summed over {} trials", summary.trial_count)});
+  if (summary.trial_count <= kMaxTrialsTimed) {
+    if (const std::string gpus = DescribeGpuUsage(store.ListTrials(study.id)); !gpus.empty()) {
+      facts.AddRow({"GPUs of all trials", TerminalSafe(gpus)});
+    }
+  }
   for (const StudyNote& logged : store.ListNotes(study.id)) facts.AddRow({NoteLabel(logged), NoteText(logged)});
   for (const LaunchRecord& launch : store.ListLaunches(study.id)) {
     facts.AddRow({fmt::format("launch {}", launch.id),
@@ -307,31 +313,6 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
   return TerminalSafe(out);
 }
 
-std::string GpuText(const std::string& resources) {
-  const auto record = nlohmann::json::parse(resources, nullptr, false);
-  if (!record.is_object() || !record.contains("uuids") || !record["uuids"].is_array() || record["uuids"].empty()) {
-    return "";
-  }
-  std::string uuids;
-  for (const auto& uuid : record["uuids"]) {
-    if (uuid.is_string()) uuids += (uuids.empty() ? "" : ", ") + uuid.get<std::string>();
-  }
-  std::string text = fmt::format("{} ({})", record.value("model", std::string("GPU")), uuids);
-  if (const std::string driver = record.value("driver", std::string()); !driver.empty()) text += ", driver " + driver;
-  std::vector<std::string> usage;
-  if (record.contains("peak_memory_bytes") && record["peak_memory_bytes"].is_number()) {
-    usage.push_back(fmt::format("peak memory {:.1f} GiB", record["peak_memory_bytes"].get<double>() / (1ULL << 30)));
-  }
-  if (record.contains("mean_utilization_percent") && record["mean_utilization_percent"].is_number()) {
-    usage.push_back(fmt::format("mean utilization {:.0f}%", record["mean_utilization_percent"].get<double>()));
-  }
-  if (const int at_once = record.value("trials_at_once", 1); at_once > 1) {
-    usage.push_back(fmt::format("{} trials at once", at_once));
-  }
-  if (!usage.empty()) text += "; " + fmt::format("{}", fmt::join(usage, ", "));
-  return TerminalSafe(text);
-}
-
 std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t number) {
   const auto trial = store.FindTrial(study.id, number);
   if (!trial) {
@@ -359,7 +340,7 @@ std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t numb
   facts.AddRow({"final", FormatNumber(trial->final_value)});
   if (trial->exit_status) facts.AddRow({"exit status", fmt::format("{}", *trial->exit_status)});
   facts.AddRow({"time", DescribeTimeSplit(trial->time_split)});
-  if (const std::string gpus = GpuText(trial->resources); !gpus.empty()) facts.AddRow({"gpu", gpus});
+  if (const auto gpus = ParseGpuUsage(trial->resources)) facts.AddRow({"gpu", TerminalSafe(DescribeGpuUsage(*gpus))});
   for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);

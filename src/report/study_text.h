@@ -35,10 +35,6 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
 // when the study has no such trial. Safe to print.
 std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t number);
 
-// A trial's GPUs as its resources record them (TrialRecord::resources): "NVIDIA H100 80GB HBM3 (GPU-5a1f…), driver
-// 550.54.15; peak memory 2.0 GiB, mean utilization 41%, 3 trials at once"; "" for a trial that recorded none.
-std::string GpuText(const std::string& resources);
-
 // "error_rate 0.1123, accuracy 0.8877, loss 0.31, ...": an evaluation's metrics, those three first, the per-class
 // counts (correct_class_*) left out; "-" for none.
 std::string MetricsText(const std::map<std::string, double>& metrics);

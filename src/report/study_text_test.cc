@@ -18,18 +18,6 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-TEST(StudyText, GpuTextSaysWhatTheTrialsGpusWereAndDid) {
-  EXPECT_EQ(GpuText("{}"), "");
-  EXPECT_EQ(GpuText("not json"), "");
-  EXPECT_EQ(GpuText(R"({"model": "NVIDIA H100 80GB HBM3", "uuids": ["GPU-1"], "driver": "550.54.15",
-                      "peak_memory_bytes": 2147483648, "mean_utilization_percent": 40.6, "trials_at_once": 3})"),
-            "NVIDIA H100 80GB HBM3 (GPU-1), driver 550.54.15; peak memory 2.0 GiB, mean utilization 41%, 3 trials at "
-            "once");
-  EXPECT_EQ(GpuText(R"({"model": "NVIDIA L4", "uuids": ["GPU-1", "GPU-2"], "driver": "",
-                      "peak_memory_bytes": null, "mean_utilization_percent": null, "trials_at_once": 1})"),
-            "NVIDIA L4 (GPU-1, GPU-2)");
-}
-
 // The compact table keeps each line within 120 columns: long names and notes are cut, ending in "…".
 TEST(StudyText, CompactTrackingTableFitsItsColumns) {
   const fs::path dir = fs::temp_directory_path() / ("dltune_study_text_" + std::to_string(::getpid()));

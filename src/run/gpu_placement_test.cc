@@ -9,10 +9,13 @@
 
 #include <gtest/gtest.h>
 
+#include "analyze/time_split.h"
 #include "dltune/run/study_session.h"
+#include "report/study_text.h"
 #include "run/gpu_test_util.h"
 #include "run/run_test_util.h"
 #include "run/worker.h"
+#include "store/export.h"
 
 namespace dltune {
 namespace {
@@ -122,6 +125,19 @@ TEST_F(GpuPlacementTest, EachTrialGetsItsOwnGpuAndItIsRecorded) {
     EXPECT_EQ(resources["peak_memory_bytes"], 2 * kGiB) << resources.dump();
   }
   EXPECT_TRUE(notices_.Saw("GPUs: 2 GPUs")) << ::testing::PrintToString(notices_.said);
+  // What was recorded reaches the study's summary, the trial's page and the export.
+  const auto trials = temp_.store().ListTrials(session_->study().id);
+  EXPECT_EQ(DescribeGpuUsage(trials).rfind("4 trials on GPUs (NVIDIA H100 80GB HBM3): ", 0), 0)
+      << DescribeGpuUsage(trials);
+  const std::string trial_text = TrialText(temp_.store(), session_->study(), 0);
+  EXPECT_NE(trial_text.find("NVIDIA H100 80GB HBM3 (GPU-"), std::string::npos) << trial_text;
+  const std::string study_text = StudyText(temp_.store(), session_->study(), 10, false);
+  EXPECT_NE(study_text.find("GPUs of all trials"), std::string::npos) << study_text;
+  const ExportedTable exported = ExportTrials(temp_.store(), session_->study());
+  ASSERT_FALSE(exported.rows.empty());
+  EXPECT_EQ(exported.rows[0]["gpu_model"], "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(exported.rows[0]["gpu_peak_memory_bytes"], 2.0 * kGiB);
+  EXPECT_EQ(exported.rows[0]["gpu_uuids"], Visible(exported.rows[0]["trial"].get<std::uint64_t>()));
 }
 
 TEST_F(GpuPlacementTest, AFixedNumberOfTrialsShareAGpu) {

@@ -1,14 +1,17 @@
 #include "store/export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/strings.h"
 #include "dltune/core/error.h"
+#include "store/gpu_usage.h"
 
 namespace dltune {
 namespace {
@@ -67,6 +70,14 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
   ExportedTable table;
   table.columns = {"trial",   "configuration", "replica",    "substudy",    "state",      "reason",   "seed",
                    "retries", "best_step",     "best_value", "final_value", "started_at", "ended_at", "worker"};
+  // The GPUs each trial used, in columns of their own when any trial used one.
+  std::vector<std::optional<GpuUsage>> gpus;
+  for (const auto& trial : trials) gpus.push_back(ParseGpuUsage(trial.resources));
+  const bool any_gpu = std::any_of(gpus.begin(), gpus.end(), [](const auto& gpu) { return gpu.has_value(); });
+  if (any_gpu) {
+    table.columns.insert(table.columns.end(), {"gpu_model", "gpu_uuids", "gpu_driver", "gpu_peak_memory_bytes",
+                                               "gpu_mean_utilization_percent", "gpu_trials_at_once"});
+  }
   const std::set<std::string> fixed(table.columns.begin(), table.columns.end());
   std::set<std::string> seen;
   std::vector<std::string> params;
@@ -78,7 +89,8 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
   // Params are columns under their ids; an id that collides with a fixed column gets a "param_" prefix.
   auto column_of = [&](const std::string& id) { return fixed.count(id) ? "param_" + id : id; };
   for (const auto& id : params) table.columns.push_back(column_of(id));
-  for (const auto& trial : trials) {
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const TrialRecord& trial = trials[i];
     nlohmann::json row = {{"trial", trial.number},
                           {"configuration", trial.configuration},
                           {"replica", trial.replica},
@@ -93,6 +105,14 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
                           {"started_at", IsoTime(trial.started_at)},
                           {"ended_at", IsoTime(trial.ended_at)},
                           {"worker", trial.worker}};
+    if (const auto& gpu = gpus[i]) {
+      row["gpu_model"] = gpu->model;
+      row["gpu_uuids"] = fmt::format("{}", fmt::join(gpu->uuids, ","));
+      row["gpu_driver"] = gpu->driver;
+      row["gpu_peak_memory_bytes"] = OptionalJson(gpu->peak_memory_bytes);
+      row["gpu_mean_utilization_percent"] = OptionalJson(gpu->mean_utilization_percent);
+      row["gpu_trials_at_once"] = gpu->trials_at_once;
+    }
     for (const auto& [id, value] : trial.params) row[column_of(id)] = ValueToJson(value);
     table.rows.push_back(std::move(row));
   }
