@@ -72,6 +72,7 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
                    "retries", "best_step",     "best_value", "final_value", "started_at", "ended_at", "worker"};
   // The GPUs each trial used, in columns of their own when any trial used one.
   std::vector<std::optional<GpuUsage>> gpus;
+  gpus.reserve(trials.size());
   for (const auto& trial : trials) gpus.push_back(ParseGpuUsage(trial.resources));
   const bool any_gpu = std::any_of(gpus.begin(), gpus.end(), [](const auto& gpu) { return gpu.has_value(); });
   if (any_gpu) {
