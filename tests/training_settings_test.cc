@@ -28,6 +28,7 @@ std::string OtherValue(const TrainingSettingField& field) {
     case Kind::kDuration: return "90s";
     case Kind::kText:  // each in its own grammar
       if (field.key == "device") return "cpu";
+      if (field.key == "fuse") return "4";
       return field.key == "profile_steps" ? "10:20" : "dense:50";
     case Kind::kNumber: return "37.5";
     case Kind::kCount: {

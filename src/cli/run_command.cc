@@ -19,6 +19,7 @@
 #include "progress_view.h"
 #include "report/study_text.h"
 #include "run/builtin_trial.h"
+#include "run/fused_trial.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 
@@ -359,6 +360,27 @@ void RegisterRunTrial(CLI::App& app) {
   });
 }
 
+// `dltune run-fused`.
+void RegisterRunFused(CLI::App& app) {
+  auto* run_fused = app.add_subcommand(
+      "run-fused",
+      "Train a fused group of built-in trials as a worker's child process: the trials whose trial files "
+      "$DLTUNE_FUSED_TRIALS lists (one path per line) trained together as one array model, each reporting on "
+      "$DLTUNE_REPORT under its index (docs/trial-protocol.md, \"Fused trials\"). Started by dltune run and dltune "
+      "worker for a study with training.fuse, not by hand.\n\n"
+      "Example (what a worker runs):\n  DLTUNE_FUSED_TRIALS=$'runs/s/trial_0/trial.json\\nruns/s/trial_2/trial.json' "
+      "DLTUNE_REPORT=/dev/fd/3 dltune run-fused");
+  run_fused->group("Internal");
+  run_fused->callback([] {
+    std::signal(SIGTERM, RequestTrialStop);
+    std::signal(SIGINT, RequestTrialStop);
+    std::signal(SIGHUP, RequestTrialStop);
+    const int status = RunFusedTrials(trial_stop_requested);
+    std::fflush(nullptr);
+    std::_Exit(status);  // as run-trial
+  });
+}
+
 }  // namespace
 
 void RegisterRunCommands(CLI::App& app) {
@@ -367,6 +389,7 @@ void RegisterRunCommands(CLI::App& app) {
   RegisterTrialServer(app);
   RegisterProbeSpeed(app);
   RegisterRunTrial(app);
+  RegisterRunFused(app);
 }
 
 }  // namespace dltune::cli

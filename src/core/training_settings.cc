@@ -21,6 +21,25 @@ void CheckDevice(const std::string& text, std::int64_t /*max_train_steps*/) {
   if (text != "auto" && text != "cpu" && text != "cuda") throw Error("must be auto, cpu or cuda");
 }
 
+void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
+  if (text == "off") return;
+  if (text == "auto") {
+    throw Error(
+        "auto (fusing when a probe says it pays) is not available yet: give the most trials a group takes "
+        "(e.g. 8), or off");
+  }
+  std::size_t end = 0;
+  long long members = 0;
+  try {
+    members = std::stoll(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  if (end == 0 || end != text.size() || members < 2 || members > 1024) {
+    throw Error("must be off or the most trials a fused group takes, from 2 to 1024");
+  }
+}
+
 }  // namespace
 
 const std::vector<TrainingSettingField>& TrainingSettingFields() {
@@ -85,6 +104,10 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "where the built-in trainer trains: auto (default; a CUDA device when the process sees one, else the CPU), "
        "cpu or cuda",
        Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
+      {"fuse", "",
+       "built-in MLP trials of one sub-study that differ only in fusible hyperparameters train together as one array "
+       "model, at most this many in a group: off (default) or a number (docs/training.md, \"Fused trials\")",
+       Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
   };
   return kFields;
 }
@@ -117,8 +140,10 @@ void TrainingSettingField::Set(TrainingSettings& settings, const Value& value, s
       const auto* text = std::get_if<std::string>(&value);
       // A number or a boolean is checked as its text, so that the message says what the setting's grammar is.
       if (check_text != nullptr) check_text(text != nullptr ? *text : FormatValue(value), max_train_steps);
-      if (!text) throw Error("must be text");
-      settings.*std::get<std::string TrainingSettings::*>(member) = *text == "every" ? std::string() : *text;
+      if (!text && check_text == nullptr) throw Error("must be text");
+      // A number its check accepted (fuse: 8) is kept as its text.
+      const std::string given = text != nullptr ? *text : FormatValue(value);
+      settings.*std::get<std::string TrainingSettings::*>(member) = given == "every" ? std::string() : given;
       return;
     }
     case Kind::kDuration:

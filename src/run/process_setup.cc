@@ -63,7 +63,7 @@ bool OneThreadAsked(int argc, char** argv) {
 // and glibc's default hands such blocks back to the kernel to fault them in again on the next step (40% of a small
 // MLP's step when it logs every step; docs/training.md, "Memory").
 void KeepFreedMemoryIfTraining(int argc, char** argv) {
-  static const std::set<std::string> kTraining = {"train",        "run-trial", "probe-speed",
+  static const std::set<std::string> kTraining = {"train",        "run-trial", "run-fused", "probe-speed",
                                                   "trial-server", "launch",    "evaluate"};
   if (argc < 2 || !kTraining.count(argv[1])) return;
   ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // the largest threshold glibc takes; fixing it stops its adjusting
@@ -73,7 +73,8 @@ void KeepFreedMemoryIfTraining(int argc, char** argv) {
 // Commands that train or evaluate in this process. `launch` and `evaluate` evaluate with the same kernels as
 // training did, so their numbers are training's.
 bool TrainsHere(int argc, char** argv) {
-  static const std::set<std::string> kTrainingHere = {"train", "run-trial", "probe-speed", "launch", "evaluate"};
+  static const std::set<std::string> kTrainingHere = {"train",       "run-trial", "run-fused",
+                                                      "probe-speed", "launch",    "evaluate"};
   return argc > 1 && kTrainingHere.count(argv[1]) != 0;
 }
 

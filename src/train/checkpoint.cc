@@ -201,6 +201,16 @@ std::optional<Meta> ReadMeta(const fs::path& checkpoint_dir, std::string& why) {
 
 }  // namespace
 
+std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir) {
+  const std::string name = dir.filename().string();
+  const auto underscore = name.rfind('_');
+  try {
+    return underscore == std::string::npos ? 0 : std::stoll(name.substr(underscore + 1));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 std::string CheckpointDirName(std::int64_t step) { return fmt::format("{}{:08d}", kStepPrefix, step); }
 
 std::string DescribeCheckpointOwner(const nlohmann::json& owner) {

@@ -135,6 +135,8 @@ class CheckpointManager {
 
 // The directory name of the checkpoint of `step`: "step_00000123" (at least 8 digits, more when needed).
 std::string CheckpointDirName(std::int64_t step);
+// The step in a checkpoint directory's name (step_00001200 -> 1200); 0 if it has none.
+std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir);
 
 // A checkpoint owner for messages: "study 'b' (uid 3f9a2c1e07b4) trial 3, seed 7", or its JSON; "no owner" for null.
 std::string DescribeCheckpointOwner(const nlohmann::json& owner);

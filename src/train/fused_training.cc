@@ -34,8 +34,10 @@ struct MemberState {
   std::optional<double> initial_loss;
   std::optional<std::int64_t> best_step;
   std::optional<double> best_value;
-  bool active = true;            // false once diverged: masked out of the updates
-  std::int64_t saved_step = -1;  // the step of its last checkpoint
+  bool active = true;              // false once diverged: masked out of the updates
+  std::int64_t saved_step = -1;    // the step of its last checkpoint
+  std::size_t steps_reported = 0;  // out.steps given to the callbacks so far
+  bool ended = false;              // its end given to the callbacks
   FusedMemberResult out;
 };
 
@@ -122,6 +124,7 @@ class FusedLoop {
       if (last || eval_schedule_.Evaluates(step_, settings_.eval_every_steps, options_.max_train_steps)) {
         Evaluate(last);
       }
+      if (callbacks_ && callbacks_->ShouldStop(step_)) break;
     }
     std::vector<FusedMemberResult> results;
     for (MemberState& member : members_) results.push_back(Finish(member));
@@ -213,8 +216,30 @@ class FusedLoop {
       member.out.result.outcome = TrainOutcome::kInfeasible;
       member.out.result.reason = reason;
       member.out.result.steps = step_;
+      ReportEnd(member);
     }
   }
+
+  // Gives the callbacks the member's steps not given yet.
+  void ReportSteps(MemberState& member) {
+    if (!callbacks_ || member.steps_reported == member.out.steps.size()) return;
+    const auto from = member.out.steps.begin() + static_cast<std::ptrdiff_t>(member.steps_reported);
+    callbacks_->OnTrainSteps(Index(member), std::vector<StepMetrics>(from, member.out.steps.end()));
+    member.steps_reported = member.out.steps.size();
+  }
+
+  // Gives the callbacks the member's last steps and its end, once.
+  void ReportEnd(MemberState& member) {
+    ReportSteps(member);
+    if (!callbacks_ || member.ended) return;
+    member.ended = true;
+    TrainResult result = member.out.result;
+    result.best_step = member.best_step;
+    result.best_value = member.best_value;
+    callbacks_->OnEnd(Index(member), result);
+  }
+
+  std::size_t Index(const MemberState& member) const { return static_cast<std::size_t>(&member - members_.data()); }
 
   // Per active member: the weighted sums of loss, correct predictions and correct predictions by class over `split`
   // (one split per member, all of one size), as the lone trainer's evaluation takes them.
@@ -308,6 +333,8 @@ class FusedLoop {
           member.best_step = step_;
         }
       }
+      ReportSteps(member);
+      if (callbacks_) callbacks_->OnEvaluation(m, step_, metrics[m]);
       member.out.evaluations.emplace_back(step_, std::move(metrics[m]));
       SaveCheckpoint(member, objective);
     }
@@ -349,6 +376,14 @@ class FusedLoop {
     });
     member.out.checkpoints.push_back(saved.info.path.string());
     member.saved_step = step_;
+    if (!callbacks_) return;
+    const CheckpointInfo& info = saved.info;
+    callbacks_->OnCheckpoint(Index(member), {info.step, info.path.string(), info.objective,
+                                             "sha256:" + saved.sha256.at("state.pt"), info.in_best, false});
+    for (const auto& removed : saved.deleted) {
+      callbacks_->OnCheckpoint(Index(member),
+                               {StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
+    }
   }
 
   FusedMemberResult Finish(MemberState& member) {
@@ -365,6 +400,7 @@ class FusedLoop {
     result.best_step = member.best_step;
     result.best_value = member.best_value;
     result.threads = torch::get_num_threads();
+    ReportEnd(member);
     return std::move(member.out);
   }
 
@@ -378,6 +414,7 @@ class FusedLoop {
   std::shared_ptr<ArrayMlp> model_;
   std::unique_ptr<ArrayOptimizer> optimizer_;
   std::int64_t step_ = 0;
+  FusedCallbacks* callbacks_ = options_.callbacks;
 };
 
 }  // namespace

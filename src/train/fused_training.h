@@ -26,19 +26,11 @@
 #include "dltune/core/hyperparams.h"
 #include "dltune/core/objective.h"
 #include "dltune/core/training_settings.h"
+#include "dltune/train/fused.h"
 #include "dltune/train/trainer.h"
 #include "dltune/train/workload.h"
 
 namespace dltune {
-
-// One member: what its lone trial's TrainWorkload call would get beside the shared options.
-struct FusedMember {
-  HyperParams params;
-  std::uint64_t init_seed = 0;
-  std::uint64_t data_seed = 0;
-  std::string checkpoint_dir;  // "": no checkpoints
-  nlohmann::json checkpoint_owner;
-};
 
 // What the members share: TrainerOptions's fields of the same names, and the model's input standardization.
 struct FusedOptions {
@@ -50,6 +42,7 @@ struct FusedOptions {
   // The built-in fashion_mnist_mlp standardizes its inputs with Fashion-MNIST's pixel statistics; the synthetic
   // workload does not. ArrayMlp checks it against the lone model.
   std::optional<InputStandardization> standardize;
+  FusedCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
 };
 
 // What a member's lone trial would have reported.

@@ -87,17 +87,6 @@ void MakeCudaDeterministic() {
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The step in a checkpoint directory's name (step_00001200 -> 1200); 0 if it has none.
-std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir) {
-  const std::string name = dir.filename().string();
-  const auto underscore = name.rfind('_');
-  try {
-    return underscore == std::string::npos ? 0 : std::stoll(name.substr(underscore + 1));
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
-
 // Sums over an evaluation, kept on the device until the end.
 struct EvalSums {
   torch::Tensor loss, correct, weight, class_correct;

@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <vector>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "dltune/core/error.h"
 #include "dltune/workloads/registry.h"
+#include "models.h"
+#include "train/fused_training.h"
 
 namespace dltune {
 
@@ -14,6 +18,26 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
   options.Validate();
   const auto workload = MakeWorkload(workload_name, workload_args);
   return TrainWorkload(*workload, params, options, callbacks);
+}
+
+bool FusibleWorkload(const std::string& workload_name) { return workload_name == "fashion_mnist_mlp"; }
+
+std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
+                                          const std::vector<FusedMember>& members, const TrainerOptions& shared,
+                                          FusedCallbacks& callbacks) {
+  if (!FusibleWorkload(workload_name)) {
+    throw Error(
+        fmt::format("workload {} cannot train fused: only fashion_mnist_mlp has an array model", workload_name));
+  }
+  const auto workload = MakeWorkload(workload_name, workload_args);
+  FusedOptions options{.max_train_steps = shared.max_train_steps,
+                       .training = shared.training,
+                       .objective = shared.objective,
+                       .standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd},
+                       .callbacks = &callbacks};
+  std::vector<TrainResult> results;
+  for (FusedMemberResult& member : TrainFused(*workload, members, options)) results.push_back(member.result);
+  return results;
 }
 
 CheckpointMetrics EvaluateWorkloadCheckpoint(const std::string& workload_name, const nlohmann::json& workload_args,

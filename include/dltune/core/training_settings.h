@@ -40,6 +40,9 @@ struct TrainingSettings {
   // Where the built-in trainer trains: "auto" (a CUDA device when the process sees one, else the CPU), "cpu" or
   // "cuda". Data-parallel ranks (processes > 1) train on the CPU: auto is the CPU there, and cuda an error.
   std::string device = "auto";
+  // Trials of a sub-study trained together as one array model, at most this many in a group (docs/training.md,
+  // "Fused trials"): "off" (default) or a number of at least 2, as text.
+  std::string fuse = "off";
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
   void Validate(std::int64_t max_train_steps) const;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/train/fused.h"
 #include "dltune/train/trainer.h"
 
 namespace dltune {
@@ -14,6 +15,17 @@ namespace dltune {
 // (see TrainWorkload). Throws Error for an unknown workload, bad arguments, params or options.
 TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
                   const TrainerOptions& options, TrainerCallbacks& callbacks);
+
+// Whether trials of workload `workload_name` can train fused (TrainFusedTrials): its model has an array version.
+bool FusibleWorkload(const std::string& workload_name);
+
+// Trains `members` of workload `workload_name` together as one array model in this process (a fused group,
+// dltune/train/fused.h), with the max_train_steps, training settings and objective of `shared` (its seeds and
+// checkpoint directory are each member's own), reporting through `callbacks`. Returns each member's result. Throws
+// Error like Train, and for members that cannot train fused (docs/training.md, "Fused trials").
+std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
+                                          const std::vector<FusedMember>& members, const TrainerOptions& shared,
+                                          FusedCallbacks& callbacks);
 
 // Evaluates a stored checkpoint of a run of workload `workload_name` on `split`, and exports it as TorchScript when
 // `export_path` is given (see EvaluateCheckpoint in dltune/train/trainer.h).

@@ -1,0 +1,161 @@
+#include "run/fused_trial.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "dltune/core/error.h"
+#include "dltune/workloads/train.h"
+#include "run/builtin_trial.h"
+#include "run/trial_report.h"
+
+namespace dltune {
+namespace {
+
+// Every member's report lines, on the group's one channel: "<member>\t<line>", each written whole and flushed.
+class GroupReporter final : public FusedCallbacks {
+ public:
+  GroupReporter(const std::string& report_path, const std::atomic<bool>& stop_requested)
+      : report_(std::fopen(report_path.c_str(), "a")), stop_requested_(stop_requested) {
+    if (!report_) throw IoError(fmt::format("{}: cannot open the report channel", report_path));
+  }
+  ~GroupReporter() override { std::fclose(report_); }
+  GroupReporter(const GroupReporter&) = delete;
+  GroupReporter& operator=(const GroupReporter&) = delete;
+
+  void Write(std::size_t member, const std::string& line) {
+    std::fputs(fmt::format("{}\t{}\n", member, line).c_str(), report_);
+    std::fflush(report_);
+  }
+
+  void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
+    std::string lines;
+    for (const StepMetrics& s : steps) {
+      lines += fmt::format("{}\t{}\n", member,
+                           TrainLine({.step = s.step,
+                                      .loss = s.loss,
+                                      .learning_rate = s.learning_rate,
+                                      .grad_norm = s.grad_norm,
+                                      .clipped = s.clipped}));
+    }
+    std::fputs(lines.c_str(), report_);
+    std::fflush(report_);
+  }
+
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics) override {
+    std::map<std::string, ReportEval> by_split;
+    for (const EvalMetric& m : metrics) {
+      ReportEval& eval = by_split[m.split];
+      eval.step = step;
+      eval.split = m.split;
+      eval.metrics[m.metric] = m.value;
+      eval.examples = m.examples;
+    }
+    for (const auto& [split, eval] : by_split) Write(member, EvalLine(eval));
+  }
+
+  void OnCheckpoint(std::size_t member, const CheckpointEvent& event) override {
+    Write(member, CheckpointLine({.step = event.step,
+                                  .path = event.path,
+                                  .objective = event.objective,
+                                  .checksum = event.checksum,
+                                  .best = event.best,
+                                  .deleted = event.deleted}));
+  }
+
+  void OnEnd(std::size_t member, const TrainResult& result) override {
+    if (result.outcome == TrainOutcome::kCompleted) Write(member, EndLine({}));
+    if (result.outcome == TrainOutcome::kInfeasible) {
+      Write(member, EndLine({.state = EndState::kInfeasible, .reason = result.reason}));
+    }
+    // A stopped member writes no end: the group's exit status (kExitStopped) says it.
+  }
+
+  bool ShouldStop(std::int64_t) override { return stop_requested_.load(); }
+
+ private:
+  std::FILE* report_;
+  const std::atomic<bool>& stop_requested_;
+};
+
+std::string RequireVariable(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) {
+    throw Error(
+        fmt::format("${} is not set: dltune run-fused is started by a dltune worker (see "
+                    "docs/trial-protocol.md, \"Fused trials\")",
+                    name));
+  }
+  return value;
+}
+
+nlohmann::json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("{}: cannot read the trial description", path));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> FusedTrialFiles(const std::string& variable) {
+  std::vector<std::string> files;
+  std::istringstream lines(variable);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.empty()) files.push_back(line);
+  }
+  return files;
+}
+
+int RunFusedTrials(const std::atomic<bool>& stop_requested) {
+  const std::vector<std::string> files = FusedTrialFiles(RequireVariable(kFusedTrialsVariable));
+  if (files.empty()) throw Error(fmt::format("${} lists no trial file", kFusedTrialsVariable));
+  std::vector<FusedMember> members;
+  std::optional<BuiltinTrialRun> first;
+  nlohmann::json shared;  // what every member must have alike
+  for (const std::string& file : files) {
+    const nlohmann::json trial = ReadJsonFile(file);
+    BuiltinTrialRun run = ReadBuiltinTrial(trial, file);
+    const nlohmann::json alike = {{"workload", trial.at("workload")},
+                                  {"max_train_steps", trial.at("max_train_steps")},
+                                  {"training", trial.at("training")},
+                                  {"objective", trial.at("objective")}};
+    if (!first) {
+      shared = alike;
+      first = run;
+    } else if (alike != shared) {
+      throw Error(
+          fmt::format("{}: a fused group's trials share their workload, max_train_steps, training and "
+                      "objective; this one's differ from {}'s",
+                      file, files.front()));
+    }
+    members.push_back({.params = HyperParams(run.args, run.params),
+                       .init_seed = run.options.init_seed,
+                       .data_seed = run.options.data_seed,
+                       .checkpoint_dir = (std::filesystem::path(file).parent_path() / "checkpoints").string(),
+                       .checkpoint_owner = run.options.checkpoint_owner});
+  }
+  GroupReporter reporter(RequireVariable("DLTUNE_REPORT"), stop_requested);
+  for (std::size_t m = 0; m < members.size(); ++m) reporter.Write(m, StartLine(0, true));
+  std::printf("fused group of %zu trials\n", members.size());
+  std::fflush(stdout);
+  const std::vector<TrainResult> results =
+      TrainFusedTrials(first->workload, first->args, members, first->options, reporter);
+  for (const TrainResult& result : results) {
+    if (result.outcome == TrainOutcome::kStopped) return kExitStopped;
+  }
+  return 0;
+}
+
+}  // namespace dltune
