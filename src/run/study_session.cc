@@ -199,9 +199,11 @@ StudySession StudySession::Open(Store& store, const std::string& name) {
   return StudySession(store, std::move(study), std::move(spec));
 }
 
-std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
-  while (true) {
-    if (auto claim = store_->ClaimNext(study_.id, worker)) {
+std::optional<ActiveTrial> StudySession::Ask(const std::string& worker, std::optional<std::size_t> substudy) {
+  // For one sub-study, a few batches of new trials at most: the plan may have none of it left.
+  constexpr int kRoundsForASubstudy = 3;
+  for (int round = 0;; ++round) {
+    if (auto claim = store_->ClaimNext(study_.id, worker, substudy)) {
       ActiveTrial trial(*store_, spec_, std::move(claim->first), std::move(claim->second));
       if (const auto reason = SkipReason(trial.record())) {
         trial.Infeasible(*reason);
@@ -209,7 +211,7 @@ std::optional<ActiveTrial> StudySession::Ask(const std::string& worker) {
       }
       return trial;
     }
-    if (!MakeNextTrials()) return std::nullopt;
+    if ((substudy && round >= kRoundsForASubstudy) || !MakeNextTrials()) return std::nullopt;
   }
 }
 

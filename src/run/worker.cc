@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <thread>
@@ -15,6 +17,8 @@
 #include "core/machine.h"
 #include "dltune/run/study_session.h"
 #include "run/failure_breaker.h"
+#include "run/fused_group.h"
+#include "run/fused_trial.h"
 #include "run/gpu_placement.h"
 #include "run/store_outage.h"
 #include "run/trial_ending.h"
@@ -32,12 +36,15 @@ namespace {
 
 double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
+struct FusedGroup;
+
 // One trial running in this worker.
 struct Slot {
   StudySession* session = nullptr;
   std::optional<ActiveTrial> trial;
-  std::unique_ptr<TrialGang> process;  // its processes: one, or its data-parallel ranks
-  int processes = 1;                   // of --parallel's count
+  std::shared_ptr<TrialGang> process;  // its processes: one, or its data-parallel ranks; a fused group's, shared
+  int processes = 1;                   // of --parallel's count (a fused group's first member counts its process)
+  std::shared_ptr<FusedGroup> group;   // the fused group it trains in; null when it trains alone
   std::filesystem::path trial_dir;
   bool lease_lost = false;
   bool term_sent = false;
@@ -48,6 +55,15 @@ struct Slot {
   TrialProgress progress;
   std::unique_ptr<TrialSink> sink;   // its report; null until the trial is prepared
   std::optional<GpuAssignment> gpu;  // its GPUs; none on the CPU
+};
+
+// The members of a fused group (training.fuse), by their index in it, and its process's report channel split among
+// them. A member that failed to start is not one.
+struct FusedGroup {
+  explicit FusedGroup(std::size_t size) : splitter(size) {}
+  std::vector<Slot*> members;
+  GroupReportSplitter splitter;
+  bool closed = false;  // the channel's end was given to every member (their slots may be gone after)
 };
 
 // How long a trial asked to stop (SIGTERM) after its timeout may take to write its checkpoint before it is killed:
@@ -107,7 +123,25 @@ TrialSinkHooks SinkHooks(Slot& slot, RunObserver& observer) {
               }};
 }
 
+// Reads a fused group's channel and gives each member its lines.
+void ReadGroupReport(FusedGroup& group, TrialGang& process, bool at_eof) {
+  if (group.closed) return;
+  std::string bytes;
+  const bool open = process.ReadReport(bytes);
+  const bool ended = at_eof || !open;
+  const std::vector<std::string> lines = group.splitter.Split(bytes);
+  for (std::size_t m = 0; m < group.members.size(); ++m) {
+    Slot& member = *group.members[m];
+    if (!member.lease_lost) member.sink->Feed(lines[m], ended);
+  }
+  group.closed = ended;
+}
+
 void ReadReport(Slot& slot, bool at_eof) {
+  if (slot.group) {
+    ReadGroupReport(*slot.group, *slot.process, at_eof);
+    return;
+  }
   std::string bytes;
   const bool open = slot.process->ReadReport(bytes);
   if (slot.lease_lost) return;  // what it writes now is not read, nor kept
@@ -277,9 +311,42 @@ class Worker {
              gpus_.Fits(session.spec(), session.study().id);
     });
     if (!claimed) return false;
-    Start(*claimed->session, std::move(claimed->trial));
+    StudySession& session = *claimed->session;
+    const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec());
+    if (limit < 2 || !StartsAfresh(claimed->trial)) {
+      Start(session, std::move(claimed->trial));
+      return true;
+    }
+    // A fused group: the next trials of its sub-study that differ only in fusible hyperparameters.
+    const std::size_t substudy = claimed->trial.record().substudy;
+    const std::string key = FusionKey(claimed->trial.ParamsByName(), substudy);
+    std::vector<ActiveTrial> group;
+    group.push_back(std::move(claimed->trial));
+    std::optional<ActiveTrial> apart;  // claimed for the group, and not one to join it
+    while (group.size() < limit) {
+      auto next = session.Ask(worker_id_, substudy);
+      if (!next) break;
+      if (StartsAfresh(*next) && FusionKey(next->ParamsByName(), substudy) == key) {
+        group.push_back(std::move(*next));
+      } else {
+        apart.emplace(std::move(*next));
+        break;
+      }
+    }
+    StartGroup(session, std::move(group));
+    if (apart) {
+      if (UsedProcesses() < parallel_ && gpus_.Fits(session.spec(), session.study().id)) {
+        Start(session, std::move(*apart));
+      } else {  // back to pending, for the next claim
+        apart->Stop("claimed for a fused group it could not join");
+        store_.ResumeStopped(session.study().id);
+      }
+    }
     return true;
   }
+
+  // Whether the trial starts from step 0 (it has no checkpoint to resume): a fused group trains its members afresh.
+  bool StartsAfresh(const ActiveTrial& trial) { return store_.ListCheckpoints(trial.lease().trial_id).empty(); }
 
   // Processes of --parallel's count that the running trials take.
   int UsedProcesses() const {
@@ -288,10 +355,7 @@ class Worker {
     return used;
   }
 
-  void Start(StudySession& session, ActiveTrial trial) {
-    const int processes = session.spec().training.processes;
-    const double free_since = free_slots_.Take(processes);
-    FreeUnlessStarted slot_guard{free_slots_, processes};  // any way out but a started trial frees them
+  std::unique_ptr<Slot> NewSlot(StudySession& session, ActiveTrial trial, int processes) {
     auto slot = std::make_unique<Slot>();
     slot->session = &session;
     slot->processes = processes;
@@ -302,6 +366,14 @@ class Worker {
                       .max_steps = TrialMaxTrainSteps(spec, trial.record().params),
                       .started_at = Now()};
     slot->trial.emplace(std::move(trial));
+    return slot;
+  }
+
+  void Start(StudySession& session, ActiveTrial trial) {
+    const int processes = session.spec().training.processes;
+    const double free_since = free_slots_.Take(processes);
+    FreeUnlessStarted slot_guard{free_slots_, processes};  // any way out but a started trial frees them
+    auto slot = NewSlot(session, std::move(trial), processes);
     bool resuming = false;
     try {
       resuming = Launch(*slot, free_since);
@@ -332,11 +404,7 @@ class Worker {
     const PreparedTrial prepared = PrepareTrial(spec, slot.session->study(), active, dltune_,
                                                 std::max(1, options_.threads_per_trial), gpus_.VisibleTo(slot.gpu));
     slot.trial_dir = prepared.trial_dir;
-    const std::int64_t trial_id = active.lease().trial_id;
-    std::int64_t evaluated = 0;
-    for (const auto& evaluation : store_.EvalSeries(trial_id)) evaluated = std::max(evaluated, evaluation.step);
-    slot.sink = std::make_unique<TrialSink>(active, slot.progress, slot.trial_dir, RetentionOf(spec),
-                                            store_.ListCheckpoints(trial_id), evaluated, SinkHooks(slot, observer_));
+    slot.sink = MakeSink(slot);
     TrialCommand command = prepared.command;
     command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(slot.sink->ResumeLimit());
     const double spawned_at = Now();
@@ -345,13 +413,107 @@ class Worker {
     if (gang_) {
       // The other ranks start on the other workers of the gang; this machine runs rank 0.
       command = gang_->Publish(command, slot.trial_dir);
-      slot.process = std::make_unique<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
+      slot.process = std::make_shared<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
     } else {
-      slot.process = std::make_unique<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
+      slot.process = std::make_shared<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
                                                  &TrialServerToUse());
     }
     if (slot.gpu) gpus_.Started(*slot.gpu, slot.process->pids());
     return prepared.resuming;
+  }
+
+  // The sink of the slot's trial, its directory prepared.
+  std::unique_ptr<TrialSink> MakeSink(Slot& slot) {
+    const std::int64_t trial_id = slot.trial->lease().trial_id;
+    std::int64_t evaluated = 0;
+    for (const auto& evaluation : store_.EvalSeries(trial_id)) evaluated = std::max(evaluated, evaluation.step);
+    return std::make_unique<TrialSink>(*slot.trial, slot.progress, slot.trial_dir, RetentionOf(slot.session->spec()),
+                                       store_.ListCheckpoints(trial_id), evaluated, SinkHooks(slot, observer_));
+  }
+
+  // Starts `trials` (fresh trials of one sub-study that differ only in fusible hyperparameters) as one fused group:
+  // one process, one --parallel slot, each member a trial of its own.
+  void StartGroup(StudySession& session, std::vector<ActiveTrial> trials) {
+    if (trials.size() == 1) {
+      Start(session, std::move(trials.front()));
+      return;
+    }
+    const double free_since = free_slots_.Take(1);
+    FreeUnlessStarted slot_guard{free_slots_, 1};
+    std::vector<std::unique_ptr<Slot>> members;
+    members.reserve(trials.size());
+    for (ActiveTrial& trial : trials) members.push_back(NewSlot(session, std::move(trial), members.empty() ? 1 : 0));
+    try {
+      LaunchGroup(members, free_since);
+    } catch (const LeaseLostError&) {
+      ReleaseGpus(*members.front(), gpus_);
+      return;  // the members still held are put back by a sweep once their heartbeat is stale
+    } catch (const StoreUnavailableError&) {
+      ReleaseGpus(*members.front(), gpus_);
+      throw;
+    } catch (const Error& e) {
+      ReleaseGpus(*members.front(), gpus_);
+      for (auto& member : members) CouldNotStart(*member, e);
+      return;
+    }
+    for (auto& member : members) {
+      member->last_flush = -std::numeric_limits<double>::infinity();
+      observer_.TrialStarted(member->progress, false);
+      slots_.push_back(std::move(member));
+    }
+    slot_guard.started = true;
+  }
+
+  // Prepares the members' trials and starts the group's process (dltune run-fused), on the first member's GPUs.
+  void LaunchGroup(std::vector<std::unique_ptr<Slot>>& members, double free_since) {
+    Slot& first = *members.front();
+    const StudySpec& spec = first.session->spec();
+    first.gpu = gpus_.Assign(spec, first.session->study().id, first.trial->number(), Now());
+    auto group = std::make_shared<FusedGroup>(members.size());
+    TrialCommand command;
+    std::string files;
+    for (auto& member : members) {
+      Slot& slot = *member;
+      const PreparedTrial prepared = PrepareTrial(spec, slot.session->study(), *slot.trial, dltune_,
+                                                  std::max(1, options_.threads_per_trial), gpus_.VisibleTo(first.gpu));
+      slot.trial_dir = prepared.trial_dir;
+      slot.sink = MakeSink(slot);
+      slot.group = group;
+      group->members.push_back(&slot);
+      files += (prepared.trial_dir / "trial.json").string() + "\n";
+      if (&slot == &first) {
+        command = prepared.command;
+      } else {
+        PointLogsAtGroup(prepared.command, command);
+      }
+    }
+    command.argv = {dltune_.string(), "run-fused"};
+    command.environment[kFusedTrialsVariable] = files;
+    const double spawned_at = Now();
+    for (auto& member : members) {
+      member->sink->ProcessStarted(spawned_at);
+      member->trial->AddTime({{"scheduling", spawned_at - free_since}});
+    }
+    auto process =
+        std::make_shared<TrialGang>(command, 1, spec.training.collective_timeout_seconds, &TrialServerToUse());
+    for (auto& member : members) member->process = process;
+    if (first.gpu) gpus_.Started(*first.gpu, process->pids());
+  }
+
+  // A member's stdout and stderr are its group's: links to the first member's files, or where its own files exist
+  // (an earlier attempt), a line there that says where this attempt's went.
+  static void PointLogsAtGroup(const TrialCommand& member, const TrialCommand& group) {
+    for (const auto& [own, shared] :
+         {std::pair{member.stdout_path, group.stdout_path}, std::pair{member.stderr_path, group.stderr_path}}) {
+      if (own.empty() || shared.empty()) continue;
+      std::error_code error;
+      if (std::filesystem::exists(own, error)) {
+        std::ofstream(own, std::ios::app)
+            << "(this attempt trained in a fused group: its output is in " << shared.string() << ")\n";
+      } else {
+        std::filesystem::create_symlink(shared, own, error);
+      }
+    }
   }
 
   // The trial could not be started: a full or read-only disk is not the trial's fault, and it is stopped, to start

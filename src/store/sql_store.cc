@@ -425,8 +425,8 @@ std::vector<TrialRecord> SqlStore::BestTrials(std::int64_t study_id, Direction d
   });
 }
 
-std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id,
-                                                                      const std::string& worker) {
+std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64_t study_id, const std::string& worker,
+                                                                      std::optional<std::size_t> substudy) {
   if (worker.empty()) throw Error("a worker needs a non-empty id to claim trials");
   return Transaction(true, [&]() -> std::optional<std::pair<TrialRecord, TrialLease>> {
     // SQLite holds the write lock for the whole transaction; PostgreSQL skips rows other claimers have locked.
@@ -434,9 +434,11 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
         Sql("UPDATE trials SET " + TargetAssignment(TrialTransition::kClaim) +
             ", worker = ?, heartbeat_at = {now}, started_at = COALESCE(started_at, {now}) "
             "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND " +
-            FromCondition(TrialTransition::kClaim) + " ORDER BY number LIMIT 1 {skip_locked}) RETURNING ") +
+            FromCondition(TrialTransition::kClaim) + (substudy ? " AND substudy = ?" : "") +
+            " ORDER BY number LIMIT 1 {skip_locked}) RETURNING ") +
             kTrialColumns,
-        {worker, study_id});
+        substudy ? std::vector<SqlValue>{worker, study_id, static_cast<std::int64_t>(*substudy)}
+                 : std::vector<SqlValue>{worker, study_id});
     if (rows.empty()) return std::nullopt;
     CountMove(study_id, TrialTransition::kClaim, TrialState::kRunning);
     TouchStudy(study_id);

@@ -34,8 +34,8 @@ class SqlStore final : public Store {
   std::vector<TrialRecord> ListTrialsInState(std::int64_t study_id, TrialState state, std::size_t limit) override;
   std::vector<TrialRecord> BestTrials(std::int64_t study_id, Direction direction, std::size_t limit,
                                       bool per_substudy) override;
-  std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
-                                                              const std::string& worker) override;
+  std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id, const std::string& worker,
+                                                              std::optional<std::size_t> substudy) override;
   void Heartbeat(const TrialLease& lease) override;
   void Record(const TrialLease& lease, const MeasurementBatch& batch) override;
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;

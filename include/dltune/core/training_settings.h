@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -116,5 +117,10 @@ std::filesystem::path ProfileTracePath(const std::filesystem::path& checkpoint_d
 // A duration as a person writes it: a number of seconds, or a number with a unit ("90s", "45m", "2h", "1.5d").
 // Throws Error for anything else.
 double ParseDurationText(const std::string& text);
+
+// The hyperparameters in which the trials of a fused group may differ (training.fuse; docs/training.md, "Fused
+// trials"): the optimizer's coefficients and the learning-rate schedule's, which the array optimizer takes per
+// member. Trials that differ in any other param (the optimizer's kind, the batch size, the model's) train apart.
+const std::set<std::string>& FusibleHyperparameters();
 
 }  // namespace dltune

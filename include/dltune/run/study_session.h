@@ -60,7 +60,9 @@ class StudySession {
   // "host:pid"). With none pending, makes the study's next trials (MakeNextTrials) and claims one; nullopt when the
   // study has made all its trials and none is pending. A trial that must not run (a throughput sweep's batch size
   // above one that ran out of memory) is recorded as infeasible with the reason, and the next one claimed.
-  std::optional<ActiveTrial> Ask(const std::string& worker);
+  // With `substudy`, a trial of that sub-study only (a fused group's next member), making new trials for a few
+  // rounds at most.
+  std::optional<ActiveTrial> Ask(const std::string& worker, std::optional<std::size_t> substudy = std::nullopt);
   // Adds the study's next trials to the store: the next planned ones (up to a few hundred), or, when the next one
   // is an adaptive sampler's (gp), that one, made from the results so far (the sub-study's finished trials, its
   // pending and running ones as points already being tried, and the warm-start study's). False when the study has

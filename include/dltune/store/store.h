@@ -302,10 +302,10 @@ class Store {
   virtual std::vector<TrialRecord> BestTrials(std::int64_t study_id, Direction direction, std::size_t limit,
                                               bool per_substudy) = 0;
 
-  // Atomically moves the lowest-numbered pending trial to running for `worker`; nullopt when none is pending.
-  // No trial is ever handed to two workers.
-  virtual std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id,
-                                                                      const std::string& worker) = 0;
+  // Atomically moves the lowest-numbered pending trial (of sub-study `substudy` when given) to running for
+  // `worker`; nullopt when none is pending. No trial is ever handed to two workers.
+  virtual std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(
+      std::int64_t study_id, const std::string& worker, std::optional<std::size_t> substudy = std::nullopt) = 0;
   // Stamps the trial's heartbeat. Throws LeaseLostError if the lease is gone.
   virtual void Heartbeat(const TrialLease& lease) = 0;
   // Writes a batch of measurements (and the best so far) and stamps the heartbeat, in one transaction.

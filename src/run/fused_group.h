@@ -1,0 +1,38 @@
+// Fused groups in the worker (training.fuse; docs/training.md, "Fused trials"): which trials may train together,
+// and the group process's one report channel split into its members' reports (docs/trial-protocol.md, "Fused
+// trials").
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dltune/core/value.h"
+#include "dltune/study/study_spec.h"
+
+namespace dltune {
+
+// The most trials a group of `spec`'s takes: training.fuse's number; 0 when its trials train apart (fuse off, a
+// workload without an array model, data-parallel ranks).
+std::size_t FuseLimit(const StudySpec& spec);
+
+// What trials must share to train in one group: their sub-study and every param but the fusible ones
+// (FusibleHyperparameters), as text.
+std::string FusionKey(const std::map<std::string, Value>& params_by_name, std::size_t substudy);
+
+// Splits a group's report channel, lines "<member>\t<report line>", into each member's report bytes.
+class GroupReportSplitter {
+ public:
+  explicit GroupReportSplitter(std::size_t members) : members_(members) {}
+  // Adds `bytes` read from the channel; returns, by member, the complete lines it completed, without their prefix.
+  // A line without a valid member index goes to member 0 as it is, which breaks its protocol (the group is ended).
+  std::vector<std::string> Split(std::string_view bytes);
+
+ private:
+  std::size_t members_;
+  std::string partial_;
+};
+
+}  // namespace dltune

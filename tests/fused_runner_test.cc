@@ -1,0 +1,159 @@
+// Fused trials in the runner (training.fuse; docs/training.md, "Fused trials"): a sub-study's trials that differ
+// only in fusible hyperparameters train as one group in one process, and each stays a trial of its own with the
+// measurements, evaluations, checkpoints and state it would have had alone.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli_runner.h"
+#include "dltune/store/store.h"
+
+namespace dltune {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Slurp;
+using test::SomeProcessWorksIn;
+using ::testing::HasSubstr;
+
+class FusedRunner : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("dltune_fused_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  // Nesterov vs Adam on the Fashion-MNIST MLP, `trials` per optimizer of 30 steps, with `fuse` and `space_extra`.
+  void WriteStudy(const std::string& name, const std::string& fuse, int trials, const std::string& nesterov_lr) {
+    fs::create_directories(dir_ / name);
+    std::ofstream(dir_ / name / "study.yaml")
+        << "name: fused\n"
+           "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
+           "max_train_steps: 30\n"
+           "training: {eval_every_steps: 10, train_eval_examples: 1000, threads: 1, fuse: "
+        << fuse << "}\n"
+        << "trials: " << trials
+        << "\n"
+           "sampler: halton\n"
+           "space:\n"
+           "  optimizer: {values: [nesterov, adam], role: scientific}\n"
+           "  nesterov_learning_rate: {name: learning_rate, when: {optimizer: nesterov}, "
+        << nesterov_lr
+        << "}\n"
+           "  momentum: {when: {optimizer: nesterov}, value: 0.9}\n"
+           "  adam_learning_rate: {name: learning_rate, when: {optimizer: adam}, min: 0.0001, max: 0.01, scale: log}\n"
+           "  one_minus_beta1: {when: {optimizer: adam}, min: 0.01, max: 0.5, scale: log}\n"
+           "  batch_size: 64\n";
+  }
+
+  int Run(const std::string& name) {
+    const std::string command = "cd '" + (dir_ / name).string() + "' && " + DLTUNE_CLI +
+                                " run study.yaml --parallel 2 --no-report --storage sqlite://" +
+                                (dir_ / name / "dltune.db").string() + " > run.out 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  // Each trial's state, reason, training losses and evaluations ("step split metric value"), by number.
+  struct TrialResult {
+    TrialState state = TrialState::kPending;
+    std::string reason;
+    std::vector<std::string> losses;
+    std::vector<std::string> evals;
+    std::size_t checkpoints = 0;
+  };
+  std::map<std::uint64_t, TrialResult> Results(const std::string& name) {
+    const auto store = OpenStore("sqlite://" + (dir_ / name / "dltune.db").string());
+    std::map<std::uint64_t, TrialResult> results;
+    for (const TrialRecord& trial : store->ListTrials(store->FindStudy("fused")->id)) {
+      TrialResult& result = results[trial.number];
+      result.state = trial.state;
+      result.reason = trial.reason;
+      for (const TrainMeasurement& m : store->TrainSeries(trial.id)) {
+        result.losses.push_back(std::to_string(m.step) + " " + (m.loss ? std::to_string(*m.loss) : "-"));
+      }
+      for (const EvalMeasurement& e : store->EvalSeries(trial.id)) {
+        result.evals.push_back(std::to_string(e.step) + " " + e.split + " " + e.metric + " " + std::to_string(e.value));
+      }
+      result.checkpoints = store->ListCheckpoints(trial.id).size();
+    }
+    return results;
+  }
+
+  // How many trial processes said they trained a fused group, and of how many trials.
+  std::vector<std::string> GroupLines(const std::string& name) {
+    std::vector<std::string> lines;
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / name)) {
+      if (entry.path().filename() != "stdout.log" || entry.is_symlink()) continue;
+      std::istringstream log(Slurp(entry.path()));
+      for (std::string line; std::getline(log, line);) {
+        if (line.rfind("fused group of", 0) == 0) lines.push_back(line);
+      }
+    }
+    return lines;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlone) {
+  const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
+  WriteStudy("fused", "3", 3, learning_rate);
+  WriteStudy("alone", "off", 3, learning_rate);
+  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+  ASSERT_EQ(Run("alone"), 0) << Slurp(dir_ / "alone" / "run.out");
+  // One group per sub-study (Nesterov, Adam), of its three trials.
+  EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials"));
+  EXPECT_TRUE(GroupLines("alone").empty());
+  const auto fused = Results("fused");
+  const auto alone = Results("alone");
+  ASSERT_EQ(fused.size(), 6U);
+  for (const auto& [number, result] : fused) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_EQ(result.losses.size(), 30U);
+    EXPECT_EQ(result.checkpoints, alone.at(number).checkpoints);
+    EXPECT_GT(result.checkpoints, 0U);
+    // On the CPU a member computes what its lone trial does, operation for operation: the same numbers.
+    EXPECT_EQ(result.losses, alone.at(number).losses);
+    EXPECT_EQ(result.evals, alone.at(number).evals);
+  }
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {
+  // Two Nesterov trials: learning rates 0.05 and 5000 (the second diverges within a few steps).
+  WriteStudy("fused", "4", 2, "values: [0.05, 5000.0]");
+  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+  const auto results = Results("fused");
+  int diverged = 0, completed = 0;
+  for (const auto& [number, result] : results) {
+    if (result.state == TrialState::kInfeasible) {
+      ++diverged;
+      EXPECT_THAT(result.reason, HasSubstr("diverged")) << number;
+      EXPECT_LT(result.losses.size(), 30U);
+    } else {
+      ++completed;
+      EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+      EXPECT_EQ(result.losses.size(), 30U);
+    }
+  }
+  EXPECT_EQ(diverged, 1);
+  EXPECT_EQ(completed, 3);
+  EXPECT_THAT(GroupLines("fused"), ::testing::Contains("fused group of 2 trials"));
+}
+
+}  // namespace
+}  // namespace dltune
