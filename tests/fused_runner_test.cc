@@ -131,6 +131,13 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
     EXPECT_EQ(result.evals, alone.at(number).evals);
   }
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
+  // Which trials trained together: in show and in the export; the members' logs are their group's.
+  const std::string storage = " --storage sqlite://" + (dir_ / "fused" / "dltune.db").string();
+  const auto show = test::RunDltune("show fused 0" + storage);
+  EXPECT_THAT(show.out, HasSubstr("trained together with trials 2 and 4 (one process, one array model)")) << show.out;
+  const auto exported = test::RunDltune("export fused" + storage);
+  EXPECT_THAT(exported.out, HasSubstr(",fused_group")) << exported.out;
+  EXPECT_THAT(exported.out, HasSubstr("0 2 4")) << exported.out;
 }
 
 TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {

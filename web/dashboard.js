@@ -215,7 +215,7 @@ async function showTrial(data) {
   const facts = [['sub-study', data.substudy], ['state', data.state], ['reason', data.reason], ['worker', data.worker],
     ['retries', data.retries], ['started', time(data.started_at)], ['ended', time(data.ended_at)],
     ['best', data.best], ['best step', data.best_step], ['final', data.final], ['exit status', data.exit_status],
-    ['GPU', data.gpu]];
+    ['GPU', data.gpu], ['fused', data.fused]];
   const params = Object.entries(data.params).map(([k, v]) => [k, v]);
   const checkpoints = data.checkpoints.map((c) => [c.step, c.pool, c.objective, c.deleted ? 'deleted' : c.path]);
   const chartBox = el('div', {});

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "store/gpu_usage.h"
+#include "store/trial_resources.h"
 
 namespace dltune {
 namespace {

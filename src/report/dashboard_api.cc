@@ -9,8 +9,8 @@
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
 #include "report/study_page.h"
-#include "store/gpu_usage.h"
 #include "store/tracking.h"
+#include "store/trial_resources.h"
 
 namespace dltune {
 namespace {
@@ -290,6 +290,7 @@ json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
           {"exit_status", trial->exit_status ? json(*trial->exit_status) : json(nullptr)},
           {"stderr_tail", trial->stderr_tail},
           {"gpu", gpu ? DescribeGpuUsage(*gpu) : ""},
+          {"fused", DescribeFusedGroup(FusedGroupOf(trial->resources), trial->number)},
           {"params", ParamsJson(spec, trial->params)},
           {"checkpoints", checkpoints},
           {"profile_trace", profile_trace},

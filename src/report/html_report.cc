@@ -21,8 +21,8 @@
 #include "dltune/version.h"
 #include "report/study_page.h"
 #include "report_assets.h"
-#include "store/gpu_usage.h"
 #include "store/tracking.h"
+#include "store/trial_resources.h"
 #include "vega_specs.h"
 
 namespace dltune {
@@ -351,6 +351,11 @@ void RenderTopTrials(Page& page, const StudyData& data, const ReportOptions& opt
     if (!reproduce.empty()) {
       page.Raw("<div><span class=\"label\">reproduce</span>");
       page.Element("code", reproduce);
+      page.Raw("</div>");
+    }
+    if (const std::string group = DescribeFusedGroup(FusedGroupOf(trial.resources), trial.number); !group.empty()) {
+      page.Raw("<div><span class=\"label\">fused</span>");
+      page.Text(group);
       page.Raw("</div>");
     }
     if (const auto gpu = ParseGpuUsage(trial.resources)) {

@@ -16,8 +16,8 @@
 #include "dltune/core/error.h"
 #include "dltune/study/study_spec.h"
 #include "report/text_table.h"
-#include "store/gpu_usage.h"
 #include "store/tracking.h"
+#include "store/trial_resources.h"
 
 namespace dltune {
 namespace {
@@ -341,6 +341,9 @@ std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t numb
   if (trial->exit_status) facts.AddRow({"exit status", fmt::format("{}", *trial->exit_status)});
   facts.AddRow({"time", DescribeTimeSplit(trial->time_split)});
   if (const auto gpus = ParseGpuUsage(trial->resources)) facts.AddRow({"gpu", TerminalSafe(DescribeGpuUsage(*gpus))});
+  if (const std::string group = DescribeFusedGroup(FusedGroupOf(trial->resources), trial->number); !group.empty()) {
+    facts.AddRow({"fused", group});
+  }
   for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);

@@ -1,5 +1,6 @@
 #include "run/fused_trial.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -71,11 +72,19 @@ class GroupReporter final : public FusedCallbacks {
   }
 
   void OnEnd(std::size_t member, const TrainResult& result) override {
-    if (result.outcome == TrainOutcome::kCompleted) Write(member, EndLine({}));
+    if (result.outcome == TrainOutcome::kCompleted) ends_[member] = EndLine({});
     if (result.outcome == TrainOutcome::kInfeasible) {
-      Write(member, EndLine({.state = EndState::kInfeasible, .reason = result.reason}));
+      ends_[member] = EndLine({.state = EndState::kInfeasible, .reason = result.reason});
     }
     // A stopped member writes no end: the group's exit status (kExitStopped) says it.
+  }
+
+  // Once the group has trained for `seconds`: each member's time (the group's, which it trained in) and end.
+  void Finish(std::size_t members, double seconds) {
+    for (std::size_t m = 0; m < members; ++m) {
+      Write(m, TimingLine({{"train", seconds}}));
+      if (const auto end = ends_.find(m); end != ends_.end()) Write(m, end->second);
+    }
   }
 
   bool ShouldStop(std::int64_t) override { return stop_requested_.load(); }
@@ -83,6 +92,7 @@ class GroupReporter final : public FusedCallbacks {
  private:
   std::FILE* report_;
   const std::atomic<bool>& stop_requested_;
+  std::map<std::size_t, std::string> ends_;  // by member: its end line, written after its time
 };
 
 std::string RequireVariable(const char* name) {
@@ -150,8 +160,10 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
   for (std::size_t m = 0; m < members.size(); ++m) reporter.Write(m, StartLine(0, true));
   std::printf("fused group of %zu trials\n", members.size());
   std::fflush(stdout);
+  const auto began = std::chrono::steady_clock::now();
   const std::vector<TrainResult> results =
       TrainFusedTrials(first->workload, first->args, members, first->options, reporter);
+  reporter.Finish(members.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
   for (const TrainResult& result : results) {
     if (result.outcome == TrainOutcome::kStopped) return kExitStopped;
   }

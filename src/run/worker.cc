@@ -30,6 +30,7 @@
 #include "run/worker_gang.h"
 #include "run/worker_studies.h"
 #include "store/tracking.h"
+#include "store/trial_resources.h"
 
 namespace dltune {
 namespace {
@@ -62,6 +63,7 @@ struct Slot {
 struct FusedGroup {
   explicit FusedGroup(std::size_t size) : splitter(size) {}
   std::vector<Slot*> members;
+  std::vector<std::uint64_t> numbers;  // the members' trial numbers (kept: their slots go as they are concluded)
   GroupReportSplitter splitter;
   bool closed = false;  // the channel's end was given to every member (their slots may be gone after)
 };
@@ -406,6 +408,11 @@ class Worker {
     slot.trial_dir = prepared.trial_dir;
     slot.sink = MakeSink(slot);
     TrialCommand command = prepared.command;
+    // Output files that were links to a fused group's (an earlier attempt trained in one) are its own again.
+    for (const auto& log : {command.stdout_path, command.stderr_path}) {
+      std::error_code error;
+      if (std::filesystem::is_symlink(log, error)) std::filesystem::remove(log, error);
+    }
     command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(slot.sink->ResumeLimit());
     const double spawned_at = Now();
     slot.sink->ProcessStarted(spawned_at);
@@ -480,6 +487,7 @@ class Worker {
       slot.sink = MakeSink(slot);
       slot.group = group;
       group->members.push_back(&slot);
+      group->numbers.push_back(slot.progress.number);
       files += (prepared.trial_dir / "trial.json").string() + "\n";
       if (&slot == &first) {
         command = prepared.command;
@@ -625,6 +633,7 @@ class Worker {
         observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, gpu_ending->reason));
         return;
       }
+      if (slot.group) slot.trial->SetResources(WithFusedGroup(slot.trial->resources(), slot.group->numbers));
       if (gpu_ending) {
         slot.trial->Infeasible(gpu_ending->reason);
         ending = {TrialState::kInfeasible, gpu_ending->reason, ""};

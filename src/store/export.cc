@@ -11,7 +11,7 @@
 
 #include "core/strings.h"
 #include "dltune/core/error.h"
-#include "store/gpu_usage.h"
+#include "store/trial_resources.h"
 
 namespace dltune {
 namespace {
@@ -75,6 +75,12 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
   gpus.reserve(trials.size());
   for (const auto& trial : trials) gpus.push_back(ParseGpuUsage(trial.resources));
   const bool any_gpu = std::any_of(gpus.begin(), gpus.end(), [](const auto& gpu) { return gpu.has_value(); });
+  std::vector<std::vector<std::uint64_t>> groups;
+  groups.reserve(trials.size());
+  for (const auto& trial : trials) groups.push_back(FusedGroupOf(trial.resources));
+  if (std::any_of(groups.begin(), groups.end(), [](const auto& group) { return !group.empty(); })) {
+    table.columns.emplace_back("fused_group");
+  }
   if (any_gpu) {
     table.columns.insert(table.columns.end(), {"gpu_model", "gpu_uuids", "gpu_driver", "gpu_peak_memory_bytes",
                                                "gpu_mean_utilization_percent", "gpu_trials_at_once"});
@@ -106,6 +112,7 @@ ExportedTable ExportTrials(Store& store, const StudyRecord& study) {
                           {"started_at", IsoTime(trial.started_at)},
                           {"ended_at", IsoTime(trial.ended_at)},
                           {"worker", trial.worker}};
+    if (!groups[i].empty()) row["fused_group"] = fmt::format("{}", fmt::join(groups[i], " "));
     if (const auto& gpu = gpus[i]) {
       row["gpu_model"] = gpu->model;
       row["gpu_uuids"] = fmt::format("{}", fmt::join(gpu->uuids, ","));

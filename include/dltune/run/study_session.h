@@ -137,6 +137,7 @@ class ActiveTrial {
   const TimeSplit& time_split() const { return time_split_; }
   // The resources this attempt used (TrialRecord::resources' JSON object), recorded with the trial's end.
   void SetResources(std::string json) { resources_ = std::move(json); }
+  const std::string& resources() const { return resources_; }
 
  private:
   void EnsureBegun();

@@ -1,4 +1,4 @@
-#include "store/gpu_usage.h"
+#include "store/trial_resources.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -52,6 +52,42 @@ std::string DescribeGpuUsage(const GpuUsage& usage) {
   if (usage.trials_at_once > 1) use.push_back(fmt::format("{} trials at once", usage.trials_at_once));
   if (!use.empty()) text += fmt::format("; {}", fmt::join(use, ", "));
   return text;
+}
+
+std::vector<std::uint64_t> FusedGroupOf(const std::string& resources) {
+  std::vector<std::uint64_t> numbers;
+  if (resources.empty()) return numbers;
+  const auto record = nlohmann::json::parse(resources, nullptr, false);
+  if (!record.is_object()) return numbers;
+  const auto group = record.find("fused_group");
+  if (group == record.end() || !group->is_array()) return numbers;
+  for (const auto& number : *group) {
+    if (number.is_number_unsigned()) numbers.push_back(number.get<std::uint64_t>());
+  }
+  return numbers;
+}
+
+std::string WithFusedGroup(const std::string& resources, const std::vector<std::uint64_t>& numbers) {
+  nlohmann::json record =
+      resources.empty() ? nlohmann::json::object() : nlohmann::json::parse(resources, nullptr, false);
+  if (!record.is_object()) record = nlohmann::json::object();
+  record["fused_group"] = numbers;
+  return record.dump();
+}
+
+std::string DescribeFusedGroup(const std::vector<std::uint64_t>& group, std::uint64_t trial) {
+  std::vector<std::string> others;
+  for (const std::uint64_t number : group) {
+    if (number != trial) others.push_back(std::to_string(number));
+  }
+  if (others.empty()) return "";
+  const bool plural = others.size() > 1;
+  std::string list = others.back();
+  if (others.size() > 1) {
+    others.pop_back();
+    list = fmt::format("{} and {}", fmt::join(others, ", "), list);
+  }
+  return fmt::format("trained together with trial{} {} (one process, one array model)", plural ? "s" : "", list);
 }
 
 }  // namespace dltune

@@ -1,4 +1,4 @@
-#include "store/gpu_usage.h"
+#include "store/trial_resources.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +25,20 @@ TEST(GpuUsage, SaysWhatTheTrialsGpusWereAndDid) {
   ASSERT_TRUE(unmeasured);
   EXPECT_FALSE(unmeasured->peak_memory_bytes);
   EXPECT_EQ(DescribeGpuUsage(*unmeasured), "NVIDIA L4 (GPU-1, GPU-2)");
+}
+
+TEST(FusedGroup, IsKeptBesideTheGpusAndDescribedFromATrialsSide) {
+  EXPECT_TRUE(FusedGroupOf("").empty());
+  EXPECT_TRUE(FusedGroupOf(R"({"model": "L4", "uuids": ["GPU-1"]})").empty());
+  const std::string resources = WithFusedGroup(R"({"model": "L4", "uuids": ["GPU-1"]})", {3, 5, 8});
+  EXPECT_EQ(FusedGroupOf(resources), (std::vector<std::uint64_t>{3, 5, 8}));
+  EXPECT_TRUE(ParseGpuUsage(resources)) << "the GPUs stay";
+  EXPECT_EQ(FusedGroupOf(WithFusedGroup("", {1, 2})), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(DescribeFusedGroup({3, 5, 8}, 5), "trained together with trials 3 and 8 (one process, one array model)");
+  EXPECT_EQ(DescribeFusedGroup({3, 5, 8, 9}, 3),
+            "trained together with trials 5, 8 and 9 (one process, one array model)");
+  EXPECT_EQ(DescribeFusedGroup({3, 5}, 3), "trained together with trial 5 (one process, one array model)");
+  EXPECT_EQ(DescribeFusedGroup({}, 3), "");
 }
 
 }  // namespace
