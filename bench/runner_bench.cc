@@ -34,6 +34,8 @@
 //      measurements: the limit is also given per CPU second (the GFLOP/s over the share of a core each measuring
 //      process got), and the 70% goal is judged only when the measuring processes had their cores (at least 0.9 of one
 //      each).
+//   3. with --fuse N, instead: the quickstart with training.fuse: N against the same study with each trial alone
+//      (today's layout), in one run: each side's wall time and best valid error per optimizer, and the ratio.
 // Paths: the dltune binary is the one built with this benchmark; the peer runs with $DLTUNE_PYTHON, else
 // /usr/bin/python3. Exits 0 when everything ran, 1 when something could not run.
 #include <sys/wait.h>
@@ -52,6 +54,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/machine.h"
 #include "dltune/store/store.h"
 #include "machine_limit.h"
 #include "run/worker.h"
@@ -350,6 +353,42 @@ int Quickstart(const fs::path& dir) {
   return 0;
 }
 
+// --fuse N: the quickstart with its trials fused in groups of at most N (training.fuse) against today's layout (each
+// trial alone, the layout dltune measures), in one run, both on a fresh layout cache.
+int Fused(const fs::path& dir, int members) {
+  const fs::path spec = fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml";
+  const fs::path fused_spec = dir / "quickstart_fused.yaml";
+  {
+    std::ifstream in(spec);
+    std::ofstream out(fused_spec);
+    out << in.rdbuf() << "training:\n  fuse: " << members << "\n";
+  }
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("fused: %s, %d cores; OpenBLAS kernels in this process: %s%s\n", dltune::CpuModelName().c_str(),
+              dltune::AvailableCores(), dltune::OpenBlasCore().c_str(),
+              coretype ? (std::string(" (OPENBLAS_CORETYPE=") + coretype + ")").c_str() : "");
+  std::map<std::string, double> seconds;
+  std::map<std::string, std::map<std::string, double>> best;
+  for (const auto& [name, path] : {std::pair<std::string, fs::path>{"alone", spec}, {"fused", fused_spec}}) {
+    std::printf("fused: dltune run %s (%s) ...\n", path.c_str(),
+                name == "alone" ? "each trial alone, today's layout" : "training.fuse");
+    std::fflush(stdout);
+    const fs::path db = dir / (name + ".db");
+    seconds[name] = Timed("cd " + dir.string() + " && DLTUNE_CACHE_DIR=" + (dir / ("cache_" + name)).string() + " " +
+                          DLTUNE_CLI_PATH + " run " + path.string() + " --no-report --storage sqlite://" + db.string() +
+                          " > " + (dir / (name + ".out")).string() + " 2>&1");
+    if (seconds[name] < 0) return 1;
+    best[name] = BestPerSubstudy(db, "quickstart");
+  }
+  std::printf("\n%-8s %10s %22s %22s\n", "run", "wall s", "best nesterov", "best adam");
+  for (const std::string name : {"alone", "fused"}) {
+    std::printf("%-8s %10.1f %22.4f %22.4f\n", name.c_str(), seconds[name], best[name]["nesterov"], best[name]["adam"]);
+  }
+  std::printf("fused (groups of at most %d) takes %.2fx the time of the trials alone\n", members,
+              seconds["fused"] / seconds["alone"]);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -357,18 +396,21 @@ int main(int argc, char** argv) {
     return dltune::bench::RunSgemmWorker(argc, argv);
   }
   bool overhead_only = false;
+  int fuse = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--overhead-only") {
       overhead_only = true;
+    } else if (std::string(argv[i]) == "--fuse" && i + 1 < argc && std::atoi(argv[i + 1]) >= 2) {
+      fuse = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--overhead-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--overhead-only | --fuse N (N >= 2)]\n", argv[0]);
       return 2;
     }
   }
   const fs::path dir = fs::temp_directory_path() / ("dltune_bench_runner_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  int status = Overhead(dir);
-  if (status == 0 && !overhead_only) status = Quickstart(dir);
+  int status = fuse > 0 ? Fused(dir, fuse) : Overhead(dir);
+  if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);
   if (status == 0)
     fs::remove_all(dir);
   else
