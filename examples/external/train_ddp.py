@@ -88,6 +88,10 @@ def main():
             dist.barrier()  # the others wait for rank 0's evaluation and checkpoint
         if trial.should_stop():
             trial.stop(step)
+    # DDP's reducer holds the process group: released first, once every rank is done, or the group's teardown at
+    # exit can wait for ever on a rank that has already gone (seen with torch 1.13's Gloo).
+    dist.barrier()
+    del ddp
     dist.destroy_process_group()
 
 

@@ -24,17 +24,6 @@
 namespace dltune {
 namespace {
 
-std::string RequireEnv(const char* name) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) {
-    throw Error(
-        fmt::format("${} is not set: dltune run-trial is started by a dltune worker (see "
-                    "docs/trial-protocol.md); to train by hand, use dltune train",
-                    name));
-  }
-  return value;
-}
-
 // Faults a test asks a built-in trial to have, from DLTUNE_INJECT_FAULT = "KIND@TRIAL:STEP[#RANK][,...]": at step
 // STEP of trial number TRIAL, `segv` raises SIGSEGV, `kill` SIGKILLs itself, `hang` sleeps for ever, and `leak`
 // allocates and touches 64 MiB at every step from STEP on, never freed (docs/trial-protocol.md, "Testing"). With
@@ -225,17 +214,28 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
   }
 }
 
-BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path) {
+std::string RequireWorkerVariable(const char* name, const char* command) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) {
+    throw Error(
+        fmt::format("${} is not set: dltune {} is started by a dltune worker (see "
+                    "docs/trial-protocol.md); to train by hand, use dltune train",
+                    name, command));
+  }
+  return value;
+}
+
+nlohmann::json ReadTrialFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw IoError(fmt::format("{}: cannot read the trial description", path));
-  nlohmann::json trial;
   try {
-    trial = nlohmann::json::parse(in);
+    return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
-  return ReadBuiltinTrial(trial, path);
 }
+
+BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path) { return ReadBuiltinTrial(ReadTrialFile(path), path); }
 
 void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) {
   static std::set<std::string> prepared;  // workload name and arguments
@@ -249,7 +249,7 @@ void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) 
 }
 
 int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
-  const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
+  const std::string trial_path = RequireWorkerVariable("DLTUNE_TRIAL", "run-trial");
   const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
@@ -273,7 +273,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
     std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());
     return result.outcome == TrainOutcome::kStopped ? kExitStopped : 0;
   }
-  const std::string report_path = RequireEnv("DLTUNE_REPORT");
+  const std::string report_path = RequireWorkerVariable("DLTUNE_REPORT", "run-trial");
   ReportingCallbacks callbacks(report_path, trial_dir, stop_requested);
   const TrainResult result = Train(run.workload, run.args, HyperParams(run.args, run.params), run.options, callbacks);
   std::printf("peak memory: %ld MiB\n", PeakMemoryMiB());
@@ -289,8 +289,8 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
 }
 
 int RunSpeedProbe() {
-  const std::string trial_path = RequireEnv("DLTUNE_TRIAL");
-  const std::string report_path = RequireEnv("DLTUNE_REPORT");
+  const std::string trial_path = RequireWorkerVariable("DLTUNE_TRIAL", "run-trial");
+  const std::string report_path = RequireWorkerVariable("DLTUNE_REPORT", "run-trial");
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.device = ResolveTrainingDevice(run.options.training);
   double seconds = 1.0;

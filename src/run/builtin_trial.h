@@ -26,6 +26,11 @@ struct BuiltinTrialRun {
 BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string& where);
 // Reads the trial.json at `path`. Throws IoError when it cannot be read, Error when it is not a trial description.
 BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path);
+// The JSON of the trial.json at `path`. Throws IoError when it cannot be read, Error when it is not JSON.
+nlohmann::json ReadTrialFile(const std::string& path);
+
+// The value of the variable `name` that the worker sets for `dltune COMMAND`; throws Error, saying so, without it.
+std::string RequireWorkerVariable(const char* name, const char* command);
 
 // A trial server's preparation for the built-in trial whose environment is `environment`: decodes the data set of
 // the workload its DLTUNE_TRIAL names, once per workload and arguments (PreloadWorkloadData). Throws Error when the

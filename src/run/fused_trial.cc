@@ -95,27 +95,6 @@ class GroupReporter final : public FusedCallbacks {
   std::map<std::size_t, std::string> ends_;  // by member: its end line, written after its time
 };
 
-std::string RequireVariable(const char* name) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) {
-    throw Error(
-        fmt::format("${} is not set: dltune run-fused is started by a dltune worker (see "
-                    "docs/trial-protocol.md, \"Fused trials\")",
-                    name));
-  }
-  return value;
-}
-
-nlohmann::json ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("{}: cannot read the trial description", path));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
-}
-
 }  // namespace
 
 std::vector<std::string> FusedTrialFiles(const std::string& variable) {
@@ -129,13 +108,13 @@ std::vector<std::string> FusedTrialFiles(const std::string& variable) {
 }
 
 int RunFusedTrials(const std::atomic<bool>& stop_requested) {
-  const std::vector<std::string> files = FusedTrialFiles(RequireVariable(kFusedTrialsVariable));
+  const std::vector<std::string> files = FusedTrialFiles(RequireWorkerVariable(kFusedTrialsVariable, "run-fused"));
   if (files.empty()) throw Error(fmt::format("${} lists no trial file", kFusedTrialsVariable));
   std::vector<FusedMember> members;
   std::optional<BuiltinTrialRun> first;
   nlohmann::json shared;  // what every member must have alike
   for (const std::string& file : files) {
-    const nlohmann::json trial = ReadJsonFile(file);
+    const nlohmann::json trial = ReadTrialFile(file);
     BuiltinTrialRun run = ReadBuiltinTrial(trial, file);
     const nlohmann::json alike = {{"workload", trial.at("workload")},
                                   {"max_train_steps", trial.at("max_train_steps")},
@@ -156,7 +135,7 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
                        .checkpoint_dir = (std::filesystem::path(file).parent_path() / "checkpoints").string(),
                        .checkpoint_owner = run.options.checkpoint_owner});
   }
-  GroupReporter reporter(RequireVariable("DLTUNE_REPORT"), stop_requested);
+  GroupReporter reporter(RequireWorkerVariable("DLTUNE_REPORT", "run-fused"), stop_requested);
   for (std::size_t m = 0; m < members.size(); ++m) reporter.Write(m, StartLine(0, true));
   std::printf("fused group of %zu trials\n", members.size());
   std::fflush(stdout);

@@ -430,15 +430,15 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
   if (worker.empty()) throw Error("a worker needs a non-empty id to claim trials");
   return Transaction(true, [&]() -> std::optional<std::pair<TrialRecord, TrialLease>> {
     // SQLite holds the write lock for the whole transaction; PostgreSQL skips rows other claimers have locked.
-    const auto rows = connection_->Query(
-        Sql("UPDATE trials SET " + TargetAssignment(TrialTransition::kClaim) +
-            ", worker = ?, heartbeat_at = {now}, started_at = COALESCE(started_at, {now}) "
-            "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND " +
-            FromCondition(TrialTransition::kClaim) + (substudy ? " AND substudy = ?" : "") +
-            " ORDER BY number LIMIT 1 {skip_locked}) RETURNING ") +
-            kTrialColumns,
-        substudy ? std::vector<SqlValue>{worker, study_id, static_cast<std::int64_t>(*substudy)}
-                 : std::vector<SqlValue>{worker, study_id});
+    const auto rows =
+        connection_->Query(Sql("UPDATE trials SET " + TargetAssignment(TrialTransition::kClaim) +
+                               ", worker = ?, heartbeat_at = {now}, started_at = COALESCE(started_at, {now}) "
+                               "WHERE id = (SELECT id FROM trials WHERE study_id = ? AND " +
+                               FromCondition(TrialTransition::kClaim) + (substudy ? " AND substudy = ?" : "") +
+                               " ORDER BY number LIMIT 1 {skip_locked}) RETURNING ") +
+                               kTrialColumns,
+                           substudy ? std::vector<SqlValue>{worker, study_id, static_cast<std::int64_t>(*substudy)}
+                                    : std::vector<SqlValue>{worker, study_id});
     if (rows.empty()) return std::nullopt;
     CountMove(study_id, TrialTransition::kClaim, TrialState::kRunning);
     TouchStudy(study_id);

@@ -26,7 +26,6 @@
 #include "dltune/core/hyperparams.h"
 #include "dltune/core/objective.h"
 #include "dltune/core/training_settings.h"
-#include "dltune/train/fused.h"
 #include "dltune/train/trainer.h"
 #include "dltune/train/workload.h"
 

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dltune/train/fused.h"
 #include "dltune/train/trainer.h"
 
 namespace dltune {
@@ -20,7 +19,7 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
 bool FusibleWorkload(const std::string& workload_name);
 
 // Trains `members` of workload `workload_name` together as one array model in this process (a fused group,
-// dltune/train/fused.h), with the max_train_steps, training settings and objective of `shared` (its seeds and
+// dltune/train/trainer.h), with the max_train_steps, training settings and objective of `shared` (its seeds and
 // checkpoint directory are each member's own), reporting through `callbacks`. Returns each member's result. Throws
 // Error like Train, and for members that cannot train fused (docs/training.md, "Fused trials").
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
