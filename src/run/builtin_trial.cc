@@ -125,15 +125,7 @@ class ReportingCallbacks final : public TrainerCallbacks {
   }
 
   void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t, double) override {
-    std::map<std::string, ReportEval> by_split;
-    for (const auto& m : metrics) {
-      ReportEval& eval = by_split[m.split];
-      eval.step = step;
-      eval.split = m.split;
-      eval.metrics[m.metric] = m.value;
-      eval.examples = m.examples;
-    }
-    for (const auto& [split, eval] : by_split) Write(EvalLine(eval));
+    for (const std::string& line : EvalLines(step, metrics)) Write(line);
   }
 
   void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) override {
@@ -212,6 +204,21 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: missing or mistyped field: {}", where, e.what()));
   }
+}
+
+std::vector<std::string> EvalLines(std::int64_t step, const std::vector<EvalMetric>& metrics) {
+  std::map<std::string, ReportEval> by_split;
+  for (const auto& m : metrics) {
+    ReportEval& eval = by_split[m.split];
+    eval.step = step;
+    eval.split = m.split;
+    eval.metrics[m.metric] = m.value;
+    eval.examples = m.examples;
+  }
+  std::vector<std::string> lines;
+  lines.reserve(by_split.size());
+  for (const auto& [split, eval] : by_split) lines.push_back(EvalLine(eval));
+  return lines;
 }
 
 std::string RequireWorkerVariable(const char* name, const char* command) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,9 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
 BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path);
 // The JSON of the trial.json at `path`. Throws IoError when it cannot be read, Error when it is not JSON.
 nlohmann::json ReadTrialFile(const std::string& path);
+
+// A trainer's evaluation at `step` as report lines, one `eval` line per split.
+std::vector<std::string> EvalLines(std::int64_t step, const std::vector<EvalMetric>& metrics);
 
 // The value of the variable `name` that the worker sets for `dltune COMMAND`; throws Error, saying so, without it.
 std::string RequireWorkerVariable(const char* name, const char* command);

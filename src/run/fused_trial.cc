@@ -51,15 +51,7 @@ class GroupReporter final : public FusedCallbacks {
   }
 
   void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics) override {
-    std::map<std::string, ReportEval> by_split;
-    for (const EvalMetric& m : metrics) {
-      ReportEval& eval = by_split[m.split];
-      eval.step = step;
-      eval.split = m.split;
-      eval.metrics[m.metric] = m.value;
-      eval.examples = m.examples;
-    }
-    for (const auto& [split, eval] : by_split) Write(member, EvalLine(eval));
+    for (const std::string& line : EvalLines(step, metrics)) Write(member, line);
   }
 
   void OnCheckpoint(std::size_t member, const CheckpointEvent& event) override {
