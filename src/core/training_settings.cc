@@ -105,8 +105,8 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "cpu or cuda",
        Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
       {"fuse", "",
-       "built-in MLP trials of one sub-study that differ only in fusible hyperparameters train together as one array "
-       "model, at most this many in a group: off (default) or a number (docs/training.md, \"Fused trials\")",
+       "built-in MLP or CNN trials of one sub-study that differ only in fusible hyperparameters train together as one "
+       "array model, at most this many in a group: off (default) or a number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
   };
   return kFields;

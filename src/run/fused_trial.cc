@@ -36,6 +36,14 @@ class GroupReporter final : public FusedCallbacks {
     std::fflush(report_);
   }
 
+  void OnStart(std::size_t member, std::int64_t step) override {
+    if (step > 0 && member == 0) {
+      std::printf("resuming the group from its checkpoints of step %lld\n", static_cast<long long>(step));
+      std::fflush(stdout);
+    }
+    Write(member, StartLine(step, true));
+  }
+
   void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
     std::string lines;
     for (const StepMetrics& s : steps) {
@@ -128,7 +136,6 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
                        .checkpoint_owner = run.options.checkpoint_owner});
   }
   GroupReporter reporter(RequireWorkerVariable("DLTUNE_REPORT", "run-fused"), stop_requested);
-  for (std::size_t m = 0; m < members.size(); ++m) reporter.Write(m, StartLine(0, true));
   std::printf("fused group of %zu trials\n", members.size());
   std::fflush(stdout);
   const auto began = std::chrono::steady_clock::now();

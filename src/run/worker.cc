@@ -315,20 +315,29 @@ class Worker {
     if (!claimed) return false;
     StudySession& session = *claimed->session;
     const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec());
-    if (limit < 2 || !StartsAfresh(claimed->trial)) {
+    // A trial with checkpoints joins a group only to resume with the group it was stopped in.
+    const std::optional<std::int64_t> resumes_from = NewestCheckpointStep(claimed->trial);
+    const std::vector<std::uint64_t> stopped_group =
+        resumes_from ? FusedGroupOf(claimed->trial.record().resources) : std::vector<std::uint64_t>{};
+    if (limit < 2 || (resumes_from && stopped_group.size() < 2)) {
       Start(session, std::move(claimed->trial));
       return true;
     }
-    // A fused group: the next trials of its sub-study that differ only in fusible hyperparameters.
+    // A fused group: the next trials of its sub-study that differ only in fusible hyperparameters, fresh as the
+    // first is, or stopped in its group at its step.
     const std::size_t substudy = claimed->trial.record().substudy;
     const std::string key = FusionKey(claimed->trial.ParamsByName(), substudy);
+    const auto joins = [&](const ActiveTrial& next) {
+      return FusionKey(next.ParamsByName(), substudy) == key && NewestCheckpointStep(next) == resumes_from &&
+             (!resumes_from || FusedGroupOf(next.record().resources) == stopped_group);
+    };
     std::vector<ActiveTrial> group;
     group.push_back(std::move(claimed->trial));
     std::optional<ActiveTrial> apart;  // claimed for the group, and not one to join it
     while (group.size() < limit) {
       auto next = session.Ask(worker_id_, substudy);
       if (!next) break;
-      if (StartsAfresh(*next) && FusionKey(next->ParamsByName(), substudy) == key) {
+      if (joins(*next)) {
         group.push_back(std::move(*next));
       } else {
         apart.emplace(std::move(*next));
@@ -347,8 +356,14 @@ class Worker {
     return true;
   }
 
-  // Whether the trial starts from step 0 (it has no checkpoint to resume): a fused group trains its members afresh.
-  bool StartsAfresh(const ActiveTrial& trial) { return store_.ListCheckpoints(trial.lease().trial_id).empty(); }
+  // The step of the trial's newest checkpoint, which it resumes from; nullopt when it starts afresh.
+  std::optional<std::int64_t> NewestCheckpointStep(const ActiveTrial& trial) {
+    std::optional<std::int64_t> newest;
+    for (const CheckpointRecord& checkpoint : store_.ListCheckpoints(trial.lease().trial_id)) {
+      if (!checkpoint.deleted) newest = std::max(newest.value_or(checkpoint.step), checkpoint.step);
+    }
+    return newest;
+  }
 
   // Processes of --parallel's count that the running trials take.
   int UsedProcesses() const {
@@ -438,8 +453,8 @@ class Worker {
                                        store_.ListCheckpoints(trial_id), evaluated, SinkHooks(slot, observer_));
   }
 
-  // Starts `trials` (fresh trials of one sub-study that differ only in fusible hyperparameters) as one fused group:
-  // one process, one --parallel slot, each member a trial of its own.
+  // Starts `trials` (trials of one sub-study that differ only in fusible hyperparameters, all fresh or all stopped
+  // together in one group) as one fused group: one process, one --parallel slot, each member a trial of its own.
   void StartGroup(StudySession& session, std::vector<ActiveTrial> trials) {
     if (trials.size() == 1) {
       Start(session, std::move(trials.front()));
@@ -515,6 +530,8 @@ class Worker {
          {std::pair{member.stdout_path, group.stdout_path}, std::pair{member.stderr_path, group.stderr_path}}) {
       if (own.empty() || shared.empty()) continue;
       std::error_code error;
+      // A link left by an earlier attempt in a group is replaced (writing through it would write the group's log).
+      if (std::filesystem::is_symlink(own, error)) std::filesystem::remove(own, error);
       if (std::filesystem::exists(own, error)) {
         std::ofstream(own, std::ios::app)
             << "(this attempt trained in a fused group: its output is in " << shared.string() << ")\n";

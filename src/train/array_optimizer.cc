@@ -246,4 +246,17 @@ void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArc
   }
 }
 
+void ArrayOptimizer::LoadMember(std::int64_t member, torch::serialize::InputArchive& archive) {
+  // A lone optimizer over tensors of the member's shapes reads and checks the archive; its state is then copied in.
+  std::vector<torch::Tensor> shapes;
+  for (const torch::Tensor& param : params_) shapes.push_back(torch::zeros_like(param[member]));
+  Optimizer lone(shapes, members_.at(static_cast<std::size_t>(member)));
+  lone.Load(archive);
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    for (std::size_t b = 0; b < buffer_names_.size(); ++b) buffers_[i][b][member].copy_(lone.Buffers(i)[b]);
+  }
+  steps_[static_cast<std::size_t>(member)] = lone.steps();
+}
+
 }  // namespace dltune

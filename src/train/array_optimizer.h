@@ -52,6 +52,9 @@ class ArrayOptimizer {
   // Writes member m's state into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters
   // are the member's slices: a lone Optimizer of that kind Loads it and continues as the member would have.
   void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const;
+  // Restores member m's state from what SaveMember (or a lone Optimizer of the member's kind and shapes) wrote: the
+  // member then continues as its lone optimizer would. Throws Error, changing nothing, as Optimizer::Load does.
+  void LoadMember(std::int64_t member, torch::serialize::InputArchive& archive);
 
  private:
   // The coefficients of member m's update at learning rate `eta`, but the bias correction (per update count).

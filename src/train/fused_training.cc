@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -49,8 +50,6 @@ void CheckFusable(const MemberState& member, std::size_t index) {
   if (member.hp.grad_clip_norm > 0) refuse("gradient clipping (grad_clip_norm)");
   if (member.hp.label_smoothing > 0) refuse("label smoothing");
   if (member.hp.ema_decay > 0) refuse("a moving average of the weights (ema_decay)");
-  const HyperParams& params = member.spec->params;
-  if (params.Has("dropout") && params.Real("dropout", 0.0) != 0.0) refuse("dropout");
 }
 
 void CheckOptions(const FusedOptions& options, std::size_t members) {
@@ -71,12 +70,6 @@ void CheckOptions(const FusedOptions& options, std::size_t members) {
   }
 }
 
-// The state of torch's generator in a lone trial after its model is built: seeded for dropout from the data seed.
-torch::Tensor LoneGeneratorState(std::uint64_t data_seed) {
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(MixSeed(data_seed, kDropoutStream));
-  return generator.get_state();
-}
-
 class FusedLoop {
  public:
   FusedLoop(Workload& workload, const std::vector<FusedMember>& members, const FusedOptions& options)
@@ -94,7 +87,12 @@ class FusedLoop {
       lone_models.push_back(member.lone);
       optimizers.push_back(member.hp.optimizer);
     }
-    model_ = std::make_shared<ArrayMlp>(lone_models, options.standardize);
+    model_ = MakeArrayModel(lone_models, options.standardize);
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      // As the lone trainer seeds torch's generator for dropout once its model is built.
+      model_->DropoutGenerator(static_cast<std::int64_t>(m))
+          .set_current_seed(MixSeed(members_[m].spec->data_seed, kDropoutStream));
+    }
     optimizer_ = std::make_unique<ArrayOptimizer>(model_->ArrayParameters(), optimizers);
     eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * batch_size_;
     if (eval_batch_size_ < batch_size_) {
@@ -105,6 +103,7 @@ class FusedLoop {
 
   std::vector<FusedMemberResult> Run() {
     const WorkloadData& data = workload_.Data();
+    Resume();
     for (MemberState& member : members_) {
       const std::uint64_t seed = member.spec->data_seed;
       member.train_subset =
@@ -113,7 +112,8 @@ class FusedLoop {
         member.valid_sample =
             FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2));
       }
-      member.pipeline = std::make_unique<BatchPipeline>(data.train, batch_size_, seed);
+      member.pipeline = std::make_unique<BatchPipeline>(data.train, batch_size_, seed, step_);
+      if (callbacks_) callbacks_->OnStart(Index(member), step_);
     }
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
@@ -147,12 +147,77 @@ class FusedLoop {
                                                                 .keep_best = settings_.keep_best_checkpoints,
                                                                 .direction = options_.objective.direction,
                                                                 .owner = spec.checkpoint_owner});
-      if (!member.checkpoints->List().empty() || !member.checkpoints->Foreign().empty()) {
-        throw Error(fmt::format("fused trials start afresh: {} holds checkpoints already", spec.checkpoint_dir),
+      if (!member.checkpoints->Foreign().empty()) {
+        throw Error(fmt::format("{} holds checkpoints of another run: they are neither resumed from nor deleted",
+                                spec.checkpoint_dir),
                     ErrorKind::kConflict);
       }
     }
     return member;
+  }
+
+  // A group whose members hold checkpoints resumes from the newest step at which every member has one (members
+  // stopped together share their steps). A group some of whose members hold checkpoints and others none, or whose
+  // members share no step, does not resume (Error): its members resume alone.
+  void Resume() {
+    std::vector<std::set<std::int64_t>> steps;
+    for (const MemberState& member : members_) {
+      std::set<std::int64_t> own;
+      if (member.checkpoints) {
+        for (const CheckpointInfo& info : member.checkpoints->List()) own.insert(info.step);
+      }
+      steps.push_back(std::move(own));
+    }
+    std::set<std::int64_t> common = steps.front();
+    for (std::size_t m = 0; m < members_.size(); ++m) {
+      if (steps[m].empty() != steps.front().empty()) {
+        throw Error(fmt::format("fused trials resume together: member {} holds {}checkpoints and member {} {}", 0,
+                                steps.front().empty() ? "no " : "", m, steps[m].empty() ? "none" : "some"),
+                    ErrorKind::kConflict);
+      }
+      std::set<std::int64_t> both;
+      std::set_intersection(common.begin(), common.end(), steps[m].begin(), steps[m].end(),
+                            std::inserter(both, both.end()));
+      common = std::move(both);
+    }
+    if (steps.front().empty()) return;
+    if (common.empty()) {
+      throw Error("fused trials resume together from one step, and these members' checkpoints share none",
+                  ErrorKind::kConflict);
+    }
+    const std::int64_t step = *common.rbegin();
+    for (MemberState& member : members_) {
+      const LoadedCheckpoint loaded = member.checkpoints->Load(step);
+      RestoreMember(member, ReadWholeFile(loaded.info.path / "state.pt"));
+      member.out.result.resumed_from_step = step;
+    }
+    step_ = step;
+  }
+
+  // Restores a member from its checkpoint's state (as the lone trainer's RestoreStateFrom does).
+  void RestoreMember(MemberState& member, const std::string& state) {
+    const auto m = static_cast<std::int64_t>(Index(member));
+    torch::serialize::InputArchive archive;
+    std::istringstream in(state);
+    archive.load_from(in);
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    member.lone->load(model_archive);
+    model_->CopyMemberFrom(m, *member.lone);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer_->LoadMember(m, optimizer_archive);
+    // Each read needs a fresh tensor: reading into a defined one copies into its storage.
+    const auto read = [&](const char* key) {
+      torch::Tensor value;
+      archive.read(key, value);
+      return value;
+    };
+    member.saved_step = read("step").item<std::int64_t>();
+    if (const auto best_step = read("best_step").item<std::int64_t>(); best_step >= 0) member.best_step = best_step;
+    if (const auto best = read("best_value").item<double>(); !std::isnan(best)) member.best_value = best;
+    if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) member.initial_loss = initial;
+    model_->DropoutGenerator(m).set_state(read("cpu_generator"));
   }
 
   bool AnyActive() const {
@@ -367,7 +432,7 @@ class FusedLoop {
     archive.write("best_step", torch::tensor(member.best_step.value_or(-1), torch::kLong));
     archive.write("best_value", torch::tensor(member.best_value.value_or(std::nan("")), torch::kDouble));
     archive.write("initial_loss", torch::tensor(member.initial_loss.value_or(std::nan("")), torch::kDouble));
-    archive.write("cpu_generator", LoneGeneratorState(member.spec->data_seed));
+    archive.write("cpu_generator", model_->DropoutGenerator(m).get_state());
     archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     std::ostringstream bytes;
     archive.save_to(bytes);
@@ -411,7 +476,7 @@ class FusedLoop {
   std::vector<MemberState> members_;
   std::int64_t batch_size_ = 0;
   std::int64_t eval_batch_size_ = 0;
-  std::shared_ptr<ArrayMlp> model_;
+  std::shared_ptr<ArrayModel> model_;
   std::unique_ptr<ArrayOptimizer> optimizer_;
   std::int64_t step_ = 0;
   FusedCallbacks* callbacks_ = options_.callbacks;

@@ -9,9 +9,13 @@
 // lone trainer's reason, while the others train on. At each evaluation (and when stopped) a member with a checkpoint
 // directory gets a checkpoint there in the lone trainer's format, from which a lone trial resumes.
 //
-// What a lone trial has and a member has not: gradient clipping, label smoothing, a moving average of the weights,
-// dropout, normalization layers, data-parallel ranks, profile traces, predictions, resuming a group from its
-// checkpoints: a member asking for one is refused (Error). Docs: docs/training.md, "Fused trials".
+// A group whose members all hold checkpoints (a group stopped together) resumes from the newest step they share, each
+// member as its lone trial would resume from its checkpoint.
+//
+// The models: the built-in MLP without normalization layers (array_mlp.h) and the built-in CNN with no norm, batch
+// norm or ghost batch norm (array_cnn.h), with dropout. What a lone trial has and a member has not: gradient
+// clipping, label smoothing, a moving average of the weights, layer norm, data-parallel ranks, profile traces,
+// predictions: a member asking for one is refused (Error). Docs: docs/training.md, "Fused trials".
 #pragma once
 
 #include <cstdint>
@@ -22,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "array_mlp.h"
+#include "array_model.h"
 #include "dltune/core/hyperparams.h"
 #include "dltune/core/objective.h"
 #include "dltune/core/training_settings.h"
@@ -39,7 +43,7 @@ struct FusedOptions {
   TrainingSettings training;
   Objective objective;
   // The built-in fashion_mnist_mlp standardizes its inputs with Fashion-MNIST's pixel statistics; the synthetic
-  // workload does not. ArrayMlp checks it against the lone model.
+  // workload does not. The array model checks it against the lone model.
   std::optional<InputStandardization> standardize;
   FusedCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
 };

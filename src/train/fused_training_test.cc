@@ -1,5 +1,6 @@
 // Fused trials against the same trials trained alone, on the CPU: the built-in MLP workloads (synthetic, and
-// Fashion-MNIST when its package is installed), every optimizer, a diverging member, a member's checkpoint resumed.
+// Fashion-MNIST when its package is installed) and the CNN with each normalization, bit for bit; every optimizer,
+// dropout, a diverging member, a member's checkpoint resumed alone, a stopped group resumed together.
 #include "fused_training.h"
 
 #include <unistd.h>
@@ -257,12 +258,123 @@ TEST_F(FusedTrainingTest, FashionMnistMembersTrainAsTheirLoneTrials) {
   }
 }
 
+// Dropout: each member draws its masks from a generator of its own, seeded as its lone trial seeds torch's.
+TEST_F(FusedTrainingTest, DropoutMembersTrainAsTheirLoneTrials) {
+  const std::vector<FusedMember> members = {
+      Member({{"dropout", Value(0.2)}, {"learning_rate", Value(0.05)}}, 1),
+      Member({{"dropout", Value(0.2)}, {"learning_rate", Value(0.02)}}, 2),
+  };
+  const std::vector<FusedMemberResult> fused = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    ExpectSameAsAlone(fused[m], TrainAlone(members[m]));
+  }
+}
+
+// What a fused member reported, in the shape of a lone trial's record.
+Alone AsAlone(const FusedMemberResult& member) {
+  Alone alone;
+  alone.result = member.result;
+  alone.recorded.steps = member.steps;
+  alone.recorded.evaluations = member.evaluations;
+  return alone;
+}
+
+// A group stopped at step 120 resumes together from its members' checkpoints (weights, optimizer state, dropout
+// generators, best and initial values) and continues bit for bit as the group that never stopped.
+TEST_F(FusedTrainingTest, StoppedGroupResumesExactly) {
+  std::vector<FusedMember> members = {
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}, {"dropout", Value(0.1)}}, 1),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.003)}, {"dropout", Value(0.1)}}, 2),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.02)}, {"dropout", Value(0.1)}}, 3),
+  };
+  const auto whole = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  options_.stop_after_step = 120;
+  const auto stopped = TrainFused(*workload_, members, options_);
+  options_.stop_after_step = 0;
+  const auto resumed = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(stopped[m].result.outcome, TrainOutcome::kStopped);
+    EXPECT_EQ(resumed[m].result.resumed_from_step, 120);
+    ASSERT_EQ(resumed[m].steps.front().step, 121);
+    ExpectSameAsAlone(resumed[m], AsAlone(whole[m]), 121);
+    for (std::size_t i = 0; i < stopped[m].steps.size(); ++i) {
+      ASSERT_EQ(stopped[m].steps[i].loss, whole[m].steps[i].loss);
+    }
+  }
+  // A member with checkpoints beside one without: the group does not resume (its members resume alone).
+  std::vector<FusedMember> mixed = {members[0], Member({{"optimizer", Value("adam")}, {"dropout", Value(0.1)}}, 4)};
+  mixed[1].checkpoint_dir = (dir_ / "fresh").string();
+  try {
+    TrainFused(*workload_, mixed, options_);
+    ADD_FAILURE() << "a group of a resumable member and a fresh one trained";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kConflict);
+    EXPECT_THAT(e.what(), HasSubstr("resume together"));
+  }
+}
+
+// The built-in CNN on Fashion-MNIST: small widths, a slice of the training images.
+class FusedCnnTest : public FusedTrainingTest, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    FusedTrainingTest::SetUp();
+    workload_ = MakeWorkload("fashion_mnist_cnn", {{"train_examples", 1000}});
+    options_.max_train_steps = 30;
+    options_.training.eval_every_steps = 15;
+    options_.training.valid_sample_examples = 300;
+    options_.standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd};
+  }
+
+  FusedMember CnnMember(double learning_rate, std::uint64_t seed) const {
+    return FusedMember{
+        HyperParams({{"conv_channels", {4, 8}}, {"dense_size", 16}}, {{"optimizer", Value("nesterov")},
+                                                                      {"learning_rate", Value(learning_rate)},
+                                                                      {"batch_size", Value(std::int64_t{32})},
+                                                                      {"normalization", Value(GetParam())},
+                                                                      {"virtual_batch_size", Value(std::int64_t{16})},
+                                                                      {"dropout", Value(0.1)}}),
+        seed, seed + 7, "", nullptr};
+  }
+};
+
+// Three members trained fused, each bit for bit as its lone trial (on the CPU each member's convolutions and ghost
+// batch norms are its lone model's calls); then stopped at step 15, each member's checkpoint (weights and, with batch
+// norm, its running averages) resumed alone.
+TEST_P(FusedCnnTest, MembersFollowTheirLoneTrials) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)";
+  }
+  std::vector<FusedMember> members = {CnnMember(0.01, 1), CnnMember(0.02, 2), CnnMember(0.005, 3)};
+  const std::vector<FusedMemberResult> fused = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    ExpectSameAsAlone(fused[m], TrainAlone(members[m]));
+  }
+  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  options_.stop_after_step = 15;
+  TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {} resumed alone", m));
+    const Alone resumed = TrainAlone(members[m], members[m].checkpoint_dir);
+    EXPECT_EQ(resumed.result.resumed_from_step, 15);
+    FusedMemberResult continued;
+    continued.result = resumed.result;
+    continued.steps = resumed.recorded.steps;
+    continued.evaluations = resumed.recorded.evaluations;
+    ExpectSameAsAlone(continued, AsAlone(fused[m]), 16);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Normalizations, FusedCnnTest, ::testing::Values("none", "batch", "ghost"));
+
 // The array model checks the lone model's architecture on a probe batch: a standardization it lacks is refused.
 TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
   options_.standardize = InputStandardization{0.5, 0.25};
   EXPECT_THROW(TrainFused(*workload_, {Member({}, 1)}, options_), Error);
   options_.standardize.reset();
-  EXPECT_THROW(TrainFused(*workload_, {Member({{"dropout", Value(0.1)}}, 1)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"optimizer", Value("adam")}}, 1), Member({}, 2)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"grad_clip_norm", Value(1.0)}}, 1)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"normalization", Value("batch")}}, 1)}, options_), Error);

@@ -107,6 +107,8 @@ class Optimizer {
 
   const OptimizerOptions& options() const { return options_; }
   const std::vector<torch::Tensor>& params() const { return params_; }
+  // Parameter i's state buffers (the moments), in the order of Save's names.
+  const std::vector<torch::Tensor>& Buffers(std::size_t param) const { return states_.at(param).buffers; }
 
  private:
   // Per-parameter state: the playbook's v (and m) tensors, as many as the kind needs, and t.

@@ -20,14 +20,17 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
   return TrainWorkload(*workload, params, options, callbacks);
 }
 
-bool FusibleWorkload(const std::string& workload_name) { return workload_name == "fashion_mnist_mlp"; }
+bool FusibleWorkload(const std::string& workload_name) {
+  return workload_name == "fashion_mnist_mlp" || workload_name == "fashion_mnist_cnn";
+}
 
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
                                           FusedCallbacks& callbacks) {
   if (!FusibleWorkload(workload_name)) {
     throw Error(
-        fmt::format("workload {} cannot train fused: only fashion_mnist_mlp has an array model", workload_name));
+        fmt::format("workload {} cannot train fused: only fashion_mnist_mlp and fashion_mnist_cnn have array models",
+                    workload_name));
   }
   const auto workload = MakeWorkload(workload_name, workload_args);
   FusedOptions options{.max_train_steps = shared.max_train_steps,

@@ -231,12 +231,14 @@ struct FusedMember {
 class FusedCallbacks {
  public:
   virtual ~FusedCallbacks() = default;
+  // Before the first step: the step each member starts after (its checkpoint's when the group resumes, else 0).
+  virtual void OnStart(std::size_t /*member*/, std::int64_t /*step*/) {}
   virtual void OnTrainSteps(std::size_t /*member*/, const std::vector<StepMetrics>& /*steps*/) {}
   virtual void OnEvaluation(std::size_t /*member*/, std::int64_t /*step*/, const std::vector<EvalMetric>& /*metrics*/) {
   }
   virtual void OnCheckpoint(std::size_t /*member*/, const CheckpointEvent& /*event*/) {}
   virtual void OnEnd(std::size_t /*member*/, const TrainResult& /*result*/) {}
-  // Polled after every step: true stops the group there, each member with a checkpoint (resumable alone).
+  // Polled after every step: true stops the group there, each member with a checkpoint (resumable alone, or together).
   virtual bool ShouldStop(std::int64_t /*step*/) { return false; }
 };
 
