@@ -1,12 +1,18 @@
 // Fused trials in the runner (training.fuse; docs/training.md, "Fused trials"): a sub-study's trials that differ
 // only in fusible hyperparameters train as one group in one process, and each stays a trial of its own with the
 // measurements, evaluations, checkpoints and state it would have had alone.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -35,15 +41,16 @@ class FusedRunner : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  // Nesterov vs Adam on the Fashion-MNIST MLP, `trials` per optimizer of 30 steps, with `fuse` and `space_extra`.
-  void WriteStudy(const std::string& name, const std::string& fuse, int trials, const std::string& nesterov_lr) {
+  // Nesterov vs Adam on the Fashion-MNIST MLP, `trials` per optimizer of `steps` steps (evaluated every `steps` / 3),
+  // with `fuse` and the Nesterov learning rates `nesterov_lr`.
+  void WriteStudy(const std::string& name, const std::string& fuse, int trials, const std::string& nesterov_lr,
+                  int steps = 30) {
     fs::create_directories(dir_ / name);
     std::ofstream(dir_ / name / "study.yaml")
         << "name: fused\n"
            "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
-           "max_train_steps: 30\n"
-           "training: {eval_every_steps: 10, train_eval_examples: 1000, threads: 1, fuse: "
-        << fuse << "}\n"
+        << "max_train_steps: " << steps << "\ntraining: {eval_every_steps: " << steps / 3
+        << ", train_eval_examples: 1000, threads: 1, fuse: " << fuse << "}\n"
         << "trials: " << trials
         << "\n"
            "sampler: halton\n"
@@ -58,11 +65,39 @@ class FusedRunner : public ::testing::Test {
            "  batch_size: 64\n";
   }
 
+  std::string RunCommand(const std::string& name) const {
+    return "cd '" + (dir_ / name).string() + "' && exec " + DLTUNE_CLI +
+           " run study.yaml --parallel 2 --no-report --storage sqlite://" + (dir_ / name / "dltune.db").string() +
+           " >> run.out 2>&1";
+  }
   int Run(const std::string& name) {
-    const std::string command = "cd '" + (dir_ / name).string() + "' && " + DLTUNE_CLI +
-                                " run study.yaml --parallel 2 --no-report --storage sqlite://" +
-                                (dir_ / name / "dltune.db").string() + " > run.out 2>&1";
-    const int status = std::system(command.c_str());
+    const int status = std::system(RunCommand(name).c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  // Runs study `name` until `trials` of its trials have recorded `step` training steps, then interrupts it (Ctrl-C);
+  // returns its exit status.
+  int RunAndInterrupt(const std::string& name, int trials, std::int64_t step) {
+    const std::string command = RunCommand(name);
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    const fs::path db = dir_ / name / "dltune.db";
+    for (int ready = 0; ready < trials && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (!fs::exists(db)) continue;
+      const auto store = OpenStore("sqlite://" + db.string());
+      const auto study = store->FindStudy("fused");
+      if (!study) continue;
+      ready = 0;
+      for (const TrialRecord& trial : store->ListTrials(study->id)) {
+        const auto series = store->TrainSeries(trial.id);
+        if (trial.state == TrialState::kRunning && !series.empty() && series.back().step >= step) ++ready;
+      }
+    }
+    kill(pid, SIGINT);
+    int status = 0;
+    waitpid(pid, &status, 0);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
@@ -160,6 +195,53 @@ TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {
   EXPECT_EQ(diverged, 1);
   EXPECT_EQ(completed, 3);
   EXPECT_THAT(GroupLines("fused"), ::testing::Contains("fused group of 2 trials"));
+}
+
+// Ctrl-C stops a group with a checkpoint for each member; the next run resumes the members together, as one group
+// from that step, and each trial ends as it would have without the stop (and alone).
+TEST_F(FusedRunner, AStoppedGroupResumesAsAGroup) {
+  const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
+  WriteStudy("fused", "3", 3, learning_rate, 9000);
+  WriteStudy("alone", "off", 3, learning_rate, 9000);
+  ASSERT_EQ(RunAndInterrupt("fused", 3, 3000), 75) << Slurp(dir_ / "fused" / "run.out");
+  for (const auto& [number, result] : Results("fused")) {
+    EXPECT_EQ(result.state, TrialState::kStopped) << number << ": " << result.reason;
+  }
+  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+  ASSERT_EQ(Run("alone"), 0) << Slurp(dir_ / "alone" / "run.out");
+  // Each sub-study's group formed again: two groups at first, the same two resumed.
+  EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials",
+                                                          "fused group of 3 trials", "fused group of 3 trials"));
+  const auto fused = Results("fused");
+  const auto alone = Results("alone");
+  ASSERT_EQ(fused.size(), 6U);
+  for (const auto& [number, result] : fused) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_EQ(result.losses, alone.at(number).losses);
+    EXPECT_EQ(result.evals, alone.at(number).evals);
+  }
+  const auto show = test::RunDltune("show fused 0 --storage sqlite://" + (dir_ / "fused" / "dltune.db").string());
+  EXPECT_THAT(show.out, HasSubstr("trained together with trials 2 and 4")) << show.out;
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+// training.fuse: auto measures the study's trial alone and in groups before the trials start, says what it chose
+// and why, and keeps that in the study's decision log; the trials train as it chose.
+TEST_F(FusedRunner, FuseAutoChoosesByMeasurementAndSaysWhy) {
+  WriteStudy("fused", "auto", 2, "min: 0.01, max: 0.3, scale: log", 6000);
+  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+  const std::string out = Slurp(dir_ / "fused" / "run.out");
+  EXPECT_THAT(out, ::testing::ContainsRegex("training.fuse auto: (groups of up to [24]: measured|apart: no fused "
+                                            "group measured).*alone [0-9]+, in groups of 2 [0-9]+, in groups of 4"))
+      << out;
+  const auto store = OpenStore("sqlite://" + (dir_ / "fused" / "dltune.db").string());
+  const auto notes = store->ListNotes(store->FindStudy("fused")->id);
+  ASSERT_EQ(notes.size(), 1U);
+  EXPECT_THAT(notes.front().text, HasSubstr("training.fuse auto: "));
+  for (const auto& [number, result] : Results("fused")) EXPECT_EQ(result.state, TrialState::kCompleted) << number;
+  // Groups formed exactly when the probe chose them.
+  EXPECT_EQ(GroupLines("fused").empty(), out.find("training.fuse auto: apart") != std::string::npos);
 }
 
 }  // namespace

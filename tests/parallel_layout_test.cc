@@ -65,6 +65,16 @@ TEST(PickMeasuredLayout, RefusesMeasurementsWithoutSpeed) {
   EXPECT_THROW(PickMeasuredLayout(Measured({{2, 1, 0}}), 10), Error);
 }
 
+TEST(PickFusion, TakesTheFastestGroupWhenItBeatsTrialsAloneByTheMargin) {
+  // Per trial: alone 100 steps/s; groups of 2, 4, 8 at 150, 260, 240.
+  EXPECT_EQ(PickFusion({{1, 100}, {2, 150}, {4, 260}, {8, 240}}), 4U);
+  // Within the margin of alone: apart.
+  EXPECT_EQ(PickFusion({{1, 100}, {2, 105}, {4, 95}}), 0U);
+  EXPECT_EQ(PickFusion({{1, 100}, {2, 80}}), 0U);
+  EXPECT_EQ(PickFusion({{1, 100}}), 0U);
+  EXPECT_THROW(PickFusion({{2, 100}}), Error);
+}
+
 class ChooseLayout : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -132,6 +142,32 @@ TEST_F(ChooseLayout, TrialsOnGpusAreNotMeasuredOnTheCpu) {
   EXPECT_EQ(layout.threads, 1);
   EXPECT_THAT(layout.basis, HasSubstr("train on GPUs"));
   EXPECT_FALSE(fs::exists(dir_ / "cache")) << "nothing was measured";
+}
+
+// training.fuse: auto measures the real probe alone and in groups, and says why it chose; a short study, or one whose
+// trials cannot fuse, is not measured.
+TEST_F(ChooseLayout, FuseAutoMeasuresGroupsAgainstATrialAlone) {
+  std::vector<std::string> progress;
+  LayoutRequest request = Request(2, 6);
+  request.progress = [&](const std::string& what) { progress.push_back(what); };
+  const FusionChoice choice = ChooseFusion(Spec(6, 20000, "{fuse: auto}"), request, {.trials = 2, .threads = 1});
+  EXPECT_THAT(progress,
+              ::testing::ElementsAre("measuring trials alone", "measuring fused groups of 2",
+                                     "measuring fused groups of 4", "measuring trials alone again",
+                                     "measuring fused groups of 2 again", "measuring fused groups of 4 again"));
+  // Whichever it chose, the figures of every candidate are in its reason.
+  EXPECT_THAT(choice.basis, ::testing::ContainsRegex("alone [0-9]+, in groups of 2 [0-9]+, in groups of 4 [0-9]+"));
+  if (choice.members > 0) {
+    EXPECT_THAT(choice.basis, HasSubstr(fmt::format("groups of up to {}: measured", choice.members)));
+  } else {
+    EXPECT_THAT(choice.basis, HasSubstr("apart: no fused group measured"));
+  }
+  const FusionChoice short_study = ChooseFusion(Spec(4, 100, "{fuse: auto}"), Request(2, 4), {});
+  EXPECT_EQ(short_study.members, 0U);
+  EXPECT_THAT(short_study.basis, HasSubstr("too few to be worth measuring"));
+  StudySpec ranks = Spec(6, 20000, "{fuse: auto}");
+  ranks.training.processes = 2;
+  EXPECT_THAT(ChooseFusion(ranks, Request(2, 6), {}).basis, HasSubstr("cannot train fused"));
 }
 
 TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {

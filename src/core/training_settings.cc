@@ -23,11 +23,7 @@ void CheckDevice(const std::string& text, std::int64_t /*max_train_steps*/) {
 
 void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
   if (text == "off") return;
-  if (text == "auto") {
-    throw Error(
-        "auto (fusing when a probe says it pays) is not available yet: give the most trials a group takes "
-        "(e.g. 8), or off");
-  }
+  if (text == "auto") return;
   std::size_t end = 0;
   long long members = 0;
   try {
@@ -36,7 +32,7 @@ void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
     end = 0;
   }
   if (end == 0 || end != text.size() || members < 2 || members > 1024) {
-    throw Error("must be off or the most trials a fused group takes, from 2 to 1024");
+    throw Error("must be off, auto or the most trials a fused group takes, from 2 to 1024");
   }
 }
 
@@ -106,7 +102,8 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
       {"fuse", "",
        "built-in MLP or CNN trials of one sub-study that differ only in fusible hyperparameters train together as one "
-       "array model, at most this many in a group: off (default) or a number (docs/training.md, \"Fused trials\")",
+       "array model, at most this many in a group: off (default), auto (as many as a probe finds fastest, or none) or "
+       "a number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
   };
   return kFields;

@@ -304,8 +304,14 @@ int RunSpeedProbe() {
   if (const char* text = std::getenv("DLTUNE_PROBE_SECONDS"); text && *text) seconds = std::stod(text);
   // A probe measures speed, not learning: a loss that grows is no reason to stop it.
   run.options.training.divergence_factor = 1e300;
+  // With $DLTUNE_PROBE_MEMBERS > 1 (training.fuse: auto), a fused group of that many copies of the trial, whose
+  // steps count per member.
+  std::size_t members = 1;
+  if (const char* text = std::getenv("DLTUNE_PROBE_MEMBERS"); text && *text) members = std::stoul(text);
+  const HyperParams params(run.args, run.params);
   const double steps_per_second =
-      MeasureTrainingSpeed(run.workload, run.args, HyperParams(run.args, run.params), run.options, seconds);
+      members > 1 ? MeasureFusedTrainingSpeed(run.workload, run.args, params, run.options, members, seconds)
+                  : MeasureTrainingSpeed(run.workload, run.args, params, run.options, seconds);
   std::ofstream report(report_path);
   report << nlohmann::json{{"steps_per_second", steps_per_second}}.dump() << "\n";
   report.flush();

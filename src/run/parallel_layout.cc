@@ -17,6 +17,7 @@
 #include "core/sha256.h"
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
+#include "dltune/workloads/train.h"
 #include "run/trial_process.h"
 #include "run/trial_setup.h"
 #include "train/blas_kernels.h"
@@ -111,12 +112,14 @@ void StoreMeasurements(const std::filesystem::path& file, const std::string& key
   WriteFileAtomically(file, cache.dump(2) + "\n", false);
 }
 
-// Runs `trials` probe processes at once with `threads` threads each, each training for `seconds`; their mean steps/s.
+// Runs `trials` probe processes at once with `threads` threads each, each training for `seconds` (a fused group of
+// `members` when more than 1); their mean steps/s (per member).
 double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& probe_dir, int trials, int threads,
-                     double seconds) {
+                     double seconds, std::size_t members = 1) {
   TrialCommand command;
   command.argv = {request.dltune_executable.string(), "probe-speed"};
   command.environment = ProbeEnvironment(threads, seconds, probe_dir / "trial.json");
+  if (members > 1) command.environment["DLTUNE_PROBE_MEMBERS"] = std::to_string(members);
   command.stdout_path = probe_dir / "probe.log";
   command.stderr_path = probe_dir / "probe.log";
   command.warm_start = true;  // a built-in trial's training: a trial server may fork it
@@ -177,16 +180,22 @@ nlohmann::json ProbeTrial(const StudySpec& spec) {
                           /*resuming=*/false);
 }
 
+// The probe's directory in the temporary directory, removed with this object.
+struct ProbeDirectory {
+  ProbeDirectory() { std::filesystem::create_directories(path); }
+  ~ProbeDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  ProbeDirectory(const ProbeDirectory&) = delete;
+  ProbeDirectory& operator=(const ProbeDirectory&) = delete;
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / fmt::format("dltune-layout-probe-{}", ::getpid());
+};
+
 std::vector<LayoutMeasurement> Probe(nlohmann::json probe_trial, const LayoutRequest& request, int cores) {
-  const auto probe_dir = std::filesystem::temp_directory_path() / fmt::format("dltune-layout-probe-{}", ::getpid());
-  std::filesystem::create_directories(probe_dir);
-  struct RemoveOnExit {
-    std::filesystem::path dir;
-    ~RemoveOnExit() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove{probe_dir};
+  const ProbeDirectory probe;
+  const std::filesystem::path& probe_dir = probe.path;
   std::vector<LayoutMeasurement> measured = LayoutCandidates(cores);
   // The candidates in turn, twice, each time for half the probe's time; a candidate's faster measurement counts. A
   // slowdown shorter than a round (other load, a core the hypervisor took away) then reaches at most one of a
@@ -324,6 +333,66 @@ ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& 
     return layout;
   } catch (const std::exception& e) {
     return {one_each.trials, 1, fmt::format("one thread per trial: the layout could not be measured ({})", e.what())};
+  }
+}
+
+std::size_t PickFusion(const std::vector<FusionMeasurement>& measured) {
+  const auto alone = std::find_if(measured.begin(), measured.end(), [](const auto& m) { return m.members == 1; });
+  if (alone == measured.end()) throw Error("the fusion probe measured no trial alone");
+  const FusionMeasurement* best = &*alone;
+  for (const FusionMeasurement& m : measured) {
+    if (m.steps_per_second > best->steps_per_second) best = &m;
+  }
+  return best->members > 1 && best->steps_per_second >= kFusionMargin * alone->steps_per_second ? best->members : 0;
+}
+
+FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout) {
+  if (!FusibleWorkload(spec.workload.name) || spec.training.processes > 1) {
+    return {0, "apart: these trials cannot train fused (the built-in MLP and CNN can, one process per trial)"};
+  }
+  const std::uint64_t steps =
+      request.trials_to_run * static_cast<std::uint64_t>(std::max<std::int64_t>(1, spec.max_train_steps));
+  if (request.trials_to_run < 2 || steps < kLayoutProbeMinSteps) {
+    return {0, fmt::format("apart: {} trials of {} training steps left in all, too few to be worth measuring",
+                           request.trials_to_run, steps)};
+  }
+  try {
+    nlohmann::json probe_trial = ProbeTrial(spec);
+    probe_trial["training"]["threads"] = layout.threads;
+    const ProbeDirectory probe;
+    WriteTrialDescription(probe.path, probe_trial);
+    std::vector<FusionMeasurement> measured;
+    for (std::size_t members = 1; members <= 16 && members <= request.trials_to_run; members *= 2) {
+      measured.push_back({members, 0});
+    }
+    for (int round = 0; round < kProbeRounds; ++round) {
+      for (FusionMeasurement& candidate : measured) {
+        if (request.progress) {
+          request.progress(candidate.members == 1 ? fmt::format("measuring trials alone{}", round > 0 ? " again" : "")
+                                                  : fmt::format("measuring fused groups of {}{}", candidate.members,
+                                                                round > 0 ? " again" : ""));
+        }
+        candidate.steps_per_second = std::max(candidate.steps_per_second,
+                                              MeasureLayout(request, probe.path, layout.trials, layout.threads,
+                                                            request.probe_seconds / kProbeRounds, candidate.members));
+      }
+    }
+    std::string figures =
+        fmt::format("training steps per second of each trial: alone {:.0f}", measured.front().steps_per_second);
+    for (std::size_t i = 1; i < measured.size(); ++i) {
+      figures += fmt::format(", in groups of {} {:.0f}", measured[i].members, measured[i].steps_per_second);
+    }
+    const std::size_t members = PickFusion(measured);
+    if (members == 0) {
+      return {0, fmt::format("apart: no fused group measured at least {:.1f}x faster per trial ({})", kFusionMargin,
+                             figures)};
+    }
+    const auto chosen =
+        std::find_if(measured.begin(), measured.end(), [&](const auto& m) { return m.members == members; });
+    return {members, fmt::format("groups of up to {}: measured {:.2f}x a trial alone per trial ({})", members,
+                                 chosen->steps_per_second / measured.front().steps_per_second, figures)};
+  } catch (const std::exception& e) {
+    return {0, fmt::format("apart: fused groups could not be measured ({})", e.what())};
   }
 }
 

@@ -60,6 +60,33 @@ struct LayoutRequest {
 // file. A probe that fails falls back to one thread per trial and says why in `basis`; never throws for it.
 ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request);
 
+// training.fuse: auto, one candidate as the probe measured it: fused groups of `members` trials (1: each trial
+// alone), and each member's training steps per second.
+struct FusionMeasurement {
+  std::size_t members = 1;
+  double steps_per_second = 0;
+};
+
+// A group must train this much faster per member than a trial alone to be chosen: a group's members also wait for
+// each other (the last group of a sub-study may be short, a stopped one resumes whole).
+inline constexpr double kFusionMargin = 1.1;
+
+// The group size whose members train the most steps per second, when that beats the trial alone (members 1, which
+// `measured` must hold) by kFusionMargin; 0 (train apart) otherwise.
+std::size_t PickFusion(const std::vector<FusionMeasurement>& measured);
+
+// What training.fuse: auto chose for a study, and why (for the user).
+struct FusionChoice {
+  std::size_t members = 0;  // the most trials a group takes; 0: apart
+  std::string basis;
+};
+
+// training.fuse: auto: measures the study's first trial alone and in fused groups of 2, 4, 8 and 16 (no more than
+// the trials left), as many processes at once as `layout` runs trials, with its threads each, and picks with
+// PickFusion. A study whose trials cannot train fused, a short one (as ChooseParallelLayout's) or a probe that fails
+// train apart, the basis saying why; never throws for it.
+FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout);
+
 // Where measured layouts are kept: $DLTUNE_CACHE_DIR, else $XDG_CACHE_HOME/dltune, else ~/.cache/dltune; the file
 // parallel-layouts.json there.
 std::filesystem::path LayoutCacheFile();

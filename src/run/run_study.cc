@@ -55,6 +55,13 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
   observer.LayoutChosen(layout);
   worker.parallel = layout.trials * layout.processes;  // the worker counts processes
   worker.threads_per_trial = layout.threads;
+  if (session.spec().training.fuse == "auto") {
+    const FusionChoice fusion = ChooseFusion(session.spec(), request, layout);
+    worker.fuse_auto = fusion.members;
+    const std::string why = "training.fuse auto: " + fusion.basis;
+    observer.Notice(why);
+    store.AddNote(session.study().id, {.text = why, .author = "dltune run"});  // the decision log keeps why
+  }
   return layout;
 }
 

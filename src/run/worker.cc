@@ -314,7 +314,7 @@ class Worker {
     });
     if (!claimed) return false;
     StudySession& session = *claimed->session;
-    const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec());
+    const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
     // A trial with checkpoints joins a group only to resume with the group it was stopped in.
     const std::optional<std::int64_t> resumes_from = NewestCheckpointStep(claimed->trial);
     const std::vector<std::uint64_t> stopped_group =

@@ -23,6 +23,9 @@ struct WorkerOptions {
   int parallel = 0;   // trials at once; 0: DefaultParallelism(threads per trial of the first study)
   // Threads of each trial whose spec leaves training.threads to auto (ChooseParallelLayout's choice); 0: 1.
   int threads_per_trial = 0;
+  // The most trials a fused group takes in a study whose spec says training.fuse: auto (ChooseFusion's choice); 0:
+  // such trials train apart.
+  std::size_t fuse_auto = 0;
   double stale_after = 60;  // seconds without a heartbeat before a running trial is reclaimed by another worker
   int max_retries = 3;      // reclaims of one trial before it is failed
   // Keep waiting while other workers run trials of the study (they may be lost and come back as pending); when

@@ -1,6 +1,7 @@
 #include "dltune/workloads/train.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include <fmt/format.h>
@@ -71,6 +72,13 @@ void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json&
 
 namespace {
 
+double MedianOf(std::vector<double>& times) {
+  if (times.empty()) return 0;
+  auto middle = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
+  std::nth_element(times.begin(), middle, times.end());
+  return *middle;
+}
+
 // Collects each step's time and stops training once `seconds` of steps are measured.
 class StepTimer : public TrainerCallbacks {
  public:
@@ -85,17 +93,38 @@ class StepTimer : public TrainerCallbacks {
   }
   bool ShouldStop(std::int64_t step) override { return step > kWarmUpSteps + 5 && measured_ >= seconds_; }
 
-  double Median() {
-    if (times_.empty()) return 0;
-    auto middle = times_.begin() + static_cast<std::ptrdiff_t>(times_.size() / 2);
-    std::nth_element(times_.begin(), middle, times_.end());
-    return *middle;
-  }
+  double Median() { return MedianOf(times_); }
 
  private:
   static constexpr std::int64_t kWarmUpSteps = 5;  // the first steps allocate and fill caches
   double seconds_;
   double measured_ = 0;
+  std::vector<double> times_;
+};
+
+// The same for a fused group: each group step's wall time, between the polls after each step.
+class GroupStepTimer : public FusedCallbacks {
+ public:
+  explicit GroupStepTimer(double seconds) : seconds_(seconds) {}
+
+  bool ShouldStop(std::int64_t step) override {
+    const auto now = std::chrono::steady_clock::now();
+    if (step > kWarmUpSteps) {
+      const double seconds = std::chrono::duration<double>(now - last_).count();
+      times_.push_back(seconds);
+      measured_ += seconds;
+    }
+    last_ = now;
+    return step > kWarmUpSteps + 5 && measured_ >= seconds_;
+  }
+
+  double Median() { return MedianOf(times_); }
+
+ private:
+  static constexpr std::int64_t kWarmUpSteps = 5;
+  double seconds_;
+  double measured_ = 0;
+  std::chrono::steady_clock::time_point last_;
   std::vector<double> times_;
 };
 
@@ -113,6 +142,22 @@ double MeasureTrainingSpeed(const std::string& workload_name, const nlohmann::js
   Train(workload_name, workload_args, params, options, timer);
   const double median = timer.Median();
   return median > 0 ? 1.0 / median : 0;
+}
+
+double MeasureFusedTrainingSpeed(const std::string& workload_name, const nlohmann::json& workload_args,
+                                 const HyperParams& params, TrainerOptions options, std::size_t members,
+                                 double seconds) {
+  options.training.eval_schedule.clear();
+  options.training.eval_every_steps = options.max_train_steps;  // only at the end, which the timer stops before
+  options.training.profile_steps.clear();
+  std::vector<FusedMember> group;
+  for (std::size_t m = 0; m < members; ++m) {
+    group.push_back({.params = params, .init_seed = options.init_seed + m, .data_seed = options.data_seed + m});
+  }
+  GroupStepTimer timer(seconds);
+  TrainFusedTrials(workload_name, workload_args, group, options, timer);
+  const double median = timer.Median();
+  return median > 0 ? static_cast<double>(members) / median : 0;
 }
 
 }  // namespace dltune

@@ -52,6 +52,13 @@ void PreloadWorkloadData(const std::string& workload_name, const nlohmann::json&
 double MeasureTrainingSpeed(const std::string& workload_name, const nlohmann::json& workload_args,
                             const HyperParams& params, TrainerOptions options, double seconds);
 
+// Training steps per second of `members` trials of these params trained as one fused group (TrainFusedTrials; each
+// member its own seeds), counted per member (a group of 4 at 100 steps/s: 400), timed as MeasureTrainingSpeed times
+// a lone trial. Throws Error like TrainFusedTrials.
+double MeasureFusedTrainingSpeed(const std::string& workload_name, const nlohmann::json& workload_args,
+                                 const HyperParams& params, TrainerOptions options, std::size_t members,
+                                 double seconds);
+
 // Every registered workload's name, sorted; the built-in ones included.
 std::vector<std::string> WorkloadNames();
 
