@@ -51,6 +51,13 @@ TrialEnding RecordEnding(ActiveTrial& trial, const EndedTrial& ended) {
                                ended.disk_fault, status.Describe()),
                    FailureCause(ended.disk_fault, ""));
   }
+  if (ended.hung_after_end && ended.end) {
+    // Its outcome was told in full; only its exit hung.
+    if (ended.end->state != EndState::kStopped) return Succeeded(trial, ended);
+    return Stopped(trial, fmt::format("stopped at step {} (its end line says so; it did not exit after it, and was "
+                                      "killed)",
+                                      ended.end->step.value_or(trial.last_step())));
+  }
   if (ended.timed_out) {
     const std::string reason = fmt::format(
         "timed out: it ran longer than training.timeout ({}); it resumes from its latest "

@@ -24,6 +24,7 @@ struct EndedTrial {
   bool term_sent = false;           // it was asked to stop (SIGTERM)
   bool kill_sent = false;           // it was killed (SIGKILL) on request or past its timeout
   bool timed_out = false;           // it ran past training.timeout
+  bool hung_after_end = false;      // killed after it wrote its end line and did not exit (WorkerOptions::end_grace)
   double timeout_seconds = 0;       // training.timeout
   std::string peer_failure;         // a data-parallel trial's rank that ended first (TrialGang::PeerFailure)
 };

@@ -52,6 +52,8 @@ struct Slot {
   bool kill_sent = false;
   bool timed_out = false;  // past training.timeout: stopped, then recorded as failed
   double term_sent_at = 0;
+  double end_seen_at = 0;       // when its end line was read; 0: not yet
+  bool hung_after_end = false;  // it did not exit within the grace after its end line: killed, recorded by the line
   double last_flush = 0;
   TrialProgress progress;
   std::unique_ptr<TrialSink> sink;   // its report; null until the trial is prepared
@@ -188,6 +190,20 @@ void EnforceTimeout(Slot& slot, double now, RunObserver& observer) {
   }
 }
 
+// Kills a trial whose processes have not exited `grace` seconds after its end line (a teardown that hangs: a process
+// group's collective waiting on a rank already gone, a thread that never joins); it is recorded by its end line.
+void EnforceEndGrace(Slot& slot, double now, double grace, RunObserver& observer) {
+  if (slot.lease_lost || slot.hung_after_end || !slot.sink || !slot.sink->end()) return;
+  if (slot.end_seen_at == 0) slot.end_seen_at = now;
+  if (now - slot.end_seen_at <= grace) return;
+  slot.hung_after_end = true;
+  slot.process->Signal(SIGKILL);
+  observer.Notice(
+      fmt::format("{} trial {}: still running {} after its end line; killed, and recorded as its end line "
+                  "says",
+                  slot.progress.study, slot.progress.number, FormatSeconds(grace)));
+}
+
 // What RecordEnding needs of a slot whose processes ended with `status`.
 EndedTrial EndedTrialOf(const Slot& slot, const ExitStatus& status) {
   return {.status = status,
@@ -198,6 +214,7 @@ EndedTrial EndedTrialOf(const Slot& slot, const ExitStatus& status) {
           .term_sent = slot.term_sent,
           .kill_sent = slot.kill_sent,
           .timed_out = slot.timed_out,
+          .hung_after_end = slot.hung_after_end,
           .timeout_seconds = slot.session->spec().training.timeout_seconds,
           .peer_failure = slot.process->PeerFailure()};
 }
@@ -579,7 +596,10 @@ class Worker {
 
   void EnforceTimeouts() {
     const double now = Now();
-    for (auto& slot : slots_) EnforceTimeout(*slot, now, observer_);
+    for (auto& slot : slots_) {
+      EnforceTimeout(*slot, now, observer_);
+      EnforceEndGrace(*slot, now, options_.end_grace_seconds, observer_);
+    }
   }
 
   // Writes what each trial reported since its last write, which tells the store it is alive; an evaluation is such

@@ -26,6 +26,9 @@ struct WorkerOptions {
   // The most trials a fused group takes in a study whose spec says training.fuse: auto (ChooseFusion's choice); 0:
   // such trials train apart.
   std::size_t fuse_auto = 0;
+  // Seconds a trial's processes may run on after its end line before they are killed (and the trial recorded by the
+  // line).
+  double end_grace_seconds = 60;
   double stale_after = 60;  // seconds without a heartbeat before a running trial is reclaimed by another worker
   int max_retries = 3;      // reclaims of one trial before it is failed
   // Keep waiting while other workers run trials of the study (they may be lost and come back as pending); when

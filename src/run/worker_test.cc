@@ -321,6 +321,32 @@ TEST_F(WorkerTest, ATrialPastItsTimeoutIsStoppedAndFailed) {
   }
 }
 
+// A trial that wrote its end line and then never exits (a teardown that hangs) is killed after the grace and recorded
+// as its end line says: the loop does not wait for it forever.
+TEST_F(WorkerTest, ATrialThatHangsAfterItsEndLineIsKilledAndRecordedByIt) {
+  (void)Study(kTrains +
+                  "if [ \"$DLTUNE_TRIAL_NUMBER\" = 1 ]; then\n"
+                  "  R '{\"type\":\"end\",\"state\":\"infeasible\",\"reason\":\"out of memory\"}'\n"
+                  "else R '{\"type\":\"end\",\"state\":\"completed\"}'; fi\n"
+                  "trap '' TERM\n"
+                  "while true; do sleep 0.05; done\n",
+              2);
+  WorkerOptions options;
+  options.end_grace_seconds = 1;
+  const auto started = std::chrono::steady_clock::now();
+  const RunSummary summary = Run(2, nullptr, options);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15));
+  EXPECT_EQ(summary.completed, 1);
+  EXPECT_EQ(summary.infeasible, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kCompleted) << Trial(0).reason;
+  EXPECT_EQ(Trial(0).best_value, 0.2);
+  EXPECT_EQ(Trial(1).state, TrialState::kInfeasible);
+  EXPECT_EQ(Trial(1).reason, "out of memory");
+  ASSERT_FALSE(recorder_.notices.empty());
+  EXPECT_NE(recorder_.notices.front().find("still running 1 s after its end line; killed"), std::string::npos)
+      << recorder_.notices.front();
+}
+
 // Trials failing the same way again and again stop the loop, with the cause, before the study's budget is spent.
 TEST_F(WorkerTest, TrialsFailingTheSameWayStopTheLoop) {
   (void)Study(kPrelude + "echo \"error: no such file: data_$DLTUNE_TRIAL_NUMBER.bin\" >&2\nexit 4\n", 20);
