@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
 #include "dltune/workloads/train.h"
 #include "run/builtin_trial.h"
 #include "run/trial_report.h"
@@ -135,6 +136,9 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
                        .checkpoint_dir = (std::filesystem::path(file).parent_path() / "checkpoints").string(),
                        .checkpoint_owner = run.options.checkpoint_owner});
   }
+  // Here, in the group's own process: a trial server must not have touched CUDA before it forks.
+  first->options.device = ResolveTrainingDevice(first->options.training);
+  if (first->options.device != "cpu") std::printf("training on %s\n", first->options.device.c_str());
   GroupReporter reporter(RequireWorkerVariable("DLTUNE_REPORT", "run-fused"), stop_requested);
   std::printf("fused group of %zu trials\n", members.size());
   std::fflush(stdout);

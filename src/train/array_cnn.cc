@@ -20,8 +20,9 @@ torch::Tensor ProbeImages() { return torch::sin(torch::arange(4 * 784, torch::kF
 
 }  // namespace
 
-ArrayCnn::ArrayCnn(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize)
-    : ArrayModel(members, "array CNN"), standardize_(standardize), dropout_(DropoutOf(members)) {
+ArrayCnn::ArrayCnn(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
+                   const torch::Device& device)
+    : ArrayModel(members, "array CNN", device), standardize_(standardize), dropout_(DropoutOf(members)) {
   for (const char* name : {"conv1.weight", "conv2.weight", "dense.weight", "output.weight"}) Array(name);
   const Model& first = *members.front();
   for (const std::string name : {"norm1", "norm2", "norm3"}) {

@@ -28,7 +28,8 @@ class ArrayCnn : public ArrayModel {
   // dropout) with ReLU and no normalization, batch norm or ghost batch norm, all of the same widths, normalization and
   // dropout rate. Checks on a fixed probe batch that each member's forward here gives the lone model's logits. Throws
   // Error otherwise (layer norm, another activation, widths that differ).
-  ArrayCnn(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize);
+  ArrayCnn(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
+           const torch::Device& device = torch::kCPU);
 
   torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs) override;
 

@@ -17,8 +17,9 @@ torch::Tensor ProbeInputs(std::int64_t features) {
 
 }  // namespace
 
-ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize)
-    : ArrayModel(members, "array MLP"), standardize_(standardize), dropout_(DropoutOf(members)) {
+ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
+                   const torch::Device& device)
+    : ArrayModel(members, "array MLP", device), standardize_(standardize), dropout_(DropoutOf(members)) {
   // The parameters as (weight [M, out, in], bias [M, out]) pairs of a chain of dense layers.
   const std::vector<torch::Tensor>& parameters = ArrayParameters();
   if (parameters.empty() || parameters.size() % 2 != 0) {

@@ -26,7 +26,8 @@ class ArrayMlp : public ArrayModel {
   // ([out]) of each dense layer, every member of the same widths and dropout rate. Checks on a fixed probe batch that
   // each member's forward here gives the lone model's logits. Throws Error for another architecture (normalization
   // layers, another activation, other widths, a standardization that differs).
-  ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize);
+  ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
+           const torch::Device& device = torch::kCPU);
 
   torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs) override;
 

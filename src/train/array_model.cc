@@ -53,7 +53,8 @@ torch::Tensor ArrayLinear(const torch::Tensor& x, const torch::Tensor& weight, c
   return ArrayLinearFunction::apply(x, weight, bias);
 }
 
-ArrayModel::ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::string what)
+ArrayModel::ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::string what,
+                       const torch::Device& device)
     : members_(static_cast<std::int64_t>(members.size())), what_(std::move(what)) {
   if (members.empty()) throw Error(fmt::format("{}: no members", what_));
   torch::NoGradGuard no_grad;
@@ -65,14 +66,16 @@ ArrayModel::ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::
     }
     std::vector<std::int64_t> shape = {members_};
     shape.insert(shape.end(), lone.sizes().begin(), lone.sizes().end());
-    parameters_.push_back(register_parameter(ArrayName(item.key()), torch::empty(shape, lone.options())));
+    parameters_.push_back(
+        register_parameter(ArrayName(item.key()), torch::empty(shape, lone.options().device(device))));
     parameter_names_.push_back(item.key());
     arrays_[item.key()] = parameters_.back();
   }
   for (const auto& item : first.named_buffers()) {
     std::vector<std::int64_t> shape = {members_};
     shape.insert(shape.end(), item.value().sizes().begin(), item.value().sizes().end());
-    arrays_[item.key()] = register_buffer(ArrayName(item.key()), torch::empty(shape, item.value().options()));
+    arrays_[item.key()] =
+        register_buffer(ArrayName(item.key()), torch::empty(shape, item.value().options().device(device)));
   }
   for (std::int64_t m = 0; m < members_; ++m) {
     Model& member = *members[static_cast<std::size_t>(m)];
@@ -119,13 +122,13 @@ const torch::Tensor& ArrayModel::Array(const std::string& name) const {
 torch::Tensor ArrayModel::MemberDropout(const torch::Tensor& x, double p) {
   if (!is_training() || p <= 0) return x;
   // torch::dropout on the CPU: a Bernoulli(1 - p) noise of the input's shape, divided by 1 - p, times the input.
-  torch::Tensor noise = torch::empty_like(x);
+  torch::Tensor noise = torch::empty(x.sizes(), x.options().device(torch::kCPU));
   for (std::int64_t m = 0; m < members_; ++m) {
     torch::Tensor slice = noise[m];
     slice.bernoulli_(1 - p, DropoutGenerator(m));
   }
   noise.div_(1 - p);
-  return x * noise;
+  return x * noise.to(x.device());
 }
 
 void ArrayModel::CheckAgainstLoneModels(const std::vector<std::shared_ptr<Model>>& members,
@@ -133,7 +136,9 @@ void ArrayModel::CheckAgainstLoneModels(const std::vector<std::shared_ptr<Model>
   torch::NoGradGuard no_grad;
   const bool training = is_training();
   eval();
-  const torch::Tensor fused = Forward(std::vector<torch::Tensor>(static_cast<std::size_t>(members_), probe));
+  const torch::Tensor on_device = probe.to(parameters_.empty() ? torch::Device(torch::kCPU) : parameters_[0].device());
+  const torch::Tensor fused =
+      Forward(std::vector<torch::Tensor>(static_cast<std::size_t>(members_), on_device)).to(torch::kCPU);
   train(training);
   for (std::int64_t m = 0; m < members_; ++m) {
     Model& lone = *members[static_cast<std::size_t>(m)];
@@ -164,12 +169,13 @@ double DropoutOf(const std::vector<std::shared_ptr<Model>>& members) {
 }
 
 std::shared_ptr<ArrayModel> MakeArrayModel(const std::vector<std::shared_ptr<Model>>& members,
-                                           std::optional<InputStandardization> standardize) {
+                                           std::optional<InputStandardization> standardize,
+                                           const torch::Device& device) {
   if (members.empty()) throw Error("array model: no members");
   bool convolutional = false;
   for (const auto& child : members.front()->named_children()) convolutional = convolutional || child.key() == "conv1";
-  if (convolutional) return std::make_shared<ArrayCnn>(members, standardize);
-  return std::make_shared<ArrayMlp>(members, standardize);
+  if (convolutional) return std::make_shared<ArrayCnn>(members, standardize, device);
+  return std::make_shared<ArrayMlp>(members, standardize, device);
 }
 
 }  // namespace dltune

@@ -48,8 +48,8 @@ class ArrayModel : public torch::nn::Module {
 
  protected:
   // Copies the members' named parameters and buffers (at least one member; all of the same names and shapes, float32
-  // parameters; Error otherwise). `what` names the architecture in errors.
-  ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::string what);
+  // parameters; Error otherwise) into array tensors on `device`. `what` names the architecture in errors.
+  ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::string what, const torch::Device& device);
 
   // The array tensor of the lone tensor named `name`, [M, ...]; Error when the members have none of that name.
   const torch::Tensor& Array(const std::string& name) const;
@@ -57,10 +57,10 @@ class ArrayModel : public torch::nn::Module {
   // The names of the lone parameters, in order.
   const std::vector<std::string>& ParameterNames() const { return parameter_names_; }
   // In training mode with p > 0, x [M, B, ...] with each member's slice through dropout of rate p, its mask drawn
-  // from its generator as torch::dropout draws it on the CPU; else x.
+  // from its generator as torch::dropout draws it on the CPU (on a device: drawn on the CPU, then copied); else x.
   torch::Tensor MemberDropout(const torch::Tensor& x, double p);
-  // Throws Error unless this model's logits on `probe` (one batch, given to every member) are each lone model's (in
-  // eval mode, drawing from no generator): a check that the array model computes the lone network.
+  // Throws Error unless this model's logits on `probe` (one CPU batch, given to every member) are each lone model's
+  // (in eval mode, drawing from no generator): a check that the array model computes the lone network.
   void CheckAgainstLoneModels(const std::vector<std::shared_ptr<Model>>& members, const torch::Tensor& probe);
   const std::string& what() const { return what_; }
 
@@ -81,9 +81,10 @@ torch::Tensor ArrayLinear(const torch::Tensor& x, const torch::Tensor& weight, c
 // The lone models' dropout rate: their child module "dropout" (0 without one). Error when members differ.
 double DropoutOf(const std::vector<std::shared_ptr<Model>>& members);
 
-// The array version of the members' network: ArrayCnn (array_cnn.h) for the built-in CNN, ArrayMlp (array_mlp.h) for
-// a chain of dense layers; Error for anything else.
+// The array version of the members' network, on `device`: ArrayCnn (array_cnn.h) for the built-in CNN, ArrayMlp
+// (array_mlp.h) for a chain of dense layers; Error for anything else.
 std::shared_ptr<ArrayModel> MakeArrayModel(const std::vector<std::shared_ptr<Model>>& members,
-                                           std::optional<InputStandardization> standardize);
+                                           std::optional<InputStandardization> standardize,
+                                           const torch::Device& device = torch::kCPU);
 
 }  // namespace dltune

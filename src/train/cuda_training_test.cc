@@ -1,5 +1,6 @@
 // The trainer on CUDA (label gpu): the same training as on the CPU within a tolerance derived from float precision,
-// bit-identical resumption on the GPU, a GPU checkpoint resumed on the CPU. Each test that needs a CUDA device skips
+// bit-identical resumption on the GPU, a GPU checkpoint resumed on the CPU; a fused group on CUDA against the same
+// group on the CPU, and its members' checkpoints resumed alone on the CPU. Each test that needs a CUDA device skips
 // without one, saying why; the device-independent parts (training.device's resolution, the optimizer's tensor-op
 // rules against the fused CPU loop) run everywhere.
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -17,6 +19,7 @@
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 #include "dltune/train/workload.h"
+#include "fused_training.h"
 #include "optimizer.h"
 #include "synthetic_data.h"
 
@@ -295,6 +298,89 @@ TEST_F(CudaTraining, AGpuCheckpointResumesOnTheCpu) {
   ASSERT_EQ(second.losses.size(), 100u);
   for (const auto& [step, loss] : second.losses) {
     EXPECT_NEAR(loss, whole.losses.at(step), DeviceTolerance(step) * std::max(1.0, std::abs(loss))) << "step " << step;
+  }
+}
+
+// Keeps each fused member's losses by step.
+struct FusedRecorder : FusedCallbacks {
+  std::map<std::size_t, std::map<std::int64_t, double>> losses;
+  void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
+    for (const StepMetrics& s : steps) losses[member][s.step] = s.loss;
+  }
+};
+
+// Three members of the MLP, each its own learning rate and seeds, trained as one group on `device` for `steps` steps
+// (stopping after `stop_after`; 0: never), each checkpointing under dir / m<i> when `dir` is given.
+std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_t steps, std::int64_t stop_after,
+                                          const std::filesystem::path& dir, FusedRecorder& recorder) {
+  std::vector<FusedMember> members;
+  for (int m = 0; m < 3; ++m) {
+    const std::map<std::string, Value> params = {{"optimizer", Value("adam")},
+                                                 {"learning_rate", Value(0.002 * (m + 1))},
+                                                 {"batch_size", Value(std::int64_t{64})}};
+    members.push_back({.params = HyperParams(nlohmann::json::object(), params),
+                       .init_seed = static_cast<std::uint64_t>(11 + m),
+                       .data_seed = static_cast<std::uint64_t>(12 + m),
+                       .checkpoint_dir = dir.empty() ? "" : (dir / fmt::format("m{}", m)).string()});
+  }
+  FusedOptions options;
+  options.max_train_steps = steps;
+  options.stop_after_step = stop_after;
+  options.training.eval_every_steps = 50;
+  options.training.threads = 1;
+  options.objective = {"valid", "error_rate", Direction::kMinimize};
+  options.device = device;
+  options.callbacks = &recorder;
+  SyntheticMlp workload;
+  return TrainFused(workload, members, options);
+}
+
+// A fused group on CUDA (the array model's batched products, the array optimizer's tensor form) follows the same
+// group on the CPU within float precision, each member.
+TEST_F(CudaTraining, AFusedGroupMatchesTheCpuGroupWithinFloatPrecision) {
+  SKIP_WITHOUT_CUDA();
+  FusedRecorder cpu, cuda;
+  const auto on_cpu = TrainGroup("cpu", 200, 0, "", cpu);
+  const auto on_cuda = TrainGroup("cuda", 200, 0, "", cuda);
+  for (std::size_t m = 0; m < 3; ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(on_cuda[m].result.outcome, TrainOutcome::kCompleted);
+    ASSERT_EQ(cuda.losses[m].size(), 200U);
+    for (const auto& [step, loss] : cpu.losses[m]) {
+      EXPECT_NEAR(cuda.losses[m].at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
+          << "step " << step;
+    }
+    ASSERT_TRUE(on_cpu[m].result.final_value && on_cuda[m].result.final_value);
+    EXPECT_NEAR(*on_cuda[m].result.final_value, *on_cpu[m].result.final_value, 0.02);
+  }
+}
+
+// A member of a group stopped on CUDA resumes alone on the CPU from its checkpoint, and follows the group that never
+// stopped within float precision.
+TEST_F(CudaTraining, AFusedMembersGpuCheckpointResumesAloneOnTheCpu) {
+  SKIP_WITHOUT_CUDA();
+  FusedRecorder whole, stopped;
+  TrainGroup("cuda", 200, 0, "", whole);
+  const auto parts = TrainGroup("cuda", 200, 100, dir_, stopped);
+  ASSERT_EQ(parts[1].result.outcome, TrainOutcome::kStopped);
+  Recorder second;
+  TrainerOptions options;
+  options.max_train_steps = 200;
+  options.training.eval_every_steps = 50;
+  options.training.threads = 1;
+  options.init_seed = 12;
+  options.data_seed = 13;
+  options.checkpoint_dir = (dir_ / "m1").string();
+  SyntheticMlp workload;
+  const std::map<std::string, Value> params = {
+      {"optimizer", Value("adam")}, {"learning_rate", Value(0.004)}, {"batch_size", Value(std::int64_t{64})}};
+  const TrainResult resumed = TrainWorkload(workload, HyperParams(nlohmann::json::object(), params), options, second);
+  ASSERT_EQ(resumed.outcome, TrainOutcome::kCompleted);
+  EXPECT_EQ(resumed.resumed_from_step, 100);
+  ASSERT_EQ(second.losses.size(), 100U);
+  for (const auto& [step, loss] : second.losses) {
+    EXPECT_NEAR(loss, whole.losses[1].at(step), DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
+        << "step " << step;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "core/files.h"
 #include "core/rng.h"
 #include "core/schedule.h"
+#include "device.h"
 #include "dltune/core/error.h"
 #include "eval_batches.h"
 #include "pipeline.h"
@@ -73,7 +74,11 @@ void CheckOptions(const FusedOptions& options, std::size_t members) {
 class FusedLoop {
  public:
   FusedLoop(Workload& workload, const std::vector<FusedMember>& members, const FusedOptions& options)
-      : workload_(workload), options_(options), settings_(options.training.Resolved(options.max_train_steps)) {
+      : workload_(workload),
+        options_(options),
+        settings_(options.training.Resolved(options.max_train_steps)),
+        device_(options.device) {
+    if (device_.is_cuda()) MakeCudaDeterministic();
     eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
     for (std::size_t m = 0; m < members.size(); ++m) members_.push_back(BuildMember(members[m], m));
     batch_size_ = members_.front().hp.batch_size;
@@ -87,7 +92,7 @@ class FusedLoop {
       lone_models.push_back(member.lone);
       optimizers.push_back(member.hp.optimizer);
     }
-    model_ = MakeArrayModel(lone_models, options.standardize);
+    model_ = MakeArrayModel(lone_models, options.standardize, device_);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       // As the lone trainer seeds torch's generator for dropout once its model is built.
       model_->DropoutGenerator(static_cast<std::int64_t>(m))
@@ -103,16 +108,22 @@ class FusedLoop {
 
   std::vector<FusedMemberResult> Run() {
     const WorkloadData& data = workload_.Data();
+    // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
+    const Dataset train = OnDevice(data.train, device_);
+    valid_ = OnDevice(data.valid, device_);
+    if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     Resume();
     for (MemberState& member : members_) {
       const std::uint64_t seed = member.spec->data_seed;
-      member.train_subset =
-          FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()), MixSeed(seed, 1));
+      member.train_subset = OnDevice(
+          FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()), MixSeed(seed, 1)),
+          device_);
       if (settings_.valid_sample_examples > 0) {
-        member.valid_sample =
-            FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2));
+        member.valid_sample = OnDevice(
+            FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2)),
+            device_);
       }
-      member.pipeline = std::make_unique<BatchPipeline>(data.train, batch_size_, seed, step_);
+      member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
       if (callbacks_) callbacks_->OnStart(Index(member), step_);
     }
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
@@ -250,7 +261,7 @@ class FusedLoop {
         workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
     losses.sum().backward();
     const std::vector<double> norms = optimizer_->Step(learning_rates, active);
-    const torch::Tensor values = losses.detach().to(torch::kDouble);
+    const torch::Tensor values = losses.detach().to(torch::kCPU, torch::kDouble);
     for (std::int64_t m = 0; m < count(); ++m) {
       MemberState& member = members_[static_cast<std::size_t>(m)];
       if (!member.active) continue;
@@ -314,7 +325,9 @@ class FusedLoop {
   std::vector<Sums> SplitSums(const std::vector<Dataset>& splits) {
     torch::NoGradGuard no_grad;
     model_->eval();
-    const auto zeros = [](at::IntArrayRef shape) { return torch::zeros(shape, torch::kDouble); };
+    const auto zeros = [&](at::IntArrayRef shape) {
+      return torch::zeros(shape, torch::TensorOptions(torch::kDouble).device(device_));
+    };
     std::vector<Sums> sums;
     std::vector<EvalBatches> batches;
     for (const Dataset& split : splits) {
@@ -363,15 +376,15 @@ class FusedLoop {
       metrics[m].push_back({name, "loss", loss, examples});
       metrics[m].push_back({name, "error_rate", 1.0 - accuracy, examples});
       metrics[m].push_back({name, "accuracy", accuracy, examples});
-      for (std::int64_t k = 0; k < s.class_correct.size(0); ++k) {
-        metrics[m].push_back({name, fmt::format("correct_class_{}", k), s.class_correct[k].item<double>(), examples});
+      const torch::Tensor class_correct = s.class_correct.cpu();
+      for (std::int64_t k = 0; k < class_correct.size(0); ++k) {
+        metrics[m].push_back({name, fmt::format("correct_class_{}", k), class_correct[k].item<double>(), examples});
       }
     }
   }
 
   // The lone trainer's evaluation at this step, for every active member, and its checkpoint.
   void Evaluate(bool last) {
-    const WorkloadData& data = workload_.Data();
     std::vector<std::vector<EvalMetric>> metrics(members_.size());
     const bool sampled = settings_.valid_sample_examples > 0;
     AddSplitMetrics(
@@ -381,10 +394,10 @@ class FusedLoop {
           "valid_sample", [](MemberState& m) { return m.valid_sample; }, metrics);
     if (!sampled || last)
       AddSplitMetrics(
-          "valid", [&](MemberState&) { return data.valid; }, metrics);
+          "valid", [&](MemberState&) { return valid_; }, metrics);
     if (last && settings_.test_at_end)
       AddSplitMetrics(
-          "test", [&](MemberState&) { return data.test; }, metrics);
+          "test", [&](MemberState&) { return test_; }, metrics);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       MemberState& member = members_[m];
       if (!member.active) continue;
@@ -473,6 +486,8 @@ class FusedLoop {
   const FusedOptions& options_;
   const TrainingSettings settings_;
   EvalSchedule eval_schedule_;
+  torch::Device device_;
+  Dataset valid_, test_;  // on device_ (test_ only when it is evaluated)
   std::vector<MemberState> members_;
   std::int64_t batch_size_ = 0;
   std::int64_t eval_batch_size_ = 0;

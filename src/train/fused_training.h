@@ -45,6 +45,10 @@ struct FusedOptions {
   // The built-in fashion_mnist_mlp standardizes its inputs with Fashion-MNIST's pixel statistics; the synthetic
   // workload does not. The array model checks it against the lone model.
   std::optional<InputStandardization> standardize;
+  // Where the group trains: "cpu", or a CUDA device ("cuda", "cuda:1"): the array model, the data and the
+  // optimizer's state there (its tensor form), deterministic kernels on; checkpoints are written from the CPU copy of
+  // each member's lone model, as on the CPU.
+  std::string device = "cpu";
   FusedCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
 };
 

@@ -28,6 +28,7 @@
 #include "core/rng.h"
 #include "core/schedule.h"
 #include "data_parallel.h"
+#include "device.h"
 #include "dltune/core/error.h"
 #include "dltune/train/workload.h"
 #include "eval_batches.h"
@@ -38,22 +39,6 @@
 #include "training_hyperparams.h"
 
 namespace dltune {
-
-std::string ResolveTrainingDevice(const TrainingSettings& training) {
-  if (training.device == "cpu") return "cpu";
-  if (training.device == "cuda") {
-    if (!torch::cuda::is_available()) {
-      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-      throw Error(fmt::format("training.device is cuda, and this process sees no CUDA device: {}",
-                              !at::hasCUDA()       ? "this LibTorch was built without CUDA"
-                              : visible != nullptr ? fmt::format("CUDA_VISIBLE_DEVICES is '{}'", visible)
-                                                   : std::string("no GPU or no driver")));
-    }
-    return "cuda";
-  }
-  // auto: data-parallel ranks exchange CPU tensors, so they train on the CPU.
-  return training.processes == 1 && torch::cuda::is_available() ? "cuda" : "cpu";
-}
 
 void TrainerOptions::Validate() const {
   auto require = [](bool ok, const std::string& message) {
@@ -68,22 +53,6 @@ void TrainerOptions::Validate() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// `set` with its tensors on `device` (the same tensors when they are there already).
-Dataset OnDevice(const Dataset& set, const torch::Device& device) {
-  if (!set.inputs.defined()) return set;
-  return {set.inputs.to(device), set.labels.to(device)};
-}
-
-// Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
-// rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
-// must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).
-void MakeCudaDeterministic() {
-  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
-  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
-  at::globalContext().setDeterministicCuDNN(true);
-  at::globalContext().setBenchmarkCuDNN(false);
-}
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 

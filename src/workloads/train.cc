@@ -38,6 +38,7 @@ std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, cons
                        .training = shared.training,
                        .objective = shared.objective,
                        .standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd},
+                       .device = shared.device,
                        .callbacks = &callbacks};
   std::vector<TrainResult> results;
   for (FusedMemberResult& member : TrainFused(*workload, members, options)) results.push_back(member.result);

@@ -1,0 +1,40 @@
+#include "device.h"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "dltune/core/error.h"
+#include "dltune/train/trainer.h"
+
+namespace dltune {
+
+std::string ResolveTrainingDevice(const TrainingSettings& training) {
+  if (training.device == "cpu") return "cpu";
+  if (training.device == "cuda") {
+    if (!torch::cuda::is_available()) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw Error(fmt::format("training.device is cuda, and this process sees no CUDA device: {}",
+                              !at::hasCUDA()       ? "this LibTorch was built without CUDA"
+                              : visible != nullptr ? fmt::format("CUDA_VISIBLE_DEVICES is '{}'", visible)
+                                                   : std::string("no GPU or no driver")));
+    }
+    return "cuda";
+  }
+  // auto: data-parallel ranks exchange CPU tensors, so they train on the CPU.
+  return training.processes == 1 && torch::cuda::is_available() ? "cuda" : "cpu";
+}
+
+Dataset OnDevice(const Dataset& set, const torch::Device& device) {
+  if (!set.inputs.defined()) return set;
+  return {set.inputs.to(device), set.labels.to(device)};
+}
+
+void MakeCudaDeterministic() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
+}
+
+}  // namespace dltune

@@ -1,0 +1,18 @@
+// Where the trainers train: the device training.device names, the data moved there, and CUDA's reproducibility.
+#pragma once
+
+#include <torch/torch.h>
+
+#include "dltune/train/workload.h"
+
+namespace dltune {
+
+// `set` with its tensors on `device` (the same tensors when they are there already).
+Dataset OnDevice(const Dataset& set, const torch::Device& device);
+
+// Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
+// rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
+// must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).
+void MakeCudaDeterministic();
+
+}  // namespace dltune
