@@ -36,6 +36,7 @@
 //      each).
 //   3. with --fuse N, instead: the quickstart with training.fuse: N against the same study with each trial alone
 //      (today's layout), in one run: each side's wall time and best valid error per optimizer, and the ratio.
+//   4. with --device cuda [--fuse N] [--no-peers], instead: the quickstart on one GPU (runner_gpu.cc).
 // Paths: the dltune binary is the one built with this benchmark; the peer runs with $DLTUNE_PYTHON, else
 // /usr/bin/python3. Exits 0 when everything ran, 1 when something could not run.
 #include <sys/wait.h>
@@ -58,35 +59,22 @@
 #include "dltune/store/store.h"
 #include "machine_limit.h"
 #include "run/worker.h"
+#include "runner_common.h"
 #include "store/tracking.h"
 #include "train/blas_kernels.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using dltune::bench::BestPerSubstudy;
+using dltune::bench::Python;
+using dltune::bench::ReadStudy;
+using dltune::bench::StudyRecordSummary;
+using dltune::bench::Timed;
 
 constexpr double kGoalSpeedup = 1.5;        // the peer's wall time over dltune's
 constexpr double kGoalLimitShare = 0.7;     // dltune's share of the machine's limit
 constexpr double kGoalTrialOverhead = 0.3;  // seconds per trial beyond training and evaluation
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Runs a shell command; returns its wall time in seconds, or a negative number when it failed.
-double Timed(const std::string& command) {
-  const double start = Seconds();
-  const int status = std::system(command.c_str());
-  const double elapsed = Seconds() - start;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "failed (status %d): %s\n", status, command.c_str());
-    return -1;
-  }
-  return elapsed;
-}
-
-std::string Python() {
-  if (const char* python = std::getenv("DLTUNE_PYTHON")) return python;
-  return fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-}
 
 // Per-trial overhead of `trials` trials of the study in `spec_text`: (run - rerun of the finished study) / trials.
 double PerTrialSeconds(const fs::path& dir, const std::string& name, const std::string& spec_text, int trials) {
@@ -132,46 +120,6 @@ int Overhead(const fs::path& dir) {
       kBuiltin, builtin * 1000);
   std::printf("  goal %s\n", per_trial < 0.1 ? "met" : "NOT met");
   return 0;
-}
-
-std::map<std::string, double> BestPerSubstudy(const fs::path& db, const std::string& study_name) {
-  const auto store = dltune::OpenStore("sqlite://" + db.string(), false);
-  const auto study = store->FindStudy(study_name);
-  std::map<std::string, double> best;
-  if (!study) return best;
-  const auto summary = dltune::SummarizeStudy(*store, *study);
-  for (const auto& b : summary.best_per_substudy)
-    best[b.substudy_label.substr(b.substudy_label.find('=') + 1)] = b.value;
-  return best;
-}
-
-// What dltune's run of a study did and where its trials' time went, from its store.
-struct StudyRecordSummary {
-  int trials = 0;
-  dltune::bench::MlpWork work;          // steps trained (each trial's last step) and evaluated examples
-  std::map<std::string, double> phase;  // trials.time_split summed over the trials
-};
-
-StudyRecordSummary ReadStudy(const fs::path& db, const std::string& study_name) {
-  StudyRecordSummary summary;
-  const auto store = dltune::OpenStore("sqlite://" + db.string(), false);
-  const auto study = store->FindStudy(study_name);
-  if (!study) return summary;
-  const auto trials = store->ListTrials(study->id);
-  summary.trials = static_cast<int>(trials.size());
-  for (const auto& trial : trials) {
-    for (const auto& [phase, seconds] : trial.time_split) summary.phase[phase] += seconds;
-  }
-  std::map<std::uint64_t, std::int64_t> last_step;
-  for (const auto& row : store->StudyTraining(study->id)) {
-    last_step[row.trial_number] = std::max(last_step[row.trial_number], row.train.step);
-  }
-  for (const auto& [trial, step] : last_step) summary.work.train_steps += static_cast<double>(step);
-  // Every metric of a split's evaluation has a row; its examples count once.
-  for (const auto& row : store->StudyEvaluations(study->id)) {
-    if (row.eval.metric == "error_rate") summary.work.eval_examples += static_cast<double>(row.eval.examples);
-  }
-  return summary;
 }
 
 // The kernel sets the trials of a run directory ran, from OpenBLAS's "Core:" line in each trial's stderr.log: "NAME
@@ -396,21 +344,35 @@ int main(int argc, char** argv) {
     return dltune::bench::RunSgemmWorker(argc, argv);
   }
   bool overhead_only = false;
+  bool cuda = false;
+  bool peers = true;
   int fuse = 0;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--overhead-only") {
+    const std::string arg = argv[i];
+    if (arg == "--overhead-only") {
       overhead_only = true;
-    } else if (std::string(argv[i]) == "--fuse" && i + 1 < argc && std::atoi(argv[i + 1]) >= 2) {
+    } else if (arg == "--fuse" && i + 1 < argc && std::atoi(argv[i + 1]) >= 2) {
       fuse = std::atoi(argv[++i]);
+    } else if (arg == "--device" && i + 1 < argc &&
+               (std::string(argv[i + 1]) == "cuda" || std::string(argv[i + 1]) == "cpu")) {
+      cuda = std::string(argv[++i]) == "cuda";
+    } else if (arg == "--no-peers") {
+      peers = false;
     } else {
-      std::fprintf(stderr, "usage: %s [--overhead-only | --fuse N (N >= 2)]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--overhead-only | --fuse N (N >= 2) | --device cuda [--fuse N] [--no-peers]]\n",
+                   argv[0]);
       return 2;
     }
   }
   const fs::path dir = fs::temp_directory_path() / ("dltune_bench_runner_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  int status = fuse > 0 ? Fused(dir, fuse) : Overhead(dir);
-  if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);
+  int status = 0;
+  if (cuda) {
+    status = dltune::bench::GpuQuickstart(dir, fuse > 0 ? fuse : 16, peers);
+  } else {
+    status = fuse > 0 ? Fused(dir, fuse) : Overhead(dir);
+    if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);
+  }
   if (status == 0)
     fs::remove_all(dir);
   else

@@ -1,0 +1,165 @@
+// dltune_bench_runner --device cuda [--fuse N] [--no-peers]: the quickstart study (32 trials of the Fashion-MNIST MLP,
+// 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in one run:
+//   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
+//   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
+//     trials on the GPU by measurement), and with training.fuse: N as well (default 16: each sub-study one group);
+//   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
+//     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out.
+// Prints each side's wall time (dltune's also after start-up: its first trial's start to its last one's end, from the
+// store), its best valid error per optimizer, the study's FLOPs at the MLP's formula and the seconds they need at the
+// measured rate, and the ratios against the goals: unfused >= 20x the peer's n_jobs=1 and >= 3x its 8 processes
+// (issue: the built-in trainer on CUDA), fused under 2 s after start-up and >= 30x n_jobs=1 (fused trials); best
+// valid errors within 0.5 points. The goals are printed met or not; the exit status says only whether everything ran.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runner_common.h"
+
+namespace dltune::bench {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr double kGoalOverSerialPeer = 20;   // unfused dltune against Optuna n_jobs=1
+constexpr double kGoalOverParallelPeer = 3;  // unfused dltune against Optuna's 8 processes
+constexpr double kGoalFusedSeconds = 2;      // fused, after start-up
+constexpr double kGoalFusedOverSerial = 30;  // fused against Optuna n_jobs=1
+constexpr int kPeerProcesses = 8;
+
+std::string Met(bool met) { return met ? "met" : "NOT met"; }
+
+struct Side {
+  std::string name;
+  double wall = -1;
+  std::optional<double> after_start;  // dltune's: the trials' span
+  std::map<std::string, double> best;
+  MlpWork work;
+};
+
+double BestOverall(const Side& side) {
+  double best = 1;
+  for (const auto& [optimizer, value] : side.best) best = std::min(best, value);
+  return best;
+}
+
+// `dltune run` of the quickstart with `training` as its training: block.
+std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training) {
+  const fs::path spec = dir / (name + ".yaml");
+  {
+    std::ifstream in(fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml");
+    std::ofstream out(spec);
+    out << in.rdbuf() << "training:\n" << training;
+  }
+  const fs::path db = dir / (name + ".db");
+  std::printf("gpu: dltune run (%s) ...\n", name.c_str());
+  std::fflush(stdout);
+  Side side{.name = "dltune run, " + name};
+  side.wall =
+      Timed("cd " + dir.string() + " && " + DLTUNE_CLI_PATH + " run " + spec.string() +
+            " --no-report --storage sqlite://" + db.string() + " > " + (dir / (name + ".out")).string() + " 2>&1");
+  if (side.wall < 0) return std::nullopt;
+  const StudyRecordSummary study = ReadStudy(db, "quickstart");
+  side.after_start = study.trials_seconds;
+  side.work = study.work;
+  side.best = BestPerSubstudy(db, "quickstart");
+  return side;
+}
+
+// The peer on the GPU with `arguments` (--jobs J [--parallel-mode processes]).
+std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const std::string& arguments) {
+  const fs::path json = dir / (name + ".json");
+  std::printf("gpu: Optuna + PyTorch (%s) ...\n", arguments.c_str());
+  std::fflush(stdout);
+  Side side{.name = "Optuna 3.1 + PyTorch, " + name};
+  side.wall = Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/optuna_quickstart.py --device cuda " +
+                    arguments + " --out " + json.string() + " > " + (dir / (name + ".out")).string() + " 2>&1");
+  if (side.wall < 0) return std::nullopt;
+  std::ifstream in(json);
+  const nlohmann::json peer = nlohmann::json::parse(in);
+  for (const auto& [optimizer, value] : peer.at("best_valid_error").items()) side.best[optimizer] = value.get<double>();
+  side.work = {peer.value("train_steps", 0.0), peer.value("eval_examples", 0.0)};
+  return side;
+}
+
+}  // namespace
+
+int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
+  const fs::path info_file = dir / "gpu.json";
+  if (Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/gpu_info.py > " + info_file.string()) < 0) {
+    std::ifstream said(info_file);
+    std::stringstream text;
+    text << said.rdbuf();
+    std::fprintf(stderr, "no GPU to benchmark on (bench/peers/gpu_info.py with %s): %s\n", Python().c_str(),
+                 text.str().c_str());
+    return 1;
+  }
+  std::ifstream info_in(info_file);
+  const nlohmann::json info = nlohmann::json::parse(info_in);
+  const double tflops = info.at("fp32_tflops").get<double>();
+  std::printf("gpu: %s, driver %s, CUDA %s, torch %s; fp32 matrix products measured at %.1f TFLOP/s\n",
+              info.at("gpu").get<std::string>().c_str(), info.at("driver").get<std::string>().c_str(),
+              info.at("cuda").get<std::string>().c_str(), info.at("torch").get<std::string>().c_str(), tflops);
+
+  std::vector<Side> sides;
+  const auto add = [&](std::optional<Side> side) {
+    if (!side) return false;
+    sides.push_back(std::move(*side));
+    return true;
+  };
+  if (!add(RunDltune(dir, "unfused", "  device: cuda\n"))) return 1;
+  if (!add(RunDltune(dir, "fused in groups of " + std::to_string(fuse),
+                     "  device: cuda\n  fuse: " + std::to_string(fuse) + "\n"))) {
+    return 1;
+  }
+  if (peers) {
+    if (!add(RunPeer(dir, "n_jobs=1", "--jobs 1"))) return 1;
+    if (!add(RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
+                     "--jobs " + std::to_string(kPeerProcesses) + " --parallel-mode processes"))) {
+      return 1;
+    }
+  }
+
+  const Mlp mlp;
+  std::printf("\n%-42s %9s %14s %12s %10s %10s %8s\n", "quickstart on the GPU (32 trials x 2000 steps)", "wall s",
+              "after start s", "TFLOP", "at rate s", "nesterov", "adam");
+  for (const Side& side : sides) {
+    const double flop =
+        side.work.train_steps * mlp.TrainStepFormulaFlop() + side.work.eval_examples * mlp.EvalExampleFlop();
+    char after_start[32] = "-";
+    if (side.after_start) std::snprintf(after_start, sizeof after_start, "%.2f", *side.after_start);
+    std::printf("%-42s %9.1f %14s %12.1f %10.3f %10.4f %8.4f\n", side.name.c_str(), side.wall, after_start, flop / 1e12,
+                flop / (tflops * 1e12), side.best.count("nesterov") ? side.best.at("nesterov") : 1.0,
+                side.best.count("adam") ? side.best.at("adam") : 1.0);
+  }
+  const Side& unfused = sides[0];
+  const Side& fused = sides[1];
+  std::printf("fused after start-up: %.2f s (goal < %.0f s: %s)\n", *fused.after_start, kGoalFusedSeconds,
+              Met(*fused.after_start < kGoalFusedSeconds).c_str());
+  if (!peers) return 0;
+  const Side& serial = sides[2];
+  const Side& parallel = sides[3];
+  const auto ratio = [](const Side& slow, const Side& fast) { return slow.wall / fast.wall; };
+  const auto within = [](const Side& a, const Side& b) { return BestOverall(a) <= BestOverall(b) + 0.005; };
+  std::printf(
+      "unfused: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s), %.1fx its %d processes (goal >= %.0fx: %s); best "
+      "valid error %.4f vs %.4f (goal within 0.5 points: %s)\n",
+      ratio(serial, unfused), kGoalOverSerialPeer, Met(ratio(serial, unfused) >= kGoalOverSerialPeer).c_str(),
+      ratio(parallel, unfused), kPeerProcesses, kGoalOverParallelPeer,
+      Met(ratio(parallel, unfused) >= kGoalOverParallelPeer).c_str(), BestOverall(unfused), BestOverall(serial),
+      Met(within(unfused, serial)).c_str());
+  std::printf(
+      "fused: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s); best valid error %.4f vs unfused %.4f (goal within "
+      "0.5 points: %s)\n",
+      ratio(serial, fused), kGoalFusedOverSerial, Met(ratio(serial, fused) >= kGoalFusedOverSerial).c_str(),
+      BestOverall(fused), BestOverall(unfused), Met(within(fused, unfused)).c_str());
+  return 0;
+}
+
+}  // namespace dltune::bench
