@@ -127,6 +127,20 @@ class FusedRunner : public ::testing::Test {
     return results;
   }
 
+  // Every trial of study `name` completed, each with the losses and evaluations of the same trial of `alone`: on the
+  // CPU a member computes what its lone trial does, operation for operation.
+  void ExpectEachTrialAsAlone(const std::string& name, const std::string& alone) {
+    const auto fused = Results(name);
+    const auto apart = Results(alone);
+    ASSERT_EQ(fused.size(), 6U);
+    for (const auto& [number, result] : fused) {
+      SCOPED_TRACE("trial " + std::to_string(number));
+      EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+      EXPECT_EQ(result.losses, apart.at(number).losses);
+      EXPECT_EQ(result.evals, apart.at(number).evals);
+    }
+  }
+
   // How many trial processes said they trained a fused group, and of how many trials.
   std::vector<std::string> GroupLines(const std::string& name) {
     std::vector<std::string> lines;
@@ -152,18 +166,12 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
   // One group per sub-study (Nesterov, Adam), of its three trials.
   EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials"));
   EXPECT_TRUE(GroupLines("alone").empty());
-  const auto fused = Results("fused");
+  ExpectEachTrialAsAlone("fused", "alone");
   const auto alone = Results("alone");
-  ASSERT_EQ(fused.size(), 6U);
-  for (const auto& [number, result] : fused) {
-    SCOPED_TRACE("trial " + std::to_string(number));
-    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
-    EXPECT_EQ(result.losses.size(), 30U);
-    EXPECT_EQ(result.checkpoints, alone.at(number).checkpoints);
-    EXPECT_GT(result.checkpoints, 0U);
-    // On the CPU a member computes what its lone trial does, operation for operation: the same numbers.
-    EXPECT_EQ(result.losses, alone.at(number).losses);
-    EXPECT_EQ(result.evals, alone.at(number).evals);
+  for (const auto& [number, result] : Results("fused")) {
+    EXPECT_EQ(result.losses.size(), 30U) << number;
+    EXPECT_EQ(result.checkpoints, alone.at(number).checkpoints) << number;
+    EXPECT_GT(result.checkpoints, 0U) << number;
   }
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
   // Which trials trained together: in show and in the export; the members' logs are their group's.
@@ -212,15 +220,7 @@ TEST_F(FusedRunner, AStoppedGroupResumesAsAGroup) {
   // Each sub-study's group formed again: two groups at first, the same two resumed.
   EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials",
                                                           "fused group of 3 trials", "fused group of 3 trials"));
-  const auto fused = Results("fused");
-  const auto alone = Results("alone");
-  ASSERT_EQ(fused.size(), 6U);
-  for (const auto& [number, result] : fused) {
-    SCOPED_TRACE("trial " + std::to_string(number));
-    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
-    EXPECT_EQ(result.losses, alone.at(number).losses);
-    EXPECT_EQ(result.evals, alone.at(number).evals);
-  }
+  ExpectEachTrialAsAlone("fused", "alone");
   const auto show = test::RunDltune("show fused 0 --storage sqlite://" + (dir_ / "fused" / "dltune.db").string());
   EXPECT_THAT(show.out, HasSubstr("trained together with trials 2 and 4")) << show.out;
   EXPECT_FALSE(SomeProcessWorksIn(dir_));

@@ -76,6 +76,12 @@ class FusedTrainingTest : public ::testing::Test {
     return alone;
   }
 
+  // Gives member m the checkpoint directory dir_/m<m>.
+  void WithCheckpointDirs(std::vector<FusedMember>& members) const {
+    for (std::size_t m = 0; m < members.size(); ++m)
+      members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  }
+
   std::unique_ptr<Workload> workload_ = MakeWorkload("synthetic", {{"examples", 1000}});
   FusedOptions options_;
   fs::path dir_;
@@ -205,7 +211,7 @@ TEST_F(FusedTrainingTest, MemberCheckpointResumesAsALoneTrial) {
       Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.003)}, {"weight_decay", Value(1e-3)}}, 2),
       Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.02)}, {"schedule", Value("cosine")}}, 3),
   };
-  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  WithCheckpointDirs(members);
   options_.stop_after_step = 120;
   const auto fused = TrainFused(*workload_, members, options_);
   for (std::size_t m = 0; m < members.size(); ++m) {
@@ -289,7 +295,7 @@ TEST_F(FusedTrainingTest, StoppedGroupResumesExactly) {
       Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.02)}, {"dropout", Value(0.1)}}, 3),
   };
   const auto whole = TrainFused(*workload_, members, options_);
-  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  WithCheckpointDirs(members);
   options_.stop_after_step = 120;
   const auto stopped = TrainFused(*workload_, members, options_);
   options_.stop_after_step = 0;
@@ -353,7 +359,7 @@ TEST_P(FusedCnnTest, MembersFollowTheirLoneTrials) {
     SCOPED_TRACE(fmt::format("member {}", m));
     ExpectSameAsAlone(fused[m], TrainAlone(members[m]));
   }
-  for (std::size_t m = 0; m < members.size(); ++m) members[m].checkpoint_dir = (dir_ / fmt::format("m{}", m)).string();
+  WithCheckpointDirs(members);
   options_.stop_after_step = 15;
   TrainFused(*workload_, members, options_);
   for (std::size_t m = 0; m < members.size(); ++m) {
