@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
@@ -382,6 +384,38 @@ TEST_F(CudaTraining, AFusedMembersGpuCheckpointResumesAloneOnTheCpu) {
     EXPECT_NEAR(loss, whole.losses[1].at(step), DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
         << "step " << step;
   }
+}
+
+// A profile window on CUDA: the trace holds each operator's GPU time on a track of its own, and says how it was
+// recorded.
+TEST_F(CudaTraining, AProfileTraceOnCudaHasTheOperatorsGpuTimes) {
+  SKIP_WITHOUT_CUDA();
+  Recorder recorder;
+  TrainerOptions options;
+  options.max_train_steps = 30;
+  options.training.eval_every_steps = 30;
+  options.training.threads = 1;
+  options.training.profile_steps = "10:15";
+  options.device = "cuda";
+  std::filesystem::create_directories(dir_);
+  options.profile_path = (dir_ / "trace.json").string();
+  SyntheticMlp workload;
+  const std::map<std::string, Value> params = {
+      {"optimizer", Value("momentum")}, {"learning_rate", Value(0.05)}, {"batch_size", Value(std::int64_t{64})}};
+  const TrainResult result = TrainWorkload(workload, HyperParams(nlohmann::json::object(), params), options, recorder);
+  ASSERT_EQ(result.profile_trace, options.profile_path);
+  std::ifstream in(options.profile_path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int gpu_events = 0;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.value("cat", "") == "gpu") {
+      ++gpu_events;
+      EXPECT_GT(event.at("dur").get<double>(), 0);
+    }
+  }
+  EXPECT_GT(gpu_events, 10) << "operators of 5 steps on the GPU";
+  EXPECT_THAT(trace.at("otherData").at("dltune").at("profiler").get<std::string>(),
+              HasSubstr("each operator's GPU time from CUDA events"));
 }
 
 }  // namespace

@@ -47,12 +47,14 @@ std::int64_t ProfileTrace::Now() { return static_cast<std::int64_t>(c10::getTime
 std::int64_t ProfileTrace::Now() { return static_cast<std::int64_t>(torch::profiler::impl::getTime()); }
 #endif
 
-void ProfileTrace::Start() {
+void ProfileTrace::Start(bool cuda) {
   thread_id_ = at::RecordFunction::currentThreadId();
   origin_ = Now();
-  // CPU events (Debian's LibTorch has no CUDA nor Kineto), with the operators' input shapes.
-  legacy::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU,
-                                                                     /*report_input_shapes=*/true));
+  cuda_ = cuda;
+  // CPU events with the operators' input shapes, and on CUDA a CUDA event at each operator's start and end.
+  legacy::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(
+      cuda ? torch::profiler::impl::ProfilerState::CUDA : torch::profiler::impl::ProfilerState::CPU,
+      /*report_input_shapes=*/true));
   recording_ = true;
 }
 
@@ -73,6 +75,17 @@ void ProfileTrace::Finish(const std::string& ended) {
 
   json events = json::array();
   std::map<std::uint64_t, bool> threads = {{thread_id_, true}};
+  // On CUDA, the profile's start mark with its CUDA event: GPU times are taken from it.
+  const legacy::LegacyEvent* gpu_origin = nullptr;
+  for (const auto& list : lists) {
+    for (const legacy::LegacyEvent& event : list) {
+      if (cuda_ && !gpu_origin && event.kind() == legacy::EventKind::Mark && event.hasCuda() &&
+          std::string(event.name()) == "__start_profile") {
+        gpu_origin = &event;
+      }
+    }
+  }
+  constexpr std::int64_t kGpuTrack = -1;  // the track of the operators' GPU times
   // LibTorch's operators: each a push and a pop of one handle, on the thread it ran on.
   for (const auto& list : lists) {
     std::map<std::pair<at::RecordFunctionHandle, int>, const legacy::LegacyEvent*> open;
@@ -98,6 +111,21 @@ void ProfileTrace::Finish(const std::string& ended) {
                           {"tid", begin.threadId()},
                           {"args", std::move(args)}});
         threads.emplace(begin.threadId(), false);
+        if (gpu_origin && begin.hasCuda() && event.hasCuda()) {
+          // Between the CUDA events recorded at the operator's start and end: its kernels on the stream.
+          const double gpu_begin_ns = gpu_origin->cpuUs() * 1e3 + gpu_origin->cudaElapsedUs(begin) * 1e3;
+          const double gpu_us = begin.cudaElapsedUs(event);
+          if (gpu_us > 0) {
+            events.push_back({{"name", begin.name()},
+                              {"cat", "gpu"},
+                              {"ph", "X"},
+                              {"ts", Micros(static_cast<std::int64_t>(gpu_begin_ns), origin_)},
+                              {"dur", gpu_us},
+                              {"pid", pid},
+                              {"tid", kGpuTrack},
+                              {"args", {{"device", begin.device()}}}});
+          }
+        }
         open.erase(start);
       }
     }
@@ -141,6 +169,13 @@ void ProfileTrace::Finish(const std::string& ended) {
          {"tid", thread},
          {"args", {{"name", training ? std::string("training") : fmt::format("torch thread {}", thread)}}}});
   }
+  if (gpu_origin) {
+    named.push_back({{"name", "thread_name"},
+                     {"ph", "M"},
+                     {"pid", pid},
+                     {"tid", kGpuTrack},
+                     {"args", {{"name", "GPU (each operator's kernels, CUDA events)"}}}});
+  }
   for (auto& event : events) named.push_back(std::move(event));
 
   json about = metadata_.is_object() ? metadata_ : json::object();
@@ -149,7 +184,10 @@ void ProfileTrace::Finish(const std::string& ended) {
   about["ended"] = ended;
   about["start_unix_ns"] = origin_;
   about["seconds"] = static_cast<double>(stopped - origin_) / 1e9;
-  about["profiler"] = "LibTorch legacy autograd profiler (CPU), LibTorch " TORCH_VERSION;
+  about["profiler"] =
+      std::string("LibTorch legacy autograd profiler (") +
+      (gpu_origin ? "CPU, and each operator's GPU time from CUDA events" : "CPU") + "), LibTorch " TORCH_VERSION +
+      (cuda_ ? "; the GPU's kernels are not traced one by one: that takes Kineto, which dltune does not use" : "");
   const json trace = {{"traceEvents", std::move(named)}, {"displayTimeUnit", "ms"}, {"otherData", {{"dltune", about}}}};
   spans_.clear();
   WriteFileAtomically(path_, trace.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", /*sync=*/false);

@@ -1,8 +1,10 @@
 // A profile trace of a window of training steps (training.profile_steps): LibTorch's operator events, recorded by its
-// legacy autograd profiler (torch::autograd::profiler; Debian's LibTorch 1.13 has no Kineto), and the trainer's own
-// spans, written as one Chrome trace-event JSON file that ui.perfetto.dev and chrome://tracing open
-// (docs/training.md, "DIR/profile.trace.json"). Nothing here runs outside the window: the trainer holds no
-// ProfileTrace then, and a TraceSpan of no trace reads no clock.
+// legacy autograd profiler (torch::autograd::profiler: Debian's LibTorch 1.13 has no Kineto, nor had the pip
+// LibTorch 2.11 of the GPU machine), and the trainer's own spans; training on CUDA, each operator's time on the GPU as
+// well (the legacy profiler's CUDA events around it: the kernels an operator launched, on a track of their own, not
+// each kernel by name, which takes Kineto), written as one Chrome trace-event JSON file that ui.perfetto.dev and
+// chrome://tracing open (docs/training.md, "DIR/profile.trace.json"). Nothing here runs outside the window: the trainer
+// holds no ProfileTrace then, and a TraceSpan of no trace reads no clock.
 #pragma once
 
 #include <cstdint>
@@ -24,8 +26,9 @@ class ProfileTrace {
   ProfileTrace(const ProfileTrace&) = delete;
   ProfileTrace& operator=(const ProfileTrace&) = delete;
 
-  // Starts LibTorch's profiler on the calling thread, the training thread; Finish must be called on it too.
-  void Start();
+  // Starts LibTorch's profiler on the calling thread, the training thread; Finish must be called on it too. With
+  // `cuda`, it also times each operator on the GPU (CUDA events; the LibTorch must have CUDA).
+  void Start(bool cuda = false);
   bool recording() const { return recording_; }
 
   // Now on the clock of LibTorch's events (nanoseconds, CLOCK_REALTIME), so the trainer's spans and the operators
@@ -49,6 +52,7 @@ class ProfileTrace {
   std::filesystem::path path_;
   nlohmann::json metadata_;
   bool recording_ = false;
+  bool cuda_ = false;            // operators timed on the GPU too
   std::int64_t origin_ = 0;      // Now() when recording started: ts 0 of the file
   std::uint64_t thread_id_ = 0;  // the training thread, as LibTorch numbers threads in its events
   std::vector<Span> spans_;

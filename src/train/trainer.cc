@@ -298,7 +298,7 @@ class Loop {
   }
 
   void StartProfile() {
-    trace_->Start();
+    trace_->Start(device_.is_cuda());
     tracing_ = trace_.get();
   }
 
