@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -121,6 +122,21 @@ double ArrayOptimizer::UpdateMember(std::int64_t member, double eta) {
 
 std::vector<double> ArrayOptimizer::Step(const std::vector<double>& learning_rates, const std::vector<bool>& active) {
   const auto count = members_.size();
+  CheckStep(learning_rates, active);
+  torch::NoGradGuard no_grad;
+  if (tensor_form_) {
+    const torch::Tensor norms = TensorStep(learning_rates, active).to(torch::kCPU).contiguous();
+    return {norms.data_ptr<double>(), norms.data_ptr<double>() + count};
+  }
+  std::vector<double> norms(count, 0.0);
+  for (std::size_t m = 0; m < count; ++m) {
+    if (active[m]) norms[m] = std::sqrt(UpdateMember(static_cast<std::int64_t>(m), learning_rates[m]));
+  }
+  return norms;
+}
+
+void ArrayOptimizer::CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) const {
+  const auto count = members_.size();
   if (learning_rates.size() != count || active.size() != count) {
     throw Error(fmt::format("array optimizer: {} learning rates and {} masks for {} members", learning_rates.size(),
                             active.size(), count));
@@ -136,56 +152,78 @@ std::vector<double> ArrayOptimizer::Step(const std::vector<double>& learning_rat
       throw Error(fmt::format("array optimizer: parameter {} has no dense gradient", i));
     }
   }
-  torch::NoGradGuard no_grad;
-  if (tensor_form_) return TensorStep(learning_rates, active);
-  std::vector<double> norms(count, 0.0);
-  for (std::size_t m = 0; m < count; ++m) {
-    if (active[m]) norms[m] = std::sqrt(UpdateMember(static_cast<std::int64_t>(m), learning_rates[m]));
-  }
-  return norms;
 }
 
-std::vector<double> ArrayOptimizer::TensorStep(const std::vector<double>& learning_rates,
-                                               const std::vector<bool>& active) {
-  const auto count = members_.size();
-  std::vector<double> eta(count), coupled_wd(count), decay(count), gamma(count), rho(count), one_minus_rho(count),
-      beta1(count), beta2(count), one_minus_beta2(count), epsilon(count), step(count), gradient_step(count),
-      mask(count);
-  for (std::size_t m = 0; m < count; ++m) {
-    const UpdateCoefficients c = Coefficients(static_cast<std::int64_t>(m), learning_rates[m]);
-    const auto t = static_cast<double>(steps_[m] + (active[m] ? 1 : 0));
+torch::Tensor ArrayOptimizer::StepDeferred(const std::vector<double>& learning_rates, const std::vector<bool>& active) {
+  if (!tensor_form_) return torch::tensor(Step(learning_rates, active), torch::kDouble);
+  CheckStep(learning_rates, active);
+  torch::NoGradGuard no_grad;
+  return TensorStep(learning_rates, active);
+}
+
+torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) {
+  // Each member's coefficients, one row per coefficient: one table, moved to the device once per step.
+  enum Row {
+    kEta,
+    kCoupledWd,
+    kDecay,
+    kGamma,
+    kRho,
+    kOneMinusRho,
+    kBeta1,
+    kBeta2,
+    kOneMinusBeta2,
+    kEpsilon,
+    kStepSize,
+    kGradientStep,
+    kMask,
+    kRows
+  };
+  const auto count = static_cast<std::int64_t>(members_.size());
+  std::vector<double> rows(static_cast<std::size_t>(kRows * count));
+  const auto set = [&](Row row, std::int64_t m, double value) {
+    rows[static_cast<std::size_t>(row * count + m)] = value;
+  };
+  for (std::int64_t m = 0; m < count; ++m) {
+    const auto member = static_cast<std::size_t>(m);
+    const UpdateCoefficients c = Coefficients(m, learning_rates[member]);
+    const auto t = static_cast<double>(steps_[member] + (active[member] ? 1 : 0));
     const double bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
     const bool nadam = rule_ == UpdateRule::kNadam;
-    eta[m] = c.eta;
-    coupled_wd[m] = c.coupled ? c.weight_decay : 0.0;
-    decay[m] = c.decay_in_place ? c.decay_factor : 1.0;
-    gamma[m] = c.momentum;
-    rho[m] = c.rho;
-    one_minus_rho[m] = 1.0 - c.rho;
-    beta1[m] = c.beta1;
-    beta2[m] = c.beta2;
-    one_minus_beta2[m] = 1.0 - c.beta2;
-    epsilon[m] = c.epsilon;
-    step[m] = -c.eta * bias * (nadam ? c.beta1 : 1.0);
-    gradient_step[m] = -c.eta * bias * (1.0 - c.beta1);
-    mask[m] = active[m] ? 1.0 : 0.0;
+    set(kEta, m, c.eta);
+    set(kCoupledWd, m, c.coupled ? c.weight_decay : 0.0);
+    set(kDecay, m, c.decay_in_place ? c.decay_factor : 1.0);
+    set(kGamma, m, c.momentum);
+    set(kRho, m, c.rho);
+    set(kOneMinusRho, m, 1.0 - c.rho);
+    set(kBeta1, m, c.beta1);
+    set(kBeta2, m, c.beta2);
+    set(kOneMinusBeta2, m, 1.0 - c.beta2);
+    set(kEpsilon, m, c.epsilon);
+    set(kStepSize, m, -c.eta * bias * (nadam ? c.beta1 : 1.0));
+    set(kGradientStep, m, -c.eta * bias * (1.0 - c.beta1));
+    set(kMask, m, active[member] ? 1.0 : 0.0);
   }
+  const torch::Tensor table =
+      torch::from_blob(rows.data(), {kRows, count}, torch::kDouble).to(params_.front().device());
+  const torch::Tensor mask = table[kMask];
+  std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   torch::Tensor squares;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
+    torch::Tensor& typed = tables[p.scalar_type()];
+    if (!typed.defined()) typed = table.to(p.scalar_type());
     // Each member's coefficients as [M, 1, ...], broadcast over its slice.
     std::vector<std::int64_t> shape(static_cast<std::size_t>(p.dim()), 1);
-    shape[0] = members();
-    const auto member_tensor = [&](const std::vector<double>& values) {
-      return torch::tensor(values, torch::kDouble).to(p.device(), p.scalar_type()).view(shape);
-    };
-    const torch::Tensor keep = member_tensor(mask).to(torch::kBool);
+    shape[0] = count;
+    const auto member_tensor = [&](Row row) { return typed[row].view(shape); };
+    const torch::Tensor keep = mask.view(shape) > 0.5;
     const torch::Tensor g = p.grad().to(p.scalar_type());
     const torch::Tensor member_squares = g.to(torch::kDouble).square().flatten(1).sum(1);
     squares = squares.defined() ? squares + member_squares : member_squares;
-    const torch::Tensor gc = g + member_tensor(coupled_wd) * p;  // the gradient the rule sees
-    const torch::Tensor theta = p * member_tensor(decay);
-    const torch::Tensor eta_t = member_tensor(eta);
+    const torch::Tensor gc = g + member_tensor(kCoupledWd) * p;  // the gradient the rule sees
+    const torch::Tensor theta = p * member_tensor(kDecay);
+    const torch::Tensor eta_t = member_tensor(kEta);
     std::vector<torch::Tensor>& buffers = buffers_[i];
     torch::Tensor updated;
     std::vector<torch::Tensor> state;
@@ -193,27 +231,27 @@ std::vector<double> ArrayOptimizer::TensorStep(const std::vector<double>& learni
       case UpdateRule::kSgd: updated = theta - eta_t * g; break;
       case UpdateRule::kMomentum:
       case UpdateRule::kNesterov: {
-        const torch::Tensor gamma_t = member_tensor(gamma);
-        const torch::Tensor v = g + gamma_t * buffers[0] + member_tensor(coupled_wd) * p;
+        const torch::Tensor gamma_t = member_tensor(kGamma);
+        const torch::Tensor v = g + gamma_t * buffers[0] + member_tensor(kCoupledWd) * p;
         updated = rule_ == UpdateRule::kNesterov ? theta - eta_t * g - eta_t * gamma_t * v : theta - eta_t * v;
         state = {v};
         break;
       }
       case UpdateRule::kRmsProp: {
-        const torch::Tensor v = buffers[0] * member_tensor(rho) + member_tensor(one_minus_rho) * gc * gc;
+        const torch::Tensor v = buffers[0] * member_tensor(kRho) + member_tensor(kOneMinusRho) * gc * gc;
         const torch::Tensor m =
-            buffers[1] * member_tensor(gamma) + eta_t * gc / torch::sqrt(v + member_tensor(epsilon));
+            buffers[1] * member_tensor(kGamma) + eta_t * gc / torch::sqrt(v + member_tensor(kEpsilon));
         updated = theta - m;
         state = {v, m};
         break;
       }
       case UpdateRule::kAdam:
       case UpdateRule::kNadam: {
-        const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(beta1));
-        const torch::Tensor v = buffers[1] * member_tensor(beta2) + member_tensor(one_minus_beta2) * gc * gc;
-        const torch::Tensor denominator = torch::sqrt(v) + member_tensor(epsilon);
-        updated = theta + member_tensor(step) * m / denominator;
-        if (rule_ == UpdateRule::kNadam) updated = updated + member_tensor(gradient_step) * gc / denominator;
+        const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(kBeta1));
+        const torch::Tensor v = buffers[1] * member_tensor(kBeta2) + member_tensor(kOneMinusBeta2) * gc * gc;
+        const torch::Tensor denominator = torch::sqrt(v) + member_tensor(kEpsilon);
+        updated = theta + member_tensor(kStepSize) * m / denominator;
+        if (rule_ == UpdateRule::kNadam) updated = updated + member_tensor(kGradientStep) * gc / denominator;
         state = {m, v};
         break;
       }
@@ -222,13 +260,9 @@ std::vector<double> ArrayOptimizer::TensorStep(const std::vector<double>& learni
     p.copy_(torch::where(keep, updated, p));
     for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
   }
-  for (std::size_t m = 0; m < count; ++m) steps_[m] += active[m] ? 1 : 0;
-  const torch::Tensor norms = squares.sqrt().to(torch::kCPU);
-  std::vector<double> result(count, 0.0);
-  for (std::size_t m = 0; m < count; ++m) {
-    if (active[m]) result[m] = norms[static_cast<std::int64_t>(m)].item<double>();
-  }
-  return result;
+  for (std::size_t m = 0; m < members_.size(); ++m) steps_[m] += active[m] ? 1 : 0;
+  // A masked member's norm is 0 (its gradient may well be NaN: it diverged).
+  return torch::where(mask > 0.5, squares.sqrt(), torch::zeros_like(squares));
 }
 
 void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {

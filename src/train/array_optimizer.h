@@ -43,6 +43,9 @@ class ArrayOptimizer {
   // (as Optimizer::Step does; 0 for a member skipped). Throws Error, changing nothing, for a learning rate that is
   // negative or not finite, a sparse gradient, or vectors of another size than M.
   std::vector<double> Step(const std::vector<double>& learning_rates, const std::vector<bool>& active);
+  // Step, with the norms as an [M] float64 tensor on the parameters' device: on a device it is not read to the host
+  // (no synchronization per step); on the CPU it holds Step's values.
+  torch::Tensor StepDeferred(const std::vector<double>& learning_rates, const std::vector<bool>& active);
 
   std::int64_t members() const { return static_cast<std::int64_t>(members_.size()); }
   // Step calls that updated member m.
@@ -61,8 +64,11 @@ class ArrayOptimizer {
   UpdateCoefficients Coefficients(std::int64_t member, double eta) const;
   // Updates member m's slice of every parameter; returns the sum of its gradients' squares.
   double UpdateMember(std::int64_t member, double eta);
-  // The tensor form of a step: every member of every parameter at once; returns each member's gradient norm.
-  std::vector<double> TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active);
+  // Throws Error, before anything changes, for what Step refuses.
+  void CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) const;
+  // The tensor form of a step: every member of every parameter at once, its coefficients one table moved to the
+  // device once; returns each member's gradient norm ([M], on the device; 0 for a masked member).
+  torch::Tensor TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active);
 
   std::vector<OptimizerOptions> members_;
   UpdateRule rule_ = UpdateRule::kSgd;

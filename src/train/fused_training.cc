@@ -77,7 +77,8 @@ class FusedLoop {
       : workload_(workload),
         options_(options),
         settings_(options.training.Resolved(options.max_train_steps)),
-        device_(options.device) {
+        device_(options.device),
+        deferred_(options.deferred || !device_.is_cpu()) {
     if (device_.is_cuda()) MakeCudaDeterministic();
     eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
     for (std::size_t m = 0; m < members.size(); ++m) members_.push_back(BuildMember(members[m], m));
@@ -98,7 +99,8 @@ class FusedLoop {
       model_->DropoutGenerator(static_cast<std::int64_t>(m))
           .set_current_seed(MixSeed(members_[m].spec->data_seed, kDropoutStream));
     }
-    optimizer_ = std::make_unique<ArrayOptimizer>(model_->ArrayParameters(), optimizers);
+    optimizer_ = std::make_unique<ArrayOptimizer>(
+        model_->ArrayParameters(), optimizers, deferred_ ? ArrayOptimizer::Form::kTensor : ArrayOptimizer::Form::kAuto);
     eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * batch_size_;
     if (eval_batch_size_ < batch_size_) {
       throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
@@ -130,13 +132,14 @@ class FusedLoop {
     while (step_ < end && AnyActive()) {
       TrainStep();
       ++step_;
-      CheckDivergence();
       const bool last = step_ == options_.max_train_steps;
-      if (last || eval_schedule_.Evaluates(step_, settings_.eval_every_steps, options_.max_train_steps)) {
-        Evaluate(last);
-      }
+      const bool evaluate =
+          last || eval_schedule_.Evaluates(step_, settings_.eval_every_steps, options_.max_train_steps);
+      if (!deferred_ || evaluate || step_ % settings_.log_every_steps == 0) ReadPendingSteps();
+      if (evaluate) Evaluate(last);
       if (callbacks_ && callbacks_->ShouldStop(step_)) break;
     }
+    ReadPendingSteps();
     std::vector<FusedMemberResult> results;
     for (MemberState& member : members_) results.push_back(Finish(member));
     return results;
@@ -260,40 +263,59 @@ class FusedLoop {
     const torch::Tensor losses =
         workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
     losses.sum().backward();
-    const std::vector<double> norms = optimizer_->Step(learning_rates, active);
-    const torch::Tensor values = losses.detach().to(torch::kCPU, torch::kDouble);
-    for (std::int64_t m = 0; m < count(); ++m) {
-      MemberState& member = members_[static_cast<std::size_t>(m)];
-      if (!member.active) continue;
-      StepMetrics metrics;
-      metrics.step = step_ + 1;
-      metrics.loss = values[m].item<double>();
-      metrics.learning_rate = learning_rates[static_cast<std::size_t>(m)];
-      metrics.grad_norm = norms[static_cast<std::size_t>(m)];
-      member.out.steps.push_back(metrics);
-    }
+    pending_.push_back({losses.detach(), optimizer_->StepDeferred(learning_rates, active), learning_rates});
   }
 
-  // The lone trainer's divergence rule on each active member's loss of this step; a member that diverged is masked.
-  void CheckDivergence() {
-    for (MemberState& member : members_) {
-      if (!member.active) continue;
-      const StepMetrics& m = member.out.steps.back();
-      if (!member.initial_loss) member.initial_loss = m.loss;
-      std::string reason;
-      if (!std::isfinite(m.loss)) {
-        reason = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
-      } else if (m.loss > settings_.divergence_factor * std::max(*member.initial_loss, 1e-12)) {
-        reason = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}",
-                             m.loss, m.step, settings_.divergence_factor, *member.initial_loss);
-      }
-      if (reason.empty()) continue;
-      member.active = false;
-      member.out.result.outcome = TrainOutcome::kInfeasible;
-      member.out.result.reason = reason;
-      member.out.result.steps = step_;
-      ReportEnd(member);
+  // Reads the steps not read yet (every one on the CPU, a log interval's on a device) into each member's record, and
+  // applies the divergence rule to each: a member that diverged is masked from then on (on a device its updates of
+  // the steps after that one, until this read, are lost with it).
+  void ReadPendingSteps() {
+    if (pending_.empty()) return;
+    std::vector<torch::Tensor> losses, norms;
+    for (const PendingStep& step : pending_) {
+      losses.push_back(step.losses);
+      norms.push_back(step.norms);
     }
+    // [steps, M] each, read in one copy.
+    const torch::Tensor loss_values = torch::stack(losses).to(torch::kCPU, torch::kDouble).contiguous();
+    const torch::Tensor norm_values = torch::stack(norms).to(torch::kCPU, torch::kDouble).contiguous();
+    const auto loss_at = loss_values.accessor<double, 2>();
+    const auto norm_at = norm_values.accessor<double, 2>();
+    const std::int64_t first = step_ - static_cast<std::int64_t>(pending_.size()) + 1;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      const auto row = static_cast<std::int64_t>(i);
+      for (std::int64_t m = 0; m < count(); ++m) {
+        MemberState& member = members_[static_cast<std::size_t>(m)];
+        if (!member.active) continue;
+        StepMetrics metrics;
+        metrics.step = first + row;
+        metrics.loss = loss_at[row][m];
+        metrics.learning_rate = pending_[i].learning_rates[static_cast<std::size_t>(m)];
+        metrics.grad_norm = norm_at[row][m];
+        member.out.steps.push_back(metrics);
+        CheckDivergence(member);
+      }
+    }
+    pending_.clear();
+  }
+
+  // The lone trainer's divergence rule on the member's last step; a member that diverged is masked.
+  void CheckDivergence(MemberState& member) {
+    const StepMetrics& m = member.out.steps.back();
+    if (!member.initial_loss) member.initial_loss = m.loss;
+    std::string reason;
+    if (!std::isfinite(m.loss)) {
+      reason = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
+    } else if (m.loss > settings_.divergence_factor * std::max(*member.initial_loss, 1e-12)) {
+      reason = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}", m.loss,
+                           m.step, settings_.divergence_factor, *member.initial_loss);
+    }
+    if (reason.empty()) return;
+    member.active = false;
+    member.out.result.outcome = TrainOutcome::kInfeasible;
+    member.out.result.reason = reason;
+    member.out.result.steps = m.step;
+    ReportEnd(member);
   }
 
   // Gives the callbacks the member's steps not given yet.
@@ -487,7 +509,14 @@ class FusedLoop {
   const TrainingSettings settings_;
   EvalSchedule eval_schedule_;
   torch::Device device_;
+  const bool deferred_;   // FusedOptions::deferred, or a device
   Dataset valid_, test_;  // on device_ (test_ only when it is evaluated)
+  // A step whose losses and gradient norms ([M] each, on the device) are not read yet, with its learning rates.
+  struct PendingStep {
+    torch::Tensor losses, norms;
+    std::vector<double> learning_rates;
+  };
+  std::vector<PendingStep> pending_;
   std::vector<MemberState> members_;
   std::int64_t batch_size_ = 0;
   std::int64_t eval_batch_size_ = 0;

@@ -322,6 +322,37 @@ TEST_F(FusedTrainingTest, StoppedGroupResumesExactly) {
   }
 }
 
+// A device's way, run on the CPU: the optimizer's tensor form (the same rules as a few element-wise operations, which
+// round as such: within a few roundings per step of the fused loop) and the steps read at log points only. A member
+// that diverges between two reads is found at the next one, with the step and reason its lone trial gives, and the
+// others train on.
+TEST_F(FusedTrainingTest, TheDevicesWayReadsStepsAtLogPointsAndStillMasksADivergingMember) {
+  const std::vector<FusedMember> members = {
+      Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(0.05)}}, 1),
+      Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(400.0)}}, 2),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}}, 3),
+  };
+  const auto stepwise = TrainFused(*workload_, {members[0], members[1]}, options_);
+  options_.deferred = true;
+  options_.training.log_every_steps = 25;
+  const auto deferred = TrainFused(*workload_, {members[0], members[1]}, options_);
+  EXPECT_EQ(deferred[1].result.outcome, TrainOutcome::kInfeasible);
+  EXPECT_EQ(deferred[1].result.reason, stepwise[1].result.reason);
+  EXPECT_EQ(deferred[1].result.steps, stepwise[1].result.steps);
+  ASSERT_EQ(deferred[0].steps.size(), 200U);
+  // Float32 element-wise operations against the fused loop: a few roundings per step, accumulated over 200 steps.
+  const double tolerance = 200 * 8 * std::ldexp(1.0, -24);
+  for (std::size_t i = 0; i < deferred[0].steps.size(); ++i) {
+    EXPECT_NEAR(deferred[0].steps[i].loss, stepwise[0].steps[i].loss, tolerance * stepwise[0].steps[i].loss) << i;
+  }
+  EXPECT_EQ(deferred[0].result.outcome, TrainOutcome::kCompleted);
+  // Adam's tensor form beside a diverging member: masked members keep their state, the others train.
+  const auto mixed = TrainFused(
+      *workload_, {members[2], Member({{"optimizer", Value("adam")}, {"learning_rate", Value(1000.0)}}, 4)}, options_);
+  EXPECT_EQ(mixed[0].result.outcome, TrainOutcome::kCompleted);
+  EXPECT_EQ(mixed[1].result.outcome, TrainOutcome::kInfeasible);
+}
+
 // The built-in CNN on Fashion-MNIST: small widths, a slice of the training images.
 class FusedCnnTest : public FusedTrainingTest, public ::testing::WithParamInterface<std::string> {
  protected:
