@@ -1,6 +1,7 @@
 #include "array_cnn.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "dltune/core/error.h"
 
@@ -83,19 +84,15 @@ torch::Tensor ArrayCnn::Normalize(NormLayer& layer, std::int64_t member, const t
                            at::globalContext().userEnabledCuDNN());
 }
 
-torch::Tensor ArrayCnn::Forward(const std::vector<torch::Tensor>& member_inputs) {
+torch::Tensor ArrayCnn::ForwardStacked(const torch::Tensor& inputs) {
   const std::int64_t members = this->members();
-  if (static_cast<std::int64_t>(member_inputs.size()) != members) {
-    throw Error(fmt::format("array CNN: {} batches for {} members", member_inputs.size(), members));
+  if (inputs.dim() < 3 || inputs.size(0) != members) {
+    throw Error(fmt::format("array CNN: inputs of shape [{}] are not [{}, batch, ...]", fmt::join(inputs.sizes(), ", "),
+                            members));
   }
-  const std::int64_t batch = member_inputs.front().size(0);
-  torch::Tensor x = torch::empty({members, batch, 1, 28, 28}, member_inputs.front().options());
-  for (std::int64_t m = 0; m < members; ++m) {
-    torch::Tensor slice = x[m];
-    slice.copy_(member_inputs[static_cast<std::size_t>(m)].reshape({batch, 1, 28, 28}));
-    // In place, the element-wise arithmetic of (x - mean) / std.
-    if (standardize_) slice.sub_(standardize_->mean).div_(standardize_->std);
-  }
+  torch::Tensor x = inputs.reshape({members, inputs.size(1), 1, 28, 28});
+  // The element-wise arithmetic of the lone model's (x - mean) / std.
+  if (standardize_) x = (x - standardize_->mean) / standardize_->std;
   // Conv, norm, ReLU and max-pool, member by member on its own contiguous slice [B, C, H, W], stacked: each
   // member's calls, forward and backward (a stack's gradient is contiguous slices), are its lone model's.
   const auto conv_block = [&](const torch::Tensor& input, const std::string& conv, NormLayer& norm) {

@@ -31,7 +31,7 @@ class ArrayCnn : public ArrayModel {
   ArrayCnn(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
            const torch::Device& device = torch::kCPU);
 
-  torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs) override;
+  torch::Tensor ForwardStacked(const torch::Tensor& inputs) override;
 
  private:
   // How a lone CNN normalizes: one kind for its three norm layers.

@@ -46,19 +46,14 @@ ArrayMlp::ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::opti
   }
 }
 
-torch::Tensor ArrayMlp::Forward(const std::vector<torch::Tensor>& member_inputs) {
-  if (static_cast<std::int64_t>(member_inputs.size()) != members()) {
-    throw Error(fmt::format("array MLP: {} batches for {} members", member_inputs.size(), members()));
+torch::Tensor ArrayMlp::ForwardStacked(const torch::Tensor& inputs) {
+  if (inputs.dim() < 3 || inputs.size(0) != members()) {
+    throw Error(fmt::format("array MLP: inputs of shape [{}] are not [{}, batch, ...]", fmt::join(inputs.sizes(), ", "),
+                            members()));
   }
-  const torch::Tensor& first = member_inputs.front();
-  torch::Tensor x = torch::empty({members(), first.size(0), first.numel() / std::max<std::int64_t>(first.size(0), 1)},
-                                 first.options());
-  for (std::int64_t m = 0; m < members(); ++m) {
-    torch::Tensor slice = x[m];
-    slice.copy_(member_inputs[static_cast<std::size_t>(m)].flatten(1));
-    // In place, the element-wise arithmetic of (x - mean) / std.
-    if (standardize_) slice.sub_(standardize_->mean).div_(standardize_->std);
-  }
+  torch::Tensor x = inputs.flatten(2);
+  // The element-wise arithmetic of the lone model's (x - mean) / std.
+  if (standardize_) x = (x - standardize_->mean) / standardize_->std;
   for (std::size_t l = 0; l < weights_.size(); ++l) {
     x = ArrayLinear(x, weights_[l], biases_[l]);
     if (l + 1 < weights_.size()) x = MemberDropout(torch::relu(x), dropout_);

@@ -29,7 +29,7 @@ class ArrayMlp : public ArrayModel {
   ArrayMlp(const std::vector<std::shared_ptr<Model>>& members, std::optional<InputStandardization> standardize,
            const torch::Device& device = torch::kCPU);
 
-  torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs) override;
+  torch::Tensor ForwardStacked(const torch::Tensor& inputs) override;
 
  private:
   std::optional<InputStandardization> standardize_;

@@ -99,6 +99,13 @@ ArrayModel::ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::
   }
 }
 
+torch::Tensor ArrayModel::Forward(const std::vector<torch::Tensor>& member_inputs) {
+  if (static_cast<std::int64_t>(member_inputs.size()) != members_) {
+    throw Error(fmt::format("{}: {} batches for {} members", what_, member_inputs.size(), members_));
+  }
+  return ForwardStacked(torch::stack(member_inputs));
+}
+
 void ArrayModel::CopyMemberInto(std::int64_t member, Model& model) const {
   torch::NoGradGuard no_grad;
   for (const auto& tensors : {model.named_parameters(), model.named_buffers()}) {

@@ -33,8 +33,11 @@ struct InputStandardization {
 
 class ArrayModel : public torch::nn::Module {
  public:
-  // Logits [M, B, classes] from each member's own batch ([B, ...], M of them, possibly the same tensor).
-  virtual torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs) = 0;
+  // Logits [M, B, classes] from each member's own batch ([B, ...], M of them, possibly the same tensor): stacked, then
+  // ForwardStacked.
+  torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs);
+  // The same from the members' batches stacked: inputs [M, B, ...] (float32, on the model's device).
+  virtual torch::Tensor ForwardStacked(const torch::Tensor& inputs) = 0;
 
   std::int64_t members() const { return members_; }
   // The array parameters ([M, lone shape...] each) in the order of a lone model's parameters().

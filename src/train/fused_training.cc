@@ -125,8 +125,14 @@ class FusedLoop {
             FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2)),
             device_);
       }
-      member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
+      // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
+      if (!deferred_) member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
       if (callbacks_) callbacks_->OnStart(Index(member), step_);
+    }
+    if (deferred_) {
+      std::vector<std::uint64_t> seeds;
+      for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
+      group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
     }
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
@@ -245,20 +251,29 @@ class FusedLoop {
   // One update of every active member: each its own batch, one forward and backward of the array model, one pass
   // of the array optimizer.
   void TrainStep() {
-    std::vector<torch::Tensor> inputs, labels;
     std::vector<double> learning_rates;
     std::vector<bool> active;
     for (MemberState& member : members_) {
-      Batch batch = member.pipeline->Next();
-      inputs.push_back(std::move(batch.inputs));
-      labels.push_back(std::move(batch.labels));
       learning_rates.push_back(LearningRate(member.hp.schedule, step_));
       active.push_back(member.active);
     }
     model_->train();
     optimizer_->ZeroGrad();
-    const torch::Tensor targets = torch::stack(labels);
-    const torch::Tensor logits = model_->Forward(inputs);
+    torch::Tensor logits, targets;
+    if (group_batches_) {
+      const Batch batch = group_batches_->Next();
+      targets = batch.labels;
+      logits = model_->ForwardStacked(batch.inputs);
+    } else {
+      std::vector<torch::Tensor> inputs, labels;
+      for (MemberState& member : members_) {
+        Batch batch = member.pipeline->Next();
+        inputs.push_back(std::move(batch.inputs));
+        labels.push_back(std::move(batch.labels));
+      }
+      targets = torch::stack(labels);
+      logits = model_->Forward(inputs);
+    }
     // Each member's mean loss; their sum's gradient is each member's own, as the members share no weight.
     const torch::Tensor losses =
         workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
@@ -517,6 +532,7 @@ class FusedLoop {
     std::vector<double> learning_rates;
   };
   std::vector<PendingStep> pending_;
+  std::unique_ptr<GroupBatches> group_batches_;  // on a device (deferred_): the members' batches, gathered together
   std::vector<MemberState> members_;
   std::int64_t batch_size_ = 0;
   std::int64_t eval_batch_size_ = 0;

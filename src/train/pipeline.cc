@@ -155,4 +155,38 @@ Batch BatchPipeline::Next() {
 
 double BatchPipeline::TakeWaitSeconds() { return std::exchange(wait_seconds_, 0.0); }
 
+GroupBatches::GroupBatches(Dataset data, std::int64_t batch_size, std::vector<std::uint64_t> data_seeds,
+                           std::int64_t start_batch)
+    : data_(Checked(std::move(data), batch_size, start_batch, {})),
+      batch_size_(batch_size),
+      batches_per_epoch_(data_.size() / batch_size),
+      data_seeds_(std::move(data_seeds)),
+      next_(start_batch) {
+  if (data_seeds_.empty()) throw Error("input pipeline: a group of no members");
+}
+
+Batch GroupBatches::Next() {
+  const std::int64_t index = next_++;
+  const std::int64_t epoch = index / batches_per_epoch_;
+  if (epoch != epoch_) {
+    std::vector<std::int64_t> orders;
+    orders.reserve(data_seeds_.size() * static_cast<std::size_t>(data_.size()));
+    for (const std::uint64_t seed : data_seeds_) {
+      const std::vector<std::int64_t> order = BatchPipeline::EpochOrder(data_.size(), seed, epoch);
+      orders.insert(orders.end(), order.begin(), order.end());
+    }
+    const auto members = static_cast<std::int64_t>(data_seeds_.size());
+    // Copied (on the CPU too: from_blob only borrows the vector).
+    orders_ = torch::from_blob(orders.data(), {members, data_.size()}, torch::kInt64)
+                  .to(data_.inputs.device(), torch::kInt64, /*non_blocking=*/false, /*copy=*/true);
+    epoch_ = epoch;
+  }
+  const torch::Tensor rows =
+      orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_).reshape(-1);  // [M x B]
+  std::vector<std::int64_t> shape = {orders_.size(0), batch_size_};
+  const torch::Tensor inputs = data_.inputs.index_select(0, rows);
+  for (std::int64_t d = 1; d < inputs.dim(); ++d) shape.push_back(inputs.size(d));
+  return {inputs.view(shape), data_.labels.index_select(0, rows).view({orders_.size(0), batch_size_}), index};
+}
+
 }  // namespace dltune

@@ -99,4 +99,29 @@ class BatchPipeline {
   std::thread worker_;  // last: starts after every other member is constructed
 };
 
+// The batches of a fused group's members drawn together, for a device: each member's epoch order (its data seed's, as
+// its BatchPipeline draws it) moved to the data's device once per epoch, and each step's batches of all the members
+// gathered by one index_select of the inputs and one of the labels, with no copy from the host per step. Batch k of
+// member m is, row for row, batch k of a BatchPipeline of m's data seed. On the calling thread (a device's gathers are
+// queued, not waited for); not thread-safe.
+class GroupBatches {
+ public:
+  // `data` on the device the batches are wanted on; one member per seed of `data_seeds`. Throws Error as
+  // BatchPipeline does.
+  GroupBatches(Dataset data, std::int64_t batch_size, std::vector<std::uint64_t> data_seeds,
+               std::int64_t start_batch = 0);
+
+  // The members' next batches: inputs [M, B, ...], labels [M, B].
+  Batch Next();
+
+ private:
+  Dataset data_;
+  std::int64_t batch_size_;
+  std::int64_t batches_per_epoch_;
+  std::vector<std::uint64_t> data_seeds_;
+  std::int64_t next_;
+  std::int64_t epoch_ = -1;
+  torch::Tensor orders_;  // [M, examples] on the data's device: each member's order of epoch_
+};
+
 }  // namespace dltune

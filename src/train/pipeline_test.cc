@@ -276,5 +276,29 @@ TEST(BatchPipeline, ThroughputWithFashionMnistShapedData) {
   EXPECT_GT(kBatches / seconds, 100.0);
 }
 
+// A group's batches, gathered together, are each member's BatchPipeline batches row for row, across epochs and from
+// a start batch.
+TEST(GroupBatches, AreEachMembersPipelineBatches) {
+  const std::vector<std::uint64_t> seeds = {7, 8, 9};
+  for (const std::int64_t start : {std::int64_t{0}, std::int64_t{17}}) {
+    GroupBatches group(Numbered(103), 10, seeds, start);
+    std::vector<std::unique_ptr<BatchPipeline>> alone;
+    for (const std::uint64_t seed : seeds)
+      alone.push_back(std::make_unique<BatchPipeline>(Numbered(103), 10, seed, start));
+    for (int k = 0; k < 35; ++k) {  // three and a half epochs
+      const Batch together = group.Next();
+      EXPECT_EQ(together.index, start + k);
+      ASSERT_EQ(together.inputs.sizes(), (std::vector<std::int64_t>{3, 10, 2}));
+      for (std::size_t m = 0; m < seeds.size(); ++m) {
+        const Batch own = alone[m]->Next();
+        EXPECT_TRUE(together.inputs[static_cast<std::int64_t>(m)].equal(own.inputs))
+            << "batch " << k << " member " << m;
+        EXPECT_TRUE(together.labels[static_cast<std::int64_t>(m)].equal(own.labels))
+            << "batch " << k << " member " << m;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dltune
