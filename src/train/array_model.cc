@@ -7,6 +7,7 @@
 
 #include "array_cnn.h"
 #include "array_mlp.h"
+#include "device.h"
 #include "dltune/core/error.h"
 
 namespace dltune {
@@ -135,7 +136,7 @@ torch::Tensor ArrayModel::MemberDropout(const torch::Tensor& x, double p) {
     slice.bernoulli_(1 - p, DropoutGenerator(m));
   }
   noise.div_(1 - p);
-  return x * noise.to(x.device());
+  return x * ToDevice(noise, x.device());
 }
 
 void ArrayModel::CheckAgainstLoneModels(const std::vector<std::shared_ptr<Model>>& members,

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "device.h"
 #include "dltune/core/error.h"
 
 namespace dltune {
@@ -205,7 +206,7 @@ torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rat
     set(kMask, m, active[member] ? 1.0 : 0.0);
   }
   const torch::Tensor table =
-      torch::from_blob(rows.data(), {kRows, count}, torch::kDouble).to(params_.front().device());
+      ToDevice(torch::from_blob(rows.data(), {kRows, count}, torch::kDouble), params_.front().device());
   const torch::Tensor mask = table[kMask];
   std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   torch::Tensor squares;

@@ -30,6 +30,12 @@ Dataset OnDevice(const Dataset& set, const torch::Device& device) {
   return {set.inputs.to(device), set.labels.to(device)};
 }
 
+torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device) {
+  if (device.is_cpu()) return host;
+  if (!device.is_cuda()) return host.to(device);
+  return host.pin_memory().to(device, /*non_blocking=*/true);
+}
+
 void MakeCudaDeterministic() {
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);

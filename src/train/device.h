@@ -10,6 +10,11 @@ namespace dltune {
 // `set` with its tensors on `device` (the same tensors when they are there already).
 Dataset OnDevice(const Dataset& set, const torch::Device& device);
 
+// `host` (a CPU tensor) on `device` without waiting for the device: on CUDA through pinned memory (a copy from
+// pageable memory would wait for every kernel queued before it), the pinned block reused only once the copy is done;
+// on the CPU `host` itself, which must then outlive the use of the result.
+torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device);
+
 // Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
 // rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
 // must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).
