@@ -136,7 +136,8 @@ std::vector<double> ArrayOptimizer::Step(const std::vector<double>& learning_rat
   return norms;
 }
 
-void ArrayOptimizer::CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) const {
+void ArrayOptimizer::CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active,
+                               bool gradients) const {
   const auto count = members_.size();
   if (learning_rates.size() != count || active.size() != count) {
     throw Error(fmt::format("array optimizer: {} learning rates and {} masks for {} members", learning_rates.size(),
@@ -147,7 +148,7 @@ void ArrayOptimizer::CheckStep(const std::vector<double>& learning_rates, const 
       throw Error(fmt::format("array optimizer: the learning rate must be finite and >= 0, not {}", eta));
     }
   }
-  for (std::size_t i = 0; i < params_.size(); ++i) {
+  for (std::size_t i = 0; gradients && i < params_.size(); ++i) {
     const torch::Tensor& grad = params_[i].grad();
     if (!grad.defined() || grad.is_sparse()) {
       throw Error(fmt::format("array optimizer: parameter {} has no dense gradient", i));
@@ -162,29 +163,39 @@ torch::Tensor ArrayOptimizer::StepDeferred(const std::vector<double>& learning_r
   return TensorStep(learning_rates, active);
 }
 
+namespace {
+
+// The rows of a step's coefficient table: each member's coefficients, one row per coefficient.
+enum Row {
+  kEta,
+  kCoupledWd,
+  kDecay,
+  kGamma,
+  kRho,
+  kOneMinusRho,
+  kBeta1,
+  kBeta2,
+  kOneMinusBeta2,
+  kEpsilon,
+  kStepSize,
+  kGradientStep,
+  kMask,
+  kRows
+};
+
+}  // namespace
+
 torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) {
-  // Each member's coefficients, one row per coefficient: one table, moved to the device once per step.
-  enum Row {
-    kEta,
-    kCoupledWd,
-    kDecay,
-    kGamma,
-    kRho,
-    kOneMinusRho,
-    kBeta1,
-    kBeta2,
-    kOneMinusBeta2,
-    kEpsilon,
-    kStepSize,
-    kGradientStep,
-    kMask,
-    kRows
-  };
+  return ApplyTable(ToDevice(CoefficientTable(learning_rates, active), params_.front().device()));
+}
+
+torch::Tensor ArrayOptimizer::CoefficientTable(const std::vector<double>& learning_rates,
+                                               const std::vector<bool>& active) {
+  CheckStep(learning_rates, active, /*gradients=*/false);
   const auto count = static_cast<std::int64_t>(members_.size());
-  std::vector<double> rows(static_cast<std::size_t>(kRows * count));
-  const auto set = [&](Row row, std::int64_t m, double value) {
-    rows[static_cast<std::size_t>(row * count + m)] = value;
-  };
+  torch::Tensor table = torch::empty({kRows, count}, torch::kDouble);
+  double* rows = table.data_ptr<double>();
+  const auto set = [&](Row row, std::int64_t m, double value) { rows[row * count + m] = value; };
   for (std::int64_t m = 0; m < count; ++m) {
     const auto member = static_cast<std::size_t>(m);
     const UpdateCoefficients c = Coefficients(m, learning_rates[member]);
@@ -205,8 +216,13 @@ torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rat
     set(kGradientStep, m, -c.eta * bias * (1.0 - c.beta1));
     set(kMask, m, active[member] ? 1.0 : 0.0);
   }
-  const torch::Tensor table =
-      ToDevice(torch::from_blob(rows.data(), {kRows, count}, torch::kDouble), params_.front().device());
+  for (std::size_t m = 0; m < members_.size(); ++m) steps_[m] += active[m] ? 1 : 0;
+  return table;
+}
+
+torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t count = members();
   const torch::Tensor mask = table[kMask];
   std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   torch::Tensor squares;
@@ -261,7 +277,6 @@ torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rat
     p.copy_(torch::where(keep, updated, p));
     for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
   }
-  for (std::size_t m = 0; m < members_.size(); ++m) steps_[m] += active[m] ? 1 : 0;
   // A masked member's norm is 0 (its gradient may well be NaN: it diverged).
   return torch::where(mask > 0.5, squares.sqrt(), torch::zeros_like(squares));
 }

@@ -59,15 +59,25 @@ class ArrayOptimizer {
   // member then continues as its lone optimizer would. Throws Error, changing nothing, as Optimizer::Load does.
   void LoadMember(std::int64_t member, torch::serialize::InputArchive& archive);
 
+  // The tensor form's step in its two halves, for a step captured in a CUDA graph (cuda_graph.h), where the host's
+  // half runs before each replay and the device's is captured. The host's: this step's coefficients of every member
+  // (a [rows, M] float64 CPU table), the step counted for each active member. Throws Error as Step does (but for the
+  // gradients, which a captured step has only once replayed).
+  torch::Tensor CoefficientTable(const std::vector<double>& learning_rates, const std::vector<bool>& active);
+  // The device's: every member of every parameter updated with `table` (CoefficientTable's, on the parameters'
+  // device), in element-wise operations with no host copy or synchronization; returns each member's gradient norm
+  // ([M] float64 on the device; 0 for a masked member). A member masked in `table` keeps its weights and state.
+  torch::Tensor ApplyTable(const torch::Tensor& table);
+
  private:
   // The coefficients of member m's update at learning rate `eta`, but the bias correction (per update count).
   UpdateCoefficients Coefficients(std::int64_t member, double eta) const;
   // Updates member m's slice of every parameter; returns the sum of its gradients' squares.
   double UpdateMember(std::int64_t member, double eta);
-  // Throws Error, before anything changes, for what Step refuses.
-  void CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) const;
-  // The tensor form of a step: every member of every parameter at once, its coefficients one table moved to the
-  // device once; returns each member's gradient norm ([M], on the device; 0 for a masked member).
+  // Throws Error, before anything changes, for what Step refuses (without `gradients`, but for the gradients).
+  void CheckStep(const std::vector<double>& learning_rates, const std::vector<bool>& active,
+                 bool gradients = true) const;
+  // The tensor form of a step: CoefficientTable moved to the device, then ApplyTable.
   torch::Tensor TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active);
 
   std::vector<OptimizerOptions> members_;

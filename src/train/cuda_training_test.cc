@@ -314,7 +314,8 @@ struct FusedRecorder : FusedCallbacks {
 // Three members of the MLP, each its own learning rate and seeds, trained as one group on `device` for `steps` steps
 // (stopping after `stop_after`; 0: never), each checkpointing under dir / m<i> when `dir` is given.
 std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_t steps, std::int64_t stop_after,
-                                          const std::filesystem::path& dir, FusedRecorder& recorder) {
+                                          const std::filesystem::path& dir, FusedRecorder& recorder,
+                                          bool cuda_graph = false) {
   std::vector<FusedMember> members;
   for (int m = 0; m < 3; ++m) {
     const std::map<std::string, Value> params = {{"optimizer", Value("adam")},
@@ -332,6 +333,7 @@ std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_
   options.training.threads = 1;
   options.objective = {"valid", "error_rate", Direction::kMinimize};
   options.device = device;
+  options.training.cuda_graph = cuda_graph;
   options.callbacks = &recorder;
   SyntheticMlp workload;
   return TrainFused(workload, members, options);
@@ -383,6 +385,26 @@ TEST_F(CudaTraining, AFusedMembersGpuCheckpointResumesAloneOnTheCpu) {
   for (const auto& [step, loss] : second.losses) {
     EXPECT_NEAR(loss, whole.losses[1].at(step), DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
         << "step " << step;
+  }
+}
+
+// training.cuda_graph: the group's step captured once and replayed runs the eager step's kernels: the same series.
+TEST_F(CudaTraining, AFusedGroupsGraphedStepsAgreeWithItsEagerSteps) {
+  SKIP_WITHOUT_CUDA();
+  FusedRecorder eager, graphed;
+  TrainGroup("cuda", 200, 0, "", eager);
+  ::testing::internal::CaptureStderr();
+  const auto results = TrainGroup("cuda", 200, 0, "", graphed, /*cuda_graph=*/true);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, ::testing::Not(HasSubstr("trains eagerly"))) << said;
+  for (std::size_t m = 0; m < 3; ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(results[m].result.outcome, TrainOutcome::kCompleted);
+    ASSERT_EQ(graphed.losses[m].size(), 200U);
+    for (const auto& [step, loss] : eager.losses[m]) {
+      EXPECT_NEAR(graphed.losses[m].at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
+          << "step " << step;
+    }
   }
 }
 

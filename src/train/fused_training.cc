@@ -14,6 +14,7 @@
 #include "core/files.h"
 #include "core/rng.h"
 #include "core/schedule.h"
+#include "cuda_graph.h"
 #include "device.h"
 #include "dltune/core/error.h"
 #include "eval_batches.h"
@@ -111,7 +112,8 @@ class FusedLoop {
   std::vector<FusedMemberResult> Run() {
     const WorkloadData& data = workload_.Data();
     // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
-    const Dataset train = OnDevice(data.train, device_);
+    train_ = OnDevice(data.train, device_);
+    const Dataset& train = train_;
     valid_ = OnDevice(data.valid, device_);
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     Resume();
@@ -133,6 +135,7 @@ class FusedLoop {
       std::vector<std::uint64_t> seeds;
       for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
       group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
+      if (settings_.cuda_graph) CaptureStep();
     }
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
@@ -257,6 +260,15 @@ class FusedLoop {
       learning_rates.push_back(LearningRate(member.hp.schedule, step_));
       active.push_back(member.active);
     }
+    if (graph_) {
+      // Into the captured step's inputs, on the stream it replays on: the rows to gather and the coefficients.
+      graphed_.rows.copy_(group_batches_->NextRows());
+      graphed_.table.copy_(ToDevice(optimizer_->CoefficientTable(learning_rates, active), device_),
+                           /*non_blocking=*/true);
+      graph_->Replay();
+      pending_.push_back({graphed_.losses.clone(), graphed_.norms.clone(), learning_rates});
+      return;
+    }
     model_->train();
     optimizer_->ZeroGrad();
     torch::Tensor logits, targets;
@@ -279,6 +291,64 @@ class FusedLoop {
         workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
     losses.sum().backward();
     pending_.push_back({losses.detach(), optimizer_->StepDeferred(learning_rates, active), learning_rates});
+  }
+
+  // training.cuda_graph: the step of a group training on CUDA without dropout captured once in a CUDA graph, replayed
+  // at each step. Its inputs and outputs are tensors made here, at the addresses the graph holds: the rows of the
+  // training data to gather, the coefficient table of the optimizer, the losses and gradient norms. Elsewhere, or when
+  // the capture fails, the group trains eagerly, saying why on stderr.
+  void CaptureStep() {
+    std::string why_not;
+    std::vector<std::shared_ptr<Model>> lone;
+    for (const MemberState& member : members_) lone.push_back(member.lone);
+    if (!device_.is_cuda()) why_not = "the group trains on " + device_.str();
+    if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
+    if (why_not.empty() && DropoutOf(lone) > 0) why_not = "dropout draws its masks on the host";
+    if (why_not.empty()) {
+      const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
+      graphed_.rows = torch::zeros({count() * batch_size_}, on_device.dtype(torch::kInt64));
+      // Warm-up runs with every member masked (a learning rate of 0, nothing updated): only the batch-norm
+      // averages move, and they are put back.
+      graphed_.table =
+          optimizer_->CoefficientTable(std::vector<double>(members_.size(), 0.0), std::vector<bool>(members_.size()))
+              .to(device_);
+      graphed_.losses = torch::zeros({count()}, on_device.dtype(torch::kFloat));
+      graphed_.norms = torch::zeros({count()}, on_device.dtype(torch::kDouble));
+      std::vector<torch::Tensor> averages;
+      for (const torch::Tensor& buffer : model_->buffers()) averages.push_back(buffer.clone());
+      try {
+        auto graph = std::make_unique<StepGraph>();
+        graph->Capture([this] { GraphedStep(); });
+        graph_ = std::move(graph);
+      } catch (const std::exception& e) {
+        why_not = e.what();
+      }
+      torch::NoGradGuard no_grad;
+      const std::vector<torch::Tensor> buffers = model_->buffers();
+      for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(averages[i]);
+    }
+    if (!why_not.empty()) {
+      std::fprintf(stderr, "dltune: training.cuda_graph: the group trains eagerly: %s\n", why_not.c_str());
+    }
+  }
+
+  // The step as captured: gathers the rows in graphed_.rows, trains every member one step with graphed_.table's
+  // coefficients, and leaves the losses and norms in graphed_.
+  void GraphedStep() {
+    optimizer_->ZeroGrad();  // the backward of the capture makes the gradients, which each replay then overwrites
+    model_->train();
+    std::vector<std::int64_t> shape = {count(), batch_size_};
+    for (std::int64_t d = 1; d < train_.inputs.dim(); ++d) shape.push_back(train_.inputs.size(d));
+    const torch::Tensor inputs = train_.inputs.index_select(0, graphed_.rows).view(shape);
+    const torch::Tensor targets = train_.labels.index_select(0, graphed_.rows);
+    const torch::Tensor logits = model_->ForwardStacked(inputs);
+    const torch::Tensor losses =
+        workload_.PerExampleLoss(logits.flatten(0, 1), targets).view({count(), batch_size_}).mean(1);
+    losses.sum().backward();
+    const torch::Tensor norms = optimizer_->ApplyTable(graphed_.table);
+    torch::NoGradGuard no_grad;
+    graphed_.losses.copy_(losses.detach());
+    graphed_.norms.copy_(norms);
   }
 
   // Reads the steps not read yet (every one on the CPU, a log interval's on a device) into each member's record, and
@@ -533,6 +603,11 @@ class FusedLoop {
   };
   std::vector<PendingStep> pending_;
   std::unique_ptr<GroupBatches> group_batches_;  // on a device (deferred_): the members' batches, gathered together
+  Dataset train_;                                // the training split, on device_
+  std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
+  struct {
+    torch::Tensor rows, table, losses, norms;
+  } graphed_;  // the captured step's inputs and outputs
   std::vector<MemberState> members_;
   std::int64_t batch_size_ = 0;
   std::int64_t eval_batch_size_ = 0;

@@ -353,6 +353,21 @@ TEST_F(FusedTrainingTest, TheDevicesWayReadsStepsAtLogPointsAndStillMasksADiverg
   EXPECT_EQ(mixed[1].result.outcome, TrainOutcome::kInfeasible);
 }
 
+// training.cuda_graph where no CUDA graph can be captured (the CPU): the group trains eagerly, as without it, and says
+// why.
+TEST_F(FusedTrainingTest, CudaGraphOnTheCpuTrainsEagerlyAndSaysWhy) {
+  const std::vector<FusedMember> members = {Member({{"learning_rate", Value(0.05)}}, 1),
+                                            Member({{"learning_rate", Value(0.02)}}, 2)};
+  options_.deferred = true;
+  const auto eager = TrainFused(*workload_, members, options_);
+  options_.training.cuda_graph = true;
+  ::testing::internal::CaptureStderr();
+  const auto asked = TrainFused(*workload_, members, options_);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("training.cuda_graph: the group trains eagerly: the group trains on cpu"));
+  for (std::size_t m = 0; m < members.size(); ++m) ExpectSameAsAlone(asked[m], AsAlone(eager[m]));
+}
+
 // The built-in CNN on Fashion-MNIST: small widths, a slice of the training images.
 class FusedCnnTest : public FusedTrainingTest, public ::testing::WithParamInterface<std::string> {
  protected:

@@ -165,7 +165,7 @@ GroupBatches::GroupBatches(Dataset data, std::int64_t batch_size, std::vector<st
   if (data_seeds_.empty()) throw Error("input pipeline: a group of no members");
 }
 
-Batch GroupBatches::Next() {
+torch::Tensor GroupBatches::NextRows() {
   const std::int64_t index = next_++;
   const std::int64_t epoch = index / batches_per_epoch_;
   if (epoch != epoch_) {
@@ -181,12 +181,15 @@ Batch GroupBatches::Next() {
                   .to(data_.inputs.device(), torch::kInt64, /*non_blocking=*/false, /*copy=*/true);
     epoch_ = epoch;
   }
-  const torch::Tensor rows =
-      orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_).reshape(-1);  // [M x B]
+  return orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_).reshape(-1);
+}
+
+Batch GroupBatches::Next() {
+  const torch::Tensor rows = NextRows();
   std::vector<std::int64_t> shape = {orders_.size(0), batch_size_};
   const torch::Tensor inputs = data_.inputs.index_select(0, rows);
   for (std::int64_t d = 1; d < inputs.dim(); ++d) shape.push_back(inputs.size(d));
-  return {inputs.view(shape), data_.labels.index_select(0, rows).view({orders_.size(0), batch_size_}), index};
+  return {inputs.view(shape), data_.labels.index_select(0, rows).view({orders_.size(0), batch_size_}), next_ - 1};
 }
 
 }  // namespace dltune

@@ -113,6 +113,9 @@ class GroupBatches {
 
   // The members' next batches: inputs [M, B, ...], labels [M, B].
   Batch Next();
+  // The rows of the data that Next would gather, [M x B] int64 on the data's device (member by member), and the
+  // batch taken.
+  torch::Tensor NextRows();
 
  private:
   Dataset data_;

@@ -44,6 +44,9 @@ struct TrainingSettings {
   // Trials of a sub-study trained together as one array model, at most this many in a group (docs/training.md,
   // "Fused trials"): "off" (default) or a number of at least 2, as text.
   std::string fuse = "off";
+  // A fused group training on CUDA captures its step once in a CUDA graph and replays it (docs/training.md, "Fused
+  // trials"); elsewhere, and with dropout, it trains eagerly as without.
+  bool cuda_graph = false;
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
   void Validate(std::int64_t max_train_steps) const;
