@@ -49,7 +49,8 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested);
 // `dltune probe-speed`, the parallel layout's probe (parallel_layout.h): trains the built-in trial that $DLTUNE_TRIAL
 // describes for $DLTUNE_PROBE_SECONDS seconds (1 when unset), without evaluating or checkpointing, and writes
 // {"steps_per_second": N} to $DLTUNE_REPORT; with $DLTUNE_PROBE_MEMBERS = M > 1, a fused group of M copies of it
-// (training.fuse: auto), N counting each member's steps. Returns the exit status; throws Error for unusable trial files.
+// (training.fuse: auto), N counting each member's steps. Returns the exit status; throws Error for unusable trial
+// files.
 int RunSpeedProbe();
 
 }  // namespace dltune
