@@ -332,11 +332,15 @@ class Worker {
     if (!claimed) return false;
     StudySession& session = *claimed->session;
     const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
+    if (limit < 2) {
+      Start(session, std::move(claimed->trial));
+      return true;
+    }
     // A trial with checkpoints joins a group only to resume with the group it was stopped in.
     const std::optional<std::int64_t> resumes_from = NewestCheckpointStep(claimed->trial);
     const std::vector<std::uint64_t> stopped_group =
         resumes_from ? FusedGroupOf(claimed->trial.record().resources) : std::vector<std::uint64_t>{};
-    if (limit < 2 || (resumes_from && stopped_group.size() < 2)) {
+    if (resumes_from && stopped_group.size() < 2) {
       Start(session, std::move(claimed->trial));
       return true;
     }
