@@ -105,7 +105,7 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "array model, at most this many in a group: off (default), auto (as many as a probe finds fastest, or none) or "
        "a number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
-      {"cuda_graph", "--cuda-graph",
+      {"cuda_graph", "",
        "a fused group training on CUDA replays its step as one CUDA graph (docs/training.md, \"Fused trials\")",
        Kind::kSwitch, 0, 0, false, false, &TrainingSettings::cuda_graph},
   };
