@@ -263,8 +263,8 @@ class FusedLoop {
     if (graph_) {
       // Into the captured step's inputs, on the stream it replays on: the rows to gather and the coefficients.
       graphed_.rows.copy_(group_batches_->NextRows());
-      graphed_.table.copy_(ToDevice(optimizer_->CoefficientTable(learning_rates, active), device_),
-                           /*non_blocking=*/true);
+      // Straight from pinned memory into the graph's table: one copy, not waited for.
+      graphed_.table.copy_(optimizer_->CoefficientTable(learning_rates, active).pin_memory(), /*non_blocking=*/true);
       graph_->Replay();
       pending_.push_back({graphed_.losses.clone(), graphed_.norms.clone(), learning_rates});
       return;
