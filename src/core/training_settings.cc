@@ -105,8 +105,9 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "array model, at most this many in a group: off (default), auto (as many as a probe finds fastest, or none) or "
        "a number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
-      {"cuda_graph", "",
-       "a fused group training on CUDA replays its step as one CUDA graph (docs/training.md, \"Fused trials\")",
+      {"cuda_graph", "--cuda-graph",
+       "a trial or fused group training on CUDA captures its step once as a CUDA graph and replays it at every step "
+       "(docs/training.md, \"CUDA graphs\")",
        Kind::kSwitch, 0, 0, false, false, &TrainingSettings::cuda_graph},
   };
   return kFields;

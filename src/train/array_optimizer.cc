@@ -163,28 +163,6 @@ torch::Tensor ArrayOptimizer::StepDeferred(const std::vector<double>& learning_r
   return TensorStep(learning_rates, active);
 }
 
-namespace {
-
-// The rows of a step's coefficient table: each member's coefficients, one row per coefficient.
-enum Row {
-  kEta,
-  kCoupledWd,
-  kDecay,
-  kGamma,
-  kRho,
-  kOneMinusRho,
-  kBeta1,
-  kBeta2,
-  kOneMinusBeta2,
-  kEpsilon,
-  kStepSize,
-  kGradientStep,
-  kMask,
-  kRows
-};
-
-}  // namespace
-
 torch::Tensor ArrayOptimizer::TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active) {
   return ApplyTable(ToDevice(CoefficientTable(learning_rates, active), params_.front().device()));
 }
@@ -193,34 +171,18 @@ torch::Tensor ArrayOptimizer::CoefficientTable(const std::vector<double>& learni
                                                const std::vector<bool>& active) {
   CheckStep(learning_rates, active, /*gradients=*/false);
   const auto count = static_cast<std::int64_t>(members_.size());
-  torch::Tensor table = torch::empty({kRows, count}, torch::kDouble);
-  double* rows = table.data_ptr<double>();
-  const auto set = [&](Row row, std::int64_t m, double value) { rows[row * count + m] = value; };
+  torch::Tensor table = torch::empty({coefficient::kRows, count}, torch::kDouble);
   for (std::int64_t m = 0; m < count; ++m) {
     const auto member = static_cast<std::size_t>(m);
-    const UpdateCoefficients c = Coefficients(m, learning_rates[member]);
     const auto t = static_cast<double>(steps_[member] + (active[member] ? 1 : 0));
-    const double bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
-    const bool nadam = rule_ == UpdateRule::kNadam;
-    set(kEta, m, c.eta);
-    set(kCoupledWd, m, c.coupled ? c.weight_decay : 0.0);
-    set(kDecay, m, c.decay_in_place ? c.decay_factor : 1.0);
-    set(kGamma, m, c.momentum);
-    set(kRho, m, c.rho);
-    set(kOneMinusRho, m, 1.0 - c.rho);
-    set(kBeta1, m, c.beta1);
-    set(kBeta2, m, c.beta2);
-    set(kOneMinusBeta2, m, 1.0 - c.beta2);
-    set(kEpsilon, m, c.epsilon);
-    set(kStepSize, m, -c.eta * bias * (nadam ? c.beta1 : 1.0));
-    set(kGradientStep, m, -c.eta * bias * (1.0 - c.beta1));
-    set(kMask, m, active[member] ? 1.0 : 0.0);
+    SetCoefficientColumn(Coefficients(m, learning_rates[member]), t, active[member], table, m);
   }
   for (std::size_t m = 0; m < members_.size(); ++m) steps_[m] += active[m] ? 1 : 0;
   return table;
 }
 
 torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
+  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
   torch::NoGradGuard no_grad;
   const std::int64_t count = members();
   const torch::Tensor mask = table[kMask];

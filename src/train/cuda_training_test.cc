@@ -29,6 +29,7 @@ namespace dltune {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // float32's machine epsilon: the relative rounding of one operation.
 constexpr double kFloatEpsilon = 1.1920928955078125e-07;
@@ -119,7 +120,7 @@ class CudaTraining : public ::testing::Test {
   // Trains `steps` steps on `device`, checkpointing into `run` (a directory under dir_; "" none), stopping after
   // `stop_at` steps (0: never).
   TrainResult Train(const std::string& device, std::int64_t steps, const std::string& run, Recorder& recorder,
-                    std::map<std::string, Value> extra = {}) {
+                    std::map<std::string, Value> extra = {}, bool cuda_graph = false) {
     std::map<std::string, Value> params = {
         {"optimizer", Value("momentum")}, {"learning_rate", Value(0.05)}, {"batch_size", Value(std::int64_t{64})}};
     params.insert(extra.begin(), extra.end());
@@ -131,6 +132,7 @@ class CudaTraining : public ::testing::Test {
     options.init_seed = 11;
     options.data_seed = 12;
     options.device = device;
+    options.training.cuda_graph = cuda_graph;
     if (!run.empty()) options.checkpoint_dir = (dir_ / run).string();
     SyntheticMlp workload;
     return TrainWorkload(workload, HyperParams(nlohmann::json::object(), params), options, recorder);
@@ -178,8 +180,9 @@ TEST(TrainingDevice, IsARowOfTheSettingsTable) {
   EXPECT_EQ(TrainingSettingsFromJson(TrainingSettingsToJson(settings)).device, "cuda");
 }
 
-// The device path's rules (LibTorch operations) against the fused CPU loop, run here on CPU tensors: equal up to the
-// rounding of a fused multiply-add per operation, over 20 updates of every rule with and without weight decay.
+// The device path's rules (LibTorch operations reading a coefficient table) against the fused CPU loop, run here on
+// CPU tensors: equal up to the rounding of a fused multiply-add per operation, over 20 updates of every rule with and
+// without weight decay, the first at a learning rate of 0 (a linear warm-up's).
 TEST(TensorOpsUpdate, FollowsTheFusedRulesOfEveryOptimizer) {
   for (const std::string& kind : OptimizerKinds()) {
     for (const bool decoupled : {false, true}) {
@@ -191,24 +194,27 @@ TEST(TensorOpsUpdate, FollowsTheFusedRulesOfEveryOptimizer) {
       torch::manual_seed(3);
       const torch::Tensor start = torch::randn({1000});
       Optimizer fused({start.clone()}, options);
-      torch::Tensor param = start.clone();
-      // The rule's state as Optimizer starts it: rmsprop's v at 1, everything else at 0.
-      std::vector<torch::Tensor> buffers;
-      if (kind == "momentum" || kind == "nesterov") buffers = {torch::zeros_like(start)};
-      if (kind == "rmsprop") buffers = {torch::ones_like(start), torch::zeros_like(start)};
-      if (kind == "adam" || kind == "nadam") buffers = {torch::zeros_like(start), torch::zeros_like(start)};
+      Optimizer tensor_ops({start.clone()}, options);
       for (int step = 1; step <= 20; ++step) {
-        const double learning_rate = 0.01 * step / 20;
+        const double learning_rate = 0.01 * (step - 1) / 20;
         const torch::Tensor grad = torch::randn({1000});
         fused.params()[0].mutable_grad() = grad.clone();
+        tensor_ops.params()[0].mutable_grad() = grad.clone();
         const double norm = fused.Step(learning_rate);
+        // A capture's table counts nothing; the step's own counts the update.
+        tensor_ops.CoefficientTable(learning_rate, /*advance=*/false);
+        EXPECT_EQ(tensor_ops.steps(), step - 1);
+        const double tensor_norm = tensor_ops.ApplyTable(tensor_ops.CoefficientTable(learning_rate)).item<double>();
+        EXPECT_EQ(tensor_ops.steps(), step);
         EXPECT_NEAR(norm, grad.to(torch::kDouble).norm().item<double>(), 1e-9 * norm);
-        UpdateCoefficients c = fused.Coefficients(learning_rate);
-        c.bias = std::sqrt(1.0 - std::pow(c.beta2, step)) / (1.0 - std::pow(c.beta1, step));
-        UpdateWithTensorOps(c, param, grad, buffers);
+        EXPECT_NEAR(tensor_norm, norm, 1e-12 * norm);
       }
-      EXPECT_TRUE(torch::allclose(fused.params()[0], param, 1e-5, 1e-6))
-          << "largest difference " << (fused.params()[0] - param).abs().max().item<double>();
+      EXPECT_TRUE(torch::allclose(fused.params()[0], tensor_ops.params()[0], 1e-5, 1e-6))
+          << "largest difference " << (fused.params()[0] - tensor_ops.params()[0]).abs().max().item<double>();
+      // The states too: a checkpoint of either resumes as the other.
+      for (std::size_t b = 0; b < fused.Buffers(0).size(); ++b) {
+        EXPECT_TRUE(torch::allclose(fused.Buffers(0)[b], tensor_ops.Buffers(0)[b], 1e-5, 1e-6)) << "buffer " << b;
+      }
     }
   }
 }
@@ -282,6 +288,72 @@ TEST_F(CudaTraining, StoppedAndResumedIsBitIdentical) {
       EXPECT_EQ(m.value, Metric(whole.evals.at(step), m.split, m.metric)) << m.split << "/" << m.metric;
     }
   }
+}
+
+// Every step's loss and gradient norm and every evaluation of `b` are those of `a`, bit for bit.
+void ExpectSameSeries(const Recorder& a, const Recorder& b) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (const auto& [step, loss] : b.losses) {
+    EXPECT_EQ(loss, a.losses.at(step)) << "step " << step;
+    EXPECT_EQ(b.grad_norms.at(step), a.grad_norms.at(step)) << "step " << step;
+  }
+  ASSERT_EQ(a.evals.size(), b.evals.size());
+  for (const auto& [step, metrics] : b.evals) {
+    for (const EvalMetric& m : metrics) {
+      EXPECT_EQ(m.value, Metric(a.evals.at(step), m.split, m.metric))
+          << "step " << step << " " << m.split << "/" << m.metric;
+    }
+  }
+}
+
+// training.cuda_graph on a lone trial: the step captured once and replayed launches the eager step's kernels with
+// the same coefficients, so the series are the same bit for bit, with Adam, gradient clipping and label smoothing
+// (every output the step copies out); and a graphed trial stopped and resumed (captured again) continues exactly.
+TEST_F(CudaTraining, AGraphedTrialTrainsBitForBitAsItsEagerSteps) {
+  SKIP_WITHOUT_CUDA();
+  const std::map<std::string, Value> extra = {{"optimizer", Value("adam")},
+                                              {"learning_rate", Value(0.003)},
+                                              {"grad_clip_norm", Value(0.5)},
+                                              {"label_smoothing", Value(0.1)}};
+  Recorder eager, graphed;
+  ASSERT_EQ(Train("cuda", 200, "", eager, extra).outcome, TrainOutcome::kCompleted);
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(Train("cuda", 200, "", graphed, extra, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("trains eagerly")));
+  ExpectSameSeries(eager, graphed);
+
+  Recorder first, second;
+  first.stop_at = 90;
+  ASSERT_EQ(Train("cuda", 200, "parts", first, extra, true).outcome, TrainOutcome::kStopped);
+  const TrainResult resumed = Train("cuda", 200, "parts", second, extra, true);
+  ASSERT_EQ(resumed.outcome, TrainOutcome::kCompleted);
+  EXPECT_EQ(resumed.resumed_from_step, 90);
+  for (const auto& [step, loss] : second.losses) EXPECT_EQ(loss, eager.losses.at(step)) << "step " << step;
+}
+
+// A step that draws random numbers (dropout) is not captured: the trial trains eagerly, says why, and its series
+// is the eager one's.
+TEST_F(CudaTraining, AGraphedTrialWithDropoutTrainsEagerlyAndSaysWhy) {
+  SKIP_WITHOUT_CUDA();
+  const std::map<std::string, Value> dropout = {{"dropout", Value(0.2)}};
+  Recorder eager, asked;
+  ASSERT_EQ(Train("cuda", 60, "", eager, dropout).outcome, TrainOutcome::kCompleted);
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(Train("cuda", 60, "", asked, dropout, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("training.cuda_graph: the trial trains eagerly: the step draws random numbers (dropout)"));
+  ExpectSameSeries(eager, asked);
+}
+
+// Where no CUDA graph can be captured (the CPU), a trial asking for one trains as without it and says why.
+TEST_F(CudaTraining, CudaGraphOnTheCpuTrainsEagerlyAndSaysWhy) {
+  Recorder eager, asked;
+  ASSERT_EQ(Train("cpu", 60, "", eager).outcome, TrainOutcome::kCompleted);
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(Train("cpu", 60, "", asked, {}, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("training.cuda_graph: the trial trains eagerly: the trial trains on cpu"));
+  ExpectSameSeries(eager, asked);
 }
 
 // A checkpoint written on the GPU resumes on the CPU (its tensors are read onto the CPU), and the rest of the run

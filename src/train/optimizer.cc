@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,7 @@
 #include <fmt/ranges.h>  // fmt::join, there since fmt 11 (LibTorch 2.x brings its own fmt)
 #include <torch/torch.h>
 
+#include "device.h"
 #include "dltune/core/error.h"
 
 namespace dltune {
@@ -41,36 +43,62 @@ std::int64_t ReadInt(torch::serialize::InputArchive& archive, const std::string&
 
 }  // namespace
 
-void UpdateWithTensorOps(const UpdateCoefficients& c, torch::Tensor& p, const torch::Tensor& g,
-                         std::vector<torch::Tensor>& buffers) {
+void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, torch::Tensor& table,
+                          std::int64_t column) {
+  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
+  auto rows = table.accessor<double, 2>();
+  const double bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
+  const bool nadam = c.rule == UpdateRule::kNadam;
+  const auto set = [&](Row row, double value) { rows[row][column] = value; };
+  set(kEta, c.eta);
+  set(kEtaGamma, c.eta * c.momentum);
+  set(kCoupledWd, c.coupled ? c.weight_decay : 0.0);
+  set(kDecay, c.decay_in_place ? c.decay_factor : 1.0);
+  set(kGamma, c.momentum);
+  set(kRho, c.rho);
+  set(kOneMinusRho, 1.0 - c.rho);
+  set(kBeta1, c.beta1);
+  set(kOneMinusBeta1, 1.0 - c.beta1);
+  set(kBeta2, c.beta2);
+  set(kOneMinusBeta2, 1.0 - c.beta2);
+  set(kEpsilon, c.epsilon);
+  set(kStepSize, -c.eta * bias * (nadam ? c.beta1 : 1.0));
+  set(kGradientStep, -c.eta * bias * (1.0 - c.beta1));
+  set(kMask, active ? 1.0 : 0.0);
+}
+
+void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch::Tensor& coefficients,
+                         torch::Tensor& p, const torch::Tensor& g, std::vector<torch::Tensor>& buffers) {
+  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
+  const auto at = [&](Row row) { return coefficients[row]; };
   // The gradient the rule sees: grad + wd * theta_t under coupled decay (taken before theta changes).
-  const torch::Tensor gradient = c.coupled ? g.add(p, c.weight_decay) : g;
+  const torch::Tensor gradient = coupled ? torch::addcmul(g, p, at(kCoupledWd)) : g;
   const auto decay_in_place = [&] {
-    if (c.decay_in_place) p.mul_(c.decay_factor);
+    if (decays) p.mul_(at(kDecay));
   };
-  switch (c.rule) {
+  switch (rule) {
     case UpdateRule::kSgd:
       decay_in_place();
-      p.add_(g, -c.eta);
+      p.addcmul_(g, at(kEta), -1);
       break;
     case UpdateRule::kMomentum:
     case UpdateRule::kNesterov: {
       torch::Tensor& v = buffers[0];
-      v.mul_(c.momentum).add_(g);                // v = g + gamma * v
-      if (c.coupled) v.add_(p, c.weight_decay);  // ... + wd * theta_t
+      v.mul_(at(kGamma)).add_(g);                  // v = g + gamma * v
+      if (coupled) v.addcmul_(p, at(kCoupledWd));  // ... + wd * theta_t
       decay_in_place();
-      if (c.rule == UpdateRule::kNesterov) {
-        p.add_(g, -c.eta).add_(v, -c.eta * c.momentum);
+      if (rule == UpdateRule::kNesterov) {
+        p.addcmul_(g, at(kEta), -1).addcmul_(v, at(kEtaGamma), -1);
       } else {
-        p.add_(v, -c.eta);
+        p.addcmul_(v, at(kEta), -1);
       }
       break;
     }
     case UpdateRule::kRmsProp: {
       torch::Tensor& v = buffers[0];
       torch::Tensor& m = buffers[1];
-      v.mul_(c.rho).addcmul_(gradient, gradient, 1.0 - c.rho);
-      m.mul_(c.momentum).addcdiv_(gradient, (v + c.epsilon).sqrt(), c.eta);
+      v.mul_(at(kRho)).addcmul_(gradient, gradient * at(kOneMinusRho));
+      m.mul_(at(kGamma)).addcmul_(gradient / (v + at(kEpsilon)).sqrt(), at(kEta));
       decay_in_place();
       p.sub_(m);
       break;
@@ -79,13 +107,12 @@ void UpdateWithTensorOps(const UpdateCoefficients& c, torch::Tensor& p, const to
     case UpdateRule::kNadam: {
       torch::Tensor& m = buffers[0];
       torch::Tensor& v = buffers[1];
-      m.lerp_(gradient, 1.0 - c.beta1);
-      v.mul_(c.beta2).addcmul_(gradient, gradient, 1.0 - c.beta2);
-      const torch::Tensor denominator = v.sqrt().add_(c.epsilon);
-      const bool nadam = c.rule == UpdateRule::kNadam;
+      m.lerp_(gradient, at(kOneMinusBeta1));
+      v.mul_(at(kBeta2)).addcmul_(gradient, gradient * at(kOneMinusBeta2));
+      const torch::Tensor denominator = v.sqrt().add_(at(kEpsilon));
       decay_in_place();
-      p.addcdiv_(m, denominator, -c.eta * c.bias * (nadam ? c.beta1 : 1.0));
-      if (nadam) p.addcdiv_(gradient, denominator, -c.eta * c.bias * (1.0 - c.beta1));
+      p.addcmul_(m / denominator, at(kStepSize));
+      if (rule == UpdateRule::kNadam) p.addcmul_(gradient / denominator, at(kGradientStep));
       break;
     }
   }
@@ -118,6 +145,10 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
   if (kind == "rmsprop") kind_ = UpdateRule::kRmsProp;
   if (kind == "adam") kind_ = UpdateRule::kAdam;
   if (kind == "nadam") kind_ = UpdateRule::kNadam;
+  // As CoefficientsOf decides them, for any learning rate but 0 (where decaying by 1 - 0 * wd changes nothing).
+  const UpdateCoefficients c = CoefficientsOf(kind_, options_, 1.0);
+  coupled_ = c.coupled;
+  decays_ = c.decay_in_place;
 
   torch::NoGradGuard no_grad;
   on_cpu_ = params_.empty() || params_.front().device().is_cpu();
@@ -205,14 +236,14 @@ UpdateCoefficients Optimizer::Coefficients(double learning_rate) const {
 }
 
 double Optimizer::Step(double learning_rate) {
+  if (!on_cpu_) return StepDeferred(learning_rate).item<double>();
   CheckStep(learning_rate);
-  if (!on_cpu_) return StepOnDevice(Coefficients(learning_rate)).item<double>();
   return StepOnCpu(Coefficients(learning_rate));
 }
 
 torch::Tensor Optimizer::StepDeferred(double learning_rate) {
+  if (!on_cpu_) return ApplyTable(ToDevice(CoefficientTable(learning_rate), params_.front().device()));
   CheckStep(learning_rate);
-  if (!on_cpu_) return StepOnDevice(Coefficients(learning_rate));
   return torch::scalar_tensor(StepOnCpu(Coefficients(learning_rate)), torch::kDouble);
 }
 
@@ -248,21 +279,35 @@ double Optimizer::StepOnCpu(UpdateCoefficients c) {
   return std::sqrt(squares);
 }
 
-torch::Tensor Optimizer::StepOnDevice(UpdateCoefficients c) {
+torch::Tensor Optimizer::CoefficientTable(double learning_rate, bool advance) {
+  CheckStep(learning_rate);
+  const UpdateCoefficients c = Coefficients(learning_rate);
+  torch::Tensor table = torch::zeros({coefficient::kRows, static_cast<std::int64_t>(params_.size())}, torch::kDouble);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const bool updated = !advance || params_[i].grad().defined();
+    const auto t = static_cast<double>(states_[i].steps + 1);
+    SetCoefficientColumn(c, t, updated, table, static_cast<std::int64_t>(i));
+    if (advance && updated) ++states_[i].steps;
+  }
+  if (advance) ++steps_;
+  return table;
+}
+
+torch::Tensor Optimizer::ApplyTable(const torch::Tensor& table) {
   torch::NoGradGuard no_grad;
   const torch::Device device = params_.front().device();
+  std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   torch::Tensor squares = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kDouble));
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
+    torch::Tensor& typed = tables[p.scalar_type()];
+    if (!typed.defined()) typed = table.to(p.scalar_type());
     const torch::Tensor grad = p.grad().to(p.scalar_type()).contiguous();
-    ParamState& state = states_[i];
-    const auto t = static_cast<double>(++state.steps);
-    c.bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
     squares.add_(grad.to(torch::kDouble).square().sum());
-    UpdateWithTensorOps(c, p, grad, state.buffers);
+    UpdateWithTensorOps(kind_, coupled_, decays_, typed.select(1, static_cast<std::int64_t>(i)), p, grad,
+                        states_[i].buffers);
   }
-  ++steps_;
   return squares.sqrt();
 }
 

@@ -58,11 +58,43 @@ struct OptimizerOptions {
 // The scalars of a step of `rule` with `options` at learning rate `eta` (the fused update's and the tensor ops').
 UpdateCoefficients CoefficientsOf(UpdateRule rule, const OptimizerOptions& options, double eta);
 
-// FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. The same operations in
-// the same order, each a kernel of its own, so their rounding may differ from the fused loop's in the last bit (fused
-// multiply-adds). Updates `param` and `buffers` (the rule's state, in Optimizer::BufferNames() order) in place.
-void UpdateWithTensorOps(const UpdateCoefficients& c, torch::Tensor& param, const torch::Tensor& grad,
-                         std::vector<torch::Tensor>& buffers);
+// The rows of a step's coefficient table: one column of them per parameter of an Optimizer on a device, or per
+// member of an ArrayOptimizer. A step on a device reads its coefficients from such a table, moved there, rather than
+// taking them as numbers: a step captured once in a CUDA graph (cuda_graph.h) is then replayed with each step's.
+namespace coefficient {
+enum Row : std::int64_t {
+  kEta,            // eta_t
+  kEtaGamma,       // eta_t * gamma (nesterov)
+  kCoupledWd,      // wd under coupled decay, else 0
+  kDecay,          // 1 - eta_t * wd where theta decays in place, else 1
+  kGamma,          // momentum, nesterov, rmsprop
+  kRho,            // rmsprop
+  kOneMinusRho,    //
+  kBeta1,          // adam, nadam
+  kOneMinusBeta1,  //
+  kBeta2,          //
+  kOneMinusBeta2,  //
+  kEpsilon,        // rmsprop, adam, nadam
+  kStepSize,       // adam, nadam: -eta_t * b_t (nadam: * beta1), the step along m / (sqrt(v) + epsilon)
+  kGradientStep,   // nadam: -eta_t * b_t * (1 - beta1), the step along g / (sqrt(v) + epsilon)
+  kMask,           // 1: updated; 0: kept as it is (a masked member)
+  kRows
+};
+}  // namespace coefficient
+
+// Writes `c`'s coefficients, with the bias correction of update count `t`, into column `column` of `table` (a
+// [coefficient::kRows, columns] float64 CPU tensor); its mask is 1 when `active`.
+void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, torch::Tensor& table,
+                          std::int64_t column);
+
+// FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. Each coefficient is an
+// element of `coefficients` (a table column, coefficient::Row order, on the parameter's device and in its dtype), so
+// that the kernels launched do not depend on them; `coupled` and `decays` (whether theta decays in place at all)
+// depend on the options only. Each operation is a kernel of its own, in place where it can be, so their rounding may
+// differ from the fused loop's in the last bit (fused multiply-adds). Updates `param` and `buffers` (the rule's
+// state, in Optimizer::BufferNames() order) in place.
+void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch::Tensor& coefficients,
+                         torch::Tensor& param, const torch::Tensor& grad, std::vector<torch::Tensor>& buffers);
 
 // The optimizer kinds, in the playbook's order.
 const std::vector<std::string>& OptimizerKinds();
@@ -105,6 +137,20 @@ class Optimizer {
   // The scalars of a step with this learning rate (all but the per-parameter bias, which depends on its t).
   UpdateCoefficients Coefficients(double learning_rate) const;
 
+  // The device's step in its two halves, for a step captured in a CUDA graph (cuda_graph.h): the host's half runs
+  // before each replay, the device's is captured. StepDeferred on a device is ApplyTable(CoefficientTable(eta)) moved
+  // there, so a captured step and an eager one launch the same kernels with the same coefficients.
+  //
+  // The host's: this step's coefficients, one column per parameter ([coefficient::kRows, params] float64, CPU), the
+  // step counted for each parameter that has a gradient now. Without `advance`, nothing is counted and every
+  // parameter's column is that of its next update (the table a step's capture runs with). Throws Error for a bad
+  // learning rate or a sparse gradient, as Step does.
+  torch::Tensor CoefficientTable(double learning_rate, bool advance = true);
+  // The device's: every parameter that has a gradient updated with its column of `table` (on the parameters'
+  // device), in tensor operations with no host copy or synchronization; returns the gradients' global L2 norm as
+  // StepDeferred does. Runs on the CPU too (the tensor form, not the fused pass).
+  torch::Tensor ApplyTable(const torch::Tensor& table);
+
   const OptimizerOptions& options() const { return options_; }
   const std::vector<torch::Tensor>& params() const { return params_; }
   // Parameter i's state buffers (the moments), in the order of Save's names.
@@ -123,11 +169,11 @@ class Optimizer {
   void CheckStep(double learning_rate) const;
   // One step on CPU parameters (the fused pass), returning the gradient norm.
   double StepOnCpu(UpdateCoefficients c);
-  // One step on device parameters (LibTorch operations), returning the gradient norm on the device.
-  torch::Tensor StepOnDevice(UpdateCoefficients c);
 
   OptimizerOptions options_;
   UpdateRule kind_;
+  bool coupled_ = false;  // the gradient carries wd * theta (coupled decay, not sgd)
+  bool decays_ = false;   // theta decays in place (decoupled decay, or sgd's or nesterov's coupled one)
   std::vector<torch::Tensor> params_;
   std::vector<ParamState> states_;
   std::int64_t steps_ = 0;

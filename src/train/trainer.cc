@@ -27,6 +27,7 @@
 #include "core/files.h"
 #include "core/rng.h"
 #include "core/schedule.h"
+#include "cuda_graph.h"
 #include "data_parallel.h"
 #include "device.h"
 #include "dltune/core/error.h"
@@ -204,9 +205,16 @@ class Loop {
     valid_ = OnDevice(data.valid, device_);
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     prediction_set_ = valid_.Slice(0, std::min(settings_.prediction_examples, valid_.size()));
-    PipelineOptions pipeline_options;
-    if (parallel_) pipeline_options.shard = {parallel_->rank(), parallel_->world_size()};
-    BatchPipeline pipeline(OnDevice(data.train, device_), hp_.batch_size, options_.data_seed, step_, pipeline_options);
+    train_ = OnDevice(data.train, device_);
+    if (settings_.cuda_graph) CaptureStep();
+    // A graphed step gathers its own batch; the eager one takes it from a pipeline's background thread.
+    std::unique_ptr<BatchPipeline> pipeline;
+    if (!graph_) {
+      PipelineOptions pipeline_options;
+      if (parallel_) pipeline_options.shard = {parallel_->rank(), parallel_->world_size()};
+      pipeline = std::make_unique<BatchPipeline>(train_, hp_.batch_size, options_.data_seed, step_, pipeline_options);
+    }
+    const auto data_wait = [&] { return pipeline ? pipeline->TakeWaitSeconds() : 0.0; };
     seconds_["data_load"] += Seconds(Clock::now() - data_start);
 
     auto interval_start = Clock::now();
@@ -215,14 +223,17 @@ class Loop {
       // The step's span holds everything its iteration does: waiting for the batch, the update, and the metrics,
       // evaluation and checkpoint that follow it.
       TraceSpan step_span(tracing_, "step", step_ + 1);
-      Batch batch = NextBatch(pipeline);
-      TrainStep(batch);
+      if (graph_) {
+        ReplayStep();
+      } else {
+        TrainStep(NextBatch(*pipeline));
+      }
       ++step_;
       const bool last = step_ == options_.max_train_steps;
       const bool eval_now = last || eval_schedule_.Evaluates(step_, eval_every_, options_.max_train_steps);
       if (eval_now || step_ % log_every_ == 0) {
         const double elapsed = Seconds(Clock::now() - interval_start);
-        if (auto diverged = FlushTrainMetrics(elapsed, pipeline.TakeWaitSeconds())) {
+        if (auto diverged = FlushTrainMetrics(elapsed, data_wait())) {
           result.outcome = TrainOutcome::kInfeasible;
           result.reason = *diverged;
           step_span.End();
@@ -239,7 +250,7 @@ class Loop {
       // The next interval's step times start after this evaluation and checkpoint, which are not steps.
       if (eval_now || step_ % log_every_ == 0) interval_start = Clock::now();
       if (!last && StopAgreed()) {
-        FlushTrainMetrics(Seconds(Clock::now() - interval_start), pipeline.TakeWaitSeconds());
+        FlushTrainMetrics(Seconds(Clock::now() - interval_start), data_wait());
         // Stopped right after an evaluation: its checkpoint is the one to resume from (saving again would replace
         // it with one without its objective, and take it out of the best pool).
         if (saved_step_ != step_) SaveCheckpoint(std::nullopt);
@@ -360,6 +371,107 @@ class Loop {
       pending_device_norms_.push_back(norm_before_clipping.defined() ? norm_before_clipping : norm);
     }
     if (!ema_.empty()) UpdateMovingAverage();
+  }
+
+  // training.cuda_graph: the step captured once in a CUDA graph (cuda_graph.h) and replayed at every step. Its inputs
+  // and outputs are tensors made here, at the addresses the graph holds: the rows of the training data to gather, the
+  // optimizer's coefficient table, the loss, the gradient norm and the clip flag. Where the step cannot be captured
+  // (no CUDA, data-parallel ranks, a moving average, a profile, random draws) or the capture fails, the trial trains
+  // eagerly and says why on stderr; the two launch the same kernels with the same inputs, so they train alike.
+  void CaptureStep() {
+    std::string why_not;
+    if (!device_.is_cuda()) why_not = "the trial trains on " + device_.str();
+    if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
+    if (why_not.empty() && parallel_) why_not = "data-parallel ranks exchange their gradients through the host";
+    if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
+    if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
+    if (why_not.empty()) {
+      why_not = CaptureOrSayWhyNot();
+      if (why_not.empty()) return;
+    }
+    std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
+  }
+
+  // Captures the step and returns "", or returns why it was not captured. The runs of a capture (and the run that
+  // checks for random draws) train: the model, its batch-norm averages, the optimizer's state and the generators are
+  // put back as they were.
+  std::string CaptureOrSayWhyNot() {
+    const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
+    graph_batches_ =
+        std::make_unique<GroupBatches>(train_, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
+    graphed_.rows = torch::zeros({hp_.batch_size}, on_device.dtype(torch::kInt64));
+    graphed_.table = optimizer_->CoefficientTable(0.0, /*advance=*/false).to(device_);
+    graphed_.loss = torch::zeros({}, on_device.dtype(torch::kFloat));
+    graphed_.norm = torch::zeros({}, on_device.dtype(torch::kDouble));
+    graphed_.clipped = torch::zeros({}, on_device.dtype(torch::kBool));
+    std::vector<torch::Tensor> saved;
+    const auto state = [&] {
+      std::vector<torch::Tensor> all = model_->parameters();
+      for (const torch::Tensor& buffer : model_->buffers()) all.push_back(buffer);
+      for (std::size_t i = 0; i < optimizer_->params().size(); ++i) {
+        for (const torch::Tensor& buffer : optimizer_->Buffers(i)) all.push_back(buffer);
+      }
+      return all;
+    };
+    {
+      torch::NoGradGuard no_grad;
+      for (const torch::Tensor& tensor : state()) saved.push_back(tensor.detach().clone());
+    }
+    const torch::Tensor cpu_generator = GeneratorState(), cuda_generator = GeneratorState(device_);
+    std::string why_not;
+    try {
+      GraphedStep();
+      if (!torch::equal(GeneratorState(), cpu_generator) || !torch::equal(GeneratorState(device_), cuda_generator)) {
+        why_not = "the step draws random numbers (dropout)";
+      } else {
+        auto graph = std::make_unique<StepGraph>();
+        graph->Capture([this] { GraphedStep(); });
+        graph_ = std::move(graph);
+      }
+    } catch (const std::exception& e) {
+      why_not = FirstLine(e.what());
+    }
+    torch::NoGradGuard no_grad;
+    const std::vector<torch::Tensor> tensors = state();
+    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(saved[i]);
+    SetGeneratorState(cpu_generator);
+    SetGeneratorState(cuda_generator, device_);
+    if (!why_not.empty()) {
+      optimizer_->ZeroGrad();
+      graph_batches_.reset();
+    }
+    return why_not;
+  }
+
+  // The step as captured: the batch of the rows in graphed_.rows, trained with graphed_.table's coefficients, its loss,
+  // norm and clip flag left in graphed_. The eager step's kernels, but for the batch's gather.
+  void GraphedStep() {
+    model_->train();
+    optimizer_->ZeroGrad();  // the capture's backward makes the gradients, which each replay then overwrites
+    const torch::Tensor inputs = train_.inputs.index_select(0, graphed_.rows);
+    const torch::Tensor labels = train_.labels.index_select(0, graphed_.rows);
+    const torch::Tensor loss = TrainingLoss(model_->Forward(inputs), labels);
+    loss.backward();
+    torch::Tensor norm_before_clipping;
+    if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipToNorm().to(torch::kDouble);
+    const torch::Tensor norm = optimizer_->ApplyTable(graphed_.table);
+    torch::NoGradGuard no_grad;
+    graphed_.loss.copy_(loss.detach());
+    graphed_.norm.copy_(norm_before_clipping.defined() ? norm_before_clipping : norm);
+    if (norm_before_clipping.defined()) graphed_.clipped.copy_(norm_before_clipping > hp_.grad_clip_norm);
+  }
+
+  // One step by replaying the graph: its rows and coefficients copied in on the stream it replays on, its outputs
+  // copied out before the next replay overwrites them.
+  void ReplayStep() {
+    graphed_.rows.copy_(graph_batches_->NextRows());
+    pending_lrs_.push_back(LearningRate(hp_.schedule, step_));
+    // Straight from pinned memory into the graph's table: one copy, not waited for.
+    graphed_.table.copy_(optimizer_->CoefficientTable(pending_lrs_.back()).pin_memory(), /*non_blocking=*/true);
+    graph_->Replay();
+    pending_losses_.push_back(graphed_.loss.clone());
+    pending_device_norms_.push_back(graphed_.norm.clone());
+    if (hp_.grad_clip_norm > 0) pending_device_clipped_.push_back(graphed_.clipped.clone());
   }
 
   // The mean training loss of a batch: the workload's, or with label_smoothing the cross entropy against targets that
@@ -836,7 +948,13 @@ class Loop {
   Dataset train_subset_;
   Dataset valid_sample_;
   Dataset prediction_set_;
-  Dataset valid_, test_;  // on device_ (test_ only when it is evaluated)
+  Dataset valid_, test_;                         // on device_ (test_ only when it is evaluated)
+  Dataset train_;                                // on device_
+  std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
+  std::unique_ptr<GroupBatches> graph_batches_;  // the graphed step's rows
+  struct {
+    torch::Tensor rows, table, loss, norm, clipped;
+  } graphed_;  // the captured step's inputs and outputs
   std::int64_t step_ = 0;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint saved
   std::optional<double> initial_loss_;

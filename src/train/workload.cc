@@ -1,5 +1,7 @@
 #include "dltune/train/workload.h"
 
+#include <torch/torch.h>
+
 namespace dltune {
 
 torch::Tensor Workload::PerExampleLoss(const torch::Tensor& outputs, const torch::Tensor& labels) const {

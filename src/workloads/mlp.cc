@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <torch/torch.h>
 
 #include "dltune/core/error.h"
 #include "models.h"
