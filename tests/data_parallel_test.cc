@@ -195,6 +195,50 @@ TEST_F(DataParallel, TwoRanksTrainTheMlpAsOneProcessDoesAndOnlyRankZeroWrites) {
   EXPECT_THAT(rank_log, ::testing::Not(HasSubstr("eval at step")));
 }
 
+// Data-parallel ranks on CUDA (label gpu: they skip without a CUDA device, saying why). Each rank trains on the GPU of
+// its local rank (shared round-robin where there are fewer); the gradients go over NCCL where every rank has a GPU of
+// its own, else over Gloo. Against one process on the GPU, within float32's rounding of the roundings a step on a GPU
+// adds (128: src/train/cuda_training_test.cc), accumulated over the steps.
+class CudaDataParallel : public DataParallel {
+ protected:
+  void SetUp() override {
+    if (!torch::cuda::is_available()) {
+      GTEST_SKIP() << "no CUDA device: "
+                   << (torch::hasCUDA() ? "this LibTorch has CUDA, but no GPU is visible"
+                                        : "this LibTorch was built without CUDA (CPU-only)");
+    }
+    DataParallel::SetUp();
+  }
+  static Tolerance OnTheGpu() {
+    return [](std::int64_t step) { return static_cast<double>(step) * 128 * 1.1920928955078125e-07; };
+  }
+};
+
+TEST_F(CudaDataParallel, TwoRanksTrainTheMlpAsOneProcessDoesThere) {
+  Train(kMlp + " --device cuda", "one");
+  const auto two = RunDltune("train " + kMlp + " --device cuda --processes 2 --collective-timeout 60s --out " +
+                             (dir_ / "two").string());
+  ASSERT_EQ(two.exit_code, 0) << two.out << two.err;
+  ExpectSeriesAgree(ReadSeries(dir_ / "one"), ReadSeries(dir_ / "two"), OnTheGpu(), OnTheGpu(), OnTheGpu(), 2);
+  // NCCL where the ranks have a GPU each; two ranks on one GPU share it over Gloo (NCCL refuses that).
+  const bool own_gpus = torch::cuda::device_count() >= 2;
+  EXPECT_THAT(two.err, HasSubstr(own_gpus ? "on cuda:0, its CUDA tensors over nccl" : "its CUDA tensors over gloo"));
+  EXPECT_THAT(Slurp(dir_ / "two" / "rank_1.log"), HasSubstr(own_gpus ? "on cuda:1" : "on cuda:0"));
+}
+
+// Stopped and resumed, with dropout drawing from each rank's own CUDA generator, 2 ranks on CUDA report exactly the
+// series of the 2 ranks never stopped.
+TEST_F(CudaDataParallel, TwoRanksStoppedAndResumedOnCudaContinueExactly) {
+  const std::string dropout = kMlp + " --set dropout=0.2 --device cuda --processes 2";
+  Train(dropout, "whole");
+  Train(dropout + " --stop-at-step 30", "parts", 75);
+  Train(dropout, "parts");
+  const Series whole = ReadSeries(dir_ / "whole");
+  const Series parts = ReadSeries(dir_ / "parts");
+  EXPECT_EQ(parts.train_lines, 60);
+  ExpectSeriesAgree(whole, parts, Fixed(0), Fixed(0), Fixed(0));
+}
+
 TEST_F(DataParallel, TwoRanksTrainTheCnnWithGhostBatchNormAsOneProcessDoes) {
   // Shares of 32 examples: two ghost batches of 16 on each rank, the four of the global batch in all.
   const std::string cnn =

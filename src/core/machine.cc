@@ -59,7 +59,8 @@ std::optional<LauncherTask> LauncherTaskFromEnvironment() {
     const std::string source = fmt::format("{} and {}", rank_name, size_name);
     if (*rank < 0 || *rank >= *size)
       throw Error(fmt::format("{} say rank {} of {}: no such rank", source, *rank, *size));
-    return LauncherTask{*rank, *size, source};
+    const char* local_name = rank_name == std::string("RANK") ? "LOCAL_RANK" : "SLURM_LOCALID";
+    return LauncherTask{*rank, *size, source, WholeNumberVariable(local_name).value_or(0)};
   }
   return std::nullopt;
 }

@@ -36,6 +36,7 @@ struct LauncherTask {
   int rank = 0;
   int size = 1;
   std::string source;  // the variables it came from: "RANK and WORLD_SIZE", "SLURM_PROCID and SLURM_NTASKS"
+  int local_rank = 0;  // its rank among the ranks of its machine: LOCAL_RANK, else SLURM_LOCALID (0 when unset)
 };
 // From RANK and WORLD_SIZE (torchrun, dltune's gangs), else Slurm's SLURM_PROCID and SLURM_NTASKS; nullopt when
 // neither pair is set. Throws Error for a value that is not a whole number, or a rank outside [0, size).

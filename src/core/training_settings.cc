@@ -97,8 +97,8 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "(default 300s)",
        Kind::kDuration, 0, 365.0 * 86400, true, false, &TrainingSettings::collective_timeout_seconds},
       {"device", "--device",
-       "where the built-in trainer trains: auto (default; a CUDA device when the process sees one, else the CPU), "
-       "cpu or cuda",
+       "where the built-in trainer trains: auto (default; a CUDA device when the process sees one, else the CPU; "
+       "data-parallel ranks on the CPU), cpu or cuda (data-parallel ranks each on a GPU of their own, over NCCL)",
        Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
       {"fuse", "",
        "built-in MLP or CNN trials of one sub-study that differ only in fusible hyperparameters train together as one "
@@ -209,12 +209,6 @@ void TrainingSettings::Validate(std::int64_t max_train_steps) const {
     } catch (const Error& e) {
       throw Error(fmt::format("training.{} {}, not {}", field.key, e.what(), FormatValue(value)));
     }
-  }
-  if (device == "cuda" && processes > 1) {
-    throw Error(
-        fmt::format("training.device is cuda, and training.processes is {}: data-parallel ranks train on the "
-                    "CPU (use device auto or cpu)",
-                    processes));
   }
 }
 

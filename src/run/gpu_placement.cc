@@ -42,8 +42,10 @@ std::string GpuPlacement::Describe() const {
 }
 
 int GpuPlacement::GpusFor(const StudySpec& spec) const {
-  // A program gets one GPU; the built-in trainer one unless training.device is cpu (data-parallel ranks train there).
-  const bool builtin_on_gpu = spec.command.empty() && spec.training.device != "cpu" && spec.training.processes == 1;
+  // A program gets one GPU; the built-in trainer one unless training.device is cpu, its data-parallel ranks one each
+  // with device cuda (with auto they train on the CPU).
+  const bool builtin_on_gpu = spec.command.empty() && (spec.training.device == "cuda" ||
+                                                       (spec.training.device != "cpu" && spec.training.processes == 1));
   const int per_process =
       spec.resources.gpus_per_trial.value_or(pool_ && (!spec.command.empty() || builtin_on_gpu) ? 1 : 0);
   return per_process * std::max(1, spec.training.processes);

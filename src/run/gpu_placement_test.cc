@@ -219,7 +219,8 @@ TEST_F(GpuPlacementTest, AStudyAskingForMoreGpusThanTheWorkerHasIsRefusedAtOnce)
   }
 }
 
-// A built-in trial gets a GPU unless training.device is cpu or it trains data-parallel (its ranks train on the CPU).
+// A built-in trial gets a GPU unless training.device is cpu; a data-parallel one gets one per rank with device cuda,
+// none with auto (its ranks train on the CPU).
 TEST_F(GpuPlacementTest, ABuiltinTrialGetsAGpuUnlessItTrainsOnTheCpu) {
   gpus_.emplace(kOneGpu);
   GpuPlacement placement("all", 0, {});
@@ -234,6 +235,7 @@ TEST_F(GpuPlacementTest, ABuiltinTrialGetsAGpuUnlessItTrainsOnTheCpu) {
   EXPECT_EQ(placement.GpusFor(builtin("{device: cuda}")), 1);
   EXPECT_EQ(placement.GpusFor(builtin("{device: cpu}")), 0);
   EXPECT_EQ(placement.GpusFor(builtin("{processes: 2}")), 0);
+  EXPECT_EQ(placement.GpusFor(builtin("{processes: 2, device: cuda}")), 2);
   EXPECT_EQ(placement.GpusFor(test::CommandSpec("c", "true", temp_.dir())), 1);
 }
 

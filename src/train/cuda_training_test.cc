@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "device.h"
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 #include "dltune/train/workload.h"
@@ -151,6 +152,14 @@ TEST(TrainingDevice, CpuIsTheCpuAndAutoFollowsWhatTheProcessSees) {
   EXPECT_EQ(ResolveTrainingDevice(settings), "cpu");
 }
 
+// A data-parallel rank with device cuda trains on the GPU of its local rank, round-robin where there are fewer.
+TEST(TrainingDevice, ARankTakesTheGpuOfItsLocalRank) {
+  EXPECT_EQ(CudaDeviceOfRank(0, 2), "cuda:0");
+  EXPECT_EQ(CudaDeviceOfRank(1, 2), "cuda:1");
+  EXPECT_EQ(CudaDeviceOfRank(1, 1), "cuda:0");
+  EXPECT_EQ(CudaDeviceOfRank(5, 4), "cuda:1");
+}
+
 TEST(TrainingDevice, CudaWithoutADeviceIsAnErrorNamingTheSetting) {
   TrainingSettings settings;
   settings.device = "cuda";
@@ -172,8 +181,8 @@ TEST(TrainingDevice, IsARowOfTheSettingsTable) {
   settings.device = "gpu";
   EXPECT_THROW(settings.Validate(100), Error);
   settings.device = "cuda";
-  settings.processes = 2;
-  EXPECT_THROW(settings.Validate(100), Error);
+  settings.processes = 2;  // data-parallel ranks on GPUs
+  settings.Validate(100);
   settings.processes = 1;
   settings.Validate(100);
   EXPECT_EQ(TrainingSettingFlags(settings), "--device cuda");

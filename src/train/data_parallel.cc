@@ -5,15 +5,20 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef DLTUNE_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include "core/machine.h"
 
@@ -108,7 +113,7 @@ struct DataParallel::Bucket {
   c10::intrusive_ptr<c10d::Work> work;
 };
 
-DataParallel::DataParallel(const DistributedOptions& options)
+DataParallel::DataParallel(const DistributedOptions& options, const torch::Device& device)
     : rank_(options.rank), world_size_(options.world_size), timeout_seconds_(options.timeout_seconds) {
   if (world_size_ < 2 || rank_ < 0 || rank_ >= world_size_) {
     throw Error(fmt::format("data-parallel rank {} of {} processes is not a rank of the group", rank_, world_size_));
@@ -132,12 +137,45 @@ DataParallel::DataParallel(const DistributedOptions& options)
     group_options->devices.push_back(GlooDevice(options.master_addr));
     group_options->threads = 1;  // one communication thread: the cores train
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, world_size_, group_options);
+    device_group_ = group_;
+    if (device.is_cuda() && EveryRankHasItsOwnGpu(device)) {
+#ifdef DLTUNE_NCCL
+      auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+      nccl_options->timeout = Milliseconds(timeout_seconds_);
+      device_group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, world_size_, nccl_options);
+      device_backend_ = "nccl";
+#endif
+    }
   } catch (const std::exception& e) {
     throw CollectiveError(fmt::format(
         "data-parallel rank {} of {} could not join its group at {}:{} within {:.0f} s "
         "(training.collective_timeout): {}",
         rank_, world_size_, options.master_addr, options.master_port, timeout_seconds_, FirstLine(e.what())));
   }
+  if (device.is_cuda()) {
+    std::fprintf(stderr, "dltune: data-parallel rank %d of %d on %s, its CUDA tensors over %s\n", rank_, world_size_,
+                 device.str().c_str(), device_backend_.c_str());
+  }
+}
+
+bool DataParallel::EveryRankHasItsOwnGpu(const torch::Device& device) {
+#ifdef DLTUNE_NCCL
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string mine =
+      fmt::format("{}/{}/{}", host, visible != nullptr ? visible : "", device.has_index() ? device.index() : 0);
+  store_->set(fmt::format("dltune_gpu_{}", rank_), std::vector<std::uint8_t>(mine.begin(), mine.end()));
+  std::set<std::string> gpus;
+  for (int r = 0; r < world_size_; ++r) {
+    const std::vector<std::uint8_t> theirs = store_->get(fmt::format("dltune_gpu_{}", r));
+    gpus.emplace(theirs.begin(), theirs.end());
+  }
+  return gpus.size() == static_cast<std::size_t>(world_size_);
+#else
+  (void)device;
+  return false;  // no NCCL in this LibTorch
+#endif
 }
 
 DataParallel::~DataParallel() {
@@ -200,7 +238,7 @@ void DataParallel::LaunchReadyBuckets() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->ready == buckets_[next_launch_]->params.size()) {
     Bucket& bucket = *buckets_[next_launch_++];
     std::vector<at::Tensor> tensors{bucket.flat};
-    bucket.work = group_->allreduce(tensors);
+    bucket.work = GroupOf(bucket.flat)->allreduce(tensors);
   }
 }
 
@@ -251,7 +289,7 @@ DataParallel::StepAgreement DataParallel::FinishStep() {
 
 void DataParallel::SumInPlace(torch::Tensor& tensor) {
   std::vector<at::Tensor> tensors{tensor};
-  Wait(group_->allreduce(tensors), "an evaluation all-reduce");
+  Wait(GroupOf(tensor)->allreduce(tensors), "an evaluation all-reduce");
 }
 
 void DataParallel::AverageBuffers(const std::vector<torch::Tensor>& buffers) {

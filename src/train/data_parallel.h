@@ -1,5 +1,6 @@
 // Data-parallel training of one trial by several processes (ranks), on LibTorch's distributed engine: c10d's
-// TCPStore for the rendezvous and its Gloo process group for the collectives (docs/data-parallel.md).
+// TCPStore for the rendezvous and its Gloo process group for the collectives; ranks on GPUs of their own all-reduce
+// their CUDA tensors over NCCL where LibTorch has it (docs/data-parallel.md).
 //
 // Every rank holds the whole model, computes the gradient of its shard of each global batch, and the ranks average
 // those gradients with all-reduces before each applies the same update, so their models stay identical. Gradients
@@ -35,14 +36,19 @@ class CollectiveError : public Error {
 class DataParallel {
  public:
   // Joins the group `options` describes (rank, world size, rendezvous address), waiting up to its timeout for the
-  // others. Throws CollectiveError when they do not all come, Error for unusable options.
-  explicit DataParallel(const DistributedOptions& options);
+  // others. `device`: where this rank trains. On CUDA, the tensors there (gradients, evaluation sums, batch-norm
+  // averages) travel over NCCL when this LibTorch has it and no two ranks share a GPU, else over Gloo, which copies
+  // them through the host; the checkpoint's bytes and the generators' states (CPU) always over Gloo. Every rank
+  // makes the same choice. Throws CollectiveError when the ranks do not all come, Error for unusable options.
+  explicit DataParallel(const DistributedOptions& options, const torch::Device& device = torch::kCPU);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
+  // What carries the collectives of the tensors on the training device: "gloo" or "nccl".
+  const std::string& device_backend() const { return device_backend_; }
 
   // Averages the gradients of `params` from now on (hooks on each; buckets in reverse order, as backward produces
   // them). Call again after the model is rebuilt; the previous parameters are forgotten.
@@ -59,7 +65,8 @@ class DataParallel {
   };
   StepAgreement FinishStep();
 
-  // Sums `tensor` (float32, float64 or int64, CPU) over the ranks, in place. Throws CollectiveError.
+  // Sums `tensor` (float32, float64 or int64, on the CPU or the training device) over the ranks, in place. Throws
+  // CollectiveError.
   void SumInPlace(torch::Tensor& tensor);
   // Replaces every floating-point buffer of `buffers` (batch norm's running averages) by its mean over the ranks.
   void AverageBuffers(const std::vector<torch::Tensor>& buffers);
@@ -83,13 +90,22 @@ class DataParallel {
   int world_size_ = 1;
   double timeout_seconds_ = 0;
   c10::intrusive_ptr<c10d::Store> store_;
-  // The Gloo group: a ProcessGroup in LibTorch 1.x, a Backend (of a ProcessGroup) from 2.0 on; the collectives
-  // used here have the same signatures in both.
+  // A group: a ProcessGroup in LibTorch 1.x, a Backend (of a ProcessGroup) from 2.0 on; the collectives used here
+  // have the same signatures in both.
 #if TORCH_VERSION_MAJOR >= 2
-  c10::intrusive_ptr<c10d::Backend> group_;
+  using Group = c10::intrusive_ptr<c10d::Backend>;
 #else
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  using Group = c10::intrusive_ptr<c10d::ProcessGroup>;
 #endif
+  // Whether NCCL carries the device's tensors: this LibTorch has it, and every rank has a GPU of its own (each
+  // rank's GPU, by host, CUDA_VISIBLE_DEVICES and index, compared through the store).
+  bool EveryRankHasItsOwnGpu(const torch::Device& device);
+  // The group of `tensor`'s collectives: device_group_ for a tensor on the training device, else group_.
+  Group& GroupOf(const torch::Tensor& tensor) { return tensor.is_cuda() ? device_group_ : group_; }
+
+  Group group_;         // Gloo
+  Group device_group_;  // NCCL, or group_
+  std::string device_backend_ = "gloo";
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<std::size_t, std::int64_t>> place_;  // per parameter: its bucket and offset in it
   std::vector<std::unique_ptr<Bucket>> buckets_;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/machine.h"
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 
@@ -19,10 +20,18 @@ std::string ResolveTrainingDevice(const TrainingSettings& training) {
                               : visible != nullptr ? fmt::format("CUDA_VISIBLE_DEVICES is '{}'", visible)
                                                    : std::string("no GPU or no driver")));
     }
-    return "cuda";
+    if (training.processes == 1) return "cuda";
+    // A data-parallel rank: the GPU of its rank on this machine (the runner gives a trial's ranks one GPU each, in
+    // rank order; a launcher's ranks see the machine's).
+    const std::optional<LauncherTask> task = LauncherTaskFromEnvironment();
+    return CudaDeviceOfRank(task ? task->local_rank : 0, static_cast<int>(torch::cuda::device_count()));
   }
-  // auto: data-parallel ranks exchange CPU tensors, so they train on the CPU.
+  // auto: data-parallel ranks train on the CPU unless asked for CUDA (each then needs a GPU).
   return training.processes == 1 && torch::cuda::is_available() ? "cuda" : "cpu";
+}
+
+std::string CudaDeviceOfRank(int local_rank, int devices) {
+  return fmt::format("cuda:{}", devices > 0 ? local_rank % devices : 0);
 }
 
 Dataset OnDevice(const Dataset& set, const torch::Device& device) {

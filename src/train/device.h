@@ -1,11 +1,17 @@
 // Where the trainers train: the device training.device names, the data moved there, and CUDA's reproducibility.
 #pragma once
 
+#include <string>
+
 #include <torch/torch.h>
 
 #include "dltune/train/workload.h"
 
 namespace dltune {
+
+// The CUDA device of a data-parallel rank that is rank `local_rank` on its machine, of `devices` it sees: one each
+// while there are enough, else shared round-robin ("cuda:N").
+std::string CudaDeviceOfRank(int local_rank, int devices);
 
 // `set` with its tensors on `device` (the same tensors when they are there already).
 Dataset OnDevice(const Dataset& set, const torch::Device& device);

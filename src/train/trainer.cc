@@ -133,7 +133,7 @@ class Loop {
                         "share of each batch",
                         hp_.batch_size, options.distributed.world_size));
       }
-      parallel_ = std::make_unique<DataParallel>(options.distributed);
+      parallel_ = std::make_unique<DataParallel>(options.distributed, device_);
     }
     BuildModel();
     params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
@@ -720,11 +720,12 @@ class Loop {
       std::chrono::steady_clock::time_point start;
       ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
     } add{seconds_["checkpoint"], start};
-    torch::Tensor rank_generators;
+    torch::Tensor rank_generators, rank_cuda_generators;
     if (parallel_) {
       // Every rank takes part; rank 0 writes the one checkpoint, with every rank's dropout generator.
       SynchronizeBuffers();
       rank_generators = parallel_->AllGather(GeneratorState());
+      if (device_.is_cuda()) rank_cuda_generators = parallel_->AllGather(GeneratorState(device_));
       if (rank() != 0) {
         saved_step_ = step_;
         return;
@@ -750,6 +751,7 @@ class Loop {
     // The threads a resumed auto run takes again: sums over other threads round differently.
     archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
+    if (rank_cuda_generators.defined()) archive.write("cuda_generator_ranks", rank_cuda_generators);
     // The bytes, taken now: the model's tensors change with the next step.
     std::ostringstream bytes;
     archive.save_to(bytes);
@@ -917,6 +919,11 @@ class Loop {
         SetGeneratorState(ranks[rank()].to(torch::kCPU).contiguous());
       } else if (rank() != 0) {
         torch::manual_seed(MixSeed(DropoutSeed(), static_cast<std::uint64_t>(step_)));
+      }
+      // Ranks on CUDA draw their dropout there: each its own stream, as on the CPU.
+      if (torch::Tensor cuda_ranks; device_.is_cuda() && archive.try_read("cuda_generator_ranks", cuda_ranks) &&
+                                    cuda_ranks.size(0) == parallel_->world_size()) {
+        SetGeneratorState(cuda_ranks[rank()].to(torch::kCPU).contiguous(), device_);
       }
     }
   }

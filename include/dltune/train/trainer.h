@@ -26,8 +26,10 @@ namespace dltune {
 
 // The torch device `training.device` names in this process: "cuda" for cuda, and for auto when the process sees a
 // CUDA device (the runner gives a trial its GPU through CUDA_VISIBLE_DEVICES) and trains alone (training.processes
-// 1: data-parallel ranks train on the CPU); else "cpu". Throws Error naming the setting for cuda where this process
-// sees no CUDA device. Initializes CUDA when asked about it: call it in the process that trains, not before a fork.
+// 1: with auto, data-parallel ranks train on the CPU); a data-parallel rank with cuda, "cuda:N" for its local rank
+// (LOCAL_RANK or SLURM_LOCALID) among the GPUs it sees; else "cpu". Throws Error naming the setting for cuda where
+// this process sees no CUDA device. Initializes CUDA when asked about it: call it in the process that trains, not
+// before a fork.
 std::string ResolveTrainingDevice(const TrainingSettings& training);
 
 // Where a data-parallel rank finds its group (docs/data-parallel.md): rank 0 serves the rendezvous store at
