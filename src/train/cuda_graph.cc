@@ -1,5 +1,7 @@
 #include "cuda_graph.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
@@ -61,6 +63,16 @@ void StepGraph::Capture(const std::function<void()>& /*step*/, int /*warmups*/) 
 void StepGraph::Replay() { throw Error("CUDA graphs: this dltune was built against a LibTorch without CUDA"); }
 
 #endif
+
+KeptTensors::KeptTensors(std::vector<torch::Tensor> tensors) : tensors_(std::move(tensors)) {
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& tensor : tensors_) copies_.push_back(tensor.detach().clone());
+}
+
+void KeptTensors::Restore() const {
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < tensors_.size(); ++i) tensors_[i].detach().copy_(copies_[i]);
+}
 
 StepGraph::StepGraph() = default;
 StepGraph::~StepGraph() = default;

@@ -9,6 +9,9 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
+
+#include <torch/torch.h>
 
 namespace dltune {
 
@@ -31,6 +34,18 @@ class StepGraph {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// Copies of the tensors the runs of a capture change (weights, batch-norm averages, optimizer state), to put them
+// back as they were once the step is captured (or its capture failed).
+class KeptTensors {
+ public:
+  explicit KeptTensors(std::vector<torch::Tensor> tensors);
+  // Copies the kept values back into the tensors.
+  void Restore() const;
+
+ private:
+  std::vector<torch::Tensor> tensors_, copies_;
 };
 
 }  // namespace dltune

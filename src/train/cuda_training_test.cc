@@ -422,19 +422,28 @@ std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_
 
 // A fused group on CUDA (the array model's batched products, the array optimizer's tensor form) follows the same
 // group on the CPU within float precision, each member.
+// Each of TrainGroup's three members in `results` (recorded in `other`) completed its 200 steps, with the losses of
+// `reference` within DeviceTolerance.
+void ExpectMembersCompletedNear(const FusedRecorder& reference, const FusedRecorder& other,
+                                const std::vector<FusedMemberResult>& results) {
+  for (std::size_t m = 0; m < 3; ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    EXPECT_EQ(results[m].result.outcome, TrainOutcome::kCompleted);
+    ASSERT_EQ(other.losses.at(m).size(), 200U);
+    for (const auto& [step, loss] : reference.losses.at(m)) {
+      EXPECT_NEAR(other.losses.at(m).at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
+          << "step " << step;
+    }
+  }
+}
+
 TEST_F(CudaTraining, AFusedGroupMatchesTheCpuGroupWithinFloatPrecision) {
   SKIP_WITHOUT_CUDA();
   FusedRecorder cpu, cuda;
   const auto on_cpu = TrainGroup("cpu", 200, 0, "", cpu);
   const auto on_cuda = TrainGroup("cuda", 200, 0, "", cuda);
+  ExpectMembersCompletedNear(cpu, cuda, on_cuda);
   for (std::size_t m = 0; m < 3; ++m) {
-    SCOPED_TRACE(fmt::format("member {}", m));
-    EXPECT_EQ(on_cuda[m].result.outcome, TrainOutcome::kCompleted);
-    ASSERT_EQ(cuda.losses[m].size(), 200U);
-    for (const auto& [step, loss] : cpu.losses[m]) {
-      EXPECT_NEAR(cuda.losses[m].at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
-          << "step " << step;
-    }
     ASSERT_TRUE(on_cpu[m].result.final_value && on_cuda[m].result.final_value);
     EXPECT_NEAR(*on_cuda[m].result.final_value, *on_cpu[m].result.final_value, 0.02);
   }
@@ -478,15 +487,7 @@ TEST_F(CudaTraining, AFusedGroupsGraphedStepsAgreeWithItsEagerSteps) {
   const auto results = TrainGroup("cuda", 200, 0, "", graphed, /*cuda_graph=*/true);
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(said, ::testing::Not(HasSubstr("trains eagerly"))) << said;
-  for (std::size_t m = 0; m < 3; ++m) {
-    SCOPED_TRACE(fmt::format("member {}", m));
-    EXPECT_EQ(results[m].result.outcome, TrainOutcome::kCompleted);
-    ASSERT_EQ(graphed.losses[m].size(), 200U);
-    for (const auto& [step, loss] : eager.losses[m]) {
-      EXPECT_NEAR(graphed.losses[m].at(step), loss, DeviceTolerance(step) * std::max(1.0, std::abs(loss)))
-          << "step " << step;
-    }
-  }
+  ExpectMembersCompletedNear(eager, graphed, results);
 }
 
 // A profile window on CUDA: the trace holds each operator's GPU time on a track of its own, and says how it was

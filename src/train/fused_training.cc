@@ -112,8 +112,7 @@ class FusedLoop {
   std::vector<FusedMemberResult> Run() {
     const WorkloadData& data = workload_.Data();
     // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
-    train_ = OnDevice(data.train, device_);
-    const Dataset& train = train_;
+    const Dataset train = OnDevice(data.train, device_);
     valid_ = OnDevice(data.valid, device_);
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     Resume();
@@ -314,8 +313,7 @@ class FusedLoop {
               .to(device_);
       graphed_.losses = torch::zeros({count()}, on_device.dtype(torch::kFloat));
       graphed_.norms = torch::zeros({count()}, on_device.dtype(torch::kDouble));
-      std::vector<torch::Tensor> averages;
-      for (const torch::Tensor& buffer : model_->buffers()) averages.push_back(buffer.clone());
+      const KeptTensors averages(model_->buffers());
       try {
         auto graph = std::make_unique<StepGraph>();
         graph->Capture([this] { GraphedStep(); });
@@ -323,9 +321,7 @@ class FusedLoop {
       } catch (const std::exception& e) {
         why_not = e.what();
       }
-      torch::NoGradGuard no_grad;
-      const std::vector<torch::Tensor> buffers = model_->buffers();
-      for (std::size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(averages[i]);
+      averages.Restore();
     }
     if (!why_not.empty()) {
       std::fprintf(stderr, "dltune: training.cuda_graph: the group trains eagerly: %s\n", why_not.c_str());
@@ -337,13 +333,10 @@ class FusedLoop {
   void GraphedStep() {
     optimizer_->ZeroGrad();  // the backward of the capture makes the gradients, which each replay then overwrites
     model_->train();
-    std::vector<std::int64_t> shape = {count(), batch_size_};
-    for (std::int64_t d = 1; d < train_.inputs.dim(); ++d) shape.push_back(train_.inputs.size(d));
-    const torch::Tensor inputs = train_.inputs.index_select(0, graphed_.rows).view(shape);
-    const torch::Tensor targets = train_.labels.index_select(0, graphed_.rows);
-    const torch::Tensor logits = model_->ForwardStacked(inputs);
+    const Batch batch = group_batches_->Gather(graphed_.rows);
+    const torch::Tensor logits = model_->ForwardStacked(batch.inputs);
     const torch::Tensor losses =
-        workload_.PerExampleLoss(logits.flatten(0, 1), targets).view({count(), batch_size_}).mean(1);
+        workload_.PerExampleLoss(logits.flatten(0, 1), batch.labels.flatten()).view({count(), batch_size_}).mean(1);
     losses.sum().backward();
     const torch::Tensor norms = optimizer_->ApplyTable(graphed_.table);
     torch::NoGradGuard no_grad;
@@ -603,7 +596,6 @@ class FusedLoop {
   };
   std::vector<PendingStep> pending_;
   std::unique_ptr<GroupBatches> group_batches_;  // on a device (deferred_): the members' batches, gathered together
-  Dataset train_;                                // the training split, on device_
   std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
   struct {
     torch::Tensor rows, table, losses, norms;

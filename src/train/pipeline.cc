@@ -185,11 +185,17 @@ torch::Tensor GroupBatches::NextRows() {
 }
 
 Batch GroupBatches::Next() {
-  const torch::Tensor rows = NextRows();
-  std::vector<std::int64_t> shape = {orders_.size(0), batch_size_};
+  Batch batch = Gather(NextRows());
+  batch.index = next_ - 1;
+  return batch;
+}
+
+Batch GroupBatches::Gather(const torch::Tensor& rows) const {
+  const auto members = static_cast<std::int64_t>(data_seeds_.size());
+  std::vector<std::int64_t> shape = {members, batch_size_};
   const torch::Tensor inputs = data_.inputs.index_select(0, rows);
   for (std::int64_t d = 1; d < inputs.dim(); ++d) shape.push_back(inputs.size(d));
-  return {inputs.view(shape), data_.labels.index_select(0, rows).view({orders_.size(0), batch_size_}), next_ - 1};
+  return {inputs.view(shape), data_.labels.index_select(0, rows).view({members, batch_size_}), next_ - 1};
 }
 
 }  // namespace dltune

@@ -111,11 +111,14 @@ class GroupBatches {
   GroupBatches(Dataset data, std::int64_t batch_size, std::vector<std::uint64_t> data_seeds,
                std::int64_t start_batch = 0);
 
-  // The members' next batches: inputs [M, B, ...], labels [M, B].
+  // The members' next batches: inputs [M, B, ...], labels [M, B]. Gather(NextRows()).
   Batch Next();
   // The rows of the data that Next would gather, [M x B] int64 on the data's device (member by member), and the
   // batch taken.
   torch::Tensor NextRows();
+  // The members' batches of `rows` (NextRows's, or a tensor holding them: a captured step gathers from the tensor the
+  // graph holds): inputs [M, B, ...], labels [M, B], gathered on the data's device.
+  Batch Gather(const torch::Tensor& rows) const;
 
  private:
   Dataset data_;

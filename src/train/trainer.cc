@@ -205,14 +205,14 @@ class Loop {
     valid_ = OnDevice(data.valid, device_);
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     prediction_set_ = valid_.Slice(0, std::min(settings_.prediction_examples, valid_.size()));
-    train_ = OnDevice(data.train, device_);
-    if (settings_.cuda_graph) CaptureStep();
+    const Dataset train = OnDevice(data.train, device_);
+    if (settings_.cuda_graph) CaptureStep(train);
     // A graphed step gathers its own batch; the eager one takes it from a pipeline's background thread.
     std::unique_ptr<BatchPipeline> pipeline;
     if (!graph_) {
       PipelineOptions pipeline_options;
       if (parallel_) pipeline_options.shard = {parallel_->rank(), parallel_->world_size()};
-      pipeline = std::make_unique<BatchPipeline>(train_, hp_.batch_size, options_.data_seed, step_, pipeline_options);
+      pipeline = std::make_unique<BatchPipeline>(train, hp_.batch_size, options_.data_seed, step_, pipeline_options);
     }
     const auto data_wait = [&] { return pipeline ? pipeline->TakeWaitSeconds() : 0.0; };
     seconds_["data_load"] += Seconds(Clock::now() - data_start);
@@ -378,7 +378,7 @@ class Loop {
   // optimizer's coefficient table, the loss, the gradient norm and the clip flag. Where the step cannot be captured
   // (no CUDA, data-parallel ranks, a moving average, a profile, random draws) or the capture fails, the trial trains
   // eagerly and says why on stderr; the two launch the same kernels with the same inputs, so they train alike.
-  void CaptureStep() {
+  void CaptureStep(const Dataset& train) {
     std::string why_not;
     if (!device_.is_cuda()) why_not = "the trial trains on " + device_.str();
     if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
@@ -386,7 +386,7 @@ class Loop {
     if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
     if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
     if (why_not.empty()) {
-      why_not = CaptureOrSayWhyNot();
+      why_not = CaptureOrSayWhyNot(train);
       if (why_not.empty()) return;
     }
     std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
@@ -395,28 +395,21 @@ class Loop {
   // Captures the step and returns "", or returns why it was not captured. The runs of a capture (and the run that
   // checks for random draws) train: the model, its batch-norm averages, the optimizer's state and the generators are
   // put back as they were.
-  std::string CaptureOrSayWhyNot() {
+  std::string CaptureOrSayWhyNot(const Dataset& train) {
     const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
     graph_batches_ =
-        std::make_unique<GroupBatches>(train_, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
+        std::make_unique<GroupBatches>(train, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
     graphed_.rows = torch::zeros({hp_.batch_size}, on_device.dtype(torch::kInt64));
     graphed_.table = optimizer_->CoefficientTable(0.0, /*advance=*/false).to(device_);
     graphed_.loss = torch::zeros({}, on_device.dtype(torch::kFloat));
     graphed_.norm = torch::zeros({}, on_device.dtype(torch::kDouble));
     graphed_.clipped = torch::zeros({}, on_device.dtype(torch::kBool));
-    std::vector<torch::Tensor> saved;
-    const auto state = [&] {
-      std::vector<torch::Tensor> all = model_->parameters();
-      for (const torch::Tensor& buffer : model_->buffers()) all.push_back(buffer);
-      for (std::size_t i = 0; i < optimizer_->params().size(); ++i) {
-        for (const torch::Tensor& buffer : optimizer_->Buffers(i)) all.push_back(buffer);
-      }
-      return all;
-    };
-    {
-      torch::NoGradGuard no_grad;
-      for (const torch::Tensor& tensor : state()) saved.push_back(tensor.detach().clone());
+    std::vector<torch::Tensor> state = model_->parameters();
+    for (const torch::Tensor& buffer : model_->buffers()) state.push_back(buffer);
+    for (std::size_t i = 0; i < optimizer_->params().size(); ++i) {
+      for (const torch::Tensor& buffer : optimizer_->Buffers(i)) state.push_back(buffer);
     }
+    const KeptTensors kept(std::move(state));
     const torch::Tensor cpu_generator = GeneratorState(), cuda_generator = GeneratorState(device_);
     std::string why_not;
     try {
@@ -431,9 +424,7 @@ class Loop {
     } catch (const std::exception& e) {
       why_not = FirstLine(e.what());
     }
-    torch::NoGradGuard no_grad;
-    const std::vector<torch::Tensor> tensors = state();
-    for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].detach().copy_(saved[i]);
+    kept.Restore();
     SetGeneratorState(cpu_generator);
     SetGeneratorState(cuda_generator, device_);
     if (!why_not.empty()) {
@@ -448,9 +439,8 @@ class Loop {
   void GraphedStep() {
     model_->train();
     optimizer_->ZeroGrad();  // the capture's backward makes the gradients, which each replay then overwrites
-    const torch::Tensor inputs = train_.inputs.index_select(0, graphed_.rows);
-    const torch::Tensor labels = train_.labels.index_select(0, graphed_.rows);
-    const torch::Tensor loss = TrainingLoss(model_->Forward(inputs), labels);
+    const Batch batch = graph_batches_->Gather(graphed_.rows);  // a group of one: [1, B, ...]
+    const torch::Tensor loss = TrainingLoss(model_->Forward(batch.inputs[0]), batch.labels[0]);
     loss.backward();
     torch::Tensor norm_before_clipping;
     if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipToNorm().to(torch::kDouble);
@@ -956,7 +946,6 @@ class Loop {
   Dataset valid_sample_;
   Dataset prediction_set_;
   Dataset valid_, test_;                         // on device_ (test_ only when it is evaluated)
-  Dataset train_;                                // on device_
   std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
   std::unique_ptr<GroupBatches> graph_batches_;  // the graphed step's rows
   struct {
