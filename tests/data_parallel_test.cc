@@ -27,6 +27,7 @@
 #include "cli_runner.h"
 #include "dltune/store/store.h"
 #include "numeric_tolerance.h"
+#include "own_directory.h"
 
 namespace dltune {
 namespace {
@@ -140,17 +141,9 @@ double LargestRelativeDifference(const fs::path& a, const fs::path& b, const std
   return largest;
 }
 
-class DataParallel : public ::testing::Test {
+class DataParallel : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dltune_dp_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
+  DataParallel() : InOwnDirectory("dp") {}
 
   // `dltune train ARGS --out DIR/out`; expects exit status `status`.
   void Train(const std::string& args, const std::string& out, int status = 0) {
@@ -169,8 +162,6 @@ class DataParallel : public ::testing::Test {
     }
     return latest / "state.pt";
   }
-
-  fs::path dir_;
 };
 
 const std::string kMlp =

@@ -20,6 +20,7 @@
 
 #include "cli_runner.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 namespace dltune {
 namespace {
@@ -29,17 +30,9 @@ using test::Slurp;
 using test::SomeProcessWorksIn;
 using ::testing::HasSubstr;
 
-class FusedRunner : public ::testing::Test {
+class FusedRunner : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dltune_fused_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
+  FusedRunner() : InOwnDirectory("fused") {}
 
   // Nesterov vs Adam on the Fashion-MNIST MLP, `trials` per optimizer of `steps` steps (evaluated every `steps` / 3),
   // with `fuse` and the Nesterov learning rates `nesterov_lr`.
@@ -153,8 +146,6 @@ class FusedRunner : public ::testing::Test {
     }
     return lines;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlone) {

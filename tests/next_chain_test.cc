@@ -13,6 +13,7 @@
 #include "cli_runner.h"
 #include "dltune/report/study_data.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 namespace dltune {
 namespace {
@@ -21,17 +22,9 @@ using test::Result;
 using test::Slurp;
 using ::testing::HasSubstr;
 
-class NextChain : public ::testing::Test {
+class NextChain : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dltune_next_chain_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
+  NextChain() : InOwnDirectory("next_chain") {}
 
   std::string StoreUrl() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
   // A command line as the user types it: `dltune` on the PATH, the store in the environment.
@@ -113,8 +106,6 @@ class NextChain : public ::testing::Test {
       }
     }
   }
-
-  std::filesystem::path dir_;
 };
 
 // The synthetic workload, large enough that a training step takes milliseconds (a throughput sweep of sub-millisecond

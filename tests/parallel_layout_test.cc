@@ -16,6 +16,7 @@
 
 #include "cli_runner.h"
 #include "core/machine.h"
+#include "own_directory.h"
 #include "run/trial_process.h"
 
 namespace dltune {
@@ -75,17 +76,9 @@ TEST(PickFusion, TakesTheFastestGroupWhenItBeatsTrialsAloneByTheMargin) {
   EXPECT_THROW(PickFusion({{2, 100}}), Error);
 }
 
-class ChooseLayout : public ::testing::Test {
+class ChooseLayout : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dltune_layout_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
-  }
+  ChooseLayout() : InOwnDirectory("layout") {}
 
   // A Fashion-MNIST MLP study of `trials` trials of `steps` steps, with `training` as its training: block.
   static StudySpec Spec(int trials, int steps, const std::string& training = "{}") {
@@ -107,8 +100,6 @@ class ChooseLayout : public ::testing::Test {
             .cache_file = dir_ / "cache" / "parallel-layouts.json",
             .probe_seconds = 0.2};
   }
-
-  fs::path dir_;
 };
 
 TEST_F(ChooseLayout, TheSpecsThreadsAndParallelOverrideTheMeasurement) {

@@ -24,6 +24,7 @@
 #include "dltune/report/study_data.h"
 #include "dltune/run/study_session.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 namespace dltune {
 namespace {
@@ -32,17 +33,9 @@ using test::Result;
 using test::Slurp;
 using ::testing::HasSubstr;
 
-class Procedures : public ::testing::Test {
+class Procedures : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dltune_procedures_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
+  Procedures() : InOwnDirectory("procedures") {}
 
   std::string StoreUrl() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
   Result Dltune(const std::string& arguments) { return test::RunDltune(arguments + " --storage " + StoreUrl(), dir_); }
@@ -82,8 +75,6 @@ class Procedures : public ::testing::Test {
     }
     return first;
   }
-
-  std::filesystem::path dir_;
 };
 
 // A quickstart-sized study (two optimizers, their learning rates tuned) → its best configurations retrained 5

@@ -25,6 +25,7 @@
 #include "cli_runner.h"
 #include "core/sha256.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 extern char** environ;
 
@@ -46,18 +47,13 @@ struct Outcome {
   double seconds = 0;
 };
 
-class Reliability : public ::testing::Test {
+class Reliability : public test::InOwnDirectory {
  protected:
+  Reliability() : InOwnDirectory("reliability") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dltune_reliability_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    InOwnDirectory::SetUp();
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                               fs::perms::others_read | fs::perms::others_exec);
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   std::string Url() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
@@ -94,8 +90,6 @@ class Reliability : public ::testing::Test {
                                      " {trial_number}\nmax_train_steps: 1\ntrials: " + std::to_string(trials) + "\n" +
                                      extra + "space: {lr: {min: 0.01, max: 1, scale: log}}\n");
   }
-
-  fs::path dir_;
 };
 
 // --- bounded inputs -------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "analyze/time_split.h"
 #include "cli_runner.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 extern char** environ;
 
@@ -28,17 +29,9 @@ using test::Slurp;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class RunCli : public ::testing::Test {
+class RunCli : public test::InOwnDirectory {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("dltune_run_cli_" + std::to_string(::getpid()) + "_" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
+  RunCli() : InOwnDirectory("run_cli") {}
 
   std::string StoreUrl() const { return "sqlite://" + (dir_ / "dltune.db").string(); }
 
@@ -121,8 +114,6 @@ class RunCli : public ::testing::Test {
     return dir_ / (run_dir.empty() ? "runs/" + study : run_dir) / store->FindStudy(study)->uid /
            ("trial_" + std::to_string(number));
   }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(RunCli, RunsAStudyAndPrintsItsBestTrials) {

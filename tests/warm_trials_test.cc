@@ -15,6 +15,7 @@
 
 #include "cli_runner.h"
 #include "dltune/store/store.h"
+#include "own_directory.h"
 
 namespace dltune {
 namespace {
@@ -25,13 +26,11 @@ using test::SomeProcessWorksIn;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-class WarmTrials : public ::testing::Test {
+class WarmTrials : public test::InOwnDirectory {
  protected:
+  WarmTrials() : InOwnDirectory("warm") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dltune_warm_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    InOwnDirectory::SetUp();
     // Six Fashion-MNIST trials of 20 steps, one at a time (so that trial n + 1 starts after trial n ended).
     std::ofstream(dir_ / "study.yaml") << "name: warm\n"
                                           "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
@@ -42,9 +41,6 @@ class WarmTrials : public ::testing::Test {
                                           "  optimizer: adam\n"
                                           "  learning_rate: {min: 0.0001, max: 0.01, scale: log}\n"
                                           "  batch_size: 64\n";
-  }
-  void TearDown() override {
-    if (!HasFailure()) fs::remove_all(dir_);
   }
 
   // Runs the study in directory `name` (its store, runs and output there) with `environment` (VAR=value ...) before
@@ -95,8 +91,6 @@ class WarmTrials : public ::testing::Test {
     const std::string log = TrialLog(name, number);
     return std::regex_search(log, match, std::regex("peak memory: (\\d+) MiB")) ? std::stol(match[1]) : -1;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(WarmTrials, AreForkedByTheServerAndTrainExactlyAsExecdOnes) {
