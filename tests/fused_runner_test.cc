@@ -21,6 +21,7 @@
 #include "cli_runner.h"
 #include "dltune/store/store.h"
 #include "own_directory.h"
+#include "study_results.h"
 
 namespace dltune {
 namespace {
@@ -94,30 +95,8 @@ class FusedRunner : public test::InOwnDirectory {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
-  // Each trial's state, reason, training losses and evaluations ("step split metric value"), by number.
-  struct TrialResult {
-    TrialState state = TrialState::kPending;
-    std::string reason;
-    std::vector<std::string> losses;
-    std::vector<std::string> evals;
-    std::size_t checkpoints = 0;
-  };
-  std::map<std::uint64_t, TrialResult> Results(const std::string& name) {
-    const auto store = OpenStore("sqlite://" + (dir_ / name / "dltune.db").string());
-    std::map<std::uint64_t, TrialResult> results;
-    for (const TrialRecord& trial : store->ListTrials(store->FindStudy("fused")->id)) {
-      TrialResult& result = results[trial.number];
-      result.state = trial.state;
-      result.reason = trial.reason;
-      for (const TrainMeasurement& m : store->TrainSeries(trial.id)) {
-        result.losses.push_back(std::to_string(m.step) + " " + (m.loss ? std::to_string(*m.loss) : "-"));
-      }
-      for (const EvalMeasurement& e : store->EvalSeries(trial.id)) {
-        result.evals.push_back(std::to_string(e.step) + " " + e.split + " " + e.metric + " " + std::to_string(e.value));
-      }
-      result.checkpoints = store->ListCheckpoints(trial.id).size();
-    }
-    return results;
+  std::map<std::uint64_t, test::TrialResult> Results(const std::string& name) const {
+    return test::StudyResults("sqlite://" + (dir_ / name / "dltune.db").string(), "fused");
   }
 
   // Every trial of study `name` completed, each with the losses and evaluations of the same trial of `alone`: on the

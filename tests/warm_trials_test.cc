@@ -16,6 +16,7 @@
 #include "cli_runner.h"
 #include "dltune/store/store.h"
 #include "own_directory.h"
+#include "study_results.h"
 
 namespace dltune {
 namespace {
@@ -55,24 +56,8 @@ class WarmTrials : public test::InOwnDirectory {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
 
-  // Each trial's state and reason, and its evaluations as "step split metric value" lines, by trial number.
-  struct TrialResult {
-    TrialState state = TrialState::kPending;
-    std::string reason;
-    std::vector<std::string> evals;
-  };
-  std::map<std::uint64_t, TrialResult> Results(const std::string& name) {
-    const auto store = OpenStore("sqlite://" + (dir_ / name / "dltune.db").string());
-    std::map<std::uint64_t, TrialResult> results;
-    for (const TrialRecord& trial : store->ListTrials(store->FindStudy("warm")->id)) {
-      TrialResult& result = results[trial.number];
-      result.state = trial.state;
-      result.reason = trial.reason;
-      for (const EvalMeasurement& e : store->EvalSeries(trial.id)) {
-        result.evals.push_back(std::to_string(e.step) + " " + e.split + " " + e.metric + " " + std::to_string(e.value));
-      }
-    }
-    return results;
+  std::map<std::uint64_t, test::TrialResult> Results(const std::string& name) const {
+    return test::StudyResults("sqlite://" + (dir_ / name / "dltune.db").string(), "warm");
   }
 
   std::string TrialLog(const std::string& name, std::uint64_t number) {
