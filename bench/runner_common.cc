@@ -59,6 +59,7 @@ StudyRecordSummary ReadStudy(const fs::path& db, const std::string& study_name) 
     for (const auto& [phase, seconds] : trial.time_split) summary.phase[phase] += seconds;
     if (trial.started_at && (first_start == 0 || *trial.started_at < first_start)) first_start = *trial.started_at;
     if (trial.ended_at) last_end = std::max(last_end, *trial.ended_at);
+    if (trial.started_at && trial.ended_at) summary.trial_seconds_summed += *trial.ended_at - *trial.started_at;
   }
   summary.trials_seconds = last_end > first_start ? last_end - first_start : 0;
   std::map<std::uint64_t, std::int64_t> last_step;

@@ -27,6 +27,7 @@ struct StudyRecordSummary {
   MlpWork work;                         // steps trained (each trial's last step) and evaluated examples
   std::map<std::string, double> phase;  // trials.time_split summed over the trials
   double trials_seconds = 0;            // from the first trial's start to the last one's end: the run after start-up
+  double trial_seconds_summed = 0;      // each trial's start to its end, summed: over trials_seconds, trials at once
 };
 
 StudyRecordSummary ReadStudy(const std::filesystem::path& db, const std::string& study_name);

@@ -10,8 +10,10 @@
 // store), its best valid error per optimizer, the study's FLOPs at the MLP's formula and the seconds they need at the
 // measured rate, and the ratios against the goals: unfused >= 20x the peer's n_jobs=1 and >= 3x its 8 processes
 // (issue: the built-in trainer on CUDA), fused under 2 s after start-up and >= 30x n_jobs=1 (fused trials); best
-// valid errors within 0.5 points; and each CUDA graph's speed-up over its eager run. The goals are printed met or not;
-// the exit status says only whether everything ran.
+// valid errors within 0.5 points; and each CUDA graph's speed-up over its eager run. For each dltune run, where a
+// trial's time went (start-up, data, training, evaluation, checkpoints: the trials' own records) and how many trials
+// ran at once, beside whether NVIDIA's MPS runs. The goals are printed met or not; the exit status says only whether
+// everything ran.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -40,7 +42,8 @@ std::string Met(bool met) { return met ? "met" : "NOT met"; }
 struct Side {
   std::string name;
   double wall = -1;
-  std::optional<double> after_start;  // dltune's: the trials' span
+  std::optional<double> after_start;        // dltune's: the trials' span
+  std::optional<StudyRecordSummary> study;  // dltune's: its trials' records
   std::map<std::string, double> best;
   MlpWork work;
 };
@@ -69,6 +72,7 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   if (side.wall < 0) return std::nullopt;
   const StudyRecordSummary study = ReadStudy(db, "quickstart");
   side.after_start = study.trials_seconds;
+  side.study = study;
   side.work = study.work;
   side.best = BestPerSubstudy(db, "quickstart");
   return side;
@@ -139,6 +143,24 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
     std::printf("%-42s %9.1f %14s %12.1f %10.3f %10.4f %8.4f\n", side.name.c_str(), side.wall, after_start, flop / 1e12,
                 flop / (tflops * 1e12), side.best.count("nesterov") ? side.best.at("nesterov") : 1.0,
                 side.best.count("adam") ? side.best.at("adam") : 1.0);
+  }
+  // Where each dltune run's time went: a trial's phases (the trial's own records) and how many trials ran at once.
+  // Without MPS, trials in processes of their own take turns on the GPU: their kernels never overlap, so packing
+  // unfused trials cannot go below their summed GPU time; a fused group is one process and one stream of kernels.
+  std::printf("\nper trial, mean of the study's trials (MPS %s):\n",
+              info.value("mps", false) ? "running: processes' kernels may overlap" : "not running");
+  for (const Side& side : sides) {
+    if (!side.study || side.study->trials == 0) continue;
+    const StudyRecordSummary& study = *side.study;
+    const auto mean = [&](const char* phase) {
+      const auto found = study.phase.find(phase);
+      return found == study.phase.end() ? 0.0 : found->second / study.trials;
+    };
+    std::printf(
+        "  %-40s start-up %.3f s, data %.3f s, train %.3f s, evaluation %.3f s, checkpoints %.3f s; %.1f "
+        "trials at once\n",
+        side.name.c_str(), mean("startup"), mean("data_load"), mean("train"), mean("evaluation"), mean("checkpoint"),
+        study.trials_seconds > 0 ? study.trial_seconds_summed / study.trials_seconds : 0.0);
   }
   const std::vector<const Side*> unfused = {&sides[0], &sides[1]};
   const std::vector<const Side*> fused = {&sides[2], &sides[3]};

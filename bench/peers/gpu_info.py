@@ -1,11 +1,13 @@
 """The GPU the benchmarks run on and its measured fp32 matrix-product rate, as one line of JSON.
 
-Prints {"gpu", "driver", "cuda", "torch", "fp32_tflops"}: the first visible CUDA device's name, the driver (from
-nvidia-smi), the CUDA version torch was built with, torch's version, and the TFLOP/s of 8192 x 8192 float32 matrix
-products (TF32 off, as dltune and the peer train), timed over 20 products after 3 warm-up ones. Exits 1 without a
-CUDA device. Used by `dltune_bench_runner --device cuda`.
+Prints {"gpu", "driver", "cuda", "torch", "fp32_tflops", "mps"}: the first visible CUDA device's name, the driver
+(from nvidia-smi), the CUDA version torch was built with, torch's version, the TFLOP/s of 8192 x 8192 float32 matrix
+products (TF32 off, as dltune and the peer train), timed over 20 products after 3 warm-up ones, and whether NVIDIA's
+Multi-Process Service runs (without it, processes sharing a GPU take turns on it: their kernels never overlap). Exits
+1 without a CUDA device. Used by `dltune_bench_runner --device cuda`.
 """
 import json
+import pathlib
 import subprocess
 import sys
 import time
@@ -20,6 +22,18 @@ def driver_version():
         return out.strip().splitlines()[0]
     except (OSError, subprocess.SubprocessError, IndexError):
         return "-"
+
+
+def mps_running():
+    """Whether an MPS control daemon or server runs on this machine (/proc/PID/comm keeps 15 characters of a name:
+    nvidia-cuda-mps-control and -server are both nvidia-cuda-mps there)."""
+    for comm in pathlib.Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip().startswith("nvidia-cuda-mps"):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def main():
@@ -39,7 +53,8 @@ def main():
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     print(json.dumps({"gpu": torch.cuda.get_device_name(0), "driver": driver_version(), "cuda": torch.version.cuda,
-                      "torch": torch.__version__, "fp32_tflops": 2 * n ** 3 * reps / seconds / 1e12}))
+                      "torch": torch.__version__, "fp32_tflops": 2 * n ** 3 * reps / seconds / 1e12,
+                      "mps": mps_running()}))
     return 0
 
 
