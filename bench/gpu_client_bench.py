@@ -24,8 +24,10 @@ writes the results as JSON after every run. Run from the repository root on the 
   python3 bench/gpu_client_bench.py --dltune build/cuda/bin/dltune --out $OUT/gpu_client_bench.json
 
 Options: --python (the interpreter with a CUDA torch; default: this one), --trials-per-optimizer (16),
---one-trials-per-optimizer (default: the same), --steps (2000), --skip one,optuna,optuna8,builtin (to rerun a
-part), --keep (the work directory stays).
+--one-trials-per-optimizer and --optuna-trials-per-optimizer (the serial runs' trials, default: the same; their
+trials run one after another at a steady rate, so a part of the study measures their throughput: the Optuna peer's
+then over its own studies' seconds, without the interpreter's start, in its favour), --steps (2000), --skip
+one,optuna,optuna8,builtin (to rerun a part), --keep (the work directory stays).
 """
 import argparse
 import json
@@ -109,10 +111,10 @@ def run_builtin(args, work):
     return run_study(args, work / "builtin", "builtin", text, None)
 
 
-def run_optuna(args, work, name, jobs, mode):
+def run_optuna(args, work, name, jobs, mode, trials_per_optimizer):
     out = work / f"{name}.json"
     command = [args.python, str(ROOT / "bench/peers/optuna_quickstart.py"), "--device", "cuda", "--jobs", str(jobs),
-               "--parallel-mode", mode, "--trials-per-optimizer", str(args.trials_per_optimizer),
+               "--parallel-mode", mode, "--trials-per-optimizer", str(trials_per_optimizer),
                "--steps", str(args.steps), "--out", str(out)]
     print(f"gpu_client_bench: {name}: {' '.join(command)}", flush=True)
     began = time.perf_counter()
@@ -121,8 +123,11 @@ def run_optuna(args, work, name, jobs, mode):
     if done.returncode != 0:
         raise RunFailed(f"the Optuna peer exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
     result = json.loads(out.read_text())
-    return {"wall_seconds": wall, "study_seconds": result["wall_seconds"], "trials": result["trials"],
-            "best_valid_error": result["best_overall"], "mode": f"{jobs} {mode}"}
+    measured = {"wall_seconds": wall, "study_seconds": result["wall_seconds"], "trials": result["trials"],
+                "best_valid_error": result["best_overall"], "mode": f"{jobs} {mode}"}
+    if trials_per_optimizer < args.trials_per_optimizer:  # a part of the study: its throughput over its own time
+        measured["rate_seconds"] = result["wall_seconds"]
+    return measured
 
 
 def machine(python):
@@ -139,7 +144,7 @@ def machine(python):
 
 
 def per_minute(result):
-    return 60 * result["trials"] / result["wall_seconds"]
+    return 60 * result["trials"] / result.get("rate_seconds", result["wall_seconds"])
 
 
 def summarize(results):
@@ -152,7 +157,8 @@ def summarize(results):
             print(f"{name:8} FAILED: {r['failed'].splitlines()[0]}")
             continue
         best = "-" if r["best_valid_error"] is None else f"{r['best_valid_error']:.4f}"
-        print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}")
+        over = f" (trials/min over its own {r['rate_seconds']:.1f} s)" if "rate_seconds" in r else ""
+        print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}{over}")
     for faster, slower in (("packed", "one"), ("packed", "optuna"), ("builtin", "optuna"), ("builtin", "optuna8"),
                            ("builtin", "packed")):
         a, b = results.get(faster), results.get(slower)
@@ -176,6 +182,7 @@ def main():
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--trials-per-optimizer", type=int, default=16)
     parser.add_argument("--one-trials-per-optimizer", type=int)
+    parser.add_argument("--optuna-trials-per-optimizer", type=int)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--skip", default="", help="comma list of runs to skip: " + ", ".join(RUNS))
     parser.add_argument("--out")
@@ -190,8 +197,9 @@ def main():
     runs = {
         "packed": lambda: run_program(args, work, "packed", args.trials_per_optimizer, "auto", os.cpu_count()),
         "one": lambda: run_program(args, work, "one", args.one_trials_per_optimizer or args.trials_per_optimizer, 1, 1),
-        "optuna": lambda: run_optuna(args, work, "optuna", 1, "threads"),
-        "optuna8": lambda: run_optuna(args, work, "optuna8", 8, "processes"),
+        "optuna": lambda: run_optuna(args, work, "optuna", 1, "threads",
+                                     args.optuna_trials_per_optimizer or args.trials_per_optimizer),
+        "optuna8": lambda: run_optuna(args, work, "optuna8", 8, "processes", args.trials_per_optimizer),
         "builtin": lambda: run_builtin(args, work),
     }
     try:

@@ -1,11 +1,15 @@
-// dltune_bench_runner --device cuda [--fuse N] [--no-peers]: the quickstart study (32 trials of the Fashion-MNIST MLP,
-// 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in one run:
+// dltune_bench_runner --device cuda [--fuse N] [--no-peers] [--serial-peer-trials N]: the quickstart study (32 trials
+// of the Fashion-MNIST MLP, 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in one run:
 //   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
 //   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
 //     trials on the GPU by measurement), the same with training.cuda_graph: true, with training.fuse: N (default 16:
 //     each sub-study one group), and fused with training.cuda_graph: true;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
-//     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out.
+//     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
+//     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another
+//     at a steady rate, and it takes the longest of all): the ratios against it then compare trials per second, its
+//     own from its studies' seconds (data loading in, the interpreter's start out: in its favour), and the best
+//     valid errors are compared with its 8 processes' full study instead.
 // Prints each side's wall time (dltune's also after start-up: its first trial's start to its last one's end, from the
 // store), its best valid error per optimizer, the study's FLOPs at the MLP's formula and the seconds they need at the
 // measured rate, and the ratios against the goals: unfused >= 20x the peer's n_jobs=1 and >= 3x its 8 processes
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runner_common.h"
@@ -36,12 +41,15 @@ constexpr double kGoalOverParallelPeer = 3;  // unfused dltune against Optuna's 
 constexpr double kGoalFusedSeconds = 2;      // fused, after start-up
 constexpr double kGoalFusedOverSerial = 30;  // fused against Optuna n_jobs=1
 constexpr int kPeerProcesses = 8;
+constexpr int kTrialsPerOptimizer = 16;  // the quickstart's
 
 std::string Met(bool met) { return met ? "met" : "NOT met"; }
 
 struct Side {
   std::string name;
   double wall = -1;
+  int trials = 0;
+  double rate_seconds = -1;  // the seconds its trials per second are measured over: its wall time, or the peer's own
   std::optional<double> after_start;        // dltune's: the trials' span
   std::optional<StudyRecordSummary> study;  // dltune's: its trials' records
   std::map<std::string, double> best;
@@ -73,13 +81,17 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   const StudyRecordSummary study = ReadStudy(db, "quickstart");
   side.after_start = study.trials_seconds;
   side.study = study;
+  side.trials = study.trials;
+  side.rate_seconds = side.wall;
   side.work = study.work;
   side.best = BestPerSubstudy(db, "quickstart");
   return side;
 }
 
 // The peer on the GPU with `arguments` (--jobs J [--parallel-mode processes]).
-std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const std::string& arguments) {
+// `partial`: a part of the study, whose trials per second count (measured over the peer's own study seconds).
+std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const std::string& arguments,
+                            bool partial = false) {
   const fs::path json = dir / (name + ".json");
   std::printf("gpu: Optuna + PyTorch (%s) ...\n", arguments.c_str());
   std::fflush(stdout);
@@ -90,13 +102,15 @@ std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const 
   std::ifstream in(json);
   const nlohmann::json peer = nlohmann::json::parse(in);
   for (const auto& [optimizer, value] : peer.at("best_valid_error").items()) side.best[optimizer] = value.get<double>();
+  side.trials = peer.value("trials", 0);
+  side.rate_seconds = partial ? peer.value("wall_seconds", side.wall) : side.wall;
   side.work = {peer.value("train_steps", 0.0), peer.value("eval_examples", 0.0)};
   return side;
 }
 
 }  // namespace
 
-int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
+int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_trials) {
   const fs::path info_file = dir / "gpu.json";
   if (Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/gpu_info.py > " + info_file.string()) < 0) {
     std::ifstream said(info_file);
@@ -125,7 +139,13 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
   if (!add(RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training))) return 1;
   if (!add(RunDltune(dir, "fused, CUDA graph", fused_training + "  cuda_graph: true\n"))) return 1;
   if (peers) {
-    if (!add(RunPeer(dir, "n_jobs=1", "--jobs 1"))) return 1;
+    const bool partial = serial_peer_trials < kTrialsPerOptimizer;
+    const std::string serial_name =
+        partial ? fmt::format("n_jobs=1, {} of {} trials each", serial_peer_trials, kTrialsPerOptimizer) : "n_jobs=1";
+    if (!add(RunPeer(dir, serial_name, fmt::format("--jobs 1 --trials-per-optimizer {}", serial_peer_trials),
+                     partial))) {
+      return 1;
+    }
     if (!add(RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
                      "--jobs " + std::to_string(kPeerProcesses) + " --parallel-mode processes"))) {
       return 1;
@@ -173,8 +193,17 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
   if (!peers) return 0;
   const Side& serial = sides[4];
   const Side& parallel = sides[5];
-  const auto ratio = [](const Side& slow, const Side& fast) { return slow.wall / fast.wall; };
+  // Trials per second against trials per second: the wall times' ratio where both ran the whole study.
+  const auto ratio = [](const Side& slow, const Side& fast) {
+    return (fast.trials / fast.rate_seconds) / (slow.trials / slow.rate_seconds);
+  };
   const auto within = [](const Side& a, const Side& b) { return BestOverall(a) <= BestOverall(b) + 0.005; };
+  // The peer's best valid error: its n_jobs=1 study's, or its 8 processes' where n_jobs=1 ran a part of it.
+  const Side& peer_best = serial_peer_trials < kTrialsPerOptimizer ? parallel : serial;
+  if (&peer_best != &serial) {
+    std::printf("%s: %d trials in %.1f s of its own studies' time; best valid errors compared with the %s\n",
+                serial.name.c_str(), serial.trials, serial.rate_seconds, parallel.name.c_str());
+  }
   for (const Side* side : unfused) {
     std::printf(
         "%s: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s), %.1fx its %d processes (goal >= %.0fx: %s); best "
@@ -182,7 +211,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers) {
         side->name.c_str(), ratio(serial, *side), kGoalOverSerialPeer,
         Met(ratio(serial, *side) >= kGoalOverSerialPeer).c_str(), ratio(parallel, *side), kPeerProcesses,
         kGoalOverParallelPeer, Met(ratio(parallel, *side) >= kGoalOverParallelPeer).c_str(), BestOverall(*side),
-        BestOverall(serial), Met(within(*side, serial)).c_str());
+        BestOverall(peer_best), Met(within(*side, peer_best)).c_str());
   }
   for (const Side* side : fused) {
     std::printf(
