@@ -17,13 +17,15 @@
 // valid errors within 0.5 points; and each CUDA graph's speed-up over its eager run. For each dltune run, where a
 // trial's time went (start-up, data, training, evaluation, checkpoints: the trials' own records) and how many trials
 // ran at once, beside whether NVIDIA's MPS runs. The goals are printed met or not; the exit status says only whether
-// everything ran.
+// everything ran: a run that fails is reported, with the end of its output, and the others still run.
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -62,22 +64,52 @@ double BestOverall(const Side& side) {
   return best;
 }
 
+// A run's name as a file name: its letters and digits, '_' for the rest ("unfused, CUDA graph" -> unfused__CUDA_graph).
+std::string FileName(const std::string& name) {
+  std::string file = name;
+  for (char& c : file) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return file;
+}
+
+// `path` in single quotes, for a shell command line.
+std::string Quoted(const fs::path& path) { return "'" + path.string() + "'"; }
+
+// The last lines of a failed run's output, into this benchmark's own (the run's directory may be gone with the
+// machine it ran on).
+void PrintTail(const fs::path& output, std::size_t lines = 15) {
+  std::ifstream in(output);
+  std::vector<std::string> kept;
+  for (std::string line; std::getline(in, line);) {
+    kept.push_back(line);
+    if (kept.size() > lines) kept.erase(kept.begin());
+  }
+  std::printf("gpu: the end of %s:\n", output.c_str());
+  for (const std::string& line : kept) std::printf("  %s\n", line.c_str());
+  std::fflush(stdout);
+}
+
 // `dltune run` of the quickstart with `training` as its training: block.
 std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training) {
-  const fs::path spec = dir / (name + ".yaml");
+  const std::string file = FileName(name);
+  const fs::path spec = dir / (file + ".yaml");
   {
     std::ifstream in(fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml");
     std::ofstream out(spec);
     out << in.rdbuf() << "training:\n" << training;
   }
-  const fs::path db = dir / (name + ".db");
+  const fs::path db = dir / (file + ".db");
+  const fs::path output = dir / (file + ".out");
   std::printf("gpu: dltune run (%s) ...\n", name.c_str());
   std::fflush(stdout);
   Side side{.name = "dltune run, " + name};
-  side.wall =
-      Timed("cd " + dir.string() + " && " + DLTUNE_CLI_PATH + " run " + spec.string() +
-            " --no-report --storage sqlite://" + db.string() + " > " + (dir / (name + ".out")).string() + " 2>&1");
-  if (side.wall < 0) return std::nullopt;
+  side.wall = Timed("cd " + Quoted(dir) + " && " + DLTUNE_CLI_PATH + " run " + Quoted(spec) +
+                    " --no-report --storage " + Quoted("sqlite://" + db.string()) + " > " + Quoted(output) + " 2>&1");
+  if (side.wall < 0) {
+    PrintTail(output);
+    return std::nullopt;
+  }
   const StudyRecordSummary study = ReadStudy(db, "quickstart");
   side.after_start = study.trials_seconds;
   side.study = study;
@@ -92,13 +124,18 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
 // `partial`: a part of the study, whose trials per second count (measured over the peer's own study seconds).
 std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const std::string& arguments,
                             bool partial = false) {
-  const fs::path json = dir / (name + ".json");
+  const std::string file = FileName(name);
+  const fs::path json = dir / (file + ".json");
+  const fs::path output = dir / (file + ".out");
   std::printf("gpu: Optuna + PyTorch (%s) ...\n", arguments.c_str());
   std::fflush(stdout);
   Side side{.name = "Optuna 3.1 + PyTorch, " + name};
   side.wall = Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/optuna_quickstart.py --device cuda " +
-                    arguments + " --out " + json.string() + " > " + (dir / (name + ".out")).string() + " 2>&1");
-  if (side.wall < 0) return std::nullopt;
+                    arguments + " --out " + Quoted(json) + " > " + Quoted(output) + " 2>&1");
+  if (side.wall < 0) {
+    PrintTail(output);
+    return std::nullopt;
+  }
   std::ifstream in(json);
   const nlohmann::json peer = nlohmann::json::parse(in);
   for (const auto& [optimizer, value] : peer.at("best_valid_error").items()) side.best[optimizer] = value.get<double>();
@@ -112,7 +149,7 @@ std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const 
 
 int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_trials) {
   const fs::path info_file = dir / "gpu.json";
-  if (Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/gpu_info.py > " + info_file.string()) < 0) {
+  if (Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/gpu_info.py > " + Quoted(info_file)) < 0) {
     std::ifstream said(info_file);
     std::stringstream text;
     text << said.rdbuf();
@@ -124,52 +161,62 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
   const nlohmann::json info = nlohmann::json::parse(info_in);
   const double tflops = info.at("fp32_tflops").get<double>();
   std::printf("gpu: %s, driver %s, CUDA %s, torch %s; fp32 matrix products measured at %.1f TFLOP/s\n",
-              info.at("gpu").get<std::string>().c_str(), info.at("driver").get<std::string>().c_str(),
-              info.at("cuda").get<std::string>().c_str(), info.at("torch").get<std::string>().c_str(), tflops);
+              info.at("gpu").get<std::string>().c_str(), info.value("driver", "-").c_str(),
+              info.value("cuda", "-").c_str(), info.value("torch", "-").c_str(), tflops);
 
-  std::vector<Side> sides;
-  const auto add = [&](std::optional<Side> side) {
-    if (!side) return false;
-    sides.push_back(std::move(*side));
-    return true;
+  // Every run, one after another; a run that fails is reported (with the end of its output) and the others still run.
+  std::map<std::string, Side> sides;  // by run
+  std::vector<std::string> order, failed;
+  const auto run = [&](const std::string& key, std::optional<Side> side) {
+    if (!side) {
+      failed.push_back(key);
+      std::printf("gpu: %s FAILED\n", key.c_str());
+      return;
+    }
+    order.push_back(key);
+    sides.emplace(key, std::move(*side));
   };
-  if (!add(RunDltune(dir, "unfused", "  device: cuda\n"))) return 1;
-  if (!add(RunDltune(dir, "unfused, CUDA graph", "  device: cuda\n  cuda_graph: true\n"))) return 1;
   const std::string fused_training = "  device: cuda\n  fuse: " + std::to_string(fuse) + "\n";
-  if (!add(RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training))) return 1;
-  if (!add(RunDltune(dir, "fused, CUDA graph", fused_training + "  cuda_graph: true\n"))) return 1;
+  run("unfused", RunDltune(dir, "unfused", "  device: cuda\n"));
+  run("unfused graph", RunDltune(dir, "unfused, CUDA graph", "  device: cuda\n  cuda_graph: true\n"));
+  run("fused", RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training));
+  run("fused graph", RunDltune(dir, "fused, CUDA graph", fused_training + "  cuda_graph: true\n"));
+  const bool partial = serial_peer_trials < kTrialsPerOptimizer;
   if (peers) {
-    const bool partial = serial_peer_trials < kTrialsPerOptimizer;
     const std::string serial_name =
         partial ? fmt::format("n_jobs=1, {} of {} trials each", serial_peer_trials, kTrialsPerOptimizer) : "n_jobs=1";
-    if (!add(RunPeer(dir, serial_name, fmt::format("--jobs 1 --trials-per-optimizer {}", serial_peer_trials),
-                     partial))) {
-      return 1;
-    }
-    if (!add(RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
-                     "--jobs " + std::to_string(kPeerProcesses) + " --parallel-mode processes"))) {
-      return 1;
-    }
+    run("serial",
+        RunPeer(dir, serial_name, fmt::format("--jobs 1 --trials-per-optimizer {}", serial_peer_trials), partial));
+    run("parallel", RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
+                            fmt::format("--jobs {} --parallel-mode processes", kPeerProcesses)));
   }
+  const auto find = [&](const std::string& key) -> const Side* {
+    const auto found = sides.find(key);
+    return found == sides.end() ? nullptr : &found->second;
+  };
 
   const Mlp mlp;
-  std::printf("\n%-42s %9s %14s %12s %10s %10s %8s\n", "quickstart on the GPU (32 trials x 2000 steps)", "wall s",
+  std::printf("\n%-52s %9s %14s %12s %10s %10s %8s\n", "quickstart on the GPU (32 trials x 2000 steps)", "wall s",
               "after start s", "TFLOP", "at rate s", "nesterov", "adam");
-  for (const Side& side : sides) {
+  for (const std::string& key : order) {
+    const Side& side = sides.at(key);
     const double flop =
         side.work.train_steps * mlp.TrainStepFormulaFlop() + side.work.eval_examples * mlp.EvalExampleFlop();
     char after_start[32] = "-";
     if (side.after_start) std::snprintf(after_start, sizeof after_start, "%.2f", *side.after_start);
-    std::printf("%-42s %9.1f %14s %12.1f %10.3f %10.4f %8.4f\n", side.name.c_str(), side.wall, after_start, flop / 1e12,
+    std::printf("%-52s %9.1f %14s %12.1f %10.3f %10.4f %8.4f\n", side.name.c_str(), side.wall, after_start, flop / 1e12,
                 flop / (tflops * 1e12), side.best.count("nesterov") ? side.best.at("nesterov") : 1.0,
                 side.best.count("adam") ? side.best.at("adam") : 1.0);
   }
+  for (const std::string& key : failed) std::printf("%-52s FAILED (its output's end is above)\n", key.c_str());
+
   // Where each dltune run's time went: a trial's phases (the trial's own records) and how many trials ran at once.
   // Without MPS, trials in processes of their own take turns on the GPU: their kernels never overlap, so packing
   // unfused trials cannot go below their summed GPU time; a fused group is one process and one stream of kernels.
-  std::printf("\nper trial, mean of the study's trials (MPS %s):\n",
+  std::printf("\nper trial, mean of the study's trials (a fused member's are its group's; MPS %s):\n",
               info.value("mps", false) ? "running: processes' kernels may overlap" : "not running");
-  for (const Side& side : sides) {
+  for (const std::string& key : order) {
+    const Side& side = sides.at(key);
     if (!side.study || side.study->trials == 0) continue;
     const StudyRecordSummary& study = *side.study;
     const auto mean = [&](const char* phase) {
@@ -177,51 +224,70 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
       return found == study.phase.end() ? 0.0 : found->second / study.trials;
     };
     std::printf(
-        "  %-40s start-up %.3f s, data %.3f s, train %.3f s, evaluation %.3f s, checkpoints %.3f s; %.1f "
+        "  %-50s start-up %.3f s, data %.3f s, train %.3f s, evaluation %.3f s, checkpoints %.3f s; %.1f "
         "trials at once\n",
         side.name.c_str(), mean("startup"), mean("data_load"), mean("train"), mean("evaluation"), mean("checkpoint"),
         study.trials_seconds > 0 ? study.trial_seconds_summed / study.trials_seconds : 0.0);
   }
-  const std::vector<const Side*> unfused = {&sides[0], &sides[1]};
-  const std::vector<const Side*> fused = {&sides[2], &sides[3]};
-  for (const Side* side : fused) {
-    std::printf("%s after start-up: %.2f s (goal < %.0f s: %s)\n", side->name.c_str(), *side->after_start,
-                kGoalFusedSeconds, Met(*side->after_start < kGoalFusedSeconds).c_str());
+  std::printf("\n");
+  for (const char* key : {"fused", "fused graph"}) {
+    if (const Side* side = find(key)) {
+      std::printf("%s after start-up: %.2f s (goal < %.0f s: %s)\n", side->name.c_str(), *side->after_start,
+                  kGoalFusedSeconds, Met(*side->after_start < kGoalFusedSeconds).c_str());
+    }
   }
-  std::printf("CUDA graph against eager (wall time): unfused %.2fx, fused %.2fx\n", unfused[0]->wall / unfused[1]->wall,
-              fused[0]->wall / fused[1]->wall);
-  if (!peers) return 0;
-  const Side& serial = sides[4];
-  const Side& parallel = sides[5];
+  for (const auto& [eager, graphed] : {std::pair{"unfused", "unfused graph"}, std::pair{"fused", "fused graph"}}) {
+    if (find(eager) && find(graphed)) {
+      std::printf("CUDA graph against eager, %s (wall time): %.2fx\n", eager, find(eager)->wall / find(graphed)->wall);
+    }
+  }
+
+  const Side* serial = find("serial");
+  const Side* parallel = find("parallel");
   // Trials per second against trials per second: the wall times' ratio where both ran the whole study.
   const auto ratio = [](const Side& slow, const Side& fast) {
     return (fast.trials / fast.rate_seconds) / (slow.trials / slow.rate_seconds);
   };
   const auto within = [](const Side& a, const Side& b) { return BestOverall(a) <= BestOverall(b) + 0.005; };
   // The peer's best valid error: its n_jobs=1 study's, or its 8 processes' where n_jobs=1 ran a part of it.
-  const Side& peer_best = serial_peer_trials < kTrialsPerOptimizer ? parallel : serial;
-  if (&peer_best != &serial) {
-    std::printf("%s: %d trials in %.1f s of its own studies' time; best valid errors compared with the %s\n",
-                serial.name.c_str(), serial.trials, serial.rate_seconds, parallel.name.c_str());
+  const Side* peer_best = partial ? parallel : serial;
+  if (serial && partial) {
+    std::printf("%s: %d trials in %.1f s of its own studies' time; best valid errors compared with its %d processes\n",
+                serial->name.c_str(), serial->trials, serial->rate_seconds, kPeerProcesses);
   }
-  for (const Side* side : unfused) {
-    std::printf(
-        "%s: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s), %.1fx its %d processes (goal >= %.0fx: %s); best "
-        "valid error %.4f vs %.4f (goal within 0.5 points: %s)\n",
-        side->name.c_str(), ratio(serial, *side), kGoalOverSerialPeer,
-        Met(ratio(serial, *side) >= kGoalOverSerialPeer).c_str(), ratio(parallel, *side), kPeerProcesses,
-        kGoalOverParallelPeer, Met(ratio(parallel, *side) >= kGoalOverParallelPeer).c_str(), BestOverall(*side),
-        BestOverall(peer_best), Met(within(*side, peer_best)).c_str());
+  for (const char* key : {"unfused", "unfused graph"}) {
+    const Side* side = find(key);
+    if (!side) continue;
+    if (serial) {
+      const double over = ratio(*serial, *side);
+      std::printf("%s: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s)\n", side->name.c_str(), over, kGoalOverSerialPeer,
+                  Met(over >= kGoalOverSerialPeer).c_str());
+    }
+    if (parallel) {
+      const double over = ratio(*parallel, *side);
+      std::printf("%s: %.1fx Optuna's %d processes (goal >= %.0fx: %s)\n", side->name.c_str(), over, kPeerProcesses,
+                  kGoalOverParallelPeer, Met(over >= kGoalOverParallelPeer).c_str());
+    }
+    if (peer_best) {
+      std::printf("%s: best valid error %.4f vs the peer's %.4f (goal within 0.5 points: %s)\n", side->name.c_str(),
+                  BestOverall(*side), BestOverall(*peer_best), Met(within(*side, *peer_best)).c_str());
+    }
   }
-  for (const Side* side : fused) {
-    std::printf(
-        "%s: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s); best valid error %.4f vs unfused %.4f (goal within "
-        "0.5 points: %s)\n",
-        side->name.c_str(), ratio(serial, *side), kGoalFusedOverSerial,
-        Met(ratio(serial, *side) >= kGoalFusedOverSerial).c_str(), BestOverall(*side), BestOverall(*unfused[0]),
-        Met(within(*side, *unfused[0])).c_str());
+  const Side* unfused = find("unfused");
+  for (const char* key : {"fused", "fused graph"}) {
+    const Side* side = find(key);
+    if (!side) continue;
+    if (serial) {
+      const double over = ratio(*serial, *side);
+      std::printf("%s: %.1fx Optuna n_jobs=1 (goal >= %.0fx: %s)\n", side->name.c_str(), over, kGoalFusedOverSerial,
+                  Met(over >= kGoalFusedOverSerial).c_str());
+    }
+    if (unfused) {
+      std::printf("%s: best valid error %.4f vs unfused %.4f (goal within 0.5 points: %s)\n", side->name.c_str(),
+                  BestOverall(*side), BestOverall(*unfused), Met(within(*side, *unfused)).c_str());
+    }
   }
-  return 0;
+  return failed.empty() ? 0 : 1;
 }
 
 }  // namespace dltune::bench
