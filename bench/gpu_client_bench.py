@@ -123,11 +123,9 @@ def run_optuna(args, work, name, jobs, mode, trials_per_optimizer):
     if done.returncode != 0:
         raise RunFailed(f"the Optuna peer exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
     result = json.loads(out.read_text())
-    measured = {"wall_seconds": wall, "study_seconds": result["wall_seconds"], "trials": result["trials"],
-                "best_valid_error": result["best_overall"], "mode": f"{jobs} {mode}"}
-    if trials_per_optimizer < args.trials_per_optimizer:  # a part of the study: its throughput over its own time
-        measured["rate_seconds"] = result["wall_seconds"]
-    return measured
+    return {"wall_seconds": wall, "study_seconds": result["wall_seconds"], "trials": result["trials"],
+            "best_valid_error": result["best_overall"], "mode": f"{jobs} {mode}",
+            "partial": trials_per_optimizer < args.trials_per_optimizer}
 
 
 def machine(python):
@@ -143,8 +141,14 @@ def machine(python):
     return facts
 
 
+def rate_seconds(result):
+    """The seconds a run's trials per minute are measured over: its wall time, or for a part of a study (its trials
+    one after another at a steady rate) the peer's own studies' seconds."""
+    return result["study_seconds"] if result.get("partial") else result["wall_seconds"]
+
+
 def per_minute(result):
-    return 60 * result["trials"] / result.get("rate_seconds", result["wall_seconds"])
+    return 60 * result["trials"] / rate_seconds(result)
 
 
 def summarize(results):
@@ -157,7 +161,7 @@ def summarize(results):
             print(f"{name:8} FAILED: {r['failed'].splitlines()[0]}")
             continue
         best = "-" if r["best_valid_error"] is None else f"{r['best_valid_error']:.4f}"
-        over = f" (trials/min over its own {r['rate_seconds']:.1f} s)" if "rate_seconds" in r else ""
+        over = f" (trials/min over its own {r['study_seconds']:.1f} s)" if r.get("partial") else ""
         print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}{over}")
     for faster, slower in (("packed", "one"), ("packed", "optuna"), ("builtin", "optuna"), ("builtin", "optuna8"),
                            ("builtin", "packed")):

@@ -143,7 +143,6 @@ DataParallel::DataParallel(const DistributedOptions& options, const torch::Devic
       auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
       nccl_options->timeout = Milliseconds(timeout_seconds_);
       device_group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, rank_, world_size_, nccl_options);
-      device_backend_ = "nccl";
 #endif
     }
   } catch (const std::exception& e) {
@@ -154,7 +153,7 @@ DataParallel::DataParallel(const DistributedOptions& options, const torch::Devic
   }
   if (device.is_cuda()) {
     std::fprintf(stderr, "dltune: data-parallel rank %d of %d on %s, its CUDA tensors over %s\n", rank_, world_size_,
-                 device.str().c_str(), device_backend_.c_str());
+                 device.str().c_str(), device_group_ == group_ ? "gloo" : "nccl");
   }
 }
 

@@ -47,8 +47,6 @@ class DataParallel {
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
-  // What carries the collectives of the tensors on the training device: "gloo" or "nccl".
-  const std::string& device_backend() const { return device_backend_; }
 
   // Averages the gradients of `params` from now on (hooks on each; buckets in reverse order, as backward produces
   // them). Call again after the model is rebuilt; the previous parameters are forgotten.
@@ -105,7 +103,6 @@ class DataParallel {
 
   Group group_;         // Gloo
   Group device_group_;  // NCCL, or group_
-  std::string device_backend_ = "gloo";
   std::vector<torch::Tensor> params_;
   std::vector<std::pair<std::size_t, std::int64_t>> place_;  // per parameter: its bucket and offset in it
   std::vector<std::unique_ptr<Bucket>> buckets_;

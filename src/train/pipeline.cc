@@ -184,11 +184,7 @@ torch::Tensor GroupBatches::NextRows() {
   return orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_).reshape(-1);
 }
 
-Batch GroupBatches::Next() {
-  Batch batch = Gather(NextRows());
-  batch.index = next_ - 1;
-  return batch;
-}
+Batch GroupBatches::Next() { return Gather(NextRows()); }
 
 Batch GroupBatches::Gather(const torch::Tensor& rows) const {
   const auto members = static_cast<std::int64_t>(data_seeds_.size());

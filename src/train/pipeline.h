@@ -117,7 +117,8 @@ class GroupBatches {
   // batch taken.
   torch::Tensor NextRows();
   // The members' batches of `rows` (NextRows's, or a tensor holding them: a captured step gathers from the tensor the
-  // graph holds): inputs [M, B, ...], labels [M, B], gathered on the data's device.
+  // graph holds): inputs [M, B, ...], labels [M, B], gathered on the data's device; its index the batch NextRows took
+  // last.
   Batch Gather(const torch::Tensor& rows) const;
 
  private:
