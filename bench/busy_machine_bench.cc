@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/files.h"
 #include "core/machine.h"
 #include "machine_limit.h"
 
@@ -96,7 +97,7 @@ double RunsAtOnce(const fs::path& root, int count, const Options& options) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < count; ++i) {
     const fs::path dir = root / ("runner_" + std::to_string(i));
-    fs::remove_all(dir);
+    dltune::RemoveTree(dir);
     const fs::path spec = WriteStudy(dir, options);
     threads.emplace_back([&runs, i, dir, spec, &options] {
       runs[static_cast<std::size_t>(i)] =
@@ -130,7 +131,7 @@ double Train(const fs::path& root, int threads, const Environment& environment, 
     }
   } else {
     const fs::path out = root / ("train_" + std::to_string(threads));
-    fs::remove_all(out);
+    dltune::RemoveTree(out);
     for (const std::string& arg : {Dltune(), std::string("train"), std::string("fashion_mnist_mlp"),
                                    std::string("--steps"), std::to_string(options.steps), std::string("--eval-every"),
                                    std::to_string(options.steps), std::string("--out"), out.string()}) {
@@ -227,6 +228,6 @@ int main(int argc, char** argv) {
         (std::to_string(options.load) + " busy-looping processes beside (load ~" + std::to_string(options.load) + ")")
             .c_str());
   }
-  fs::remove_all(root);
+  dltune::RemoveTree(root);
   return 0;
 }

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/files.h"
 #include "core/rng.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/run/study_session.h"
@@ -249,7 +250,7 @@ int main(int argc, char** argv) {
   if (keep) {
     std::printf("kept %s\n", dir.c_str());
   } else {
-    fs::remove_all(dir);
+    dltune::RemoveTree(dir);
   }
   return status;
 }

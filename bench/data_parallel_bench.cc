@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/machine.h"
 #include "machine_limit.h"
 #include "train/blas_kernels.h"
@@ -195,7 +196,7 @@ int RunDataParallelBench(const DataParallelBenchOptions& options, const char* ar
       "efficiency: steps/s at P processes over steps/s at %d, times %d / P (1.00: each process added trains as fast "
       "as the first)\n",
       options.processes.front(), options.processes.front());
-  if (!options.keep) fs::remove_all(dir);
+  if (!options.keep) dltune::RemoveTree(dir);
   return failed ? 1 : 0;
 }
 

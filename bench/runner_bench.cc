@@ -56,6 +56,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/machine.h"
 #include "dltune/store/store.h"
 #include "machine_limit.h"
@@ -381,7 +382,7 @@ int main(int argc, char** argv) {
     if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);
   }
   if (status == 0)
-    fs::remove_all(dir);
+    dltune::RemoveTree(dir);
   else
     std::fprintf(stderr, "outputs kept in %s\n", dir.c_str());
   return status;

@@ -172,6 +172,13 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
       std::printf("gpu: %s FAILED\n", key.c_str());
       return;
     }
+    // Its figures as soon as it ends: a benchmark cut short still says what it measured.
+    std::string best;
+    for (const auto& [optimizer, value] : side->best) best += fmt::format(", best {} {:.4f}", optimizer, value);
+    std::printf("gpu: %s done: %d trials in %.1f s%s%s\n", key.c_str(), side->trials, side->wall,
+                side->after_start ? fmt::format(" ({:.1f} s after start-up)", *side->after_start).c_str() : "",
+                best.c_str());
+    std::fflush(stdout);
     order.push_back(key);
     sides.emplace(key, std::move(*side));
   };

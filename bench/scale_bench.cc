@@ -20,6 +20,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/files.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/store/store.h"
 #include "dltune/study/study_spec.h"
@@ -162,6 +163,6 @@ int main() {
   Row("dltune studies", small.studies, large.studies, "ms", 1000);
   Row("dashboard first page (/api/studies)", small.dashboard, large.dashboard, "ms", 1000);
   std::printf("(dltune show and studies include the command's start-up, about the same in both)\n");
-  fs::remove_all(dir);
+  dltune::RemoveTree(dir);
   return 0;
 }

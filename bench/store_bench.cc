@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/files.h"
 #include "dltune/store/store.h"
 
 namespace {
@@ -632,7 +633,7 @@ class TempDir {
   }
   ~TempDir() {
     std::error_code error;
-    fs::remove_all(path_, error);
+    dltune::RemoveTree(path_, error);
     if (error) std::fprintf(stderr, "store bench: cannot remove %s: %s\n", path_.c_str(), error.message().c_str());
   }
   TempDir(const TempDir&) = delete;

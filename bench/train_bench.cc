@@ -65,6 +65,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "data_parallel_bench.h"
 #include "machine_limit.h"
 #include "train/blas_kernels.h"
@@ -768,7 +769,7 @@ int main(int argc, char** argv) {
     std::printf("run directory kept: %s\n", dir.c_str());
   } else {
     std::error_code error;
-    fs::remove_all(dir, error);
+    dltune::RemoveTree(dir, error);
     if (error) std::fprintf(stderr, "train bench: cannot remove %s: %s\n", dir.c_str(), error.message().c_str());
   }
   return ran ? 0 : 1;

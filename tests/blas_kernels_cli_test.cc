@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "core/files.h"
 #include "src/train/scoped_variable_test_util.h"
 #include "train/blas_kernels.h"
 
@@ -47,7 +48,7 @@ class BlasKernelsCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("dltune_blas_kernels_cli_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
+    dltune::RemoveTree(dir_);
     if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core != nullptr) environment_core_ = core;
     // The kernels OpenBLAS picks by itself (or is told to by the environment): those of a plain `dltune --version`.
     const auto own = RunDltune("--version");
@@ -57,7 +58,7 @@ class BlasKernelsCli : public ::testing::Test {
     ASSERT_EQ(cores.size(), 1u) << own.err;  // commands that do not train never restart
     own_core_ = cores[0];
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { dltune::RemoveTree(dir_); }
 
   // A short training run; its exit code and stderr are checked by the caller.
   dltune::test::Result Train(const std::string& name) {

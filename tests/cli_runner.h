@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "core/files.h"
+
 namespace dltune::test {
 
 struct Result {
@@ -40,7 +42,7 @@ inline Result RunDltune(const std::string& arguments, const std::filesystem::pat
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = Slurp(dir / "out");
   result.err = Slurp(dir / "err");
-  std::filesystem::remove_all(dir);
+  dltune::RemoveTree(dir);
   return result;
 }
 

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_runner.h"
+#include "core/files.h"
 #include "dltune/run/study_session.h"
 
 extern char** environ;
@@ -44,7 +45,7 @@ class Fault : public ::testing::Test {
     ASSERT_FALSE(url_.empty()) << DLTUNE_PG_URL_FILE << " is missing: the postgres_start fixture must run first";
     name_ = "fault_" + std::to_string(::getpid());
     dir_ = std::filesystem::temp_directory_path() / name_;
-    std::filesystem::remove_all(dir_);
+    dltune::RemoveTree(dir_);
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
@@ -54,7 +55,7 @@ class Fault : public ::testing::Test {
         waitpid(worker.pid, nullptr, 0);
       }
     }
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (!HasFailure()) dltune::RemoveTree(dir_);
   }
 
   struct Worker {
@@ -176,7 +177,7 @@ TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
 // running, what they report is kept and written once the store is back — and every trial completes with every step.
 TEST(StoreOutage, ARunRidesOutADatabaseRestart) {
   const auto dir = std::filesystem::temp_directory_path() / ("dltune_outage_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  dltune::RemoveTree(dir);
   std::filesystem::create_directories(dir);
   const std::string server = std::string(DLTUNE_SOURCE_DIR) + "/scripts/pg-test-server";
   const auto pg = dir / "pg";
@@ -222,7 +223,7 @@ TEST(StoreOutage, ARunRidesOutADatabaseRestart) {
     }
   }
   EXPECT_EQ(std::system((server + " stop " + pg.string()).c_str()), 0);
-  if (!HasFailure()) std::filesystem::remove_all(dir);
+  if (!HasFailure()) dltune::RemoveTree(dir);
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <string>
 #include <utility>
 
+#include "core/files.h"
+
 namespace dltune::test {
 
 // Each test gets a fresh dir_, $TMPDIR/dltune_<prefix>_<pid>_<test>: kept when the test fails, for a look at what
@@ -19,11 +21,11 @@ class InOwnDirectory : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("dltune_" + prefix_ + "_" + std::to_string(::getpid()) + "_" +
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dltune::RemoveTree(dir_);
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    if (!HasFailure()) dltune::RemoveTree(dir_);
   }
 
   std::filesystem::path dir_;

@@ -1,6 +1,6 @@
 // Rules the sources keep, checked by reading src/: a trial state's name appears in SQL only through the transition
-// table (src/study/trial.cc), a direction ("minimize", "maximize") is parsed only by src/core/objective.cc, and the
-// dltune command (src/cli/) only parses and prints.
+// table (src/study/trial.cc), a direction ("minimize", "maximize") is parsed only by src/core/objective.cc, the
+// dltune command (src/cli/) only parses and prints, and trees are removed only through RemoveTree.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -89,13 +89,15 @@ Lexed Lex(const std::string& text) {
   return lexed;
 }
 
-// Every C++ file under src/, by its path relative to the source tree.
-std::map<std::string, Lexed> Sources() {
+// Every C++ file under `folders` of the source tree (default src/), by its path relative to the source tree.
+std::map<std::string, Lexed> Sources(const std::vector<std::string>& folders = {"src"}) {
   std::map<std::string, Lexed> sources;
-  for (const auto& entry : fs::recursive_directory_iterator(fs::path(DLTUNE_SOURCE_DIR) / "src")) {
-    const std::string extension = entry.path().extension().string();
-    if (extension != ".cc" && extension != ".h") continue;
-    sources[fs::relative(entry.path(), DLTUNE_SOURCE_DIR).generic_string()] = Lex(ReadWholeFile(entry.path()));
+  for (const std::string& folder : folders) {
+    for (const auto& entry : fs::recursive_directory_iterator(fs::path(DLTUNE_SOURCE_DIR) / folder)) {
+      const std::string extension = entry.path().extension().string();
+      if (extension != ".cc" && extension != ".h") continue;
+      sources[fs::relative(entry.path(), DLTUNE_SOURCE_DIR).generic_string()] = Lex(ReadWholeFile(entry.path()));
+    }
   }
   return sources;
 }
@@ -122,6 +124,22 @@ TEST(SourceRules, TheCliOnlyParsesAndPrints) {
     }
   }
   EXPECT_TRUE(hits.empty()) << "work that belongs in the library:" << Describe(hits);
+}
+
+// A program linked with a pip LibTorch may resolve std::filesystem::remove_all to that library's copy, which jumps
+// to address 0 (torch 2.11 on the GPU machine): trees are removed through RemoveTree (src/core/files.h), in the tests
+// and benchmarks too, which link LibTorch as the trial program does.
+TEST(SourceRules, TreesAreRemovedOnlyThroughRemoveTree) {
+  const std::regex remove_all(R"(\bremove_all\s*\()");
+  std::vector<Hit> hits;
+  for (const auto& [file, lexed] : Sources({"src", "tests", "bench"})) {
+    std::istringstream code(lexed.code);
+    std::string line;
+    for (int number = 1; std::getline(code, line); ++number) {
+      if (std::regex_search(line, remove_all)) hits.push_back({file, number, line});
+    }
+  }
+  EXPECT_TRUE(hits.empty()) << "calls of remove_all (use RemoveTree):" << Describe(hits);
 }
 
 TEST(SourceLiterals, TheLexerSeparatesStringsFromComments) {

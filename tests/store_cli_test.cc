@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "core/files.h"
 #include "dltune/store/store.h"
 #include "dltune/study/study_spec.h"
 
@@ -62,7 +63,7 @@ class StoreCli : public ::testing::Test {
     store->Finish(diverged->second, {.state = TrialState::kInfeasible, .reason = "loss is NaN at step 37"});
   }
   static void TearDownTestSuite() {
-    std::filesystem::remove_all(*dir_);
+    dltune::RemoveTree(*dir_);
     delete dir_;
     delete url_;
   }

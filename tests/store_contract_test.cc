@@ -17,6 +17,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/store/store.h"
 #include "src/store/sql_connection.h"
 
@@ -68,7 +69,7 @@ class StoreContract : public ::testing::TestWithParam<std::string> {
       }
     }
     store_.reset();
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (!dir_.empty()) dltune::RemoveTree(dir_);
   }
 
   StudyRecord NewStudyWithTrials(int count, const std::string& prefix = "study") {
@@ -724,7 +725,7 @@ class SqliteStore : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / UniqueName("dltune_sqlite_test");
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { dltune::RemoveTree(dir_); }
   std::filesystem::path dir_;
 };
 

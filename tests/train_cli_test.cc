@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
+#include "core/files.h"
 
 namespace {
 
@@ -54,10 +55,10 @@ class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("dltune_train_cli_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
+    dltune::RemoveTree(dir_);
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { dltune::RemoveTree(dir_); }
   std::filesystem::path dir_;
 };
 

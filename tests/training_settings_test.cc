@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/training_settings.h"
 #include "dltune/run/study_session.h"
 #include "run/trial_setup.h"
@@ -89,7 +90,7 @@ TEST(TrainingSettings, EverySettingTravelsFromSpecToTrialJsonToTheTrainerToTheRe
 
   // Defaults give no flag at all.
   EXPECT_EQ(TrainingSettingFlags(TrainingSettings{}), "");
-  std::filesystem::remove_all(dir);
+  dltune::RemoveTree(dir);
 }
 
 // Every setting is documented with the spec (docs/study-spec.md, the training table).

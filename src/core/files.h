@@ -1,10 +1,12 @@
 // Writing files so that a reader never sees half of one, and reading one whole.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace dltune {
 
@@ -20,5 +22,14 @@ std::string ReadWholeFile(const std::filesystem::path& path);
 // The bytes of the file at `path`, or nullopt when it cannot be read (missing, gone, not this user's): for a file
 // whose absence is an answer rather than an error.
 std::optional<std::string> ReadFileIfReadable(const std::filesystem::path& path);
+
+// Removes `path` and, when it is a directory, everything under it; a symbolic link is removed, never followed. A path
+// that does not exist is no error. Returns how many entries were removed; on failure, sets `error` and returns -1 (as
+// std::filesystem::remove_all does). dltune calls this, never std::filesystem::remove_all: a pip LibTorch's libraries
+// export copies of libstdc++'s std::filesystem functions (pytorch/pytorch#133437), and in a program linked with them
+// remove_all can resolve to torch 2.11's copy, which jumps to address 0.
+std::uintmax_t RemoveTree(const std::filesystem::path& path, std::error_code& error) noexcept;
+// As above; a failure throws IoError naming the path.
+std::uintmax_t RemoveTree(const std::filesystem::path& path);
 
 }  // namespace dltune

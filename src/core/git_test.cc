@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/files.h"
+
 namespace dltune {
 namespace {
 
@@ -15,7 +17,7 @@ class GitCommit : public ::testing::Test {
     std::filesystem::create_directories(root_ / ".git/refs/heads");
     std::filesystem::create_directories(root_ / "sub/dir");
   }
-  void TearDown() override { std::filesystem::remove_all(root_); }
+  void TearDown() override { RemoveTree(root_); }
   void Write(const std::filesystem::path& file, const std::string& text) { std::ofstream(root_ / file) << text; }
   std::filesystem::path root_;
 };

@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/store/store.h"
@@ -125,7 +126,7 @@ TEST(ServeDashboard, AnswersFromTheStoreUntilStopped) {
   EXPECT_EQ(outside->status, 404);
   stop.store(true);
   serving.join();
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 TEST(ServeDashboard, MakesUpATokenWhenOtherMachinesCanReachIt) {
@@ -138,7 +139,7 @@ TEST(ServeDashboard, MakesUpATokenWhenOtherMachinesCanReachIt) {
   ServeDashboard(url, {.host = "0.0.0.0", .port = 0}, stop, [&](const DashboardAddress& address) { told = address; });
   EXPECT_FALSE(told.loopback);
   EXPECT_TRUE(std::regex_match(told.url, std::regex(R"(http://0\.0\.0\.0:\d+/\?token=[0-9a-f]{32})"))) << told.url;
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

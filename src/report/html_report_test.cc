@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/report/study_data.h"
@@ -104,7 +105,7 @@ TEST(FindWebDir, HonorsTheEnvironmentAndNamesSetupWhenMissing) {
     fs::rename(dir, parent / "node_modules");
     EnvGuard env(parent.c_str());
     EXPECT_EQ(FindWebDir(), parent / "node_modules");
-    fs::remove_all(parent);
+    RemoveTree(parent);
   }
   {
     EnvGuard env("/nonexistent/dltune-web");
@@ -188,7 +189,7 @@ TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
   options.extras[2] = {.checkpoints = {{.step = 50, .path = "runs/<x>/ckpt", .pool = CheckpointPool::kBest}},
                        .reproduce = "dltune train x --set 'optimizer=<b>bold</b>'"};
   const std::string html = RenderReport(HostileStudy(), options);
-  fs::remove_all(dir);
+  RemoveTree(dir);
 
   // No user markup anywhere: only its escaped form.
   EXPECT_THAT(html, Not(HasSubstr("<img")));
@@ -237,7 +238,7 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   ReportOptions options;
   options.web_dir = dir;
   const std::string html = RenderReport(data, options);
-  fs::remove_all(dir);
+  RemoveTree(dir);
   std::size_t at = 0;
   for (const auto& section : sections) {
     const auto found = html.find("<section id=\"" + section.id + "\">", at);
@@ -303,7 +304,7 @@ TEST(RenderReport, DrawsTheScheduleAndFoldsThePerClassCharts) {
   ReportOptions options;
   options.web_dir = dir;
   const std::string html = RenderReport(data, options);
-  fs::remove_all(dir);
+  RemoveTree(dir);
   EXPECT_THAT(html, HasSubstr("<details class=\"folded\"><summary>Correct examples of each class (3 charts)"));
   EXPECT_THAT(html, HasSubstr("data-chart=\"curves_valid_correct_class_2\""));
 }
@@ -314,7 +315,7 @@ TEST(RenderReport, TooManyTrialsForOneCurveEachDrawsTheBestAndSaysSo) {
   options.web_dir = dir;
   options.max_curve_trials = 2;
   const std::string html = RenderReport(HostileStudy(), options);
-  fs::remove_all(dir);
+  RemoveTree(dir);
   EXPECT_THAT(html, HasSubstr("Drawn: 2 of the 4 trials: the running ones and each sub-study&#39;s best."));
   // The best trial of each sub-study (0.3 and 0.4: trials 2 and 1) has curves; trial 0 (0.5) has none.
   const std::string marker = "<script type=\"application/json\" id=\"dltune-chart-specs\">";
@@ -344,7 +345,7 @@ TEST(RenderReport, SaysWhichGpuEachTrialUsedAndWhatTheGpusDid) {
                                       "mean_utilization_percent": 50, "trials_at_once": 2})";
   data.trials.front().time_split = {{"train", 2.0}};
   const std::string html = RenderReport(data, options);
-  fs::remove_all(web);
+  RemoveTree(web);
   EXPECT_THAT(html, HasSubstr("<span class=\"label\">gpu</span>NVIDIA &lt;H100&gt; (GPU-1); peak memory 1.0 GiB, "
                               "mean utilization 50%, 2 trials at once"));
   EXPECT_THAT(html, HasSubstr("1 trial on GPUs (NVIDIA &lt;H100&gt;): mean utilization 50%"));
@@ -373,7 +374,7 @@ TEST(RenderReport, LinksAProfileTraceBesideTheTrialsCheckpoints) {
   EXPECT_THAT(html, HasSubstr("<span class=\"label\">profile</span><a href=\"" + url_dir +
                               "/profile.trace.json\"><code>" + HtmlEscape((trial_dir / "profile.trace.json").string()) +
                               "</code></a> (a trace of steps 10:20: open it in ui.perfetto.dev or chrome://tracing)"));
-  fs::remove_all(web);
+  RemoveTree(web);
 
   // The dashboard's trial page says the same, and the server finds the file through the store's records alone.
   const fs::path db = trial_dir.parent_path() / "s.db";
@@ -399,7 +400,7 @@ TEST(RenderReport, LinksAProfileTraceBesideTheTrialsCheckpoints) {
     EXPECT_EQ(TrialProfileTrace(*store, "traced", other), std::nullopt);
     EXPECT_THROW(TrialProfileTrace(*store, "traced", 7), Error);
   }
-  fs::remove_all(trial_dir.parent_path());
+  RemoveTree(trial_dir.parent_path());
 }
 
 // A study too large to read whole is refused with what to use instead, before anything is read.
@@ -423,7 +424,7 @@ TEST(LoadStudyData, RefusesAStudyTooLargeToReadWhole) {
       EXPECT_THAT(e.what(), HasSubstr("dltune show huge"));
     }
   }
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 }  // namespace

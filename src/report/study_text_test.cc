@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "report/text_table.h"
 
@@ -39,7 +40,7 @@ TEST(StudyText, CompactTrackingTableFitsItsColumns) {
     EXPECT_THAT(table, HasSubstr("n…\n"));
     EXPECT_EQ(StudiesText(*store, false), table);
   }
-  fs::remove_all(dir);
+  RemoveTree(dir);
 }
 
 TEST(StudyText, MetricsTextPutsTheUsualMetricsFirst) {

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/study/study_spec.h"
 #include "run/trial_setup.h"
@@ -82,7 +83,7 @@ void DeleteStudy(Store& store, const StudyDeletion& deletion, bool force, bool r
   store.DeleteStudy(deletion.study.id);
   if (!remove_files || deletion.directory.empty()) return;
   std::error_code error;
-  std::filesystem::remove_all(deletion.directory, error);
+  RemoveTree(deletion.directory, error);
   if (error) {
     throw IoError(fmt::format("study '{}' is deleted from the store, but {} could not be removed: {}", name,
                               deletion.directory.string(), error.message()));

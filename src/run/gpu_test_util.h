@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "core/files.h"
+
 namespace dltune::test {
 
 constexpr std::uint64_t kGiB = 1ULL << 30;
@@ -26,7 +28,7 @@ class FakeGpus {
     static int counter = 0;
     dir_ = std::filesystem::temp_directory_path() /
            ("dltune_fake_nvml_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
     std::filesystem::create_directories(dir_);
     SetMachine(machine);
     if (const char* cuda = std::getenv("CUDA_VISIBLE_DEVICES")) cuda_visible_devices_ = cuda;
@@ -38,7 +40,7 @@ class FakeGpus {
     ::unsetenv("DLTUNE_NVML_LIBRARY");
     ::unsetenv("DLTUNE_FAKE_NVML_DIR");
     if (cuda_visible_devices_) ::setenv("CUDA_VISIBLE_DEVICES", cuda_visible_devices_->c_str(), 1);
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
   }
   FakeGpus(const FakeGpus&) = delete;
   FakeGpus& operator=(const FakeGpus&) = delete;

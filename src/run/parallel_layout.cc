@@ -185,7 +185,7 @@ struct ProbeDirectory {
   ProbeDirectory() { std::filesystem::create_directories(path); }
   ~ProbeDirectory() {
     std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
+    RemoveTree(path, ignored);
   }
   ProbeDirectory(const ProbeDirectory&) = delete;
   ProbeDirectory& operator=(const ProbeDirectory&) = delete;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/files.h"
 #include "dltune/store/store.h"
 #include "dltune/study/study_spec.h"
 
@@ -17,13 +18,13 @@ class TempStore {
     static int counter = 0;
     dir_ = std::filesystem::temp_directory_path() /
            ("dltune_run_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
     std::filesystem::create_directories(dir_);
     store_ = OpenStore("sqlite://" + (dir_ / "store.db").string());
   }
   ~TempStore() {
     store_.reset();
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
   }
   Store& store() { return *store_; }
   const std::filesystem::path& dir() const { return dir_; }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/files.h"
 #include "crc32c.h"
 
 namespace dltune {
@@ -116,9 +117,9 @@ class TfEventsTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() / ("dltune_tfevents_test_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // A file of the three reference records, written by TfEventsWriter.
   fs::path WriteReference() {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <limits>
 
+#include "core/files.h"
+
 namespace dltune {
 namespace {
 
@@ -27,7 +29,7 @@ bool RemoveInsideTrialDirectory(const std::filesystem::path& trial_dir, const st
   } catch (const ProtocolError&) {
     return false;
   }
-  std::filesystem::remove_all(real, error);
+  RemoveTree(real, error);
   return true;
 }
 

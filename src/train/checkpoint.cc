@@ -120,7 +120,7 @@ std::optional<std::int64_t> ParseDirName(const std::string& name) {
 // Removes `path` recursively; returns the error text, empty on success.
 std::string RemoveAll(const fs::path& path) {
   std::error_code ec;
-  fs::remove_all(path, ec);
+  RemoveTree(path, ec);
   return ec ? ec.message() : std::string();
 }
 

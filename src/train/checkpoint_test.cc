@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "core/sha256.h"
 #include "dltune/core/error.h"
 
@@ -48,9 +49,9 @@ class CheckpointTest : public ::testing::Test {
   void SetUp() override {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     dir_ = fs::temp_directory_path() / ("dltune_checkpoint_test_" + std::to_string(::getpid()) + "_" + info->name());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   CheckpointOptions Options(int keep_latest, int keep_best, Direction direction = Direction::kMinimize) const {
     return CheckpointOptions{

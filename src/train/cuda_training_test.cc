@@ -18,6 +18,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "device.h"
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
@@ -114,9 +115,9 @@ class CudaTraining : public ::testing::Test {
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() / ("dltune_cuda_training_" + std::to_string(::getpid()) + "_" +
                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // Trains `steps` steps on `device`, checkpointing into `run` (a directory under dir_; "" none), stopping after
   // `stop_at` steps (0: never).

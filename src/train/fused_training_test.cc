@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 #include "dltune/workloads/registry.h"
@@ -46,14 +47,14 @@ class FusedTrainingTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / fmt::format("dltune_fused_{}_{}", ::getpid(),
                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     options_.max_train_steps = 200;
     options_.training.eval_every_steps = 50;
     options_.training.train_eval_examples = 200;
     options_.training.threads = 1;
     options_.objective = {"valid", "error_rate", Direction::kMinimize};
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // The synthetic workload's MLP with two hidden layers of 24 (a square layer among them), batches of 32.
   static FusedMember Member(std::map<std::string, Value> params, std::uint64_t seed) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 
 namespace dltune {
@@ -49,7 +50,7 @@ class IdxTest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // Writes `bytes` gzip-compressed with zlib's gzwrite; returns the path.
   std::string WriteGz(const std::string& name, const Bytes& bytes) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/workloads/train.h"
 
@@ -38,10 +39,10 @@ class ProfileTraceTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("dltune_profile_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    RemoveTree(dir_);
     fs::create_directories(dir_);
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   TrainerOptions Options(const std::string& window, std::int64_t steps = 30) const {
     TrainerOptions options;

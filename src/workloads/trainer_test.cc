@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/workloads/registry.h"
 #include "dltune/workloads/train.h"
@@ -134,7 +135,7 @@ TEST(Trainer, LabelSmoothingSmoothsTheTrainingLossAndNotTheEvaluations) {
 // a checkpoint evaluated later gives the numbers its evaluation during training gave.
 TEST(Trainer, AMovingAverageOfTheWeightsIsEvaluatedAndCheckpointedAsItsOwn) {
   const auto dir = std::filesystem::temp_directory_path() / ("dltune_ema_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
   TrainerOptions options;
   options.max_train_steps = 40;
   options.training.eval_every_steps = 20;
@@ -157,7 +158,7 @@ TEST(Trainer, AMovingAverageOfTheWeightsIsEvaluatedAndCheckpointedAsItsOwn) {
   const CheckpointMetrics again = EvaluateWorkloadCheckpoint("synthetic", {}, ema_params, options, last, "valid");
   EXPECT_EQ(again.step, 40);
   EXPECT_EQ(Metric(again.metrics, "valid", "loss"), averaged_loss);
-  std::filesystem::remove_all(dir);
+  RemoveTree(dir);
 }
 
 // The playbook's "number of layers" as a hyperparameter: num_layers hidden layers of `width` units.

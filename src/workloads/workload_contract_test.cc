@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "core/files.h"
 #include "dltune/workloads/registry.h"
 #include "dltune/workloads/train.h"
 
@@ -94,9 +95,9 @@ class WorkloadContract : public ::testing::TestWithParam<WorkloadCase> {
     workload_ = MakeWorkload(GetParam().name, GetParam().args);
     dir_ = std::filesystem::temp_directory_path() /
            ("dltune_workload_contract_" + GetParam().name + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(dir_);
+    RemoveTree(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override { RemoveTree(dir_); }
 
   // The case's small model, trained with dropout (so that resuming must restore the generator too).
   HyperParams Params() const {
