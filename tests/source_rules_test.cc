@@ -130,16 +130,16 @@ TEST(SourceRules, TheCliOnlyParsesAndPrints) {
 // to address 0 (torch 2.11 on the GPU machine): trees are removed through RemoveTree (src/core/files.h), in the tests
 // and benchmarks too, which link LibTorch as the trial program does.
 TEST(SourceRules, TreesAreRemovedOnlyThroughRemoveTree) {
-  const std::regex remove_all(R"(\bremove_all\s*\()");
+  const std::regex removing_a_tree(R"(\bremove_all\s*\()");
   std::vector<Hit> hits;
   for (const auto& [file, lexed] : Sources({"src", "tests", "bench"})) {
     std::istringstream code(lexed.code);
     std::string line;
     for (int number = 1; std::getline(code, line); ++number) {
-      if (std::regex_search(line, remove_all)) hits.push_back({file, number, line});
+      if (std::regex_search(line, removing_a_tree)) hits.push_back({file, number, line});
     }
   }
-  EXPECT_TRUE(hits.empty()) << "calls of remove_all (use RemoveTree):" << Describe(hits);
+  EXPECT_TRUE(hits.empty()) << "std::filesystem::remove_all called, not RemoveTree:" << Describe(hits);
 }
 
 TEST(SourceLiterals, TheLexerSeparatesStringsFromComments) {

@@ -12,7 +12,6 @@ namespace {
 
 // A trial's step rate is measured over at least this long, so that the batched report lines of a program (the
 // Python client writes about once a second) average out.
-constexpr double kRateWindowSeconds = 2;
 
 std::string GpuList(const std::vector<GpuDevice>& gpus) {
   std::string text;
@@ -84,7 +83,7 @@ std::optional<GpuAssignment> GpuPlacement::Assign(const StudySpec& spec, std::in
   const bool alone = alone_.contains({study_id, number});
   auto lease = pool_->Acquire(gpus, now, alone);
   if (!lease) throw Error(fmt::format("no free GPU for trial {} of study {}", number, spec.name));
-  GpuAssignment assignment{.lease = lease->id, .rate_since = now};
+  GpuAssignment assignment{.lease = lease->id};
   for (const auto& uuid : lease->uuids) {
     const auto gpu = std::find_if(inventory_.gpus.begin(), inventory_.gpus.end(),
                                   [&](const GpuDevice& device) { return device.uuid == uuid; });
@@ -103,17 +102,11 @@ void GpuPlacement::Started(const GpuAssignment& assignment, const std::vector<pi
 }
 
 void GpuPlacement::Progressed(GpuAssignment& assignment, std::int64_t step, double now) {
-  if (step <= 0) return;
-  if (assignment.rate_step < 0) {  // the first step seen: start-up is over, measure from here
-    assignment.rate_step = step;
-    assignment.rate_since = now;
-    return;
-  }
-  if (step == assignment.rate_step || now - assignment.rate_since < kRateWindowSeconds) return;
-  pool_->ReportStepRate(assignment.lease,
-                        static_cast<double>(step - assignment.rate_step) / (now - assignment.rate_since), now);
-  assignment.rate_step = step;
-  assignment.rate_since = now;
+  if (step <= 0 || step == assignment.last_step) return;
+  // The first step seen ends its start-up: its steps count from there.
+  const std::int64_t steps = assignment.last_step < 0 ? 0 : step - assignment.last_step;
+  assignment.last_step = step;
+  pool_->ReportSteps(assignment.lease, steps, now);
 }
 
 void GpuPlacement::Update(double now) {

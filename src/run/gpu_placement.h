@@ -29,8 +29,7 @@ namespace dltune {
 struct GpuAssignment {
   int lease = 0;
   std::vector<GpuDevice> gpus;  // by rank
-  std::int64_t rate_step = -1;  // the step and time its step rate is measured from
-  double rate_since = 0;
+  std::int64_t last_step = -1;  // the last step it reported; -1 before its first
 };
 
 // How a trial that ran out of GPU memory ends, when the GPUs decide it.
@@ -65,7 +64,7 @@ class GpuPlacement {
   std::optional<std::vector<GpuDevice>> VisibleTo(const std::optional<GpuAssignment>& assignment) const;
 
   void Started(const GpuAssignment& assignment, const std::vector<pid_t>& pids);
-  // The trial reached `step` at `now`: its step rate, for the packing.
+  // The trial reached `step` at `now`: its steps, for the packing.
   void Progressed(GpuAssignment& assignment, std::int64_t step, double now);
   // Samples the GPUs, frees slots whose memory is free, measures the packing; tells `notice` when a GPU's capacity
   // changes.

@@ -146,7 +146,7 @@ TEST_F(GpuPlacementTest, AFixedNumberOfTrialsShareAGpu) {
 }
 
 TEST_F(GpuPlacementTest, PackingByMeasurementStartsWithOneTrialPerGpu) {
-  // Trials this short never give a steady step rate: the GPU stays at one trial at once.
+  // Three trials this short end before a measurement at one trial at once is complete: the GPU stays at one.
   EXPECT_EQ(RunStudy(kOneGpu, 3, "").completed, 3);
   EXPECT_EQ(MostAtOnce(), 1);
 }

@@ -13,8 +13,6 @@ namespace {
 
 // Memory a released trial may leave taken without its GPU counting as not freed (the driver's own bookkeeping).
 constexpr std::int64_t kFreedTolerance = 64LL << 20;
-// Step-rate reports kept per trial: enough for a steady median, bounded for a trial that runs for days.
-constexpr std::size_t kKeptRates = 64;
 
 bool ContainsIgnoringCase(std::string_view text, std::string_view needle) {
   const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
@@ -28,12 +26,6 @@ std::string Trials(int count) { return fmt::format("{} trial{}", count, count ==
 // "12% more", "3% fewer".
 std::string Change(double gain) {
   return fmt::format("{:.0f}% {}", std::abs(gain) * 100, gain >= 0 ? "more" : "fewer");
-}
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t middle = values.size() / 2;
-  return values.size() % 2 == 1 ? values[middle] : (values[middle - 1] + values[middle]) / 2;
 }
 
 void Add(std::optional<std::int64_t>& sum, const std::optional<std::uint64_t>& bytes, bool subtract = false) {
@@ -80,17 +72,12 @@ GpuPool::GpuPool(const GpuInventory& inventory, Nvml& nvml, GpuPoolOptions optio
   }
 }
 
+// Its slots taken: by running trials and by ended ones whose memory is not free yet.
+int GpuPool::Occupied(const Gpu& gpu) { return static_cast<int>(gpu.running.size() + gpu.draining.size()); }
+
 bool GpuPool::HasRoom(const Gpu& gpu, bool alone) const {
   if (gpu.left_out || gpu.alone_lease != 0) return false;
-  const auto occupied = static_cast<int>(gpu.running.size() + gpu.draining.size());
-  return alone ? occupied == 0 : occupied < gpu.capacity;
-}
-
-void GpuPool::TrialsChanged(std::size_t g, double now) {
-  Gpu& gpu = gpus_[g];
-  gpu.changed_at = now;
-  gpu.peak_used = 0;
-  gpu.read_since_change = false;
+  return alone ? Occupied(gpu) == 0 : Occupied(gpu) < gpu.capacity;
 }
 
 std::vector<std::size_t> GpuPool::WithRoom(bool alone) const {
@@ -110,18 +97,18 @@ std::optional<GpuLease> GpuPool::Acquire(int gpus_per_trial, double now, bool al
   const auto wanted = static_cast<std::size_t>(std::max(1, gpus_per_trial));
   if (free.size() < wanted) return std::nullopt;
   // The least busy first, so that trials spread over the GPUs before they share one.
-  std::stable_sort(free.begin(), free.end(), [&](std::size_t a, std::size_t b) {
-    return gpus_[a].running.size() + gpus_[a].draining.size() < gpus_[b].running.size() + gpus_[b].draining.size();
-  });
+  std::stable_sort(free.begin(), free.end(),
+                   [&](std::size_t a, std::size_t b) { return Occupied(gpus_[a]) < Occupied(gpus_[b]); });
   free.resize(wanted);
   const int id = next_lease_++;
   GpuLease lease{.id = id};
   leases_[id].gpus = free;
   for (const std::size_t g : free) {
     Gpu& gpu = gpus_[g];
+    Tick(gpu, now);  // the time until now, at the trials before this one
     gpu.running.push_back(id);
     if (alone) gpu.alone_lease = id;
-    TrialsChanged(g, now);
+    if (!gpu.window && gpu.filling_lease == 0 && Occupied(gpu) >= gpu.capacity) gpu.filling_lease = id;
     for (const int other : gpu.running) {
       int& most = leases_.at(other).most_at_once[g];
       most = std::max(most, static_cast<int>(gpu.running.size()));
@@ -137,10 +124,18 @@ void GpuPool::AddTrialProcess(int lease, pid_t pid) {
   state.groups.insert(pid);  // a trial leads a process group of its own (TrialProcess)
 }
 
-void GpuPool::ReportStepRate(int lease, double steps_per_second, double now) {
-  auto& rates = leases_.at(lease).rates;
-  rates.emplace_back(now, steps_per_second);
-  if (rates.size() > kKeptRates) rates.pop_front();
+void GpuPool::ReportSteps(int lease, std::int64_t steps, double now) {
+  for (const std::size_t g : leases_.at(lease).gpus) {
+    Gpu& gpu = gpus_[g];
+    if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out) continue;
+    Tick(gpu, now);
+    if (!gpu.window) {
+      if (gpu.filling_lease == lease) gpu.window = Window{.last_tick = now};
+    } else if (Occupied(gpu) >= gpu.capacity) {
+      gpu.window->steps += static_cast<double>(steps);
+      ++gpu.window->reports;
+    }
+  }
 }
 
 OutOfMemoryVerdict GpuPool::TrialRanOutOfMemory(int lease) {
@@ -152,6 +147,7 @@ OutOfMemoryVerdict GpuPool::TrialRanOutOfMemory(int lease) {
     gpu.ceiling = std::min(gpu.ceiling, most - 1);
     gpu.capacity = std::min(gpu.capacity, gpu.ceiling);
     gpu.settled = true;
+    Restart(gpu);
     gpu.why = fmt::format("a trial ran out of GPU memory with {} at once", most);
   }
   return shared ? OutOfMemoryVerdict::kRescheduleAlone : OutOfMemoryVerdict::kInfeasible;
@@ -162,16 +158,18 @@ void GpuPool::Release(int lease, const std::vector<pid_t>& pids, double now) {
   state.pids.insert(pids.begin(), pids.end());
   for (const std::size_t g : state.gpus) {
     Gpu& gpu = gpus_[g];
+    Tick(gpu, now);
     std::erase(gpu.running, lease);
     if (gpu.alone_lease == lease) gpu.alone_lease = 0;
+    if (gpu.filling_lease == lease && !gpu.window) gpu.filling_lease = 0;  // it ended before it reported
     gpu.draining.push_back(
         {.lease = lease, .since = now, .held = state.bytes[g], .unattributed = state.unattributed[g]});
-    TrialsChanged(g, now);
     Read(g, now);  // most trials' memory is free by the time their processes have ended
   }
 }
 
 void GpuPool::Update(double now) {
+  for (Gpu& gpu : gpus_) Tick(gpu, now);
   if (last_reading_ && now - *last_reading_ < options_.sample_interval) return;
   last_reading_ = now;
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
@@ -191,8 +189,10 @@ void GpuPool::Read(std::size_t g, double now) {
   Gpu& gpu = gpus_[g];
   auto sample = nvml_.Sample(gpu.device.uuid);
   if (sample) {
-    gpu.peak_used = std::max(gpu.peak_used, sample->used_bytes);
-    gpu.read_since_change = true;
+    if (gpu.window) {
+      gpu.window->peak_used = std::max(gpu.window->peak_used, sample->used_bytes);
+      gpu.window->read = true;
+    }
     Attribute(g, *sample);
   }
   Drain(g, now, sample ? &*sample : nullptr);
@@ -283,21 +283,6 @@ void GpuPool::LeaveOut(Gpu& gpu) {
   if (options_.notice) options_.notice(fmt::format("{}: {}; no more trials run on it", gpu.device.Label(), gpu.why));
 }
 
-std::optional<double> GpuPool::SteadyRate(const Lease& lease, double since) const {
-  std::vector<double> rates;
-  double first = 0, last = 0;
-  for (const auto& [when, rate] : lease.rates) {
-    if (when < since) continue;
-    if (rates.empty()) first = when;
-    last = when;
-    rates.push_back(rate);
-  }
-  if (static_cast<int>(rates.size()) < options_.steady_reports || last - first < options_.steady_seconds) {
-    return std::nullopt;
-  }
-  return Median(std::move(rates));
-}
-
 // The memory `trials` at once would use: the largest trial's peak times `trials`, plus what is not the trials'; or,
 // where NVML does not say what each process holds, the peak used so far scaled up.
 double GpuPool::ProjectedUse(std::size_t g, int trials) const {
@@ -315,51 +300,71 @@ double GpuPool::ProjectedUse(std::size_t g, int trials) const {
   }
   if (known && per_trial > 0) return static_cast<double>(per_trial) * trials + static_cast<double>(others);
   const auto now = static_cast<int>(gpu.running.size());
-  return static_cast<double>(gpu.peak_used) * trials / std::max(1, now);
+  const std::uint64_t used = gpu.window ? gpu.window->peak_used : (gpu.latest ? gpu.latest->used_bytes : 0);
+  return static_cast<double>(used) * trials / std::max(1, now);
 }
 
-// Once every trial on an auto GPU at its capacity has a steady rate: one more at once, or settle.
+// The measurement's clock: the seconds since its last tick count when every slot of the GPU was taken.
+void GpuPool::Tick(Gpu& gpu, double now) {
+  if (!gpu.window) return;
+  if (Occupied(gpu) >= gpu.capacity) gpu.window->full_seconds += std::max(0.0, now - gpu.window->last_tick);
+  gpu.window->last_tick = now;
+}
+
+// A new measurement, at the GPU's capacity now: opened by the first report of the trial that next fills the GPU.
+void GpuPool::Restart(Gpu& gpu) {
+  gpu.window.reset();
+  gpu.filling_lease = 0;
+}
+
+// Once an auto GPU has been measured long enough at its capacity: twice as many trials at once (or as many as fit in
+// its memory), or settle.
 void GpuPool::Measure(std::size_t g) {
   Gpu& gpu = gpus_[g];
-  const int trials = gpu.capacity;
-  if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.read_since_change) return;
-  if (static_cast<int>(gpu.running.size()) != trials || !gpu.draining.empty()) return;
-  double steps_per_second = 0;
-  for (const int id : gpu.running) {
-    const auto rate = SteadyRate(leases_.at(id), gpu.changed_at);
-    if (!rate) return;
-    steps_per_second += *rate;
+  if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.window) return;
+  const Window& window = *gpu.window;
+  if (!window.read || window.reports < options_.steady_reports || window.full_seconds < options_.steady_seconds) {
+    return;
   }
+  const int trials = gpu.capacity;
+  const double steps_per_second = window.steps / window.full_seconds;
   const double total = static_cast<double>(gpu.device.total_memory_bytes);
   gpu.measured[trials] = {.steps_per_second = steps_per_second,
-                          .memory_share = total > 0 ? static_cast<double>(gpu.peak_used) / total : 0};
+                          .memory_share = total > 0 ? static_cast<double>(window.peak_used) / total : 0};
   const auto settle = [&](int capacity, std::string why) {
     gpu.capacity = capacity;
     gpu.settled = true;
     gpu.why = std::move(why);
+    Restart(gpu);
   };
   double gain = 0;
-  if (const auto fewer = gpu.measured.find(trials - 1); fewer != gpu.measured.end()) {
-    const double before = fewer->second.steps_per_second;
+  int fewer = 0;
+  if (auto below = gpu.measured.lower_bound(trials); below != gpu.measured.begin()) {
+    --below;
+    fewer = below->first;
+    const double before = below->second.steps_per_second;
     gain = before > 0 ? steps_per_second / before - 1 : (steps_per_second > 0 ? 1 : 0);
     if (gain <= options_.min_gain) {
-      settle(trials - 1, fmt::format("{} gave {} steps per second{}", trials, Change(gain), MemoryAt(gpu, trials - 1)));
+      settle(fewer,
+             fmt::format("{} gave {} steps per second than {}{}", trials, Change(gain), fewer, MemoryAt(gpu, fewer)));
       return;
     }
   }
-  if (trials + 1 > gpu.ceiling) {
+  if (trials >= gpu.ceiling) {
     settle(trials, fmt::format("the most it packs{}", MemoryAt(gpu, trials)));
     return;
   }
-  if (const double projected = ProjectedUse(g, trials + 1); projected > options_.memory_margin * total) {
-    settle(trials, fmt::format("{} would need about {:.0f}% of its memory{}", trials + 1, 100 * projected / total,
-                               MemoryAt(gpu, trials)));
+  int more = std::min(2 * trials, gpu.ceiling);
+  while (more > trials && ProjectedUse(g, more) > options_.memory_margin * total) --more;
+  if (more == trials) {
+    settle(trials, fmt::format("{} would need about {:.0f}% of its memory{}", trials + 1,
+                               100 * ProjectedUse(g, trials + 1) / total, MemoryAt(gpu, trials)));
     return;
   }
-  gpu.capacity = trials + 1;
-  gpu.why = trials == 1
-                ? "measuring"
-                : fmt::format("measuring: {} gave {} steps per second than {}", trials, Change(gain), trials - 1);
+  gpu.capacity = more;
+  gpu.why = fewer == 0 ? "measuring"
+                       : fmt::format("measuring: {} gave {} steps per second than {}", trials, Change(gain), fewer);
+  Restart(gpu);
 }
 
 std::string GpuPool::MemoryAt(const Gpu& gpu, int trials) const {

@@ -2,18 +2,18 @@
 // least busy first), each GPU taking up to its capacity of trials at once. Release hands them back once the trial's
 // processes have ended, but a GPU's slot is free again only when NVML no longer lists those processes and the memory
 // they held is free (a GPU whose memory stays taken past a bound is left out of the pool, with a notice). With
-// `trials per GPU: auto` the capacity is measured: it starts at one and rises while one more trial at once raises the
-// GPU's steps per second (the sum of its trials' steady rates, reported by the worker) by more than a few percent
-// and the memory one more would need (from NVML, per process) fits; otherwise it settles, at one fewer when the last
-// one was not worth it. A trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good
-// and is run again alone; alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any
-// steady origin) and calls Update from its loop. Not thread-safe.
+// `trials per GPU: auto` the capacity is measured: it starts at one and doubles while the GPU's steps per second
+// (every step its trials report, over the time all its slots are taken, start-ups and ends included) rise by more
+// than a few percent and the memory the larger count would need (from NVML, per process) fits; otherwise it settles,
+// at the smaller count when the larger one was not worth it. Trials shorter than a measurement are measured as they
+// come and go. A trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good and is run
+// again alone; alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any steady origin)
+// and calls Update from its loop. Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -32,10 +32,10 @@ namespace dltune {
 struct GpuPoolOptions {
   int trials_per_gpu = 0;       // trials at once on a GPU; 0: auto, measured
   int max_trials_per_gpu = 16;  // auto never packs more
-  double min_gain = 0.05;       // one more trial at once must add more than this share of steps per second
-  double memory_margin = 0.9;   // and the memory it would need must stay under this share of the GPU's
-  int steady_reports = 3;       // a trial's step rate is steady after this many reports
-  double steady_seconds = 3;    // spanning at least this long, since the trials on its GPU last changed
+  double min_gain = 0.05;       // more trials at once must add more than this share of steps per second
+  double memory_margin = 0.9;   // and the memory they would need must stay under this share of the GPU's
+  int steady_reports = 3;       // a measurement of steps per second takes at least this many step reports
+  double steady_seconds = 3;    // over at least this long with every slot of the GPU taken
   double sample_interval = 1;   // seconds between readings of NVML
   double release_timeout = 60;  // seconds an ended trial's memory may take to be freed before its GPU is left out
   std::function<void(const std::string&)> notice;  // told of a GPU left out; may be empty
@@ -82,8 +82,8 @@ class GpuPool {
   bool CanAcquire(int gpus_per_trial, bool alone = false) const;
   // The trial's process: it, and the processes of its process group, are the trial's in NVML's lists.
   void AddTrialProcess(int lease, pid_t pid);
-  // The trial's training steps per second, from its latest report.
-  void ReportStepRate(int lease, double steps_per_second, double now);
+  // The trial trained `steps` more steps since its last report (its first report, after its start-up: 0).
+  void ReportSteps(int lease, std::int64_t steps, double now);
   // The trial ran out of GPU memory. Call before Release.
   OutOfMemoryVerdict TrialRanOutOfMemory(int lease);
   // The trial's processes (`pids`, and those seen as its own) have ended; its slots free once their memory is free.
@@ -93,8 +93,8 @@ class GpuPool {
 
   // The trial's GPUs, peak memory and utilization so far (after Release too).
   GpuTrialRecord Record(int lease) const;
-  // One sentence per GPU on why it takes the trials at once it does: "GPU 0 (NVIDIA H100 80GB HBM3): 6 trials at
-  // once — 7 gave 2% more steps per second; memory 41% at 6".
+  // One sentence per GPU on why it takes the trials at once it does: "GPU 0 (NVIDIA H100 80GB HBM3): 8 trials at
+  // once — 16 gave 2% more steps per second than 8; memory 41% at 8".
   std::vector<std::string> Explain() const;
   // Trials at once the GPU takes now; 0 for a GPU left out or not in the pool.
   int capacity(const std::string& uuid) const;
@@ -105,6 +105,17 @@ class GpuPool {
   struct Measurement {
     double steps_per_second = 0;
     double memory_share = 0;  // of the GPU's memory used at most while measured
+  };
+  // Steps per second at the GPU's capacity being measured: opened by the first report of the trial that filled the
+  // GPU to that capacity (its start-up is over), it counts the steps reported and the seconds while every slot is
+  // taken.
+  struct Window {
+    double last_tick = 0;
+    double full_seconds = 0;
+    double steps = 0;
+    int reports = 0;
+    std::uint64_t peak_used = 0;  // the GPU's memory in use at most, at the readings since it opened
+    bool read = false;            // NVML was read since it opened
   };
   // A released trial whose memory is not free yet.
   struct Draining {
@@ -121,20 +132,18 @@ class GpuPool {
     bool left_out = false;
     std::string why;
     std::map<int, Measurement> measured;  // by trials at once
-    std::vector<int> running;             // leases
+    std::optional<Window> window;
+    int filling_lease = 0;     // the trial that filled the GPU to its capacity; its first report opens
+    std::vector<int> running;  // leases
     std::vector<Draining> draining;
     int alone_lease = 0;
-    double changed_at = 0;  // when its running trials last changed
-    std::uint64_t peak_used = 0;
-    bool read_since_change = false;
     std::optional<GpuSample> latest;
   };
   struct Lease {
     std::vector<std::size_t> gpus;
     std::set<pid_t> pids;
     std::set<pid_t> groups;
-    std::deque<std::pair<double, double>> rates;  // (when, steps per second)
-    std::map<std::size_t, int> most_at_once;      // by GPU: the most trials on it at once while this one ran
+    std::map<std::size_t, int> most_at_once;  // by GPU: the most trials on it at once while this one ran
     std::map<std::size_t, std::optional<std::int64_t>> bytes;         // at the latest reading, by GPU
     std::map<std::size_t, std::optional<std::int64_t>> unattributed;  // at the latest reading, by GPU
     std::map<std::size_t, std::int64_t> peak_bytes_on;
@@ -143,9 +152,9 @@ class GpuPool {
     int utilization_readings = 0;
   };
 
+  static int Occupied(const Gpu& gpu);
   bool HasRoom(const Gpu& gpu, bool alone) const;
   std::vector<std::size_t> WithRoom(bool alone) const;
-  void TrialsChanged(std::size_t g, double now);
   bool Owns(const Lease& lease, pid_t pid) const;
   void Read(std::size_t g, double now);
   void Attribute(std::size_t g, const GpuSample& sample);
@@ -153,8 +162,9 @@ class GpuPool {
   void Drain(std::size_t g, double now, const GpuSample* sample);  // sample: a fresh reading, or none
   bool Freed(Draining& draining, const GpuSample& sample) const;
   void LeaveOut(Gpu& gpu);
+  void Tick(Gpu& gpu, double now);
   void Measure(std::size_t g);
-  std::optional<double> SteadyRate(const Lease& lease, double since) const;
+  void Restart(Gpu& gpu);
   double ProjectedUse(std::size_t g, int trials) const;
   std::string MemoryAt(const Gpu& gpu, int trials) const;
   std::string Sentence(const Gpu& gpu) const;

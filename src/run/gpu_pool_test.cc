@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "run/gpu_inventory.h"
@@ -45,11 +46,11 @@ Trial StartTrial(PoolRig& rig, double now, std::uint64_t bytes) {
   return trial;
 }
 
-// Reports each trial's step rate every second for four seconds from `start`, the pool reading NVML each second:
-// steady rates. Returns the time after.
+// Reports each trial's steps every second for four seconds from `start` (`rate` steps each time), the pool reading
+// NVML each second: a measurement's worth. Returns the time after.
 double Steady(GpuPool& pool, const std::vector<std::pair<int, double>>& rates, double start) {
   for (int second = 0; second < 4; ++second) {
-    for (const auto& [lease, rate] : rates) pool.ReportStepRate(lease, rate, start + second);
+    for (const auto& [lease, rate] : rates) pool.ReportSteps(lease, static_cast<std::int64_t>(rate), start + second);
     pool.Update(start + second);
   }
   return start + 4;
@@ -95,50 +96,94 @@ TEST(GpuPoolTest, ATrialAloneKeepsItsGpuToItself) {
   EXPECT_FALSE(rig.pool.Acquire(1, 0));
 }
 
-TEST(GpuPoolTest, AutoPacksOneMoreTrialWhileStepsPerSecondRiseAndSettlesWhenTheyStop) {
+TEST(GpuPoolTest, AutoDoublesTheTrialsAtOnceWhileStepsPerSecondRiseAndSettlesWhenTheyStop) {
   PoolRig rig(kOneGpu, {});
   EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 1 trial at once so far — measuring"));
   std::vector<Trial> trials;
+  const auto at_rate = [&](double rate) {
+    std::vector<std::pair<int, double>> rates;
+    rates.reserve(trials.size());
+    for (const Trial& trial : trials) rates.emplace_back(trial.lease, rate);
+    return rates;
+  };
   double now = 0;
   trials.push_back(StartTrial(rig, now, 4 * kGiB));
-  now = Steady(rig.pool, {{trials[0].lease, 100}}, now);
+  now = Steady(rig.pool, at_rate(100), now);
   EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);
 
   trials.push_back(StartTrial(rig, now, 4 * kGiB));
-  now = Steady(rig.pool, {{trials[0].lease, 90}, {trials[1].lease, 90}}, now);
-  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 3 trials at once so far — measuring: 2 "
+  now = Steady(rig.pool, at_rate(90), now);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 4 trials at once so far — measuring: 2 "
                                               "gave 80% more steps per second than 1"));
 
-  trials.push_back(StartTrial(rig, now, 4 * kGiB));
-  now = Steady(rig.pool, {{trials[0].lease, 70}, {trials[1].lease, 70}, {trials[2].lease, 70}}, now);
-  EXPECT_EQ(rig.pool.capacity("GPU-0"), 4);
+  while (trials.size() < 4) trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  now = Steady(rig.pool, at_rate(50), now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 8);
 
-  trials.push_back(StartTrial(rig, now, 4 * kGiB));
-  ASSERT_NE(trials[3].lease, 0);
-  std::vector<std::pair<int, double>> rates;
-  rates.reserve(trials.size());
-  for (const Trial& trial : trials) rates.emplace_back(trial.lease, 53);
-  now = Steady(rig.pool, rates, now);
-  EXPECT_EQ(rig.pool.capacity("GPU-0"), 3);
-  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 3 trials at once — 4 gave 1% more "
-                                              "steps per second; memory 15% at 3"));
-  EXPECT_FALSE(rig.pool.Acquire(1, now));  // four still run
+  while (trials.size() < 8) trials.push_back(StartTrial(rig, now, 4 * kGiB));
+  ASSERT_NE(trials[7].lease, 0);
+  now = Steady(rig.pool, at_rate(26), now);
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 4);
+  EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 4 trials at once — 8 gave 4% more "
+                                              "steps per second than 4; memory 20% at 4"));
+  EXPECT_FALSE(rig.pool.Acquire(1, now));  // eight still run
 }
 
-TEST(GpuPoolTest, AutoSettlesAtOneFewerWhenOneMoreIsNotWorthItAndWaitsForSteadyRates) {
+// Trials shorter than a measurement (2 s each, the first half second of it start-up) are measured as they come and
+// go: the GPU's steps per second count every trial's steps over the time all its slots are taken. Here the GPU
+// gives each of n trials 100 * min(n, 4) / n steps per second: 4 at once is as fast as it gets.
+TEST(GpuPoolTest, TrialsShorterThanAMeasurementArePackedAsTheyComeAndGo) {
+  PoolRig rig(kOneGpu, {});
+  struct Running {
+    Trial trial;
+    double started = 0;
+  };
+  std::vector<Running> running;
+  int started = 0;
+  constexpr double kTick = 0.5;
+  for (double now = 0; now < 60 && rig.pool.Explain()[0].find("so far") != std::string::npos; now += kTick) {
+    const auto at_once = static_cast<double>(running.size());
+    for (auto it = running.begin(); it != running.end();) {
+      const double age = now - it->started;
+      if (age >= 0.5) {
+        const double rate = 100 * std::min(at_once, 4.0) / at_once;
+        rig.pool.ReportSteps(it->trial.lease, age == 0.5 ? 0 : static_cast<std::int64_t>(rate * kTick), now);
+      }
+      if (age >= 2) {
+        const pid_t pid = it->trial.process->pid();
+        it->trial.process->Finish();
+        rig.pool.Release(it->trial.lease, {pid}, now);
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    rig.pool.Update(now);
+    while (rig.pool.CanAcquire(1)) {
+      running.push_back({StartTrial(rig, now, kGiB), now});
+      ++started;
+    }
+  }
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 4);
+  EXPECT_THAT(rig.pool.Explain()[0], ::testing::StartsWith("GPU 0 (NVIDIA H100 80GB HBM3): 4 trials at once — 8 gave"));
+  EXPECT_THAT(rig.pool.Explain()[0], ::testing::HasSubstr("steps per second than 4"));
+  EXPECT_LT(started, 60) << "measured within a few seconds at each count";
+}
+
+TEST(GpuPoolTest, AutoSettlesAtTheSmallerCountWhenMoreAreNotWorthItAndWaitsForAMeasurement) {
   PoolRig rig(kOneGpu, {});
   Trial first = StartTrial(rig, 0, 4 * kGiB);
-  rig.pool.ReportStepRate(first.lease, 100, 0);
-  rig.pool.ReportStepRate(first.lease, 100, 1);
+  rig.pool.ReportSteps(first.lease, 0, 0);  // its start-up is over: the measurement opens
+  rig.pool.ReportSteps(first.lease, 100, 1);
   rig.pool.Update(1);
   rig.pool.Update(2);
-  EXPECT_EQ(rig.pool.capacity("GPU-0"), 1);  // two reports are not a steady rate
+  EXPECT_EQ(rig.pool.capacity("GPU-0"), 1);  // one report over two seconds is not a measurement
   double now = Steady(rig.pool, {{first.lease, 100}}, 2);
   EXPECT_EQ(rig.pool.capacity("GPU-0"), 2);
   Trial second = StartTrial(rig, now, 4 * kGiB);
   now = Steady(rig.pool, {{first.lease, 51}, {second.lease, 51}}, now);
   EXPECT_THAT(rig.pool.Explain(), ElementsAre("GPU 0 (NVIDIA H100 80GB HBM3): 1 trial at once — 2 gave 2% more steps "
-                                              "per second; memory 5% at 1"));
+                                              "per second than 1; memory 5% at 1"));
 
   PoolRig worse(kOneGpu, {});
   first = StartTrial(worse, 0, kGiB);
@@ -146,7 +191,7 @@ TEST(GpuPoolTest, AutoSettlesAtOneFewerWhenOneMoreIsNotWorthItAndWaitsForSteadyR
   second = StartTrial(worse, now, kGiB);
   Steady(worse.pool, {{first.lease, 45}, {second.lease, 45}}, now);
   EXPECT_EQ(worse.pool.capacity("GPU-0"), 1);
-  EXPECT_THAT(worse.pool.Explain()[0], ::testing::HasSubstr("2 gave 10% fewer steps per second"));
+  EXPECT_THAT(worse.pool.Explain()[0], ::testing::HasSubstr("2 gave 10% fewer steps per second than 1"));
 }
 
 TEST(GpuPoolTest, AutoStopsPackingWhenOneMoreTrialWouldNotFitInMemory) {

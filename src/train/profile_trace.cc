@@ -75,14 +75,12 @@ void ProfileTrace::Finish(const std::string& ended) {
 
   json events = json::array();
   std::map<std::uint64_t, bool> threads = {{thread_id_, true}};
-  // On CUDA, the profile's start mark with its CUDA event: GPU times are taken from it.
+  // On CUDA, the earliest event with a CUDA event (LibTorch 2.x records none at its start mark, only at operators):
+  // GPU times are taken from it.
   const legacy::LegacyEvent* gpu_origin = nullptr;
   for (const auto& list : lists) {
     for (const legacy::LegacyEvent& event : list) {
-      if (cuda_ && !gpu_origin && event.kind() == legacy::EventKind::Mark && event.hasCuda() &&
-          std::string(event.name()) == "__start_profile") {
-        gpu_origin = &event;
-      }
+      if (cuda_ && event.hasCuda() && (!gpu_origin || event.cpuUs() < gpu_origin->cpuUs())) gpu_origin = &event;
     }
   }
   constexpr std::int64_t kGpuTrack = -1;  // the track of the operators' GPU times
