@@ -1,8 +1,12 @@
 #include "core/checkpoint_retention.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numeric>
+#include <string>
+
+#include "core/files.h"
 
 namespace dltune {
 namespace {
@@ -45,6 +49,20 @@ RetainedCheckpoints RetainCheckpoints(const std::vector<RetentionCandidate>& che
   });
   return {.latest = FirstOf(newest_first, retention.keep_latest, checkpoints.size()),
           .best = FirstOf(RankByObjective(checkpoints, retention.direction), retention.keep_best, checkpoints.size())};
+}
+
+void WriteRecordedCheckpointStep(const std::filesystem::path& file, std::int64_t step) {
+  WriteFileAtomically(file, std::to_string(step) + "\n", /*sync=*/false);
+}
+
+std::optional<std::int64_t> ReadRecordedCheckpointStep(const std::filesystem::path& file) {
+  const std::optional<std::string> text = ReadFileIfReadable(file);
+  if (!text) return std::nullopt;
+  std::int64_t step = 0;
+  const char* end = text->data() + text->size();
+  const auto [rest, error] = std::from_chars(text->data(), end, step);
+  if (error != std::errc() || rest == text->data() || step < 0) return std::nullopt;
+  return step;
 }
 
 }  // namespace dltune

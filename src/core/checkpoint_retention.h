@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -41,5 +42,16 @@ std::vector<std::size_t> RankByObjective(const std::vector<RetentionCandidate>& 
 // the `best` pool: the first keep_best of RankByObjective. Non-positive pool sizes keep none in that pool.
 RetainedCheckpoints RetainCheckpoints(const std::vector<RetentionCandidate>& checkpoints,
                                       const CheckpointRetention& retention);
+
+// The step of the newest checkpoint of a trial that manages its own (the built-in trainer) that its worker has
+// recorded in the store, which the worker writes to this file of the trial directory (docs/trial-protocol.md). The
+// trainer's retention keeps that checkpoint as well: a worker that dies takes the measurements it had not recorded
+// yet with it, and the trial taken over resumes at or before the last recorded ones (DLTUNE_RESUME_MAX_STEP) — from
+// that checkpoint when the trainer had saved more than its `latest` pool since.
+inline constexpr const char* kRecordedCheckpointFile = "recorded_checkpoint";
+// Writes `step` to `file` (atomically). Throws IoError; the caller may ignore it (the file only keeps one more).
+void WriteRecordedCheckpointStep(const std::filesystem::path& file, std::int64_t step);
+// The step in `file`; nullopt without the file (a trial trained by hand) or with one that holds no step.
+std::optional<std::int64_t> ReadRecordedCheckpointStep(const std::filesystem::path& file);
 
 }  // namespace dltune

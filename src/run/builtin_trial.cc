@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint_retention.h"
 #include "dltune/core/error.h"
 #include "dltune/core/objective.h"
 #include "dltune/workloads/train.h"
@@ -260,6 +261,7 @@ int RunBuiltinTrial(const std::atomic<bool>& stop_requested) {
   const std::filesystem::path trial_dir = std::filesystem::path(trial_path).parent_path();
   BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path);
   run.options.checkpoint_dir = (trial_dir / "checkpoints").string();
+  run.options.recorded_checkpoint_file = (trial_dir / kRecordedCheckpointFile).string();
   // Here, in the trial's own process: a trial server must not have touched CUDA before it forks.
   run.options.device = ResolveTrainingDevice(run.options.training);
   if (const char* limit = std::getenv("DLTUNE_RESUME_MAX_STEP"); limit && *limit) {

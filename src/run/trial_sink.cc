@@ -150,7 +150,17 @@ void TrialSink::HandleCheckpoint(const ReportCheckpoint& reported) {
                                .checksum = reported.checksum,
                                .pool = reported.best ? CheckpointPool::kBest : CheckpointPool::kLatest});
   checkpoints_.push_back({id, reported.step, reported.objective, path});
-  if (!manages_checkpoints_) ApplyRetention();
+  if (!manages_checkpoints_) {
+    ApplyRetention();
+  } else if (reported.step >= recorded_step_told_) {
+    // The trial's retention keeps this one until a newer one is recorded (core/checkpoint_retention.h).
+    try {
+      WriteRecordedCheckpointStep(trial_dir_ / kRecordedCheckpointFile, reported.step);
+      recorded_step_told_ = reported.step;
+    } catch (const Error&) {
+      // Not told: the trial keeps its usual pools, and a takeover may start further back.
+    }
+  }
 }
 
 void TrialSink::ApplyRetention() {

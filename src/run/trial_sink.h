@@ -98,6 +98,7 @@ class TrialSink {
   TrialSinkHooks hooks_;
   ReportReader reader_;
   bool manages_checkpoints_ = false;           // the trial keeps its checkpoints itself: no retention here
+  std::int64_t recorded_step_told_ = -1;       // the newest recorded checkpoint's step, told to such a trial
   std::vector<KeptCheckpoint> checkpoints_;    // by step
   std::optional<TfEventsWriter> tensorboard_;  // gone after a write fails
   std::optional<ReportEnd> end_;

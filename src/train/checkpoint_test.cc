@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/checkpoint_retention.h"
 #include "core/files.h"
 #include "core/sha256.h"
 #include "dltune/core/error.h"
@@ -74,6 +75,33 @@ class CheckpointTest : public ::testing::Test {
 
   fs::path dir_;
 };
+
+// A worker that records the trial's checkpoints says the newest one it has recorded (core/checkpoint_retention.h):
+// retention keeps that one too until a newer one is recorded, so that a trial taken over after its worker died
+// resumes from it. Without that file (a trial trained by hand) it keeps its pools only.
+TEST_F(CheckpointTest, RetentionKeepsTheCheckpointTheWorkerRecordedLast) {
+  const fs::path recorded = dir_.string() + "_recorded";
+  CheckpointOptions options = Options(1, 0);
+  options.recorded_step_file = recorded.string();
+  CheckpointManager manager(options);
+  manager.Save(100, std::nullopt, WritePayload(100));
+  WriteRecordedCheckpointStep(recorded, 100);
+  EXPECT_EQ(ReadRecordedCheckpointStep(recorded), 100);
+  EXPECT_THAT(manager.Save(200, std::nullopt, WritePayload(200)).deleted, IsEmpty());
+  EXPECT_THAT(manager.Save(300, std::nullopt, WritePayload(300)).deleted, ElementsAre(dir_ / "step_00000200"));
+  EXPECT_THAT(Entries(), ElementsAre("step_00000100", "step_00000300"));
+
+  WriteRecordedCheckpointStep(recorded, 300);
+  EXPECT_THAT(manager.Save(400, std::nullopt, WritePayload(400)).deleted, ElementsAre(dir_ / "step_00000100"));
+  EXPECT_THAT(Entries(), ElementsAre("step_00000300", "step_00000400"));
+
+  RemoveTree(recorded);
+  EXPECT_THAT(manager.Save(500, std::nullopt, WritePayload(500)).deleted,
+              ElementsAre(dir_ / "step_00000300", dir_ / "step_00000400"));
+  WriteFileAtomically(recorded, "not a step\n");
+  EXPECT_EQ(ReadRecordedCheckpointStep(recorded), std::nullopt);
+  RemoveTree(recorded);
+}
 
 TEST_F(CheckpointTest, DirNameIsZeroPadded) {
   EXPECT_EQ(CheckpointDirName(123), "step_00000123");

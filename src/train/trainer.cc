@@ -138,12 +138,13 @@ class Loop {
     BuildModel();
     params.CheckAllParamsRead(fmt::format("workload {} with the trainer", workload.name()));
     if (!options.checkpoint_dir.empty() && rank() == 0) {
-      checkpoints_ =
-          std::make_unique<CheckpointManager>(CheckpointOptions{.dir = options.checkpoint_dir,
-                                                                .keep_latest = settings_.keep_latest_checkpoints,
-                                                                .keep_best = settings_.keep_best_checkpoints,
-                                                                .direction = options.objective.direction,
-                                                                .owner = options.checkpoint_owner});
+      checkpoints_ = std::make_unique<CheckpointManager>(
+          CheckpointOptions{.dir = options.checkpoint_dir,
+                            .keep_latest = settings_.keep_latest_checkpoints,
+                            .keep_best = settings_.keep_best_checkpoints,
+                            .direction = options.objective.direction,
+                            .owner = options.checkpoint_owner,
+                            .recorded_step_file = options.recorded_checkpoint_file});
       if (const auto& foreign = checkpoints_->Foreign(); !foreign.empty()) {
         throw Error(fmt::format("{} holds {} checkpoint{} of {}, not of this run ({}): they are neither resumed from "
                                 "nor deleted; train "

@@ -68,6 +68,10 @@ struct TrainerOptions {
   // Resume only from a checkpoint at or before this step (the newest whose measurements the caller has recorded; a
   // newer one on disk is ignored and later replaced); -1: from the newest checkpoint.
   std::int64_t max_resume_step = -1;
+  // A file where the caller writes the step of the newest checkpoint it has recorded (the worker does,
+  // docs/trial-protocol.md): retention keeps that checkpoint too, so a resume within max_resume_step finds one. "":
+  // none.
+  std::string recorded_checkpoint_file;
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
   // A torch device string: "cpu", "cuda", "cuda:0", ...; ResolveTrainingDevice(training) gives the one
