@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
+#include "run/trial_process.h"
 #include "runner_common.h"
 
 namespace dltune::bench {
@@ -76,15 +77,10 @@ std::string FileName(const std::string& name) {
 
 // The last lines of a failed run's output, into this benchmark's own (the run's directory may be gone with the
 // machine it ran on).
-void PrintTail(const fs::path& output, std::size_t lines = 15) {
-  std::ifstream in(output);
-  std::vector<std::string> kept;
-  for (std::string line; std::getline(in, line);) {
-    kept.push_back(line);
-    if (kept.size() > lines) kept.erase(kept.begin());
-  }
+void PrintTail(const fs::path& output) {
   std::printf("gpu: the end of %s:\n", output.c_str());
-  for (const std::string& line : kept) std::printf("  %s\n", line.c_str());
+  std::istringstream tail(TailOfFile(output, 15));
+  for (std::string line; std::getline(tail, line);) std::printf("  %s\n", line.c_str());
   std::fflush(stdout);
 }
 

@@ -75,6 +75,7 @@ TEST(RealNvml, ATrialOnAGpuIsListedWithItsMemoryUntilItEnds) {
   ::kill(trial, SIGKILL);
   int status = 0;
   ::waitpid(trial, &status, 0);
+  RemoveTree(out);
   ASSERT_TRUE(running) << "NVML never listed the trial's pid " << trial << " on " << gpu.Label()
                        << " (a process in a PID namespace of its own is listed under the host's pid)";
   ASSERT_TRUE(running->used_bytes) << "NVML lists the trial but not the memory it holds";
@@ -87,7 +88,6 @@ TEST(RealNvml, ATrialOnAGpuIsListedWithItsMemoryUntilItEnds) {
   ASSERT_TRUE(after);
   EXPECT_LE(after->used_bytes, before->used_bytes + (std::uint64_t{64} << 20))
       << "the memory the trial held is not free";
-  RemoveTree(out);
 }
 
 }  // namespace

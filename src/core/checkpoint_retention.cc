@@ -59,9 +59,9 @@ std::optional<std::int64_t> ReadRecordedCheckpointStep(const std::filesystem::pa
   const std::optional<std::string> text = ReadFileIfReadable(file);
   if (!text) return std::nullopt;
   std::int64_t step = 0;
-  const char* end = text->data() + text->size();
-  const auto [rest, error] = std::from_chars(text->data(), end, step);
-  if (error != std::errc() || rest == text->data() || step < 0) return std::nullopt;
+  if (std::from_chars(text->data(), text->data() + text->size(), step).ec != std::errc() || step < 0) {
+    return std::nullopt;
+  }
   return step;
 }
 

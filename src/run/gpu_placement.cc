@@ -10,9 +10,6 @@
 namespace dltune {
 namespace {
 
-// A trial's step rate is measured over at least this long, so that the batched report lines of a program (the
-// Python client writes about once a second) average out.
-
 std::string GpuList(const std::vector<GpuDevice>& gpus) {
   std::string text;
   for (const auto& gpu : gpus) text += (text.empty() ? "" : ", ") + gpu.Label();

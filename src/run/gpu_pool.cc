@@ -128,7 +128,6 @@ void GpuPool::ReportSteps(int lease, std::int64_t steps, double now) {
   for (const std::size_t g : leases_.at(lease).gpus) {
     Gpu& gpu = gpus_[g];
     if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out) continue;
-    Tick(gpu, now);
     if (!gpu.window) {
       if (gpu.filling_lease == lease) gpu.window = Window{.last_tick = now};
     } else if (Occupied(gpu) >= gpu.capacity) {
