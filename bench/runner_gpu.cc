@@ -2,8 +2,9 @@
 // of the Fashion-MNIST MLP, 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in one run:
 //   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
 //   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
-//     trials on the GPU by measurement), the same with training.cuda_graph: true, with training.fuse: N (default 16:
-//     each sub-study one group), and fused with training.cuda_graph: true;
+//     trials on the GPU by measurement; training.cuda_graph auto, the default: each trial replays its step from a CUDA
+//     graph where that is faster) and with training.fuse: N (default 16: each sub-study one group); after the peers,
+//     both again with training.cuda_graph: false (every step launched eagerly), for the graphs' speed-up;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
 //     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
 //     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another
@@ -25,6 +26,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -58,6 +60,7 @@ struct Side {
   std::optional<StudyRecordSummary> study;  // dltune's: its trials' records
   std::map<std::string, double> best;
   MlpWork work;
+  std::string graphs;  // dltune's: what training.cuda_graph did in its trials, from their stderr
 };
 
 double BestOverall(const Side& side) {
@@ -84,6 +87,28 @@ void PrintTail(const fs::path& output) {
   std::fflush(stdout);
 }
 
+// What training.cuda_graph did in the trial processes under `run_dir` (the lines it wrote to their stderr.log):
+// "30 replayed their step from a CUDA graph, 2 trained eagerly (the first said: ...)", or "".
+std::string GraphsOfTrials(const fs::path& run_dir) {
+  constexpr std::string_view kSaid = "training.cuda_graph: ";
+  int replayed = 0, eager = 0;
+  std::string example;
+  std::error_code error;
+  for (auto it = fs::recursive_directory_iterator(run_dir, error); !error && it != fs::end(it); it.increment(error)) {
+    if (it->path().filename() != "stderr.log") continue;
+    std::ifstream in(it->path());
+    for (std::string line; std::getline(in, line);) {
+      const auto at = line.find(kSaid);
+      if (at == std::string::npos) continue;
+      ++(line.find("replays its step from a CUDA graph") != std::string::npos ? replayed : eager);
+      if (example.empty()) example = line.substr(at + kSaid.size());
+    }
+  }
+  if (example.empty()) return "";
+  return fmt::format("{} replayed their step from a CUDA graph, {} trained eagerly (the first said: {})", replayed,
+                     eager, example);
+}
+
 // `dltune run` of the quickstart with `training` as its training: block.
 std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training) {
   const std::string file = FileName(name);
@@ -91,7 +116,7 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   {
     std::ifstream in(fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml");
     std::ofstream out(spec);
-    out << in.rdbuf() << "training:\n" << training;
+    out << in.rdbuf() << "run_dir: " << file << "_runs\ntraining:\n" << training;
   }
   const fs::path db = dir / (file + ".db");
   const fs::path output = dir / (file + ".out");
@@ -112,6 +137,7 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   side.rate_seconds = side.wall;
   side.work = study.work;
   side.best = BestPerSubstudy(db, "quickstart");
+  side.graphs = GraphsOfTrials(dir / (file + "_runs"));
   return side;
 }
 
@@ -174,15 +200,15 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
     std::printf("gpu: %s done: %d trials in %.1f s%s%s\n", key.c_str(), side->trials, side->wall,
                 side->after_start ? fmt::format(" ({:.1f} s after start-up)", *side->after_start).c_str() : "",
                 best.c_str());
+    if (!side->graphs.empty()) std::printf("gpu: %s: its trial processes: %s\n", key.c_str(), side->graphs.c_str());
     std::fflush(stdout);
     order.push_back(key);
     sides.emplace(key, std::move(*side));
   };
   const std::string fused_training = "  device: cuda\n  fuse: " + std::to_string(fuse) + "\n";
+  // The goals' runs first (training.cuda_graph: auto, the default), then the peers, then the eager runs.
   run("unfused", RunDltune(dir, "unfused", "  device: cuda\n"));
-  run("unfused graph", RunDltune(dir, "unfused, CUDA graph", "  device: cuda\n  cuda_graph: true\n"));
   run("fused", RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training));
-  run("fused graph", RunDltune(dir, "fused, CUDA graph", fused_training + "  cuda_graph: true\n"));
   const bool partial = serial_peer_trials < kTrialsPerOptimizer;
   if (peers) {
     const std::string serial_name =
@@ -192,6 +218,8 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
     run("parallel", RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
                             fmt::format("--jobs {} --parallel-mode processes", kPeerProcesses)));
   }
+  run("unfused eager", RunDltune(dir, "unfused, eager", "  device: cuda\n  cuda_graph: false\n"));
+  run("fused eager", RunDltune(dir, "fused, eager", fused_training + "  cuda_graph: false\n"));
   const auto find = [&](const std::string& key) -> const Side* {
     const auto found = sides.find(key);
     return found == sides.end() ? nullptr : &found->second;
@@ -232,15 +260,16 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
         study.trials_seconds > 0 ? study.trial_seconds_summed / study.trials_seconds : 0.0);
   }
   std::printf("\n");
-  for (const char* key : {"fused", "fused graph"}) {
+  for (const char* key : {"fused", "fused eager"}) {
     if (const Side* side = find(key)) {
       std::printf("%s after start-up: %.2f s (goal < %.0f s: %s)\n", side->name.c_str(), *side->after_start,
                   kGoalFusedSeconds, Met(*side->after_start < kGoalFusedSeconds).c_str());
     }
   }
-  for (const auto& [eager, graphed] : {std::pair{"unfused", "unfused graph"}, std::pair{"fused", "fused graph"}}) {
+  for (const auto& [graphed, eager] : {std::pair{"unfused", "unfused eager"}, std::pair{"fused", "fused eager"}}) {
     if (find(eager) && find(graphed)) {
-      std::printf("CUDA graph against eager, %s (wall time): %.2fx\n", eager, find(eager)->wall / find(graphed)->wall);
+      std::printf("training.cuda_graph auto against eager, %s (wall time): %.2fx\n", graphed,
+                  find(eager)->wall / find(graphed)->wall);
     }
   }
 
@@ -270,14 +299,14 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
                 BestOverall(side), reference_name, BestOverall(*reference), Met(within(side, *reference)).c_str());
   };
   const std::string processes = fmt::format("Optuna's {} processes", kPeerProcesses);
-  for (const char* key : {"unfused", "unfused graph"}) {
+  for (const char* key : {"unfused", "unfused eager"}) {
     if (const Side* side = find(key)) {
       print_ratio(*side, serial, "Optuna n_jobs=1", kGoalOverSerialPeer);
       print_ratio(*side, parallel, processes, kGoalOverParallelPeer);
       print_best(*side, peer_best, "the peer's");
     }
   }
-  for (const char* key : {"fused", "fused graph"}) {
+  for (const char* key : {"fused", "fused eager"}) {
     if (const Side* side = find(key)) {
       print_ratio(*side, serial, "Optuna n_jobs=1", kGoalFusedOverSerial);
       print_best(*side, find("unfused"), "unfused");

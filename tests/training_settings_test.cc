@@ -30,6 +30,7 @@ std::string OtherValue(const TrainingSettingField& field) {
     case Kind::kText:  // each in its own grammar
       if (field.key == "device") return "cpu";
       if (field.key == "fuse") return "4";
+      if (field.key == "cuda_graph") return "true";
       return field.key == "profile_steps" ? "10:20" : "dense:50";
     case Kind::kNumber: return "37.5";
     case Kind::kCount: {
@@ -194,6 +195,24 @@ TEST(TrainingSettings, ABadProfileWindowIsRefusedNamingTheSetting) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("--profile-steps: must be A:B with A < B"));
     EXPECT_THAT(e.what(), ::testing::HasSubstr("not '7:3'"));
   }
+}
+
+// training.cuda_graph is auto (the default), true or false; a spec's or an older trial.json's boolean reads as its
+// word, and the reproduction command writes the word.
+TEST(TrainingSettings, CudaGraphIsAutoTrueOrFalse) {
+  EXPECT_EQ(TrainingSettings{}.cuda_graph, "auto");
+  EXPECT_EQ(TrainingSettingsFromJson({{"cuda_graph", true}}).cuda_graph, "true");
+  EXPECT_EQ(TrainingSettingsFromJson({{"cuda_graph", false}}).cuda_graph, "false");
+  EXPECT_EQ(TrainingSettingsFromJson({{"cuda_graph", "auto"}}).cuda_graph, "auto");
+  try {
+    TrainingSettingsFromJson({{"cuda_graph", "sometimes"}});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("training.cuda_graph must be auto, true or false, not \"sometimes\""));
+  }
+  TrainingSettings eager;
+  eager.cuda_graph = "false";
+  EXPECT_EQ(TrainingSettingFlags(eager), "--cuda-graph false");
 }
 
 }  // namespace

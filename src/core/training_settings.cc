@@ -21,6 +21,10 @@ void CheckDevice(const std::string& text, std::int64_t /*max_train_steps*/) {
   if (text != "auto" && text != "cpu" && text != "cuda") throw Error("must be auto, cpu or cuda");
 }
 
+void CheckCudaGraph(const std::string& text, std::int64_t /*max_train_steps*/) {
+  if (text != "auto" && text != "true" && text != "false") throw Error("must be auto, true or false");
+}
+
 void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
   if (text == "off") return;
   if (text == "auto") return;
@@ -106,9 +110,10 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "a number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
       {"cuda_graph", "--cuda-graph",
-       "a trial or fused group training on CUDA captures its step once as a CUDA graph and replays it at every step "
+       "a trial or fused group training on CUDA captures its step once as a CUDA graph and replays it at every step: "
+       "auto (default: where a replay is faster than the step launched eagerly, timed at the start), true or false "
        "(docs/training.md, \"CUDA graphs\")",
-       Kind::kSwitch, 0, 0, false, false, &TrainingSettings::cuda_graph},
+       Kind::kText, 0, 0, false, false, &TrainingSettings::cuda_graph, CheckCudaGraph},
   };
   return kFields;
 }

@@ -322,7 +322,8 @@ void GpuPool::Measure(std::size_t g) {
   Gpu& gpu = gpus_[g];
   if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.window) return;
   const Window& window = *gpu.window;
-  if (!window.read || window.reports < options_.measure_reports || window.full_seconds < options_.measure_seconds) {
+  if (!window.read || window.reports < options_.measure_reports * gpu.capacity ||
+      window.full_seconds < options_.measure_seconds) {
     return;
   }
   const int trials = gpu.capacity;

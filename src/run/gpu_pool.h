@@ -34,10 +34,12 @@ struct GpuPoolOptions {
   int max_trials_per_gpu = 16;  // auto never packs more
   double min_gain = 0.05;       // more trials at once must add more than this share of steps per second
   double memory_margin = 0.9;   // and the memory they would need must stay under this share of the GPU's
-  int measure_reports = 3;      // a measurement of steps per second takes at least this many step reports
-  double measure_seconds = 3;   // over at least this long with every slot of the GPU taken
-  double sample_interval = 1;   // seconds between readings of NVML
-  double release_timeout = 60;  // seconds an ended trial's memory may take to be freed before its GPU is left out
+  // A measurement of steps per second takes at least this many step reports per trial at once (each trial's steps
+  // are counted as it reports them: a few reports each keep that rounding small)…
+  int measure_reports = 3;
+  double measure_seconds = 1;    // …over at least this long with every slot of the GPU taken
+  double sample_interval = 0.5;  // seconds between readings of NVML
+  double release_timeout = 60;   // seconds an ended trial's memory may take to be freed before its GPU is left out
   std::function<void(const std::string&)> notice;  // told of a GPU left out; may be empty
 };
 

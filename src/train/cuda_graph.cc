@@ -1,5 +1,8 @@
 #include "cuda_graph.h"
 
+#include <algorithm>
+#include <chrono>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -50,6 +53,19 @@ void StepGraph::Replay() {
   impl_->graph.replay();
 }
 
+double StepGraph::SecondsPerRun(const std::function<void()>& run, int runs) {
+  if (!Available()) throw Error("CUDA graphs: this process sees no CUDA device");
+  double fastest = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < 2; ++round) {
+    c10::cuda::device_synchronize();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < runs; ++i) run();
+    c10::cuda::device_synchronize();
+    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return fastest / std::max(1, runs);
+}
+
 #else
 
 struct StepGraph::Impl {};
@@ -62,7 +78,30 @@ void StepGraph::Capture(const std::function<void()>& /*step*/, int /*warmups*/) 
 
 void StepGraph::Replay() { throw Error("CUDA graphs: this dltune was built against a LibTorch without CUDA"); }
 
+double StepGraph::SecondsPerRun(const std::function<void()>& /*run*/, int /*runs*/) {
+  throw Error("CUDA graphs: this dltune was built against a LibTorch without CUDA");
+}
+
 #endif
+
+std::string GraphTiming::Text() const {
+  return fmt::format("a replay took {:.3f} ms a step, the step launched eagerly {:.3f} ms", replay_seconds * 1e3,
+                     eager_seconds * 1e3);
+}
+
+CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed) {
+  CapturedStep captured;
+  // Timed before the capture: after it, an eager run would leave the gradients outside the graph's memory.
+  const double eager = timed ? StepGraph::SecondsPerRun(step) : 0;
+  captured.graph = std::make_unique<StepGraph>();
+  captured.graph->Capture(step);
+  if (!timed) return captured;
+  StepGraph& graph = *captured.graph;
+  captured.timing =
+      GraphTiming{.eager_seconds = eager, .replay_seconds = StepGraph::SecondsPerRun([&graph] { graph.Replay(); })};
+  if (!captured.timing->ReplayWins()) captured.graph.reset();
+  return captured;
+}
 
 KeptTensors::KeptTensors(std::vector<torch::Tensor> tensors) : tensors_(std::move(tensors)) {
   torch::NoGradGuard no_grad;

@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -30,11 +32,35 @@ class StepGraph {
   void Capture(const std::function<void()>& step, int warmups = 3);
   // Launches the captured kernels on the current stream.
   void Replay();
+  // Seconds a run of `run` takes on the device: `runs` runs between two synchronizations with it, the faster of two
+  // rounds (a neighbour's burst on a shared GPU reaches at most one). Throws Error when not Available().
+  static double SecondsPerRun(const std::function<void()>& run, int runs = 10);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// training.cuda_graph: auto's measurement, a step launched eagerly against its replay.
+struct GraphTiming {
+  double eager_seconds = 0;
+  double replay_seconds = 0;
+
+  bool ReplayWins() const { return replay_seconds < eager_seconds; }
+  // "a replay took 0.152 ms a step, the step launched eagerly 0.811 ms"
+  std::string Text() const;
+};
+
+// A step captured for training.cuda_graph: the graph, or null where auto timed it and the eager step was as fast.
+struct CapturedStep {
+  std::unique_ptr<StepGraph> graph;
+  std::optional<GraphTiming> timing;  // auto's
+};
+
+// Captures `step` (StepGraph::Capture). With `timed` (training.cuda_graph: auto) it first times `step` launched
+// eagerly and, once captured, its replay, and keeps the graph only where replays are faster. `step` runs about 25 times
+// in all and must leave the training as it was (the caller puts its tensors back). Throws Error as Capture does.
+CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed);
 
 // Copies of the tensors the runs of a capture change (weights, batch-norm averages, optimizer state), to put them
 // back as they were once the step is captured (or its capture failed).

@@ -122,7 +122,7 @@ class CudaTraining : public ::testing::Test {
   // Trains `steps` steps on `device`, checkpointing into `run` (a directory under dir_; "" none), stopping after
   // `stop_at` steps (0: never).
   TrainResult Train(const std::string& device, std::int64_t steps, const std::string& run, Recorder& recorder,
-                    std::map<std::string, Value> extra = {}, bool cuda_graph = false) {
+                    std::map<std::string, Value> extra = {}, const std::string& cuda_graph = "false") {
     std::map<std::string, Value> params = {
         {"optimizer", Value("momentum")}, {"learning_rate", Value(0.05)}, {"batch_size", Value(std::int64_t{64})}};
     params.insert(extra.begin(), extra.end());
@@ -328,17 +328,34 @@ TEST_F(CudaTraining, AGraphedTrialTrainsBitForBitAsItsEagerSteps) {
   Recorder eager, graphed;
   ASSERT_EQ(Train("cuda", 200, "", eager, extra).outcome, TrainOutcome::kCompleted);
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(Train("cuda", 200, "", graphed, extra, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(Train("cuda", 200, "", graphed, extra, /*cuda_graph=*/"true").outcome, TrainOutcome::kCompleted);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("trains eagerly")));
   ExpectSameSeries(eager, graphed);
 
   Recorder first, second;
   first.stop_at = 90;
-  ASSERT_EQ(Train("cuda", 200, "parts", first, extra, true).outcome, TrainOutcome::kStopped);
-  const TrainResult resumed = Train("cuda", 200, "parts", second, extra, true);
+  ASSERT_EQ(Train("cuda", 200, "parts", first, extra, "true").outcome, TrainOutcome::kStopped);
+  const TrainResult resumed = Train("cuda", 200, "parts", second, extra, "true");
   ASSERT_EQ(resumed.outcome, TrainOutcome::kCompleted);
   EXPECT_EQ(resumed.resumed_from_step, 90);
   for (const auto& [step, loss] : second.losses) EXPECT_EQ(loss, eager.losses.at(step)) << "step " << step;
+}
+
+// training.cuda_graph: auto (the default) times the step launched eagerly against its replay and keeps the faster;
+// either way the trial trains bit for bit as eagerly, and its stderr says what was measured and chosen.
+TEST_F(CudaTraining, AnAutoGraphTimesTheStepAndTrainsBitForBitAsEager) {
+  SKIP_WITHOUT_CUDA();
+  const std::map<std::string, Value> extra = {{"optimizer", Value("adam")}, {"learning_rate", Value(0.003)}};
+  Recorder eager, automatic;
+  ASSERT_EQ(Train("cuda", 200, "", eager, extra).outcome, TrainOutcome::kCompleted);
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(Train("cuda", 200, "", automatic, extra, "auto").outcome, TrainOutcome::kCompleted);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(said, HasSubstr("training.cuda_graph: the trial "));
+  EXPECT_THAT(said, HasSubstr("auto: a replay took "));
+  EXPECT_THAT(said, HasSubstr("ms a step, the step launched eagerly "));
+  std::printf("%s", said.c_str());  // the GPU's figures, in the test's log
+  ExpectSameSeries(eager, automatic);
 }
 
 // A step that draws random numbers (dropout) is not captured: the trial trains eagerly, says why, and its series
@@ -349,7 +366,7 @@ TEST_F(CudaTraining, AGraphedTrialWithDropoutTrainsEagerlyAndSaysWhy) {
   Recorder eager, asked;
   ASSERT_EQ(Train("cuda", 60, "", eager, dropout).outcome, TrainOutcome::kCompleted);
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(Train("cuda", 60, "", asked, dropout, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(Train("cuda", 60, "", asked, dropout, /*cuda_graph=*/"true").outcome, TrainOutcome::kCompleted);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(),
               HasSubstr("training.cuda_graph: the trial trains eagerly: the step draws random numbers (dropout)"));
   ExpectSameSeries(eager, asked);
@@ -360,10 +377,17 @@ TEST_F(CudaTraining, CudaGraphOnTheCpuTrainsEagerlyAndSaysWhy) {
   Recorder eager, asked;
   ASSERT_EQ(Train("cpu", 60, "", eager).outcome, TrainOutcome::kCompleted);
   ::testing::internal::CaptureStderr();
-  ASSERT_EQ(Train("cpu", 60, "", asked, {}, /*cuda_graph=*/true).outcome, TrainOutcome::kCompleted);
+  ASSERT_EQ(Train("cpu", 60, "", asked, {}, /*cuda_graph=*/"true").outcome, TrainOutcome::kCompleted);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(),
               HasSubstr("training.cuda_graph: the trial trains eagerly: the trial trains on cpu"));
   ExpectSameSeries(eager, asked);
+
+  // auto, the default, says nothing where there is nothing to choose.
+  Recorder automatic;
+  ::testing::internal::CaptureStderr();
+  ASSERT_EQ(Train("cpu", 60, "", automatic, {}, "auto").outcome, TrainOutcome::kCompleted);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), Not(HasSubstr("cuda_graph")));
+  ExpectSameSeries(eager, automatic);
 }
 
 // A checkpoint written on the GPU resumes on the CPU (its tensors are read onto the CPU), and the rest of the run
@@ -397,7 +421,7 @@ struct FusedRecorder : FusedCallbacks {
 // (stopping after `stop_after`; 0: never), each checkpointing under dir / m<i> when `dir` is given.
 std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_t steps, std::int64_t stop_after,
                                           const std::filesystem::path& dir, FusedRecorder& recorder,
-                                          bool cuda_graph = false) {
+                                          const std::string& cuda_graph = "false") {
   std::vector<FusedMember> members;
   for (int m = 0; m < 3; ++m) {
     const std::map<std::string, Value> params = {{"optimizer", Value("adam")},
@@ -485,10 +509,19 @@ TEST_F(CudaTraining, AFusedGroupsGraphedStepsAgreeWithItsEagerSteps) {
   FusedRecorder eager, graphed;
   TrainGroup("cuda", 200, 0, "", eager);
   ::testing::internal::CaptureStderr();
-  const auto results = TrainGroup("cuda", 200, 0, "", graphed, /*cuda_graph=*/true);
+  const auto results = TrainGroup("cuda", 200, 0, "", graphed, /*cuda_graph=*/"true");
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_THAT(said, ::testing::Not(HasSubstr("trains eagerly"))) << said;
   ExpectMembersCompletedNear(eager, graphed, results);
+
+  // auto times the group's step eagerly against its replay and keeps the faster: the same series either way.
+  FusedRecorder automatic;
+  ::testing::internal::CaptureStderr();
+  const auto automatic_results = TrainGroup("cuda", 200, 0, "", automatic, "auto");
+  const std::string timed = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(timed, HasSubstr("auto: a replay took ")) << timed;
+  std::printf("%s", timed.c_str());
+  ExpectMembersCompletedNear(eager, automatic, automatic_results);
 }
 
 // A profile window on CUDA: the trace holds each operator's GPU time on a track of its own, and says how it was

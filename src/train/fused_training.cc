@@ -134,7 +134,7 @@ class FusedLoop {
       std::vector<std::uint64_t> seeds;
       for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
       group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
-      if (settings_.cuda_graph) CaptureStep();
+      if (settings_.cuda_graph != "false") CaptureStep();
     }
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
@@ -294,15 +294,19 @@ class FusedLoop {
 
   // training.cuda_graph: the step of a group training on CUDA without dropout captured once in a CUDA graph, replayed
   // at each step. Its inputs and outputs are tensors made here, at the addresses the graph holds: the rows of the
-  // training data to gather, the coefficient table of the optimizer, the losses and gradient norms. Elsewhere, or when
-  // the capture fails, the group trains eagerly, saying why on stderr.
+  // training data to gather, the coefficient table of the optimizer, the losses and gradient norms. Elsewhere, when
+  // the capture fails, or (auto) where a replay is not faster than the eager step, the group trains eagerly. On
+  // stderr: why not, where the setting asked for a graph, and auto's timing on CUDA.
   void CaptureStep() {
+    const bool timed = settings_.cuda_graph == "auto";
     std::string why_not;
     std::vector<std::shared_ptr<Model>> lone;
     for (const MemberState& member : members_) lone.push_back(member.lone);
     if (!device_.is_cuda()) why_not = "the group trains on " + device_.str();
     if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
     if (why_not.empty() && DropoutOf(lone) > 0) why_not = "dropout draws its masks on the host";
+    if (!why_not.empty() && timed) return;
+    std::optional<GraphTiming> timing;
     if (why_not.empty()) {
       const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
       graphed_.rows = torch::zeros({count() * batch_size_}, on_device.dtype(torch::kInt64));
@@ -315,9 +319,10 @@ class FusedLoop {
       graphed_.norms = torch::zeros({count()}, on_device.dtype(torch::kDouble));
       const KeptTensors averages(model_->buffers());
       try {
-        auto graph = std::make_unique<StepGraph>();
-        graph->Capture([this] { GraphedStep(); });
-        graph_ = std::move(graph);
+        CapturedStep captured = CaptureStepGraph([this] { GraphedStep(); }, timed);
+        graph_ = std::move(captured.graph);
+        timing = captured.timing;
+        if (!graph_) why_not = "auto: " + timing->Text();
       } catch (const std::exception& e) {
         why_not = e.what();
       }
@@ -325,6 +330,9 @@ class FusedLoop {
     }
     if (!why_not.empty()) {
       std::fprintf(stderr, "dltune: training.cuda_graph: the group trains eagerly: %s\n", why_not.c_str());
+    } else if (timing) {
+      std::fprintf(stderr, "dltune: training.cuda_graph: the group replays its step from a CUDA graph: auto: %s\n",
+                   timing->Text().c_str());
     }
   }
 

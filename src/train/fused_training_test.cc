@@ -360,13 +360,21 @@ TEST_F(FusedTrainingTest, CudaGraphOnTheCpuTrainsEagerlyAndSaysWhy) {
   const std::vector<FusedMember> members = {Member({{"learning_rate", Value(0.05)}}, 1),
                                             Member({{"learning_rate", Value(0.02)}}, 2)};
   options_.deferred = true;
+  options_.training.cuda_graph = "false";
   const auto eager = TrainFused(*workload_, members, options_);
-  options_.training.cuda_graph = true;
+  options_.training.cuda_graph = "true";
   ::testing::internal::CaptureStderr();
   const auto asked = TrainFused(*workload_, members, options_);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(),
               HasSubstr("training.cuda_graph: the group trains eagerly: the group trains on cpu"));
   for (std::size_t m = 0; m < members.size(); ++m) ExpectSameAsAlone(asked[m], AsAlone(eager[m]));
+
+  // auto, the default, says nothing where there is nothing to choose.
+  options_.training.cuda_graph = "auto";
+  ::testing::internal::CaptureStderr();
+  const auto automatic = TrainFused(*workload_, members, options_);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), ::testing::Not(HasSubstr("cuda_graph")));
+  for (std::size_t m = 0; m < members.size(); ++m) ExpectSameAsAlone(automatic[m], AsAlone(eager[m]));
 }
 
 // The built-in CNN on Fashion-MNIST: small widths, a slice of the training images.

@@ -207,7 +207,7 @@ class Loop {
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
     prediction_set_ = valid_.Slice(0, std::min(settings_.prediction_examples, valid_.size()));
     const Dataset train = OnDevice(data.train, device_);
-    if (settings_.cuda_graph) CaptureStep(train);
+    if (settings_.cuda_graph != "false") CaptureStep(train);
     // A graphed step gathers its own batch; the eager one takes it from a pipeline's background thread.
     std::unique_ptr<BatchPipeline> pipeline;
     if (!graph_) {
@@ -377,26 +377,34 @@ class Loop {
   // training.cuda_graph: the step captured once in a CUDA graph (cuda_graph.h) and replayed at every step. Its inputs
   // and outputs are tensors made here, at the addresses the graph holds: the rows of the training data to gather, the
   // optimizer's coefficient table, the loss, the gradient norm and the clip flag. Where the step cannot be captured
-  // (no CUDA, data-parallel ranks, a moving average, a profile, random draws) or the capture fails, the trial trains
-  // eagerly and says why on stderr; the two launch the same kernels with the same inputs, so they train alike.
+  // (no CUDA, data-parallel ranks, a moving average, a profile, random draws), the capture fails, or (auto) a replay
+  // is not faster than the eager step, the trial trains eagerly; the two launch the same kernels with the same inputs,
+  // so they train alike. On stderr: why not, where the setting asked for a graph, and auto's timing on CUDA.
   void CaptureStep(const Dataset& train) {
+    const bool timed = settings_.cuda_graph == "auto";
     std::string why_not;
     if (!device_.is_cuda()) why_not = "the trial trains on " + device_.str();
     if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
     if (why_not.empty() && parallel_) why_not = "data-parallel ranks exchange their gradients through the host";
     if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
     if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
-    if (why_not.empty()) {
-      why_not = CaptureOrSayWhyNot(train);
-      if (why_not.empty()) return;
+    if (!why_not.empty()) {
+      if (!timed) std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
+      return;
     }
-    std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
+    why_not = CaptureOrSayWhyNot(train, timed);
+    if (!why_not.empty()) {
+      std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
+    } else if (graph_timing_) {
+      std::fprintf(stderr, "dltune: training.cuda_graph: the trial replays its step from a CUDA graph: auto: %s\n",
+                   graph_timing_->Text().c_str());
+    }
   }
 
-  // Captures the step and returns "", or returns why it was not captured. The runs of a capture (and the run that
-  // checks for random draws) train: the model, its batch-norm averages, the optimizer's state and the generators are
-  // put back as they were.
-  std::string CaptureOrSayWhyNot(const Dataset& train) {
+  // Captures the step and returns "", or returns why it was not captured (with `timed`, also where the eager step was
+  // as fast). The runs of a capture (and the run that checks for random draws, and auto's timed runs) train: the
+  // model, its batch-norm averages, the optimizer's state and the generators are put back as they were.
+  std::string CaptureOrSayWhyNot(const Dataset& train, bool timed) {
     const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
     graph_batches_ =
         std::make_unique<GroupBatches>(train, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
@@ -418,9 +426,10 @@ class Loop {
       if (!torch::equal(GeneratorState(), cpu_generator) || !torch::equal(GeneratorState(device_), cuda_generator)) {
         why_not = "the step draws random numbers (dropout)";
       } else {
-        auto graph = std::make_unique<StepGraph>();
-        graph->Capture([this] { GraphedStep(); });
-        graph_ = std::move(graph);
+        CapturedStep captured = CaptureStepGraph([this] { GraphedStep(); }, timed);
+        graph_ = std::move(captured.graph);
+        graph_timing_ = captured.timing;
+        if (!graph_) why_not = "auto: " + graph_timing_->Text();
       }
     } catch (const std::exception& e) {
       why_not = FirstLine(e.what());
@@ -948,6 +957,7 @@ class Loop {
   Dataset prediction_set_;
   Dataset valid_, test_;                         // on device_ (test_ only when it is evaluated)
   std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
+  std::optional<GraphTiming> graph_timing_;      // training.cuda_graph: auto's measurement
   std::unique_ptr<GroupBatches> graph_batches_;  // the graphed step's rows
   struct {
     torch::Tensor rows, table, loss, norm, clipped;

@@ -44,9 +44,10 @@ struct TrainingSettings {
   // Trials of a sub-study trained together as one array model, at most this many in a group (docs/training.md,
   // "Fused trials"): "off" (default) or a number of at least 2, as text.
   std::string fuse = "off";
-  // A fused group training on CUDA captures its step once in a CUDA graph and replays it (docs/training.md, "Fused
-  // trials"); elsewhere, and with dropout, it trains eagerly as without.
-  bool cuda_graph = false;
+  // A trial or fused group training on CUDA captures its step once in a CUDA graph and replays it (docs/training.md,
+  // "CUDA graphs"): "auto" (default: where a replay, timed against the step launched eagerly, is the faster), "true"
+  // (wherever the step can be captured) or "false"; elsewhere it trains eagerly, bit for bit alike.
+  std::string cuda_graph = "auto";
 
   // Throws Error naming the setting and the bad value; `max_train_steps` bounds the step intervals.
   void Validate(std::int64_t max_train_steps) const;
