@@ -109,6 +109,19 @@ std::string GraphsOfTrials(const fs::path& run_dir) {
                      eager, example);
 }
 
+// What `dltune run` said about its GPUs, its layout and its packing (its output's lines that say so), as it said it.
+void PrintPlacement(const fs::path& output) {
+  std::ifstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    for (const char* said : {"GPUs: ", "GPU packing: ", "parallel layout: ", "training.fuse "}) {
+      if (line.find(said) != std::string::npos) {
+        std::printf("gpu:   %s\n", line.c_str());
+        break;
+      }
+    }
+  }
+}
+
 // `dltune run` of the quickstart with `training` as its training: block.
 std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training) {
   const std::string file = FileName(name);
@@ -130,6 +143,7 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
     PrintTail(output);
     return std::nullopt;
   }
+  PrintPlacement(output);
   const StudyRecordSummary study = ReadStudy(db, "quickstart");
   side.after_start = study.trials_seconds;
   side.study = study;

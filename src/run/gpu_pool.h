@@ -37,7 +37,7 @@ struct GpuPoolOptions {
   // A measurement of steps per second takes at least this many step reports per trial at once (each trial's steps
   // are counted as it reports them: a few reports each keep that rounding small)…
   int measure_reports = 3;
-  double measure_seconds = 1;    // …over at least this long with every slot of the GPU taken
+  double measure_seconds = 0.5;  // …over at least this long with every slot of the GPU taken
   double sample_interval = 0.5;  // seconds between readings of NVML
   double release_timeout = 60;   // seconds an ended trial's memory may take to be freed before its GPU is left out
   std::function<void(const std::string&)> notice;  // told of a GPU left out; may be empty
