@@ -169,8 +169,15 @@ void GpuPool::Release(int lease, const std::vector<pid_t>& pids, double now) {
 
 void GpuPool::Update(double now) {
   for (Gpu& gpu : gpus_) Tick(gpu, now);
-  if (last_reading_ && now - *last_reading_ < options_.sample_interval) return;
-  last_reading_ = now;
+  if (last_reading_ && now - *last_reading_ < options_.sample_interval) {
+    if (last_drain_reading_ && now - *last_drain_reading_ < options_.drain_interval) return;
+    last_drain_reading_ = now;
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      if (!gpus_[g].draining.empty()) Drain(g, now, nvml_.Sample(gpus_[g].device.uuid));
+    }
+    return;
+  }
+  last_reading_ = last_drain_reading_ = now;
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
     if (!gpus_[g].running.empty() || !gpus_[g].draining.empty()) Read(g, now);
   }
@@ -194,7 +201,7 @@ void GpuPool::Read(std::size_t g, double now) {
     }
     Attribute(g, *sample);
   }
-  Drain(g, now, sample ? &*sample : nullptr);
+  Drain(g, now, sample);
   if (sample) gpu.latest = std::move(sample);
 }
 
@@ -241,11 +248,11 @@ void GpuPool::UpdatePeaks() {
   }
 }
 
-void GpuPool::Drain(std::size_t g, double now, const GpuSample* sample) {
+void GpuPool::Drain(std::size_t g, double now, const std::optional<GpuSample>& sample) {
   Gpu& gpu = gpus_[g];
   std::vector<Draining> waiting;
   for (Draining& draining : gpu.draining) {
-    if (sample != nullptr && Freed(draining, *sample)) continue;
+    if (sample && Freed(draining, *sample)) continue;
     if (now - draining.since < options_.release_timeout) {
       waiting.push_back(draining);
     } else {

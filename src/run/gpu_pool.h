@@ -39,6 +39,7 @@ struct GpuPoolOptions {
   int measure_reports = 3;
   double measure_seconds = 0.5;  // …over at least this long with every slot of the GPU taken
   double sample_interval = 0.5;  // seconds between readings of NVML
+  double drain_interval = 0.05;  // and of a GPU an ended trial's memory is not free on yet: the next trial waits
   double release_timeout = 60;   // seconds an ended trial's memory may take to be freed before its GPU is left out
   std::function<void(const std::string&)> notice;  // told of a GPU left out; may be empty
 };
@@ -161,7 +162,8 @@ class GpuPool {
   void Read(std::size_t g, double now);
   void Attribute(std::size_t g, const GpuSample& sample);
   void UpdatePeaks();
-  void Drain(std::size_t g, double now, const GpuSample* sample);  // sample: a fresh reading, or none
+  // Frees the slots of ended trials whose memory `sample` (a fresh reading, or none) shows free.
+  void Drain(std::size_t g, double now, const std::optional<GpuSample>& sample);
   bool Freed(Draining& draining, const GpuSample& sample) const;
   void LeaveOut(Gpu& gpu);
   void Tick(Gpu& gpu, double now);
@@ -177,7 +179,7 @@ class GpuPool {
   std::vector<Gpu> gpus_;
   std::map<int, Lease> leases_;
   int next_lease_ = 1;
-  std::optional<double> last_reading_;
+  std::optional<double> last_reading_, last_drain_reading_;
 };
 
 }  // namespace dltune

@@ -221,8 +221,10 @@ TEST(GpuPoolTest, ASlotFreesOnlyOnceTheEndedTrialsProcessesHaveLetGoOfTheirMemor
   rig.pool.Update(3);
   EXPECT_FALSE(rig.pool.Acquire(1, 3));
   trial.Finish();
-  rig.pool.Update(4);
-  EXPECT_TRUE(rig.pool.Acquire(1, 4));
+  // Read again soon (drain_interval), not at the next sampling (sample_interval): the next trial waits no longer
+  // than it must.
+  rig.pool.Update(3.1);
+  EXPECT_TRUE(rig.pool.Acquire(1, 3.1));
 
   const GpuTrialRecord record = rig.pool.Record(lease->id);
   EXPECT_EQ(record.ToJson(), nlohmann::json::parse(R"({"model": "NVIDIA L4", "uuids": ["GPU-0"],
