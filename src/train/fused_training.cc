@@ -1,6 +1,7 @@
 #include "fused_training.h"
 
 #include <cmath>
+#include <future>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -34,6 +35,8 @@ struct MemberState {
   Dataset train_subset;
   Dataset valid_sample;
   std::unique_ptr<CheckpointManager> checkpoints;
+  // Its checkpoint being written off the training thread (after `checkpoints`: a write ends before its manager).
+  std::future<SavedCheckpoint> checkpoint_write;
   std::optional<double> initial_loss;
   std::optional<std::int64_t> best_step;
   std::optional<double> best_value;
@@ -412,8 +415,9 @@ class FusedLoop {
     member.steps_reported = member.out.steps.size();
   }
 
-  // Gives the callbacks the member's last steps and its end, once.
+  // Gives the callbacks the member's last steps, its last checkpoint and its end, once.
   void ReportEnd(MemberState& member) {
+    FinishCheckpointWrite(member);
     ReportSteps(member);
     if (!callbacks_ || member.ended) return;
     member.ended = true;
@@ -537,9 +541,13 @@ class FusedLoop {
     return std::nullopt;
   }
 
-  // Writes the member's checkpoint at this step as the lone trainer writes its own (trainer.cc, SaveCheckpoint).
+  // Writes the member's checkpoint at this step as the lone trainer writes its own (trainer.cc, SaveCheckpoint): its
+  // bytes taken now, the file written, synced and the older ones retired on a thread of its own while the group
+  // trains on (a group's members write a checkpoint each at every evaluation); reported when the next one starts or
+  // the member ends.
   void SaveCheckpoint(MemberState& member, std::optional<double> objective) {
     if (!member.checkpoints) return;
+    FinishCheckpointWrite(member);
     const auto m = static_cast<std::int64_t>(&member - members_.data());
     model_->CopyMemberInto(m, *member.lone);
     torch::serialize::OutputArchive archive;
@@ -557,11 +565,20 @@ class FusedLoop {
     archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     std::ostringstream bytes;
     archive.save_to(bytes);
-    const SavedCheckpoint saved = member.checkpoints->Save(step_, objective, [&](const std::filesystem::path& dir) {
-      WriteFileAtomically(dir / "state.pt", bytes.str(), /*sync=*/false);  // Save syncs its payload
-    });
-    member.out.checkpoints.push_back(saved.info.path.string());
     member.saved_step = step_;
+    member.checkpoint_write = std::async(std::launch::async, [checkpoints = member.checkpoints.get(), step = step_,
+                                                              objective, state = std::move(bytes).str()] {
+      return checkpoints->Save(step, objective, [&](const std::filesystem::path& dir) {
+        WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
+      });
+    });
+  }
+
+  // Waits for the member's checkpoint being written, if any, and reports it; rethrows the error it failed with.
+  void FinishCheckpointWrite(MemberState& member) {
+    if (!member.checkpoint_write.valid()) return;
+    const SavedCheckpoint saved = member.checkpoint_write.get();
+    member.out.checkpoints.push_back(saved.info.path.string());
     if (!callbacks_) return;
     const CheckpointInfo& info = saved.info;
     callbacks_->OnCheckpoint(Index(member), {info.step, info.path.string(), info.objective,
