@@ -125,16 +125,22 @@ void GpuPool::AddTrialProcess(int lease, pid_t pid) {
 }
 
 void GpuPool::ReportSteps(int lease, std::int64_t steps, double now) {
-  for (const std::size_t g : leases_.at(lease).gpus) {
+  Lease& state = leases_.at(lease);
+  for (const std::size_t g : state.gpus) {
     Gpu& gpu = gpus_[g];
     if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out) continue;
     if (!gpu.window) {
-      if (gpu.filling_lease == lease) gpu.window = Window{.last_tick = now};
-    } else if (Occupied(gpu) >= gpu.capacity) {
+      if (gpu.filling_lease == lease) gpu.window = Window{.opened = now, .last_tick = now};
+    } else if (state.last_report && *state.last_report >= gpu.window->opened && steps > 0) {
+      // The trial's own rate over the interval since its last report: its start-up, and the moments a slot stands
+      // empty between one trial and the next, are in no interval.
       gpu.window->steps += static_cast<double>(steps);
+      gpu.window->trial_seconds += now - *state.last_report;
       ++gpu.window->reports;
+      gpu.window->reporters.insert(lease);
     }
   }
+  state.last_report = now;
 }
 
 OutOfMemoryVerdict GpuPool::TrialRanOutOfMemory(int lease) {
@@ -169,19 +175,19 @@ void GpuPool::Release(int lease, const std::vector<pid_t>& pids, double now) {
 
 void GpuPool::Update(double now) {
   for (Gpu& gpu : gpus_) Tick(gpu, now);
-  if (last_reading_ && now - *last_reading_ < options_.sample_interval) {
-    if (last_drain_reading_ && now - *last_drain_reading_ < options_.drain_interval) return;
+  if (!last_reading_ || now - *last_reading_ >= options_.sample_interval) {
+    last_reading_ = last_drain_reading_ = now;
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      if (!gpus_[g].running.empty() || !gpus_[g].draining.empty()) Read(g, now);
+    }
+    UpdatePeaks();
+  } else if (!last_drain_reading_ || now - *last_drain_reading_ >= options_.drain_interval) {
     last_drain_reading_ = now;
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       if (!gpus_[g].draining.empty()) Drain(g, now, nvml_.Sample(gpus_[g].device.uuid));
     }
-    return;
   }
-  last_reading_ = last_drain_reading_ = now;
-  for (std::size_t g = 0; g < gpus_.size(); ++g) {
-    if (!gpus_[g].running.empty() || !gpus_[g].draining.empty()) Read(g, now);
-  }
-  UpdatePeaks();
+  // At every call, not only at a reading: a measurement ends as soon as it is long enough.
   for (std::size_t g = 0; g < gpus_.size(); ++g) Measure(g);
 }
 
@@ -196,7 +202,10 @@ void GpuPool::Read(std::size_t g, double now) {
   auto sample = nvml_.Sample(gpu.device.uuid);
   if (sample) {
     if (gpu.window) {
-      gpu.window->peak_used = std::max(gpu.window->peak_used, sample->used_bytes);
+      if (sample->used_bytes >= gpu.window->peak_used) {
+        gpu.window->peak_used = sample->used_bytes;
+        gpu.window->peak_trials = Occupied(gpu);
+      }
       gpu.window->read = true;
     }
     Attribute(g, *sample);
@@ -305,9 +314,10 @@ double GpuPool::ProjectedUse(std::size_t g, int trials) const {
     if (known) others -= bytes->second.value_or(0);
   }
   if (known && per_trial > 0) return static_cast<double>(per_trial) * trials + static_cast<double>(others);
-  const auto now = static_cast<int>(gpu.running.size());
+  // The peak so far, at the slots then taken; or the latest reading, at the slots taken now.
   const std::uint64_t used = gpu.window ? gpu.window->peak_used : (gpu.latest ? gpu.latest->used_bytes : 0);
-  return static_cast<double>(used) * trials / std::max(1, now);
+  const int then = gpu.window ? gpu.window->peak_trials : Occupied(gpu);
+  return static_cast<double>(used) * trials / std::max(1, then);
 }
 
 // The measurement's clock: the seconds since its last tick count when every slot of the GPU was taken.
@@ -330,11 +340,13 @@ void GpuPool::Measure(std::size_t g) {
   if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.window) return;
   const Window& window = *gpu.window;
   if (!window.read || window.reports < options_.measure_reports * gpu.capacity ||
-      window.full_seconds < options_.measure_seconds) {
+      std::ssize(window.reporters) < gpu.capacity || window.full_seconds < options_.measure_seconds ||
+      window.trial_seconds <= 0) {
     return;
   }
   const int trials = gpu.capacity;
-  const double steps_per_second = window.steps / window.full_seconds;
+  // A trial's steps per second while the GPU held this many, times as many.
+  const double steps_per_second = trials * window.steps / window.trial_seconds;
   const double total = static_cast<double>(gpu.device.total_memory_bytes);
   gpu.measured[trials] = {.steps_per_second = steps_per_second,
                           .memory_share = total > 0 ? static_cast<double>(window.peak_used) / total : 0};
@@ -361,7 +373,9 @@ void GpuPool::Measure(std::size_t g) {
     settle(trials, fmt::format("the most it packs{}", MemoryAt(gpu, trials)));
     return;
   }
-  int more = std::min(2 * trials, gpu.ceiling);
+  const bool near_linear =
+      fewer > 0 && 1 + gain > options_.near_linear * static_cast<double>(trials) / static_cast<double>(fewer);
+  int more = std::min((near_linear ? 4 : 2) * trials, gpu.ceiling);
   while (more > trials && ProjectedUse(g, more) > options_.memory_margin * total) --more;
   if (more == trials) {
     settle(trials, fmt::format("{} would need about {:.0f}% of its memory{}", trials + 1,

@@ -2,13 +2,14 @@
 // least busy first), each GPU taking up to its capacity of trials at once. Release hands them back once the trial's
 // processes have ended, but a GPU's slot is free again only when NVML no longer lists those processes and the memory
 // they held is free (a GPU whose memory stays taken past a bound is left out of the pool, with a notice). With
-// `trials per GPU: auto` the capacity is measured: it starts at one and doubles while the GPU's steps per second
-// (every step its trials report, over the time all its slots are taken, start-ups and ends included) rise by more
-// than a few percent and the memory the larger count would need (from NVML, per process) fits; otherwise it settles,
-// at the smaller count when the larger one was not worth it. Trials shorter than a measurement are measured as they
-// come and go. A trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good and is run
-// again alone; alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any steady origin)
-// and calls Update from its loop. Not thread-safe.
+// `trials per GPU: auto` the capacity is measured: it starts at one and doubles (quadruples while each trial kept
+// nearly its rate) while the GPU's steps per second (a trial's own, between its step reports while the GPU held that
+// many, times as many) rise by more than a few percent and the memory the larger count would need (from NVML, per
+// process) fits; otherwise it settles, at the smaller count when the larger one was not worth it. Trials shorter than
+// a measurement are measured as they come and go: their start-ups, and a slot's moments empty, are in no interval. A
+// trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good and is run again alone;
+// alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any steady origin) and calls Update
+// from its loop. Not thread-safe.
 #pragma once
 
 #include <sys/types.h>
@@ -33,9 +34,12 @@ struct GpuPoolOptions {
   int trials_per_gpu = 0;       // trials at once on a GPU; 0: auto, measured
   int max_trials_per_gpu = 16;  // auto never packs more
   double min_gain = 0.05;       // more trials at once must add more than this share of steps per second
-  double memory_margin = 0.9;   // and the memory they would need must stay under this share of the GPU's
-  // A measurement of steps per second takes at least this many step reports per trial at once (each trial's steps
-  // are counted as it reports them: a few reports each keep that rounding small)…
+  // Where the last count kept each trial at this share of its steps per second at the count before (the GPU far from
+  // busy), the next count is four times the last, not twice: a short study spends less of itself ramping up.
+  double near_linear = 0.9;
+  double memory_margin = 0.9;  // and the memory they would need must stay under this share of the GPU's
+  // A measurement of steps per second takes at least this many intervals between step reports per trial at once,
+  // from at least as many trials as the GPU takes at once…
   int measure_reports = 3;
   double measure_seconds = 0.5;  // …over at least this long with every slot of the GPU taken
   double sample_interval = 0.5;  // seconds between readings of NVML
@@ -113,11 +117,15 @@ class GpuPool {
   // GPU to that capacity (its start-up is over), it counts the steps reported and the seconds while every slot is
   // taken.
   struct Window {
+    double opened = 0;
     double last_tick = 0;
     double full_seconds = 0;
-    double steps = 0;
-    int reports = 0;
+    double steps = 0;             // reported by its trials over the intervals between their reports inside it…
+    double trial_seconds = 0;     // …which, summed, last this long
+    int reports = 0;              // such intervals
+    std::set<int> reporters;      // the trials that reported them
     std::uint64_t peak_used = 0;  // the GPU's memory in use at most, at the readings since it opened
+    int peak_trials = 0;          // its slots taken at that reading
     bool read = false;            // NVML was read since it opened
   };
   // A released trial whose memory is not free yet.
@@ -153,6 +161,7 @@ class GpuPool {
     std::optional<std::int64_t> peak_bytes;  // over the readings that said what its processes held
     double utilization_sum = 0;
     int utilization_readings = 0;
+    std::optional<double> last_report;  // when it last reported steps
   };
 
   static int Occupied(const Gpu& gpu);
