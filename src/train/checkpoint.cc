@@ -484,4 +484,23 @@ void CheckpointManager::Warn(const std::string& message) {
   std::cerr << "dltune: warning: " << message << '\n';
 }
 
+std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
+                                                   std::optional<double> objective, std::string state) {
+  return std::async(std::launch::async, [&checkpoints, step, objective, state = std::move(state)] {
+    return checkpoints.Save(step, objective, [&](const std::filesystem::path& dir) {
+      WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
+    });
+  });
+}
+
+std::vector<CheckpointEvent> CheckpointEvents(const SavedCheckpoint& saved) {
+  const CheckpointInfo& info = saved.info;
+  std::vector<CheckpointEvent> events = {
+      {info.step, info.path.string(), info.objective, "sha256:" + saved.sha256.at("state.pt"), info.in_best, false}};
+  for (const auto& removed : saved.deleted) {
+    events.push_back({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
+  }
+  return events;
+}
+
 }  // namespace dltune

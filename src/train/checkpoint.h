@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/objective.h"
+#include "dltune/train/trainer.h"
 
 namespace dltune {
 
@@ -141,6 +143,14 @@ class CheckpointManager {
 std::string CheckpointDirName(std::int64_t step);
 // The step in a checkpoint directory's name (step_00001200 -> 1200); 0 if it has none.
 std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir);
+
+// A trainer's checkpoint written off the training thread: `state` (state.pt's bytes, taken on the training thread)
+// saved through `checkpoints` (written, synced, older ones retired) on a thread of its own. `checkpoints` must
+// outlive the future, and take no other Save until it is ready.
+std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
+                                                   std::optional<double> objective, std::string state);
+// A saved checkpoint as the trainers' callbacks hear of it: it, then each checkpoint retention removed.
+std::vector<CheckpointEvent> CheckpointEvents(const SavedCheckpoint& saved);
 
 // A checkpoint owner for messages: "study 'b' (uid 3f9a2c1e07b4) trial 3, seed 7", or its JSON; "no owner" for null.
 std::string DescribeCheckpointOwner(const nlohmann::json& owner);

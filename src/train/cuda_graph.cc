@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -101,6 +102,15 @@ CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed) {
       GraphTiming{.eager_seconds = eager, .replay_seconds = StepGraph::SecondsPerRun([&graph] { graph.Replay(); })};
   if (!captured.timing->ReplayWins()) captured.graph.reset();
   return captured;
+}
+
+void SayHowTheStepTrains(const char* who, const std::string& why_not, const std::optional<GraphTiming>& timing) {
+  if (!why_not.empty()) {
+    std::fprintf(stderr, "dltune: training.cuda_graph: the %s trains eagerly: %s\n", who, why_not.c_str());
+  } else if (timing) {
+    std::fprintf(stderr, "dltune: training.cuda_graph: the %s replays its step from a CUDA graph: auto: %s\n", who,
+                 timing->Text().c_str());
+  }
 }
 
 KeptTensors::KeptTensors(std::vector<torch::Tensor> tensors) : tensors_(std::move(tensors)) {

@@ -62,6 +62,10 @@ struct CapturedStep {
 // in all and must leave the training as it was (the caller puts its tensors back). Throws Error as Capture does.
 CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed);
 
+// Says on stderr how a `who` ("trial", "group") trains its step: eagerly and why (`why_not`), or replaying its graph,
+// with auto's `timing` when it has one; nothing when there is neither a reason nor a timing.
+void SayHowTheStepTrains(const char* who, const std::string& why_not, const std::optional<GraphTiming>& timing);
+
 // Copies of the tensors the runs of a capture change (weights, batch-norm averages, optimizer state), to put them
 // back as they were once the step is captured (or its capture failed).
 class KeptTensors {

@@ -331,12 +331,7 @@ class FusedLoop {
       }
       averages.Restore();
     }
-    if (!why_not.empty()) {
-      std::fprintf(stderr, "dltune: training.cuda_graph: the group trains eagerly: %s\n", why_not.c_str());
-    } else if (timing) {
-      std::fprintf(stderr, "dltune: training.cuda_graph: the group replays its step from a CUDA graph: auto: %s\n",
-                   timing->Text().c_str());
-    }
+    SayHowTheStepTrains("group", why_not, timing);
   }
 
   // The step as captured: gathers the rows in graphed_.rows, trains every member one step with graphed_.table's
@@ -566,12 +561,7 @@ class FusedLoop {
     std::ostringstream bytes;
     archive.save_to(bytes);
     member.saved_step = step_;
-    member.checkpoint_write = std::async(std::launch::async, [checkpoints = member.checkpoints.get(), step = step_,
-                                                              objective, state = std::move(bytes).str()] {
-      return checkpoints->Save(step, objective, [&](const std::filesystem::path& dir) {
-        WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
-      });
-    });
+    member.checkpoint_write = SaveStateInBackground(*member.checkpoints, step_, objective, std::move(bytes).str());
   }
 
   // Waits for the member's checkpoint being written, if any, and reports it; rethrows the error it failed with.
@@ -580,13 +570,7 @@ class FusedLoop {
     const SavedCheckpoint saved = member.checkpoint_write.get();
     member.out.checkpoints.push_back(saved.info.path.string());
     if (!callbacks_) return;
-    const CheckpointInfo& info = saved.info;
-    callbacks_->OnCheckpoint(Index(member), {info.step, info.path.string(), info.objective,
-                                             "sha256:" + saved.sha256.at("state.pt"), info.in_best, false});
-    for (const auto& removed : saved.deleted) {
-      callbacks_->OnCheckpoint(Index(member),
-                               {StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
-    }
+    for (const CheckpointEvent& event : CheckpointEvents(saved)) callbacks_->OnCheckpoint(Index(member), event);
   }
 
   FusedMemberResult Finish(MemberState& member) {

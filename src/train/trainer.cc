@@ -389,22 +389,19 @@ class Loop {
     if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
     if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
     if (!why_not.empty()) {
-      if (!timed) std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
+      if (!timed) SayHowTheStepTrains("trial", why_not, std::nullopt);
       return;
     }
-    why_not = CaptureOrSayWhyNot(train, timed);
-    if (!why_not.empty()) {
-      std::fprintf(stderr, "dltune: training.cuda_graph: the trial trains eagerly: %s\n", why_not.c_str());
-    } else if (graph_timing_) {
-      std::fprintf(stderr, "dltune: training.cuda_graph: the trial replays its step from a CUDA graph: auto: %s\n",
-                   graph_timing_->Text().c_str());
-    }
+    std::optional<GraphTiming> timing;
+    why_not = CaptureOrSayWhyNot(train, timed, timing);
+    SayHowTheStepTrains("trial", why_not, timing);
   }
 
   // Captures the step and returns "", or returns why it was not captured (with `timed`, also where the eager step was
-  // as fast). The runs of a capture (and the run that checks for random draws, and auto's timed runs) train: the
-  // model, its batch-norm averages, the optimizer's state and the generators are put back as they were.
-  std::string CaptureOrSayWhyNot(const Dataset& train, bool timed) {
+  // as fast; `timing` then says both). The runs of a capture (and the run that checks for random draws, and auto's
+  // timed runs) train: the model, its batch-norm averages, the optimizer's state and the generators are put back as
+  // they were.
+  std::string CaptureOrSayWhyNot(const Dataset& train, bool timed, std::optional<GraphTiming>& timing) {
     const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
     graph_batches_ =
         std::make_unique<GroupBatches>(train, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
@@ -428,8 +425,8 @@ class Loop {
       } else {
         CapturedStep captured = CaptureStepGraph([this] { GraphedStep(); }, timed);
         graph_ = std::move(captured.graph);
-        graph_timing_ = captured.timing;
-        if (!graph_) why_not = "auto: " + graph_timing_->Text();
+        timing = captured.timing;
+        if (!graph_) why_not = "auto: " + timing->Text();
       }
     } catch (const std::exception& e) {
       why_not = FirstLine(e.what());
@@ -755,23 +752,13 @@ class Loop {
     // The bytes, taken now: the model's tensors change with the next step.
     std::ostringstream bytes;
     archive.save_to(bytes);
-    checkpoint_write_ = std::async(std::launch::async, [this, step = step_, objective, state = std::move(bytes).str()] {
-      return checkpoints_->Save(step, objective, [&](const std::filesystem::path& dir) {
-        WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
-      });
-    });
+    checkpoint_write_ = SaveStateInBackground(*checkpoints_, step_, objective, std::move(bytes).str());
   }
 
   // Waits for the checkpoint being written, if any, and reports it; rethrows the error it failed with.
   void FinishCheckpointWrite() {
     if (!checkpoint_write_.valid()) return;
-    const SavedCheckpoint saved = checkpoint_write_.get();
-    const CheckpointInfo& info = saved.info;
-    callbacks_.OnCheckpoint(
-        {info.step, info.path.string(), info.objective, "sha256:" + saved.sha256.at("state.pt"), info.in_best, false});
-    for (const auto& removed : saved.deleted) {
-      callbacks_.OnCheckpoint({StepOfCheckpointDir(removed), removed.string(), std::nullopt, "", false, true});
-    }
+    for (const CheckpointEvent& event : CheckpointEvents(checkpoint_write_.get())) callbacks_.OnCheckpoint(event);
   }
 
   // Reports a checkpoint whose write has finished, without waiting for one that has not.
@@ -957,7 +944,6 @@ class Loop {
   Dataset prediction_set_;
   Dataset valid_, test_;                         // on device_ (test_ only when it is evaluated)
   std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
-  std::optional<GraphTiming> graph_timing_;      // training.cuda_graph: auto's measurement
   std::unique_ptr<GroupBatches> graph_batches_;  // the graphed step's rows
   struct {
     torch::Tensor rows, table, loss, norm, clipped;
