@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Runs clang-tidy on the given sources, skipping those it already found clean with the same inputs.
+
+Usage: scripts/lint_tidy.py BUILD_DIR SOURCE...   (from the project's root; BUILD_DIR holds compile_commands.json)
+
+A source's inputs are what decide clang-tidy's answer: its compile command (with the checkout's path taken out, so
+that another clone of the same commit shares the answer), the contents of every file its object was compiled from (the
+source and each header, as ninja recorded them at the last build), .clang-tidy and clang-tidy's version. Each clean
+answer is kept as an empty file named by the SHA-256 of those inputs in $DLTUNE_LINT_CACHE (default
+~/.cache/dltune-lint), like ccache keeps objects; a finding is never kept, so it is reported on every run. A source
+whose headers ninja does not know (not built yet, or built since it changed) is always analysed. Entries unused for
+30 days are removed. Exits non-zero when clang-tidy reports anything.
+"""
+import concurrent.futures
+import hashlib
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import time
+
+CACHE_DAYS = 30
+
+
+def cache_dir():
+    configured = os.environ.get("DLTUNE_LINT_CACHE")
+    if configured:
+        return pathlib.Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "dltune-lint"
+
+
+def object_of(command):
+    words = shlex.split(command)
+    return words[words.index("-o") + 1] if "-o" in words else None
+
+
+def ninja_dependencies(build_dir):
+    """Maps each object ninja built to the files it was compiled from, where ninja's record is current."""
+    listing = subprocess.run(["ninja", "-C", build_dir, "-t", "deps"], capture_output=True, text=True)
+    if listing.returncode != 0:
+        return {}
+    dependencies, current = {}, None
+    for line in listing.stdout.splitlines():
+        if not line.strip():
+            current = None
+        elif not line.startswith(" "):
+            target, _, state = line.partition(": #deps")
+            current = target if state.rstrip().endswith("(VALID)") else None
+            if current:
+                dependencies[current] = []
+        elif current:
+            dependencies[current].append(line.strip())
+    return dependencies
+
+
+class ContentHashes:
+    def __init__(self, build_dir):
+        self.build_dir = build_dir
+        self.known = {}
+
+    def __call__(self, path):
+        path = os.path.normpath(os.path.join(self.build_dir, path))
+        if path not in self.known:
+            try:
+                self.known[path] = hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()
+            except OSError:
+                self.known[path] = "missing"
+        return self.known[path]
+
+
+def input_keys(build_dir, sources):
+    """Each source's key, or None where its inputs are not all known."""
+    root = os.getcwd()
+    entries = {os.path.realpath(e["file"]): e for e in json.loads(pathlib.Path(build_dir, "compile_commands.json").read_text())}
+    dependencies = ninja_dependencies(build_dir)
+    content = ContentHashes(build_dir)
+    version = subprocess.run(["clang-tidy", "--version"], capture_output=True, text=True).stdout
+    config = pathlib.Path(".clang-tidy").read_bytes()
+    keys = {}
+    for source in sources:
+        entry = entries.get(os.path.realpath(source))
+        files = dependencies.get(object_of(entry["command"])) if entry else None
+        if not files:
+            keys[source] = None
+            continue
+        digest = hashlib.sha256()
+        digest.update(version.encode() + b"\0" + config + b"\0")
+        digest.update(entry["command"].replace(root, "<root>").encode() + b"\0")
+        for name in sorted(files):
+            shown = os.path.normpath(os.path.join(build_dir, name)).replace(root, "<root>")
+            digest.update(f"{shown}\0{content(name)}\0".encode())
+        keys[source] = digest.hexdigest()
+    return keys
+
+
+def tidy(build_dir, source):
+    run = subprocess.run(["clang-tidy", "-p", build_dir, "--quiet", source], capture_output=True, text=True)
+    return run.returncode, run.stdout
+
+
+def prune(cache):
+    limit = time.time() - CACHE_DAYS * 86400
+    for entry in cache.iterdir():
+        try:
+            if entry.stat().st_mtime < limit:
+                entry.unlink()
+        except OSError:
+            pass
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.stderr.write(__doc__)
+        return 2
+    build_dir, sources = argv[0], argv[1:]
+    cache = cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    keys = input_keys(build_dir, sources)
+    to_analyse = []
+    for source in sources:
+        marker = cache / keys[source] if keys[source] else None
+        if marker and marker.exists():
+            marker.touch()
+        else:
+            to_analyse.append(source)
+    print(f"lint: clang-tidy on {len(to_analyse)} of {len(sources)} files of src/ "
+          f"(the others were found clean with the same inputs: {cache})", flush=True)
+    failed = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        for source, (status, findings) in zip(to_analyse, pool.map(lambda s: tidy(build_dir, s), to_analyse)):
+            if status == 0:
+                if keys[source]:
+                    (cache / keys[source]).touch()
+            else:
+                failed += 1
+                sys.stdout.write(findings or f"{source}: clang-tidy exited with status {status}\n")
+    prune(cache)
+    if failed:
+        print(f"lint: clang-tidy found problems in {failed} files")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
