@@ -7,12 +7,16 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 namespace dltune {
 namespace {
 
 // Memory a released trial may leave taken without its GPU counting as not freed (the driver's own bookkeeping).
 constexpr std::int64_t kFreedTolerance = 64LL << 20;
+// The next count's trials start up when the measurement is due to end within this share of a start-up: a trial
+// that starts training before it ends cuts it short, and reports come slower than their pace so far as trials end.
+constexpr double kAheadShare = 0.5;
 
 bool ContainsIgnoringCase(std::string_view text, std::string_view needle) {
   const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
@@ -75,15 +79,42 @@ GpuPool::GpuPool(const GpuInventory& inventory, Nvml& nvml, GpuPoolOptions optio
 // Its slots taken: by running trials and by ended ones whose memory is not free yet.
 int GpuPool::Occupied(const Gpu& gpu) { return static_cast<int>(gpu.running.size() + gpu.draining.size()); }
 
-bool GpuPool::HasRoom(const Gpu& gpu, bool alone) const {
+// The trials the GPU takes at once now: its capacity; within a start-up of its measurement's end, also the next
+// count's trials, which start up meanwhile (twice as many, or as many as the memory the trials hold leaves room for).
+int GpuPool::Admits(std::size_t g) const {
+  const Gpu& gpu = gpus_[g];
+  if (options_.trials_per_gpu > 0 || gpu.settled || !gpu.window || !gpu.window->read || !gpu.startup ||
+      MeasurementLeft(gpu) > kAheadShare * *gpu.startup) {
+    return gpu.capacity;
+  }
+  int next = std::min(2 * gpu.capacity, gpu.ceiling);
+  const double total = static_cast<double>(gpu.device.total_memory_bytes);
+  while (next > gpu.capacity && ProjectedUse(g, next) > options_.memory_margin * total) --next;
+  return next;
+}
+
+// Seconds until the measurement at the GPU's capacity has its time and its reports, at the pace of its reports so far.
+double GpuPool::MeasurementLeft(const Gpu& gpu) const {
+  const Window& window = *gpu.window;
+  const int reports = options_.measure_reports * gpu.capacity;
+  double left = std::max(0.0, options_.measure_seconds - window.full_seconds);
+  if (window.reports < reports) {
+    if (window.reports == 0) return std::numeric_limits<double>::infinity();
+    left = std::max(left, (window.last_tick - window.opened) / window.reports * (reports - window.reports));
+  }
+  return left;
+}
+
+bool GpuPool::HasRoom(std::size_t g, bool alone) const {
+  const Gpu& gpu = gpus_[g];
   if (gpu.left_out || gpu.alone_lease != 0) return false;
-  return alone ? Occupied(gpu) == 0 : Occupied(gpu) < gpu.capacity;
+  return alone ? Occupied(gpu) == 0 : Occupied(gpu) < Admits(g);
 }
 
 std::vector<std::size_t> GpuPool::WithRoom(bool alone) const {
   std::vector<std::size_t> free;
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
-    if (HasRoom(gpus_[g], alone)) free.push_back(g);
+    if (HasRoom(g, alone)) free.push_back(g);
   }
   return free;
 }
@@ -103,9 +134,11 @@ std::optional<GpuLease> GpuPool::Acquire(int gpus_per_trial, double now, bool al
   const int id = next_lease_++;
   GpuLease lease{.id = id};
   leases_[id].gpus = free;
+  leases_[id].acquired = now;
   for (const std::size_t g : free) {
     Gpu& gpu = gpus_[g];
     Tick(gpu, now);  // the time until now, at the trials before this one
+    if (!alone && gpu.window && Occupied(gpu) >= gpu.capacity) gpu.ahead.insert(id);
     gpu.running.push_back(id);
     if (alone) gpu.alone_lease = id;
     if (!gpu.window && gpu.filling_lease == 0 && Occupied(gpu) >= gpu.capacity) gpu.filling_lease = id;
@@ -129,8 +162,18 @@ void GpuPool::ReportSteps(int lease, std::int64_t steps, double now) {
   for (const std::size_t g : state.gpus) {
     Gpu& gpu = gpus_[g];
     if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out) continue;
+    if (!state.last_report) gpu.startup = std::min(gpu.startup.value_or(now - state.acquired), now - state.acquired);
+    // A trial started ahead begins training: the GPU no longer holds the count being measured.
+    if (gpu.window && gpu.ahead.contains(lease) && !state.last_report) {
+      Tick(gpu, now);
+      Measure(g, /*cut_short=*/true);
+      if (gpu.settled) continue;
+    }
     if (!gpu.window) {
-      if (gpu.filling_lease == lease) gpu.window = Window{.opened = now, .last_tick = now};
+      if (gpu.filling_lease == lease) {
+        gpu.window = Window{.opened = now, .last_tick = now};
+        Read(g, now);  // what the trials hold once started up: how many more fit, to start them up meanwhile
+      }
     } else if (state.last_report && *state.last_report >= gpu.window->opened && steps > 0) {
       // The trial's own rate over the interval since its last report: its start-up, and the moments a slot stands
       // empty between one trial and the next, are in no interval.
@@ -165,6 +208,7 @@ void GpuPool::Release(int lease, const std::vector<pid_t>& pids, double now) {
     Gpu& gpu = gpus_[g];
     Tick(gpu, now);
     std::erase(gpu.running, lease);
+    gpu.ahead.erase(lease);
     if (gpu.alone_lease == lease) gpu.alone_lease = 0;
     if (gpu.filling_lease == lease && !gpu.window) gpu.filling_lease = 0;  // it ended before it reported
     gpu.draining.push_back(
@@ -327,21 +371,33 @@ void GpuPool::Tick(Gpu& gpu, double now) {
   gpu.window->last_tick = now;
 }
 
-// A new measurement, at the GPU's capacity now: opened by the first report of the trial that next fills the GPU.
+// A new measurement, at the GPU's capacity now: opened by the first report of the trial that next fills the GPU, or
+// of the latest one where trials started ahead fill it already.
 void GpuPool::Restart(Gpu& gpu) {
   gpu.window.reset();
   gpu.filling_lease = 0;
+  gpu.ahead.clear();
+  if (gpu.settled || gpu.running.empty() || Occupied(gpu) < gpu.capacity) return;
+  gpu.filling_lease = gpu.running.back();
+  const std::optional<double> reported = leases_.at(gpu.filling_lease).last_report;
+  if (reported) gpu.window = Window{.opened = *reported, .last_tick = *reported};
 }
 
 // Once an auto GPU has been measured long enough at its capacity: twice as many trials at once (or as many as fit in
-// its memory), or settle.
-void GpuPool::Measure(std::size_t g) {
+// its memory), or settle. `cut_short`: a trial started ahead begins training, and the measurement ends now, with
+// what it has where that is a report from each trial, else unmeasured, at the trials it has now.
+void GpuPool::Measure(std::size_t g, bool cut_short) {
   Gpu& gpu = gpus_[g];
   if (options_.trials_per_gpu > 0 || gpu.settled || gpu.left_out || !gpu.window) return;
   const Window& window = *gpu.window;
-  if (!window.read || window.reports < options_.measure_reports * gpu.capacity ||
-      std::ssize(window.reporters) < gpu.capacity || window.full_seconds < options_.measure_seconds ||
-      window.trial_seconds <= 0) {
+  const bool some = window.read && std::ssize(window.reporters) >= gpu.capacity && window.trial_seconds > 0;
+  if (cut_short && !some) {
+    gpu.capacity = std::clamp(Occupied(gpu), gpu.capacity, gpu.ceiling);
+    Restart(gpu);
+    return;
+  }
+  if (!cut_short && (!some || window.reports < options_.measure_reports * gpu.capacity ||
+                     window.full_seconds < options_.measure_seconds)) {
     return;
   }
   const int trials = gpu.capacity;

@@ -6,7 +6,10 @@
 // nearly its rate) while the GPU's steps per second (a trial's own, between its step reports while the GPU held that
 // many, times as many) rise by more than a few percent and the memory the larger count would need (from NVML, per
 // process) fits; otherwise it settles, at the smaller count when the larger one was not worth it. Trials shorter than
-// a measurement are measured as they come and go: their start-ups, and a slot's moments empty, are in no interval. A
+// a measurement are measured as they come and go: their start-ups, and a slot's moments empty, are in no interval.
+// Start-ups barely use the GPU, so the next count's trials (twice as many, where their memory fits) start up while a
+// count is measured, a start-up before the measurement is due to end: they start training about when it ends, not a
+// start-up after it; one that starts training before it ends ends it with what it has. A
 // trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good and is run again alone;
 // alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any steady origin) and calls Update
 // from its loop. Not thread-safe.
@@ -144,8 +147,10 @@ class GpuPool {
     std::string why;
     std::map<int, Measurement> measured;  // by trials at once
     std::optional<Window> window;
-    int filling_lease = 0;     // the trial that filled the GPU to its capacity; its first report opens
-    std::vector<int> running;  // leases
+    int filling_lease = 0;          // the trial that filled the GPU to its capacity; its first report opens
+    std::set<int> ahead;            // trials started beyond the capacity being measured, while it is measured
+    std::optional<double> startup;  // the shortest start-up of its trials: from their lease to their first report
+    std::vector<int> running;       // leases
     std::vector<Draining> draining;
     int alone_lease = 0;
     std::optional<GpuSample> latest;
@@ -162,10 +167,13 @@ class GpuPool {
     double utilization_sum = 0;
     int utilization_readings = 0;
     std::optional<double> last_report;  // when it last reported steps
+    double acquired = 0;
   };
 
   static int Occupied(const Gpu& gpu);
-  bool HasRoom(const Gpu& gpu, bool alone) const;
+  int Admits(std::size_t g) const;
+  double MeasurementLeft(const Gpu& gpu) const;
+  bool HasRoom(std::size_t g, bool alone) const;
   std::vector<std::size_t> WithRoom(bool alone) const;
   bool Owns(const Lease& lease, pid_t pid) const;
   void Read(std::size_t g, double now);
@@ -176,7 +184,7 @@ class GpuPool {
   bool Freed(Draining& draining, const GpuSample& sample) const;
   void LeaveOut(Gpu& gpu);
   void Tick(Gpu& gpu, double now);
-  void Measure(std::size_t g);
+  void Measure(std::size_t g, bool cut_short = false);
   void Restart(Gpu& gpu);
   double ProjectedUse(std::size_t g, int trials) const;
   std::string MemoryAt(const Gpu& gpu, int trials) const;
