@@ -101,6 +101,17 @@ def tidy(build_dir, source):
     return run.returncode, run.stdout
 
 
+def remember(marker, create=False):
+    """Marks a clean answer as used now (or keeps a new one); whether it is kept."""
+    try:
+        if create or marker.exists():
+            marker.touch()
+            return True
+    except OSError:
+        pass
+    return False
+
+
 def prune(cache):
     limit = time.time() - CACHE_DAYS * 86400
     for entry in cache.iterdir():
@@ -117,27 +128,26 @@ def main(argv):
         return 2
     build_dir, sources = argv[0], argv[1:]
     cache = cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    keys = input_keys(build_dir, sources)
-    to_analyse = []
-    for source in sources:
-        marker = cache / keys[source] if keys[source] else None
-        if marker and marker.exists():
-            marker.touch()
-        else:
-            to_analyse.append(source)
-    print(f"lint: clang-tidy on {len(to_analyse)} of {len(sources)} files of src/ "
-          f"(the others were found clean with the same inputs: {cache})", flush=True)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        keys = input_keys(build_dir, sources)
+    except OSError as error:  # no cache: every source is analysed
+        print(f"lint: no cache of clean sources ({error})")
+        cache, keys = None, dict.fromkeys(sources)
+    to_analyse = [source for source in sources if not (keys[source] and remember(cache / keys[source]))]
+    skipped = f" (the others were found clean with the same inputs: {cache})" if len(to_analyse) < len(sources) else ""
+    print(f"lint: clang-tidy on {len(to_analyse)} of {len(sources)} files of src/{skipped}", flush=True)
     failed = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         for source, (status, findings) in zip(to_analyse, pool.map(lambda s: tidy(build_dir, s), to_analyse)):
             if status == 0:
                 if keys[source]:
-                    (cache / keys[source]).touch()
+                    remember(cache / keys[source], create=True)
             else:
                 failed += 1
                 sys.stdout.write(findings or f"{source}: clang-tidy exited with status {status}\n")
-    prune(cache)
+    if cache:
+        prune(cache)
     if failed:
         print(f"lint: clang-tidy found problems in {failed} files")
     return 1 if failed else 0
