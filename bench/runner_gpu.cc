@@ -3,8 +3,10 @@
 //   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
 //   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
 //     trials on the GPU by measurement; training.cuda_graph auto, the default: each trial replays its step from a CUDA
-//     graph where that is faster) and with training.fuse: N (default 16: each sub-study one group); after the peers,
-//     both again with training.cuda_graph: false (every step launched eagerly), for the graphs' speed-up;
+//     graph where that is faster) and with training.fuse: N (default 16: each sub-study one group); both again with
+//     --mps (the trials sharing the GPU as clients of an MPS daemon the run starts: their kernels side by side rather
+//     than taking turns); after the peers, both again with training.cuda_graph: false (every step launched eagerly),
+//     for the graphs' speed-up;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
 //     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
 //     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another
@@ -113,7 +115,7 @@ std::string GraphsOfTrials(const fs::path& run_dir) {
 void PrintPlacement(const fs::path& output) {
   std::ifstream in(output);
   for (std::string line; std::getline(in, line);) {
-    for (const char* said : {"GPUs: ", "GPU packing: ", "parallel layout: ", "training.fuse "}) {
+    for (const char* said : {"GPUs: ", "GPU packing: ", "parallel layout: ", "training.fuse ", "MPS: ", "--mps: "}) {
       if (line.find(said) != std::string::npos) {
         std::printf("gpu:   %s\n", line.c_str());
         break;
@@ -122,8 +124,9 @@ void PrintPlacement(const fs::path& output) {
   }
 }
 
-// `dltune run` of the quickstart with `training` as its training: block.
-std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training) {
+// `dltune run` of the quickstart with `training` as its training: block, and `options` (" --mps") on its command line.
+std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training,
+                              const std::string& options = "") {
   const std::string file = FileName(name);
   const fs::path spec = dir / (file + ".yaml");
   {
@@ -137,7 +140,7 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   std::fflush(stdout);
   Side side{.name = "dltune run, " + name};
   side.wall = Timed("cd " + ShellQuote(dir.string()) + " && " + DLTUNE_CLI_PATH + " run " + ShellQuote(spec.string()) +
-                    " --no-report --storage " + ShellQuote("sqlite://" + db.string()) + " > " +
+                    " --no-report" + options + " --storage " + ShellQuote("sqlite://" + db.string()) + " > " +
                     ShellQuote(output.string()) + " 2>&1");
   if (side.wall < 0) {
     PrintTail(output);
@@ -223,6 +226,10 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
   // The goals' runs first (training.cuda_graph: auto, the default), then the peers, then the eager runs.
   run("unfused", RunDltune(dir, "unfused", "  device: cuda\n"));
   run("fused", RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training));
+  // The same with --mps: the trials sharing the GPU as clients of an MPS daemon of the run's own, their kernels side
+  // by side.
+  run("unfused MPS", RunDltune(dir, "unfused, --mps", "  device: cuda\n", " --mps"));
+  run("fused MPS", RunDltune(dir, "fused, --mps", fused_training, " --mps"));
   const bool partial = serial_peer_trials < kTrialsPerOptimizer;
   if (peers) {
     const std::string serial_name =
@@ -257,7 +264,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
   // Where each dltune run's time went: a trial's phases (the trial's own records) and how many trials ran at once.
   // Without MPS, trials in processes of their own take turns on the GPU: their kernels never overlap, so packing
   // unfused trials cannot go below their summed GPU time; a fused group is one process and one stream of kernels.
-  std::printf("\nper trial, mean of the study's trials (a fused member's are its group's; MPS %s):\n",
+  std::printf("\nper trial, mean of the study's trials (a fused member's are its group's; a system MPS %s):\n",
               info.value("mps", false) ? "running: processes' kernels may overlap" : "not running");
   for (const std::string& key : order) {
     const Side& side = sides.at(key);
@@ -274,7 +281,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
         study.trials_seconds > 0 ? study.trial_seconds_summed / study.trials_seconds : 0.0);
   }
   std::printf("\n");
-  for (const char* key : {"fused", "fused eager"}) {
+  for (const char* key : {"fused", "fused MPS", "fused eager"}) {
     if (const Side* side = find(key)) {
       std::printf("%s after start-up: %.2f s (goal < %.0f s: %s)\n", side->name.c_str(), *side->after_start,
                   kGoalFusedSeconds, Met(*side->after_start < kGoalFusedSeconds).c_str());
@@ -313,14 +320,14 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
                 BestOverall(side), reference_name, BestOverall(*reference), Met(within(side, *reference)).c_str());
   };
   const std::string processes = fmt::format("Optuna's {} processes", kPeerProcesses);
-  for (const char* key : {"unfused", "unfused eager"}) {
+  for (const char* key : {"unfused", "unfused MPS", "unfused eager"}) {
     if (const Side* side = find(key)) {
       print_ratio(*side, serial, "Optuna n_jobs=1", kGoalOverSerialPeer);
       print_ratio(*side, parallel, processes, kGoalOverParallelPeer);
       print_best(*side, peer_best, "the peer's");
     }
   }
-  for (const char* key : {"fused", "fused eager"}) {
+  for (const char* key : {"fused", "fused MPS", "fused eager"}) {
     if (const Side* side = find(key)) {
       print_ratio(*side, serial, "Optuna n_jobs=1", kGoalFusedOverSerial);
       print_best(*side, find("unfused"), "unfused");

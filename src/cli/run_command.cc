@@ -84,6 +84,11 @@ void AddWorkerOptions(CLI::App* command, WorkerArgs& args) {
       "The GPUs trials may use: all (default: those CUDA_VISIBLE_DEVICES leaves visible), none, or a "
       "comma list of positions among the visible GPUs or UUIDs, e.g. --gpus 0,1 (docs/parallel-layout.md, "
       "\"GPUs\")");
+  command->add_flag("--mps", args.run.mps,
+                    "Run the trials that share a GPU as clients of NVIDIA's Multi-Process Service, so that their "
+                    "kernels run side by side rather than taking turns: dltune starts an MPS control daemon of its "
+                    "own for its GPUs (nvidia-cuda-mps-control, from the driver's utilities) and stops it at the end; "
+                    "without one, trials share GPUs as before (docs/parallel-layout.md, \"GPUs\")");
   command->add_flag("--retry-failed", args.run.retry_failed,
                     "Try the failed trials again (they resume from their latest checkpoint): after fixing what made "
                     "them fail");

@@ -207,5 +207,19 @@ TEST(NvmlTest, ASampleHasUsedMemoryUtilizationAndTheLiveProcesses) {
   EXPECT_FALSE(nvml.Sample("GPU-404"));
 }
 
+TEST(NvmlTest, UnderMpsASampleListsTheServersClientsAmongItsProcesses) {
+  test::FakeGpus fake("gpu GPU-1 total=17179869184 name=NVIDIA L4\n");
+  test::ChildProcess server, client;
+  fake.UseMemory("GPU-1", server.pid(), test::kGiB / 4);
+  fake.UseMemoryAsMpsClient("GPU-1", client.pid(), 2 * test::kGiB);
+  Nvml nvml;
+  const auto sample = nvml.Sample("GPU-1");
+  ASSERT_TRUE(sample);
+  std::vector<std::pair<pid_t, std::optional<std::uint64_t>>> listed;
+  for (const GpuProcess& process : sample->processes) listed.emplace_back(process.pid, process.used_bytes);
+  EXPECT_THAT(listed, ::testing::UnorderedElementsAre(std::pair{server.pid(), std::optional(test::kGiB / 4)},
+                                                      std::pair{client.pid(), std::optional(2 * test::kGiB)}));
+}
+
 }  // namespace
 }  // namespace dltune

@@ -37,6 +37,12 @@ std::string GpuPlacement::Describe() const {
                      trials_per_gpu_ > 0 ? std::to_string(trials_per_gpu_) : "auto, measured");
 }
 
+std::vector<std::string> GpuPlacement::Uuids() const {
+  std::vector<std::string> uuids;
+  for (const GpuDevice& gpu : inventory_.gpus) uuids.push_back(gpu.uuid);
+  return uuids;
+}
+
 int GpuPlacement::GpusFor(const StudySpec& spec) const {
   // A program gets one GPU; the built-in trainer one unless training.device is cpu, its data-parallel ranks one each
   // with device cuda (with auto they train on the CPU).

@@ -46,6 +46,8 @@ class GpuPlacement {
   ~GpuPlacement();
 
   bool has_gpus() const { return pool_ != nullptr; }
+  // The GPUs trials may use, by UUID.
+  std::vector<std::string> Uuids() const;
   // "1 GPU (GPU 0 (NVIDIA H100 80GB HBM3)), driver 550.54.15; trials per GPU: auto, measured", or "no GPU: why".
   std::string Describe() const;
   // GPUs a trial of `spec` takes: each process its resources.gpus_per_trial (auto: 1 for a command: study when there

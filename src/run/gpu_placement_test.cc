@@ -39,6 +39,7 @@ const std::string kTrial = R"(R() { printf '%s\n' "$1" >> "$DLTUNE_REPORT"; }
 log="$DLTUNE_FAKE_NVML_DIR/events.log"
 echo "start $DLTUNE_TRIAL_NUMBER" >> "$log"
 printf '%s' "${CUDA_VISIBLE_DEVICES-unset}" > "$DLTUNE_TRIAL_DIR/visible"
+printf '%s' "${CUDA_MPS_PIPE_DIRECTORY-unset}" > "$DLTUNE_TRIAL_DIR/mps"
 if [ -n "$CUDA_VISIBLE_DEVICES" ]; then
   mkdir -p "$DLTUNE_FAKE_NVML_DIR/processes/$CUDA_VISIBLE_DEVICES"
   echo 2147483648 > "$DLTUNE_FAKE_NVML_DIR/processes/$CUDA_VISIBLE_DEVICES/$$"
@@ -68,11 +69,31 @@ class GpuPlacementTest : public ::testing::Test {
     WorkerOptions options{.study = "g", .parallel = parallel, .stale_after = 30};
     options.gpus = gpus;
     options.trials_per_gpu = spec_.resources.trials_per_gpu;
+    options.mps = mps_;
     return RunWorker(temp_.store(), options, notices_, no_stop);
   }
   void TearDown() override {
     ::unsetenv("OOM");
     ::unsetenv("STEPS");
+    ::unsetenv("DLTUNE_MPS_CONTROL");
+    ::unsetenv("FAKE_MPS_LOG");
+    ::unsetenv("FAKE_MPS_FAIL");
+  }
+  // The next RunStudy runs with --mps, the fake control program (tests/fixtures/fake_mps_control) as the daemon's.
+  void UseFakeMps() {
+    mps_ = true;
+    ::setenv("DLTUNE_MPS_CONTROL", DLTUNE_SOURCE_DIR "/tests/fixtures/fake_mps_control", 1);
+    ::setenv("FAKE_MPS_LOG", (temp_.dir() / "mps.log").c_str(), 1);
+  }
+  std::vector<std::string> MpsTold() {
+    std::ifstream in(temp_.dir() / "mps.log");
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  std::string TrialFile(std::uint64_t number, const std::string& name) {
+    std::ifstream in(TrialDir(number) / name);
+    return {std::istreambuf_iterator<char>(in), {}};
   }
 
   TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(session_->study().id, number); }
@@ -105,10 +126,35 @@ class GpuPlacementTest : public ::testing::Test {
   StudySpec spec_;
   std::optional<StudySession> session_;
   Notices notices_;
+  bool mps_ = false;
 };
 
 const std::string kOneGpu = "gpu GPU-11111111-aaaa total=85899345920 util=40 name=NVIDIA H100 80GB HBM3\n";
 const std::string kTwoGpus = kOneGpu + "gpu GPU-22222222-bbbb total=85899345920 name=NVIDIA H100 80GB HBM3\n";
+
+TEST_F(GpuPlacementTest, WithMpsTheTrialsOnAGpuAreClientsOfADaemonTheRunStartsAndStops) {
+  UseFakeMps();
+  const RunSummary summary = RunStudy(kOneGpu, 2, "resources: {trials_per_gpu: 2}\n");
+  EXPECT_EQ(summary.completed, 2);
+  const std::vector<std::string> told = MpsTold();
+  ASSERT_EQ(told.size(), 2u) << ::testing::PrintToString(told);
+  const std::string pipe = told[0].substr(std::string("start ").size(), told[0].rfind(' ') - 6);
+  EXPECT_EQ(told[0], "start " + pipe + " GPU-11111111-aaaa");
+  EXPECT_EQ(told[1], "quit " + pipe) << "stopped at the run's end";
+  for (std::uint64_t n = 0; n < 2; ++n) EXPECT_EQ(TrialFile(n, "mps"), pipe) << "trial " << n;
+  EXPECT_FALSE(std::filesystem::exists(pipe));
+  EXPECT_TRUE(notices_.Saw("MPS: a private MPS control daemon")) << ::testing::PrintToString(notices_.said);
+}
+
+TEST_F(GpuPlacementTest, WithMpsThatCannotStartTheTrialsRunWithoutItAndTheRunSaysWhy) {
+  UseFakeMps();
+  ::setenv("FAKE_MPS_FAIL", "1", 1);
+  const RunSummary summary = RunStudy(kOneGpu, 2, "resources: {trials_per_gpu: 2}\n");
+  EXPECT_EQ(summary.completed, 2);
+  for (std::uint64_t n = 0; n < 2; ++n) EXPECT_EQ(TrialFile(n, "mps"), "unset") << "trial " << n;
+  EXPECT_TRUE(notices_.Saw("--mps: ")) << ::testing::PrintToString(notices_.said);
+  EXPECT_TRUE(notices_.Saw("trials sharing a GPU take turns on it")) << ::testing::PrintToString(notices_.said);
+}
 
 TEST_F(GpuPlacementTest, EachTrialGetsItsOwnGpuAndItIsRecorded) {
   const RunSummary summary = RunStudy(kTwoGpus, 4, "resources: {trials_per_gpu: 1}\n");

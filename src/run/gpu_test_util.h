@@ -51,6 +51,11 @@ class FakeGpus {
     std::filesystem::create_directories(ProcessFile(uuid, pid).parent_path());
     std::ofstream(ProcessFile(uuid, pid)) << bytes << (lingering ? " lingering" : "") << "\n";
   }
+  // As a client of an MPS server: listed among the device's MPS clients, not its compute processes.
+  void UseMemoryAsMpsClient(const std::string& uuid, pid_t pid, std::uint64_t bytes) const {
+    std::filesystem::create_directories(ProcessFile(uuid, pid).parent_path());
+    std::ofstream(ProcessFile(uuid, pid)) << bytes << " mps\n";
+  }
   std::filesystem::path ProcessFile(const std::string& uuid, pid_t pid) const {
     return dir_ / "processes" / uuid / std::to_string(pid);
   }

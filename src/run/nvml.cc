@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 
@@ -54,6 +55,8 @@ struct Nvml::Api {
   // Optional: an older driver may lack them (then no utilization, no processes, no MIG instances).
   NvmlReturn (*utilization)(NvmlDeviceHandle, NvmlUtilization*) = nullptr;
   NvmlReturn (*compute_processes)(NvmlDeviceHandle, unsigned int*, NvmlProcessInfo*) = nullptr;
+  // Under MPS the clients are listed here, and the MPS server among the compute processes; optional.
+  NvmlReturn (*mps_processes)(NvmlDeviceHandle, unsigned int*, NvmlProcessInfo*) = nullptr;
   NvmlReturn (*mig_mode)(NvmlDeviceHandle, unsigned int*, unsigned int*) = nullptr;
   NvmlReturn (*max_mig_devices)(NvmlDeviceHandle, unsigned int*) = nullptr;
   NvmlReturn (*mig_handle_by_index)(NvmlDeviceHandle, unsigned int, NvmlDeviceHandle*) = nullptr;
@@ -86,6 +89,7 @@ std::string ResolveAll(Nvml::Api& api) {
   Resolve(lib, "nvmlDeviceGetMemoryInfo", api.memory_info);
   Resolve(lib, "nvmlDeviceGetUtilizationRates", api.utilization);
   Resolve(lib, "nvmlDeviceGetComputeRunningProcesses_v3", api.compute_processes);
+  Resolve(lib, "nvmlDeviceGetMPSComputeRunningProcesses_v3", api.mps_processes);
   Resolve(lib, "nvmlDeviceGetMigMode", api.mig_mode);
   Resolve(lib, "nvmlDeviceGetMaxMigDeviceCount", api.max_mig_devices);
   Resolve(lib, "nvmlDeviceGetMigDeviceHandleByIndex", api.mig_handle_by_index);
@@ -126,12 +130,14 @@ bool InMigMode(const Nvml::Api& api, NvmlDeviceHandle gpu) {
   return api.mig_mode(gpu, &current, &pending) == kNvmlSuccess && current == kNvmlDeviceMigEnable;
 }
 
-std::optional<std::vector<GpuProcess>> ComputeProcesses(const Nvml::Api& api, NvmlDeviceHandle handle) {
-  if (api.compute_processes == nullptr) return std::nullopt;
+using ProcessLister = NvmlReturn (*)(NvmlDeviceHandle, unsigned int*, NvmlProcessInfo*);
+
+std::optional<std::vector<GpuProcess>> ListProcesses(ProcessLister list, NvmlDeviceHandle handle) {
+  if (list == nullptr) return std::nullopt;
   std::vector<NvmlProcessInfo> infos(32);
   for (int attempt = 0; attempt < 4; ++attempt) {
     auto count = static_cast<unsigned int>(infos.size());
-    const NvmlReturn result = api.compute_processes(handle, &count, infos.data());
+    const NvmlReturn result = list(handle, &count, infos.data());
     if (result == kNvmlErrorInsufficientSize) {
       infos.resize(count + 16);  // more may have started since
       continue;
@@ -147,6 +153,20 @@ std::optional<std::vector<GpuProcess>> ComputeProcesses(const Nvml::Api& api, Nv
     return processes;
   }
   return std::nullopt;
+}
+
+// The processes with a CUDA context on the device: its compute processes and its MPS clients (dltune run --mps).
+std::optional<std::vector<GpuProcess>> ComputeProcesses(const Nvml::Api& api, NvmlDeviceHandle handle) {
+  auto processes = ListProcesses(api.compute_processes, handle);
+  if (!processes) return std::nullopt;
+  if (const auto clients = ListProcesses(api.mps_processes, handle)) {
+    for (const GpuProcess& client : *clients) {
+      const bool listed = std::any_of(processes->begin(), processes->end(),
+                                      [&](const GpuProcess& process) { return process.pid == client.pid; });
+      if (!listed) processes->push_back(client);
+    }
+  }
+  return processes;
 }
 
 }  // namespace

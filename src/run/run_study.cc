@@ -28,7 +28,8 @@ WorkerOptions ToWorkerOptions(const RunOptions& options) {
           .worker_id = options.worker_id,
           .max_consecutive_failures = options.max_consecutive_failures,
           .retry_failed = options.retry_failed,
-          .gpus = options.gpus};
+          .gpus = options.gpus,
+          .mps = options.mps};
 }
 
 std::filesystem::path DltuneExecutable(const RunOptions& options) {

@@ -20,6 +20,7 @@
 #include "run/fused_group.h"
 #include "run/fused_trial.h"
 #include "run/gpu_placement.h"
+#include "run/mps_daemon.h"
 #include "run/store_outage.h"
 #include "run/trial_ending.h"
 #include "run/trial_gang.h"
@@ -272,6 +273,7 @@ class Worker {
     if (!options.study.empty()) CheckWorkerCanTrain(studies_.Session(options.study).spec());
     if (!options.study.empty()) gpus_.CheckCanRun(studies_.Session(options.study).spec());
     if (gpus_.has_gpus()) observer.Notice("GPUs: " + gpus_.Describe());
+    if (options.mps) StartMps(observer);
     if (options.gang.size > 1) gang_ = std::make_unique<GangLeader>(options.gang);
     parallel_ =
         options.parallel > 0
@@ -444,6 +446,7 @@ class Worker {
     slot.trial_dir = prepared.trial_dir;
     slot.sink = MakeSink(slot);
     TrialCommand command = prepared.command;
+    AddMpsClient(command, slot.gpu.has_value());
     // Output files that were links to a fused group's (an earlier attempt trained in one) are its own again.
     for (const auto& log : {command.stdout_path, command.stderr_path}) {
       std::error_code error;
@@ -531,6 +534,7 @@ class Worker {
         PointLogsAtGroup(prepared.command, command);
       }
     }
+    AddMpsClient(command, first.gpu.has_value());
     command.argv = {dltune_.string(), "run-fused"};
     command.environment[kFusedTrialsVariable] = files;
     const double spawned_at = Now();
@@ -718,6 +722,27 @@ class Worker {
     }
   }
 
+  // --mps: a control daemon of the worker's own for its GPUs. Without GPUs, or where it cannot start, trials share
+  // GPUs as they would without it, and the run says why.
+  void StartMps(RunObserver& observer) {
+    if (!gpus_.has_gpus()) {
+      observer.Notice("--mps: this worker has no GPU; trials run as without it");
+      return;
+    }
+    try {
+      mps_ = std::make_unique<MpsDaemon>(gpus_.Uuids());
+      observer.Notice("MPS: " + mps_->Describe() + "; the trials on its GPUs are its clients");
+    } catch (const Error& e) {
+      observer.Notice(fmt::format("--mps: {}; trials sharing a GPU take turns on it", e.what()));
+    }
+  }
+
+  // A trial on a GPU becomes a client of the worker's MPS daemon, where it runs one.
+  void AddMpsClient(TrialCommand& command, bool on_gpu) const {
+    if (!mps_ || !on_gpu) return;
+    for (const auto& [name, value] : mps_->ClientEnvironment()) command.environment[name] = value;
+  }
+
   TrialServer& TrialServerToUse() { return options_.trial_server != nullptr ? *options_.trial_server : trial_server_; }
 
   Store& store_;
@@ -727,6 +752,7 @@ class Worker {
   std::string worker_id_;
   std::filesystem::path dltune_;
   TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
+  std::unique_ptr<MpsDaemon> mps_;    // --mps; declared before slots_, so it outlives their processes too
   std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;
   int parallel_ = 1;

@@ -41,6 +41,7 @@ struct WorkerOptions {
   int max_consecutive_failures = 5;
   bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
   std::string gpus = "all";   // RunOptions::gpus
+  bool mps = false;           // RunOptions::mps
   int trials_per_gpu = 0;     // trials sharing a GPU (resources.trials_per_gpu of the study run); 0: auto
   // How long the loop rides out a store it cannot reach (a database restart, a lost connection) while its trials go
   // on running, before it gives up (StoreUnavailableError).

@@ -10,9 +10,10 @@
 // A `mig` line is a MIG instance of the `gpu` line above it, which is then in MIG mode. `baseline` is memory in use
 // by no listed process (the driver's own); `pid_memory=hidden` reports every process's memory as not available.
 //
-// $DLTUNE_FAKE_NVML_DIR/processes/UUID/PID holds "BYTES" or "BYTES lingering": process PID uses BYTES of the
-// device. It is listed (nvmlDeviceGetComputeRunningProcesses_v3) while the process is alive (kill(PID, 0)); its
-// memory counts as used while it is alive, and after it died too when `lingering` (memory the driver did not free).
+// $DLTUNE_FAKE_NVML_DIR/processes/UUID/PID holds "BYTES", "BYTES lingering" or "BYTES mps": process PID uses BYTES
+// of the device. It is listed (nvmlDeviceGetComputeRunningProcesses_v3, or with `mps` as an MPS client
+// nvmlDeviceGetMPSComputeRunningProcesses_v3) while the process is alive (kill(PID, 0)); its memory counts as used
+// while it is alive, and after it died too when `lingering` (memory the driver did not free).
 // Used memory = baseline + the processes' that count (+ its MIG instances', for a GPU in MIG mode).
 #include <dirent.h>
 #include <signal.h>
@@ -59,6 +60,7 @@ struct Process {
   unsigned long long bytes = 0;
   bool alive = false;
   bool lingering = false;
+  bool mps_client = false;
 };
 
 std::string Directory() {
@@ -118,6 +120,7 @@ std::vector<Process> Processes(const Device& device) {
     std::string flag;
     file >> process.bytes >> flag;
     process.lingering = flag == "lingering";
+    process.mps_client = flag == "mps";
     process.alive = Alive(process.pid);
     processes.push_back(process);
   }
@@ -244,14 +247,15 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   return kSuccess;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
-                                                     nvmlProcessInfo_t* infos) {
+namespace {
+
+nvmlReturn_t ListProcesses(nvmlDevice_t device, unsigned int* count, nvmlProcessInfo_t* infos, bool mps_clients) {
   const Machine machine = ReadMachine();
   const Device* found = Find(machine, device);
   if (found == nullptr) return kInvalidArgument;
   std::vector<nvmlProcessInfo_t> listed;
   for (const Process& process : Processes(*found)) {
-    if (!process.alive) continue;
+    if (!process.alive || process.mps_client != mps_clients) continue;
     listed.push_back({.pid = process.pid,
                       .usedGpuMemory = found->pid_memory_hidden ? kValueNotAvailable : process.bytes,
                       .gpuInstanceId = 0,
@@ -262,6 +266,18 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   if (!fits) return kInsufficientSize;
   for (std::size_t i = 0; i < listed.size(); ++i) infos[i] = listed[i];
   return kSuccess;
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
+  return ListProcesses(device, count, infos, /*mps_clients=*/false);
+}
+
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                        nvmlProcessInfo_t* infos) {
+  return ListProcesses(device, count, infos, /*mps_clients=*/true);
 }
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current, unsigned int* pending) {

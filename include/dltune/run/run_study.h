@@ -92,6 +92,9 @@ struct RunOptions {
   // The GPUs trials may use (--gpus): "all" of those visible (CUDA_VISIBLE_DEVICES narrows them), "none", or a comma
   // list of positions among the visible GPUs or UUIDs (docs/parallel-layout.md, "GPUs").
   std::string gpus = "all";
+  // Trials sharing a GPU run as clients of NVIDIA's Multi-Process Service, through a control daemon the run starts
+  // for its GPUs and stops at its end (--mps; docs/parallel-layout.md, "GPUs").
+  bool mps = false;
   bool retry_failed = false;  // at start-up, put the studies' failed trials back to pending (they resume)
   std::string worker_id;      // this worker's name in the store; default: DefaultWorkerId()
   // RunStudy: when the study exists and the spec only raises its trials:, add the new trials.
