@@ -91,17 +91,15 @@ class GpuPlacementTest : public ::testing::Test {
     for (std::string line; std::getline(in, line);) lines.push_back(line);
     return lines;
   }
+
+  TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(session_->study().id, number); }
+  std::filesystem::path TrialDir(std::uint64_t number) { return TrialDirectory(spec_, session_->study(), number); }
+  // What kTrial wrote to `name` in its directory ("visible", "mps").
   std::string TrialFile(std::uint64_t number, const std::string& name) {
     std::ifstream in(TrialDir(number) / name);
     return {std::istreambuf_iterator<char>(in), {}};
   }
-
-  TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(session_->study().id, number); }
-  std::filesystem::path TrialDir(std::uint64_t number) { return TrialDirectory(spec_, session_->study(), number); }
-  std::string Visible(std::uint64_t number) {
-    std::ifstream in(TrialDir(number) / "visible");
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
+  std::string Visible(std::uint64_t number) { return TrialFile(number, "visible"); }
   // The events log as (start|end, trial) in order.
   std::vector<std::pair<std::string, int>> Events() {
     std::ifstream in(gpus_->dir() / "events.log");

@@ -8,8 +8,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <system_error>
 
@@ -99,8 +97,7 @@ MpsDaemon::MpsDaemon(const std::vector<std::string>& uuids) : program_(FindContr
                   ShellQuote(visible), ShellQuote(program_), ShellQuote(output.string()));
   const int status = std::system(command.c_str());
   if (status != 0) {
-    std::ifstream file(output);
-    std::string said((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::string said = ReadFileIfReadable(output).value_or("");
     while (!said.empty() && std::isspace(static_cast<unsigned char>(said.back()))) said.pop_back();
     RemoveTree(directory_, error);
     throw Error(fmt::format("{} -d failed (exit status {}){}", program_, WIFEXITED(status) ? WEXITSTATUS(status) : -1,
