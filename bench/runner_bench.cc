@@ -376,7 +376,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int status = 0;
   if (cuda) {
-    status = dltune::bench::GpuQuickstart(dir, fuse > 0 ? fuse : 16, peers, serial_peer_trials);
+    status = dltune::bench::GpuQuickstart(dir, fuse > 0 ? fuse : 32, peers, serial_peer_trials);
   } else {
     status = fuse > 0 ? Fused(dir, fuse) : Overhead(dir);
     if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);

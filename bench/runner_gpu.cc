@@ -3,10 +3,10 @@
 //   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
 //   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
 //     trials on the GPU by measurement; training.cuda_graph auto, the default: each trial replays its step from a CUDA
-//     graph where that is faster) and with training.fuse: N (default 16: each sub-study one group); both again with
-//     --mps (the trials sharing the GPU as clients of an MPS daemon the run starts: their kernels side by side rather
-//     than taking turns); after the peers, both again with training.cuda_graph: false (every step launched eagerly),
-//     for the graphs' speed-up;
+//     graph where that is faster) and with training.fuse: N (default 32: the whole study, both optimizers, one group);
+//     both again with --mps (the trials sharing the GPU as clients of an MPS daemon the run starts: their kernels
+//     side by side rather than taking turns); after the peers, both again with training.cuda_graph: false (every step
+//     launched eagerly), for the graphs' speed-up;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
 //     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
 //     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another

@@ -1,6 +1,7 @@
 // Fused trials in the runner (training.fuse; docs/training.md, "Fused trials"): a sub-study's trials that differ
-// only in fusible hyperparameters train as one group in one process, and each stays a trial of its own with the
-// measurements, evaluations, checkpoints and state it would have had alone.
+// only in fusible hyperparameters train as one group in one process (with other sub-studies' where the group has
+// room and they differ only so), and each stays a trial of its own with the measurements, evaluations, checkpoints
+// and state it would have had alone.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -113,6 +114,15 @@ class FusedRunner : public test::InOwnDirectory {
     }
   }
 
+  // Runs the study with `fuse`, then with each trial alone, 3 trials per optimizer of 30 steps.
+  void RunFusedAndAlone(const std::string& fuse) {
+    const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
+    WriteStudy("fused", fuse, 3, learning_rate);
+    WriteStudy("alone", "off", 3, learning_rate);
+    ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+    ASSERT_EQ(Run("alone"), 0) << Slurp(dir_ / "alone" / "run.out");
+  }
+
   // How many trial processes said they trained a fused group, and of how many trials.
   std::vector<std::string> GroupLines(const std::string& name) {
     std::vector<std::string> lines;
@@ -128,11 +138,7 @@ class FusedRunner : public test::InOwnDirectory {
 };
 
 TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlone) {
-  const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
-  WriteStudy("fused", "3", 3, learning_rate);
-  WriteStudy("alone", "off", 3, learning_rate);
-  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
-  ASSERT_EQ(Run("alone"), 0) << Slurp(dir_ / "alone" / "run.out");
+  ASSERT_NO_FATAL_FAILURE(RunFusedAndAlone("3"));
   // One group per sub-study (Nesterov, Adam), of its three trials.
   EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials"));
   EXPECT_TRUE(GroupLines("alone").empty());
@@ -151,6 +157,17 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
   const auto exported = test::RunDltune("export fused" + storage);
   EXPECT_THAT(exported.out, HasSubstr(",fused_group")) << exported.out;
   EXPECT_THAT(exported.out, HasSubstr("0 2 4")) << exported.out;
+}
+
+// Sub-studies whose scientific hyperparameter is fusible (the optimizer) train together: one group of both
+// optimizers' trials, each still the trial it would be alone.
+TEST_F(FusedRunner, BothOptimizersTrialsTrainAsOneGroupWhenTheGroupHasRoom) {
+  ASSERT_NO_FATAL_FAILURE(RunFusedAndAlone("8"));
+  EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 6 trials"));
+  ExpectEachTrialAsAlone("fused", "alone");
+  const auto show = test::RunDltune("show fused 1 --storage sqlite://" + (dir_ / "fused" / "dltune.db").string());
+  EXPECT_THAT(show.out, HasSubstr("trained together with trials 0, 2, 3, 4 and 5 (one process, one array model)"))
+      << show.out;
 }
 
 TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {
@@ -172,7 +189,8 @@ TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {
   }
   EXPECT_EQ(diverged, 1);
   EXPECT_EQ(completed, 3);
-  EXPECT_THAT(GroupLines("fused"), ::testing::Contains("fused group of 2 trials"));
+  // Both optimizers' trials in one group: the Adam members train on beside the masked Nesterov one.
+  EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 4 trials"));
 }
 
 // Ctrl-C stops a group with a checkpoint for each member; the next run resumes the members together, as one group

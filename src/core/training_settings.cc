@@ -303,10 +303,10 @@ double ParseDurationText(const std::string& text) {
 
 const std::set<std::string>& FusibleHyperparameters() {
   static const std::set<std::string> kFusible = {
-      "learning_rate",     "schedule",     "warmup_steps",       "decay_steps",
-      "final_lr_fraction", "momentum",     "one_minus_momentum", "beta1",
-      "one_minus_beta1",   "beta2",        "one_minus_beta2",    "rho",
-      "epsilon",           "weight_decay",
+      "optimizer",   "learning_rate",     "schedule",     "warmup_steps",
+      "decay_steps", "final_lr_fraction", "momentum",     "one_minus_momentum",
+      "beta1",       "one_minus_beta1",   "beta2",        "one_minus_beta2",
+      "rho",         "epsilon",           "weight_decay",
   };
   return kFusible;
 }

@@ -1,10 +1,12 @@
 #include "run/fused_group.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/training_settings.h"
+#include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
 
 namespace dltune {
@@ -19,12 +21,30 @@ std::size_t FuseLimit(const StudySpec& spec, std::size_t auto_limit) {
   return error == std::errc() && end == fuse.data() + fuse.size() && limit >= 2 ? limit : 0;
 }
 
-std::string FusionKey(const std::map<std::string, Value>& params_by_name, std::size_t substudy) {
-  nlohmann::json key = {{"substudy", substudy}, {"params", nlohmann::json::object()}};
+std::string FusionKey(const std::map<std::string, Value>& params_by_name) {
+  nlohmann::json key = nlohmann::json::object();
   for (const auto& [name, value] : params_by_name) {
-    if (!FusibleHyperparameters().contains(name)) key["params"][name] = ValueToJson(value);
+    if (!FusibleHyperparameters().contains(name)) key[name] = ValueToJson(value);
   }
   return key.dump();
+}
+
+std::vector<std::size_t> SubstudiesToFuse(const StudySpec& spec, const std::vector<TrialRecord>& pending,
+                                          const std::string& key, std::size_t except) {
+  std::vector<std::size_t> substudies;
+  for (const TrialRecord& trial : pending) {
+    if (trial.substudy == except ||
+        std::find(substudies.begin(), substudies.end(), trial.substudy) != substudies.end()) {
+      continue;
+    }
+    if (FusionKey(ParamsByName(*spec.space, trial.params)) == key) substudies.push_back(trial.substudy);
+  }
+  return substudies;
+}
+
+std::string OptimizerKindOf(const std::map<std::string, Value>& params_by_name) {
+  const auto it = params_by_name.find("optimizer");
+  return it == params_by_name.end() ? "sgd" : FormatValue(it->second);
 }
 
 std::vector<std::string> GroupReportSplitter::Split(std::string_view bytes) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dltune/core/value.h"
+#include "dltune/store/store.h"
 #include "dltune/study/study_spec.h"
 
 namespace dltune {
@@ -19,9 +20,19 @@ namespace dltune {
 // model, data-parallel ranks).
 std::size_t FuseLimit(const StudySpec& spec, std::size_t auto_limit = 0);
 
-// What trials must share to train in one group: their sub-study and every param but the fusible ones
-// (FusibleHyperparameters), as text.
-std::string FusionKey(const std::map<std::string, Value>& params_by_name, std::size_t substudy);
+// What trials must share to train in one group: every param but the fusible ones (FusibleHyperparameters), as text.
+// Trials of different sub-studies share it where their scientific hyperparameters are fusible (the optimizer of the
+// quickstart's Nesterov-or-Adam question).
+std::string FusionKey(const std::map<std::string, Value>& params_by_name);
+
+// The sub-studies but `except` with a pending trial (of `pending`, by number) whose key is `key`, in the order of
+// their first such trial: where a group looks for more members once its own sub-study has none.
+std::vector<std::size_t> SubstudiesToFuse(const StudySpec& spec, const std::vector<TrialRecord>& pending,
+                                          const std::string& key, std::size_t except);
+
+// The optimizer kind a trial trains with (training hyperparameter `optimizer`), which orders a group's members: an
+// array optimizer updates a run of members of one kind together (array_optimizer.h).
+std::string OptimizerKindOf(const std::map<std::string, Value>& params_by_name);
 
 // Splits a group's report channel, lines "<member>\t<report line>", into each member's report bytes.
 class GroupReportSplitter {

@@ -347,26 +347,38 @@ class Worker {
       return true;
     }
     // A fused group: the next trials of its sub-study that differ only in fusible hyperparameters, fresh as the
-    // first is, or stopped in its group at its step.
+    // first is, or stopped in its group at its step; then those of other sub-studies pending that may join it.
     const std::size_t substudy = claimed->trial.record().substudy;
-    const std::string key = FusionKey(claimed->trial.ParamsByName(), substudy);
+    const std::string key = FusionKey(claimed->trial.ParamsByName());
     const auto joins = [&](const ActiveTrial& next) {
-      return FusionKey(next.ParamsByName(), substudy) == key && NewestCheckpointStep(next) == resumes_from &&
+      return FusionKey(next.ParamsByName()) == key && NewestCheckpointStep(next) == resumes_from &&
              (!resumes_from || FusedGroupOf(next.record().resources) == stopped_group);
     };
     std::vector<ActiveTrial> group;
     group.push_back(std::move(claimed->trial));
     std::optional<ActiveTrial> apart;  // claimed for the group, and not one to join it
-    while (group.size() < limit) {
-      auto next = session.Ask(worker_id_, substudy);
-      if (!next) break;
-      if (joins(*next)) {
-        group.push_back(std::move(*next));
-      } else {
-        apart.emplace(std::move(*next));
-        break;
+    const auto fill_from = [&](std::size_t from) {
+      while (group.size() < limit && !apart) {
+        auto next = session.Ask(worker_id_, from);
+        if (!next) return;
+        if (joins(*next)) {
+          group.push_back(std::move(*next));
+        } else {
+          apart.emplace(std::move(*next));
+        }
+      }
+    };
+    fill_from(substudy);
+    if (group.size() < limit && !apart) {
+      for (const std::size_t other : SubstudiesToFuse(
+               session.spec(), store_.ListTrialsInState(session.study().id, TrialState::kPending), key, substudy)) {
+        fill_from(other);
       }
     }
+    // Members of one optimizer kind side by side: the array optimizer updates each such run together.
+    std::stable_sort(group.begin(), group.end(), [](const ActiveTrial& a, const ActiveTrial& b) {
+      return OptimizerKindOf(a.ParamsByName()) < OptimizerKindOf(b.ParamsByName());
+    });
     StartGroup(session, std::move(group));
     if (apart) {
       if (UsedProcesses() < parallel_ && gpus_.Fits(session.spec(), session.study().id)) {

@@ -1,5 +1,7 @@
 #include "store/trial_resources.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -76,8 +78,10 @@ std::string WithFusedGroup(const std::string& resources, const std::vector<std::
 }
 
 std::string DescribeFusedGroup(const std::vector<std::uint64_t>& group, std::uint64_t trial) {
+  std::vector<std::uint64_t> sorted = group;  // in member order, which puts optimizer kinds together
+  std::sort(sorted.begin(), sorted.end());
   std::vector<std::string> others;
-  for (const std::uint64_t number : group) {
+  for (const std::uint64_t number : sorted) {
     if (number != trial) others.push_back(std::to_string(number));
   }
   if (others.empty()) return "";

@@ -53,28 +53,32 @@ void CheckParameter(const torch::Tensor& p, std::size_t index, std::int64_t memb
 ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members, Form form)
     : members_(std::move(members)), params_(std::move(params)), steps_(members_.size(), 0) {
   if (members_.empty()) throw Error("array optimizer: no members");
-  for (const OptimizerOptions& options : members_) {
-    options.Validate();
-    if (options.kind != members_.front().kind) {
-      throw Error(fmt::format("array optimizer: members of one array share a kind, not {} and {}",
-                              members_.front().kind, options.kind));
-    }
-  }
-  rule_ = RuleOf(members_.front().kind);
-  buffer_names_ = BufferNames(rule_);
-  torch::NoGradGuard no_grad;
+  for (const OptimizerOptions& options : members_) options.Validate();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     CheckParameter(params_[i], i, this->members());
     if (params_[i].device() != params_.front().device()) {
       throw Error(fmt::format("array optimizer: parameter {} is on another device than parameter 0", i));
     }
-    std::vector<torch::Tensor> buffers;
-    for (const std::string& name : buffer_names_) {
-      // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
-      const bool starts_at_one = rule_ == UpdateRule::kRmsProp && name == "v";
-      buffers.push_back(starts_at_one ? torch::ones_like(params_[i]) : torch::zeros_like(params_[i]));
+  }
+  torch::NoGradGuard no_grad;
+  for (std::int64_t m = 0; m < this->members(); ++m) {
+    const UpdateRule rule = RuleOf(members_[static_cast<std::size_t>(m)].kind);
+    if (runs_.empty() || runs_.back().rule != rule) runs_.push_back({.begin = m, .rule = rule});
+    runs_.back().end = m + 1;
+    run_of_.push_back(runs_.size() - 1);
+  }
+  for (Run& run : runs_) {
+    run.buffer_names = BufferNames(run.rule);
+    for (const torch::Tensor& param : params_) {
+      const torch::Tensor slice = param.narrow(0, run.begin, run.end - run.begin);
+      std::vector<torch::Tensor> buffers;
+      for (const std::string& name : run.buffer_names) {
+        // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
+        const bool starts_at_one = run.rule == UpdateRule::kRmsProp && name == "v";
+        buffers.push_back(starts_at_one ? torch::ones_like(slice) : torch::zeros_like(slice));
+      }
+      run.buffers.push_back(std::move(buffers));
     }
-    buffers_.push_back(std::move(buffers));
   }
   tensor_form_ = form == Form::kTensor || (!params_.empty() && !params_.front().device().is_cpu());
 }
@@ -87,27 +91,29 @@ void ArrayOptimizer::ZeroGrad() {
 
 // As Optimizer::Step, with member m's options.
 UpdateCoefficients ArrayOptimizer::Coefficients(std::int64_t member, double eta) const {
-  return CoefficientsOf(rule_, members_[static_cast<std::size_t>(member)], eta);
+  return CoefficientsOf(RunOf(member).rule, members_[static_cast<std::size_t>(member)], eta);
 }
 
 double ArrayOptimizer::UpdateMember(std::int64_t member, double eta) {
   UpdateCoefficients c = Coefficients(member, eta);
   const auto t = static_cast<double>(++steps_[static_cast<std::size_t>(member)]);
   c.bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
+  const Run& run = RunOf(member);
   double squares = 0;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     const torch::Tensor grad = p.grad().to(p.scalar_type()).contiguous();
     const std::int64_t size = p.numel() / members();  // of one member's slice
     const std::int64_t offset = member * size;
-    const std::vector<torch::Tensor>& buffers = buffers_[i];
+    const std::vector<torch::Tensor>& buffers = run.buffers[i];
+    const std::int64_t buffer_offset = (member - run.begin) * size;
     // The lone optimizer's slices across threads, so that the norm's sums come in the same order.
     constexpr std::int64_t kGrain = 32768;
     AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "dltune_array_optimizer_step", [&] {
       auto* param = p.data_ptr<scalar_t>() + offset;
       const auto* gradient = grad.data_ptr<scalar_t>() + offset;
-      auto* first = buffers.empty() ? nullptr : buffers[0].data_ptr<scalar_t>() + offset;
-      auto* second = buffers.size() < 2 ? nullptr : buffers[1].data_ptr<scalar_t>() + offset;
+      auto* first = buffers.empty() ? nullptr : buffers[0].data_ptr<scalar_t>() + buffer_offset;
+      auto* second = buffers.size() < 2 ? nullptr : buffers[1].data_ptr<scalar_t>() + buffer_offset;
       squares += at::parallel_reduce(
           0, size, kGrain, 0.0,
           [&](std::int64_t begin, std::int64_t end, double) {
@@ -182,77 +188,85 @@ torch::Tensor ArrayOptimizer::CoefficientTable(const std::vector<double>& learni
 }
 
 torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
-  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
   torch::NoGradGuard no_grad;
-  const std::int64_t count = members();
-  const torch::Tensor mask = table[kMask];
+  const torch::Tensor mask = table[coefficient::kMask];
   std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   torch::Tensor squares;
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    torch::Tensor& p = params_[i];
+    const torch::Tensor& p = params_[i];
     torch::Tensor& typed = tables[p.scalar_type()];
     if (!typed.defined()) typed = table.to(p.scalar_type());
-    // Each member's coefficients as [M, 1, ...], broadcast over its slice.
-    std::vector<std::int64_t> shape(static_cast<std::size_t>(p.dim()), 1);
-    shape[0] = count;
-    const auto member_tensor = [&](Row row) { return typed[row].view(shape); };
-    const torch::Tensor keep = mask.view(shape) > 0.5;
     const torch::Tensor g = p.grad().to(p.scalar_type());
     const torch::Tensor member_squares = g.to(torch::kDouble).square().flatten(1).sum(1);
     squares = squares.defined() ? squares + member_squares : member_squares;
-    const torch::Tensor gc = g + member_tensor(kCoupledWd) * p;  // the gradient the rule sees
-    const torch::Tensor theta = p * member_tensor(kDecay);
-    const torch::Tensor eta_t = member_tensor(kEta);
-    std::vector<torch::Tensor>& buffers = buffers_[i];
-    torch::Tensor updated;
-    std::vector<torch::Tensor> state;
-    switch (rule_) {
-      case UpdateRule::kSgd: updated = theta - eta_t * g; break;
-      case UpdateRule::kMomentum:
-      case UpdateRule::kNesterov: {
-        const torch::Tensor gamma_t = member_tensor(kGamma);
-        const torch::Tensor v = g + gamma_t * buffers[0] + member_tensor(kCoupledWd) * p;
-        updated = rule_ == UpdateRule::kNesterov ? theta - eta_t * g - eta_t * gamma_t * v : theta - eta_t * v;
-        state = {v};
-        break;
-      }
-      case UpdateRule::kRmsProp: {
-        const torch::Tensor v = buffers[0] * member_tensor(kRho) + member_tensor(kOneMinusRho) * gc * gc;
-        const torch::Tensor m =
-            buffers[1] * member_tensor(kGamma) + eta_t * gc / torch::sqrt(v + member_tensor(kEpsilon));
-        updated = theta - m;
-        state = {v, m};
-        break;
-      }
-      case UpdateRule::kAdam:
-      case UpdateRule::kNadam: {
-        const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(kBeta1));
-        const torch::Tensor v = buffers[1] * member_tensor(kBeta2) + member_tensor(kOneMinusBeta2) * gc * gc;
-        const torch::Tensor denominator = torch::sqrt(v) + member_tensor(kEpsilon);
-        updated = theta + member_tensor(kStepSize) * m / denominator;
-        if (rule_ == UpdateRule::kNadam) updated = updated + member_tensor(kGradientStep) * gc / denominator;
-        state = {m, v};
-        break;
-      }
-    }
-    // A masked member keeps its weights and state.
-    p.copy_(torch::where(keep, updated, p));
-    for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
+    for (Run& run : runs_) ApplyRun(run, i, g, typed);
   }
   // A masked member's norm is 0 (its gradient may well be NaN: it diverged).
   return torch::where(mask > 0.5, squares.sqrt(), torch::zeros_like(squares));
 }
 
+void ArrayOptimizer::ApplyRun(Run& run, std::size_t i, const torch::Tensor& g, const torch::Tensor& table) {
+  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
+  const std::int64_t count = run.end - run.begin;
+  torch::Tensor p = params_[i].narrow(0, run.begin, count);  // a view: updated in place
+  const torch::Tensor grad = g.narrow(0, run.begin, count);
+  const torch::Tensor coefficients = table.narrow(1, run.begin, count);
+  // Each member's coefficients as [count, 1, ...], broadcast over its slice.
+  std::vector<std::int64_t> shape(static_cast<std::size_t>(p.dim()), 1);
+  shape[0] = count;
+  const auto member_tensor = [&](Row row) { return coefficients[row].view(shape); };
+  const torch::Tensor keep = member_tensor(kMask) > 0.5;
+  const torch::Tensor gc = grad + member_tensor(kCoupledWd) * p;  // the gradient the rule sees
+  const torch::Tensor theta = p * member_tensor(kDecay);
+  const torch::Tensor eta_t = member_tensor(kEta);
+  std::vector<torch::Tensor>& buffers = run.buffers[i];
+  torch::Tensor updated;
+  std::vector<torch::Tensor> state;
+  switch (run.rule) {
+    case UpdateRule::kSgd: updated = theta - eta_t * grad; break;
+    case UpdateRule::kMomentum:
+    case UpdateRule::kNesterov: {
+      const torch::Tensor gamma_t = member_tensor(kGamma);
+      const torch::Tensor v = grad + gamma_t * buffers[0] + member_tensor(kCoupledWd) * p;
+      updated = run.rule == UpdateRule::kNesterov ? theta - eta_t * grad - eta_t * gamma_t * v : theta - eta_t * v;
+      state = {v};
+      break;
+    }
+    case UpdateRule::kRmsProp: {
+      const torch::Tensor v = buffers[0] * member_tensor(kRho) + member_tensor(kOneMinusRho) * gc * gc;
+      const torch::Tensor m =
+          buffers[1] * member_tensor(kGamma) + eta_t * gc / torch::sqrt(v + member_tensor(kEpsilon));
+      updated = theta - m;
+      state = {v, m};
+      break;
+    }
+    case UpdateRule::kAdam:
+    case UpdateRule::kNadam: {
+      const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(kBeta1));
+      const torch::Tensor v = buffers[1] * member_tensor(kBeta2) + member_tensor(kOneMinusBeta2) * gc * gc;
+      const torch::Tensor denominator = torch::sqrt(v) + member_tensor(kEpsilon);
+      updated = theta + member_tensor(kStepSize) * m / denominator;
+      if (run.rule == UpdateRule::kNadam) updated = updated + member_tensor(kGradientStep) * gc / denominator;
+      state = {m, v};
+      break;
+    }
+  }
+  // A masked member keeps its weights and state.
+  p.copy_(torch::where(keep, updated, p));
+  for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
+}
+
 void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {
   const std::int64_t steps = steps_.at(static_cast<std::size_t>(member));
-  archive.write("kind", c10::IValue(members_.front().kind));
+  const Run& run = RunOf(member);
+  archive.write("kind", c10::IValue(members_[static_cast<std::size_t>(member)].kind));
   archive.write("steps", c10::IValue(steps));
   archive.write("param_count", c10::IValue(static_cast<std::int64_t>(params_.size())));
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::serialize::OutputArchive param_archive;
     param_archive.write("steps", c10::IValue(steps));
-    for (std::size_t b = 0; b < buffer_names_.size(); ++b) {
-      param_archive.write(buffer_names_[b], buffers_[i][b][member].clone(), /*is_buffer=*/true);
+    for (std::size_t b = 0; b < run.buffer_names.size(); ++b) {
+      param_archive.write(run.buffer_names[b], run.buffers[i][b][member - run.begin].clone(), /*is_buffer=*/true);
     }
     archive.write(fmt::format("param_{}", i), param_archive);
   }
@@ -265,8 +279,11 @@ void ArrayOptimizer::LoadMember(std::int64_t member, torch::serialize::InputArch
   Optimizer lone(shapes, members_.at(static_cast<std::size_t>(member)));
   lone.Load(archive);
   torch::NoGradGuard no_grad;
+  Run& run = runs_[run_of_.at(static_cast<std::size_t>(member))];
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    for (std::size_t b = 0; b < buffer_names_.size(); ++b) buffers_[i][b][member].copy_(lone.Buffers(i)[b]);
+    for (std::size_t b = 0; b < run.buffer_names.size(); ++b) {
+      run.buffers[i][b][member - run.begin].copy_(lone.Buffers(i)[b]);
+    }
   }
   steps_[static_cast<std::size_t>(member)] = lone.steps();
 }

@@ -1,6 +1,8 @@
 // The optimizers of optimizer.h over the parameters of an array model (array_mlp.h): each parameter holds M members
-// along its first dimension, and each member has its own hyperparameters (learning rate, momentum, rho, betas,
-// epsilon, weight decay) and its own update count t.
+// along its first dimension, and each member has its own kind (nesterov, adam, ...), hyperparameters (learning rate,
+// momentum, rho, betas, epsilon, weight decay) and update count t. Members of one kind next to each other form a run,
+// whose state buffers are held together: members sorted by kind make the fewest runs (on a device, a run's update is
+// a few kernels).
 //
 // Each member's slice of a parameter is contiguous, so a step updates it with FusedUpdate (fused_update.h) and the
 // member's coefficients: one pass over each parameter's memory, and for each member the arithmetic of a lone
@@ -33,8 +35,8 @@ class ArrayOptimizer {
   };
 
   // `params`: defined, contiguous float32 or float64 tensors of at least one dimension on one device, each of size
-  // M = members.size() along dimension 0. `members`: each member's options, all of the same kind (they share the
-  // state buffers' layout). Throws Error on invalid options, kinds that differ, or any other parameter.
+  // M = members.size() along dimension 0. `members`: each member's options. Throws Error on invalid options or any
+  // other parameter.
   ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members, Form form = Form::kAuto);
 
   // Makes every parameter's grad undefined.
@@ -80,12 +82,24 @@ class ArrayOptimizer {
   // The tensor form of a step: CoefficientTable moved to the device, then ApplyTable.
   torch::Tensor TensorStep(const std::vector<double>& learning_rates, const std::vector<bool>& active);
 
+  // Members [begin, end) of one kind, and their state.
+  struct Run {
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+    UpdateRule rule = UpdateRule::kSgd;
+    std::vector<std::string> buffer_names;  // the rule's state buffers, in Optimizer::BufferNames() order
+    // Per parameter, in buffer_names order, each shaped as the parameter's slice of these members.
+    std::vector<std::vector<torch::Tensor>> buffers;
+  };
+  const Run& RunOf(std::int64_t member) const { return runs_[run_of_.at(static_cast<std::size_t>(member))]; }
+  // ApplyTable's update of one run's members of parameter i (`g` its gradient, `table` in its dtype).
+  void ApplyRun(Run& run, std::size_t i, const torch::Tensor& g, const torch::Tensor& table);
+
   std::vector<OptimizerOptions> members_;
-  UpdateRule rule_ = UpdateRule::kSgd;
-  std::vector<std::string> buffer_names_;  // the rule's state buffers, in Optimizer::BufferNames() order
+  std::vector<Run> runs_;
+  std::vector<std::size_t> run_of_;  // per member, its run's index
   std::vector<torch::Tensor> params_;
-  std::vector<std::vector<torch::Tensor>> buffers_;  // per parameter, in buffer_names_ order, shaped like it
-  std::vector<std::int64_t> steps_;                  // per member: its t (every parameter has a grad at each step)
+  std::vector<std::int64_t> steps_;  // per member: its t (every parameter has a grad at each step)
   bool tensor_form_ = false;
 };
 

@@ -1,5 +1,5 @@
 // ArrayOptimizer against lone Optimizers on each member's slices (the same bits), and its tensor form against its
-// fused loop (float rounding), with a member masked out half way.
+// fused loop (float rounding), with a member masked out half way: members of one kind, and of kinds mixed.
 #include "array_optimizer.h"
 
 #include <sstream>
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "dltune/core/error.h"
+#include "optimizer_kinds_test_util.h"
 
 namespace dltune {
 namespace {
@@ -16,12 +17,13 @@ constexpr std::int64_t kMembers = 3;
 constexpr int kSteps = 20;
 constexpr int kMaskedFrom = 10;  // member 1 is masked from this step on
 
-// Each member's options: its own learning rate, momentum, betas, epsilon and weight decay.
-std::vector<OptimizerOptions> MemberOptions(const std::string& kind) {
+// Each member's options: its kind (`kinds`: one for all, or one per member, comma-separated), its own learning rate,
+// momentum, betas, epsilon and weight decay.
+std::vector<OptimizerOptions> MemberOptions(const std::string& kinds) {
   std::vector<OptimizerOptions> members(kMembers);
   for (std::int64_t m = 0; m < kMembers; ++m) {
     OptimizerOptions& o = members[static_cast<std::size_t>(m)];
-    o.kind = kind;
+    o.kind = MemberKind(kinds, static_cast<std::size_t>(m));
     o.momentum = 0.5 + 0.2 * static_cast<double>(m);
     o.rho = 0.8 + 0.05 * static_cast<double>(m);
     o.beta1 = 0.7 + 0.1 * static_cast<double>(m);
@@ -121,12 +123,15 @@ TEST_P(ArrayOptimizerTest, TensorFormAgreesWithTheFusedLoop) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ArrayOptimizerTest,
-                         ::testing::Values("sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam"));
+                         ::testing::Values("sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam",
+                                           // runs of kinds: two, and three (a kind split by another)
+                                           "nesterov,adam,adam", "adam,rmsprop,adam", "sgd,nadam,momentum"),
+                         KindsTestName);
 
 TEST(ArrayOptimizer, RefusesWhatItCannotUpdate) {
-  std::vector<OptimizerOptions> mixed = MemberOptions("adam");
-  mixed[1].kind = "sgd";
-  EXPECT_THROW(ArrayOptimizer(ArrayParams(), mixed), Error);
+  std::vector<OptimizerOptions> invalid = MemberOptions("adam");
+  invalid[1].kind = "adamw";
+  EXPECT_THROW(ArrayOptimizer(ArrayParams(), invalid), Error);
   EXPECT_THROW(ArrayOptimizer({torch::zeros({2, 3})}, MemberOptions("sgd")), Error);  // 2 members, not 3
   std::vector<torch::Tensor> params = ArrayParams();
   ArrayOptimizer optimizer(params, MemberOptions("sgd"));

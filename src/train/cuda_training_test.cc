@@ -418,14 +418,15 @@ struct FusedRecorder : FusedCallbacks {
 };
 
 // Three members of the MLP, each its own learning rate and seeds, trained as one group on `device` for `steps` steps
-// (stopping after `stop_after`; 0: never), each checkpointing under dir / m<i> when `dir` is given.
+// (stopping after `stop_after`; 0: never), each checkpointing under dir / m<i> when `dir` is given. Member 0 trains
+// with Nesterov momentum, the others with Adam (the quickstart's question in one group: two runs of kinds).
 std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_t steps, std::int64_t stop_after,
                                           const std::filesystem::path& dir, FusedRecorder& recorder,
                                           const std::string& cuda_graph = "false") {
   std::vector<FusedMember> members;
   for (int m = 0; m < 3; ++m) {
-    const std::map<std::string, Value> params = {{"optimizer", Value("adam")},
-                                                 {"learning_rate", Value(0.002 * (m + 1))},
+    const std::map<std::string, Value> params = {{"optimizer", Value(m == 0 ? "nesterov" : "adam")},
+                                                 {"learning_rate", Value(m == 0 ? 0.05 : 0.002 * (m + 1))},
                                                  {"batch_size", Value(std::int64_t{64})}};
     members.push_back({.params = HyperParams(nlohmann::json::object(), params),
                        .init_seed = static_cast<std::uint64_t>(11 + m),

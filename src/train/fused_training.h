@@ -66,7 +66,8 @@ struct FusedMemberResult {
 };
 
 // Trains `members` (at least one) of `workload` together. Throws Error for bad options or params, members that
-// differ in batch size, optimizer kind or model widths, and anything fused trials do not do (see above).
+// differ in batch size or model widths, and anything fused trials do not do (see above). Members may differ in
+// optimizer kind: those of one kind next to each other update together (array_optimizer.h).
 std::vector<FusedMemberResult> TrainFused(Workload& workload, const std::vector<FusedMember>& members,
                                           const FusedOptions& options);
 

@@ -17,6 +17,7 @@
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 #include "dltune/workloads/registry.h"
+#include "optimizer_kinds_test_util.h"
 #include "workloads/models.h"
 
 namespace dltune {
@@ -133,18 +134,18 @@ void ExpectSameAsAlone(const FusedMemberResult& fused, const Alone& alone, std::
 
 class FusedOptimizerTest : public FusedTrainingTest, public ::testing::WithParamInterface<std::string> {};
 
-// Four members of each optimizer kind, with their own learning rates, momenta, weight decay and schedules.
+// Four members of each optimizer kind, or of kinds mixed, with their own learning rates, momenta, weight decay and
+// schedules.
 TEST_P(FusedOptimizerTest, EachMemberTrainsAsItsLoneTrial) {
-  const Value kind(GetParam());
   const std::vector<FusedMember> members = {
-      Member({{"optimizer", kind}, {"learning_rate", Value(0.05)}}, 1),
-      Member({{"optimizer", kind},
+      Member({{"optimizer", Value(MemberKind(GetParam(), 0))}, {"learning_rate", Value(0.05)}}, 1),
+      Member({{"optimizer", Value(MemberKind(GetParam(), 1))},
               {"learning_rate", Value(0.01)},
               {"momentum", Value(0.5)},
               {"beta1", Value(0.8)},
               {"weight_decay", Value(1e-3)}},
              2),
-      Member({{"optimizer", kind},
+      Member({{"optimizer", Value(MemberKind(GetParam(), 2))},
               {"learning_rate", Value(0.02)},
               {"one_minus_beta2", Value(0.01)},
               {"epsilon", Value(1e-6)},
@@ -153,7 +154,10 @@ TEST_P(FusedOptimizerTest, EachMemberTrainsAsItsLoneTrial) {
               {"schedule", Value("cosine")},
               {"warmup_steps", Value(std::int64_t{20})}},
              3),
-      Member({{"optimizer", kind}, {"learning_rate", Value(0.03)}, {"schedule", Value("linear")}}, 4),
+      Member({{"optimizer", Value(MemberKind(GetParam(), 3))},
+              {"learning_rate", Value(0.03)},
+              {"schedule", Value("linear")}},
+             4),
   };
   const std::vector<FusedMemberResult> fused = TrainFused(*workload_, members, options_);
   ASSERT_EQ(fused.size(), members.size());
@@ -166,7 +170,10 @@ TEST_P(FusedOptimizerTest, EachMemberTrainsAsItsLoneTrial) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, FusedOptimizerTest,
-                         ::testing::Values("sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam"));
+                         ::testing::Values("sgd", "momentum", "nesterov", "rmsprop", "adam", "nadam",
+                                           // kinds mixed: the quickstart's two, and a kind split by others
+                                           "nesterov,nesterov,adam,adam", "adam,sgd,adam,rmsprop"),
+                         KindsTestName);
 
 // A member that diverges is masked at that step, infeasible with the lone trial's reason; the others finish exactly
 // as a group without it does.
@@ -436,7 +443,8 @@ TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
   options_.standardize = InputStandardization{0.5, 0.25};
   EXPECT_THROW(TrainFused(*workload_, {Member({}, 1)}, options_), Error);
   options_.standardize.reset();
-  EXPECT_THROW(TrainFused(*workload_, {Member({{"optimizer", Value("adam")}}, 1), Member({}, 2)}, options_), Error);
+  EXPECT_THROW(TrainFused(*workload_, {Member({}, 1), Member({{"batch_size", Value(std::int64_t{16})}}, 2)}, options_),
+               Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"grad_clip_norm", Value(1.0)}}, 1)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"normalization", Value("batch")}}, 1)}, options_), Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"activation", Value("tanh")}}, 1)}, options_), Error);

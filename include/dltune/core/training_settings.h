@@ -123,8 +123,8 @@ std::filesystem::path ProfileTracePath(const std::filesystem::path& checkpoint_d
 double ParseDurationText(const std::string& text);
 
 // The hyperparameters in which the trials of a fused group may differ (training.fuse; docs/training.md, "Fused
-// trials"): the optimizer's coefficients and the learning-rate schedule's, which the array optimizer takes per
-// member. Trials that differ in any other param (the optimizer's kind, the batch size, the model's) train apart.
+// trials"): the optimizer's kind and coefficients and the learning-rate schedule's, which the array optimizer takes
+// per member. Trials that differ in any other param (the batch size, the model's) train apart.
 const std::set<std::string>& FusibleHyperparameters();
 
 }  // namespace dltune

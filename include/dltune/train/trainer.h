@@ -219,7 +219,7 @@ SplitOverlap CheckSplitOverlap(Workload& workload);
 // needs and lacks, or a param nobody reads.
 void CheckTrialParams(Workload& workload, const HyperParams& params, std::int64_t max_train_steps);
 
-// Fused trials (a sub-study's trials trained together as one array model: TrainFused in
+// Fused trials (a study's trials trained together as one array model: TrainFused in
 // src/train/fused_training.h, TrainFusedTrials in dltune/workloads/train.h; docs/training.md, "Fused trials").
 // One member: what its lone trial's TrainWorkload call would get beside the shared options.
 struct FusedMember {
