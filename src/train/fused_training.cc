@@ -424,46 +424,48 @@ class FusedLoop {
 
   std::size_t Index(const MemberState& member) const { return static_cast<std::size_t>(&member - members_.data()); }
 
-  // Per active member: the weighted sums of loss, correct predictions and correct predictions by class over `split`
-  // (one split per member, all of one size), as the lone trainer's evaluation takes them.
+  // Each member's weighted sums of loss, correct predictions and correct predictions by class over its split (one
+  // split per member, all of one size), as the lone trainer's evaluation takes them: [M] tensors and an [M, classes]
+  // one, every member's batch in the same few kernels (a masked member's sums are computed and left unread).
   struct Sums {
     torch::Tensor loss, correct, weight, class_correct;
   };
-  std::vector<Sums> SplitSums(const std::vector<Dataset>& splits) {
+  Sums SplitSums(const std::vector<Dataset>& splits) {
     torch::NoGradGuard no_grad;
     model_->eval();
+    const std::int64_t classes = workload_.num_classes();
     const auto zeros = [&](at::IntArrayRef shape) {
       return torch::zeros(shape, torch::TensorOptions(torch::kDouble).device(device_));
     };
-    std::vector<Sums> sums;
+    Sums sums{zeros({count()}), zeros({count()}), zeros({count()}), zeros({count(), classes})};
     std::vector<EvalBatches> batches;
-    for (const Dataset& split : splits) {
-      sums.push_back({zeros({}), zeros({}), zeros({}), zeros({workload_.num_classes()})});
-      batches.push_back(MakeEvalBatches(split, eval_batch_size_));
-    }
+    for (const Dataset& split : splits) batches.push_back(MakeEvalBatches(split, eval_batch_size_));
     for (std::int64_t index = 0; index < batches.front().size(); ++index) {
-      std::vector<EvalBatch> batch;
-      std::vector<torch::Tensor> inputs;
+      std::vector<torch::Tensor> inputs, labels, weights;
       for (const EvalBatches& member_batches : batches) {
-        batch.push_back(member_batches.Get(index));
-        inputs.push_back(batch.back().inputs);
+        EvalBatch batch = member_batches.Get(index);
+        inputs.push_back(std::move(batch.inputs));
+        labels.push_back(std::move(batch.labels));
+        weights.push_back(std::move(batch.weights));
       }
-      const torch::Tensor outputs = model_->Forward(inputs);
-      for (std::int64_t m = 0; m < count(); ++m) {
-        if (!members_[static_cast<std::size_t>(m)].active) continue;
-        const EvalBatch& b = batch[static_cast<std::size_t>(m)];
-        Sums& s = sums[static_cast<std::size_t>(m)];
-        const torch::Tensor member_outputs = outputs[m];
-        const torch::Tensor weights = b.weights.to(torch::kDouble);
-        const torch::Tensor losses = workload_.PerExampleLoss(member_outputs, b.labels).to(torch::kDouble);
-        const torch::Tensor correct = (member_outputs.argmax(1) == b.labels).to(torch::kDouble) * weights;
-        s.loss += (losses * weights).sum();
-        s.correct += correct.sum();
-        s.weight += weights.sum();
-        s.class_correct.scatter_add_(0, b.labels, correct);
+      const torch::Tensor outputs = model_->Forward(inputs);  // [M, B, classes]
+      const torch::Tensor label = torch::stack(labels);
+      const torch::Tensor weight = torch::stack(weights).to(torch::kDouble);
+      const torch::Tensor losses =
+          workload_.PerExampleLoss(outputs.flatten(0, 1), label.flatten()).to(torch::kDouble).view_as(weight);
+      const torch::Tensor correct = (outputs.argmax(2) == label).to(torch::kDouble) * weight;
+      sums.loss += (losses * weight).sum(1);
+      sums.correct += correct.sum(1);
+      sums.weight += weight.sum(1);
+      if (device_.is_cpu()) {
+        sums.class_correct.scatter_add_(1, label, correct);
+      } else {
+        // As the lone trainer on a device: whole numbers in double, exact in any order (a scatter of more than one
+        // dimension has no deterministic CUDA kernel).
+        sums.class_correct += (torch::one_hot(label, classes).to(torch::kDouble) * correct.unsqueeze(2)).sum(1);
       }
     }
-    return sums;
+    return {sums.loss.cpu(), sums.correct.cpu(), sums.weight.cpu(), sums.class_correct.cpu()};
   }
 
   // Adds the metrics of split `name` to each active member's `metrics`; `split_of` gives a member's examples.
@@ -472,20 +474,20 @@ class FusedLoop {
     std::vector<Dataset> splits;
     for (MemberState& member : members_) splits.push_back(split_of(member));
     if (splits.front().size() == 0) return;
-    const std::vector<Sums> sums = SplitSums(splits);
+    const Sums sums = SplitSums(splits);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       if (!members_[m].active) continue;
-      const Sums& s = sums[m];
-      const double weight = s.weight.item<double>();
-      const double loss = s.loss.item<double>() / weight;
-      const double accuracy = s.correct.item<double>() / weight;
+      const auto member = static_cast<std::int64_t>(m);
+      const double weight = sums.weight[member].item<double>();
+      const double loss = sums.loss[member].item<double>() / weight;
+      const double accuracy = sums.correct[member].item<double>() / weight;
       const auto examples = static_cast<std::int64_t>(std::llround(weight));
       metrics[m].push_back({name, "loss", loss, examples});
       metrics[m].push_back({name, "error_rate", 1.0 - accuracy, examples});
       metrics[m].push_back({name, "accuracy", accuracy, examples});
-      const torch::Tensor class_correct = s.class_correct.cpu();
-      for (std::int64_t k = 0; k < class_correct.size(0); ++k) {
-        metrics[m].push_back({name, fmt::format("correct_class_{}", k), class_correct[k].item<double>(), examples});
+      for (std::int64_t k = 0; k < sums.class_correct.size(1); ++k) {
+        metrics[m].push_back(
+            {name, fmt::format("correct_class_{}", k), sums.class_correct[member][k].item<double>(), examples});
       }
     }
   }
