@@ -121,13 +121,11 @@ class FusedLoop {
     Resume();
     for (MemberState& member : members_) {
       const std::uint64_t seed = member.spec->data_seed;
-      member.train_subset = OnDevice(
-          FixedSample(data.train, std::min(settings_.train_eval_examples, data.train.size()), MixSeed(seed, 1)),
-          device_);
+      // Each member's fixed samples gathered where the splits are: on a device, not copied there member by member.
+      member.train_subset = FixedSample(train, std::min(settings_.train_eval_examples, train.size()), MixSeed(seed, 1));
       if (settings_.valid_sample_examples > 0) {
-        member.valid_sample = OnDevice(
-            FixedSample(data.valid, std::min(settings_.valid_sample_examples, data.valid.size()), MixSeed(seed, 2)),
-            device_);
+        member.valid_sample =
+            FixedSample(valid_, std::min(settings_.valid_sample_examples, valid_.size()), MixSeed(seed, 2));
       }
       // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
       if (!deferred_) member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
