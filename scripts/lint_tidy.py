@@ -90,7 +90,9 @@ def input_keys(build_dir, sources):
         digest.update(version.encode() + b"\0" + config + b"\0")
         digest.update(entry["command"].replace(root, "<root>").encode() + b"\0")
         for name in sorted(files):
-            shown = os.path.normpath(os.path.join(build_dir, name)).replace(root, "<root>")
+            # ninja records a file as the compiler named it: absolute, or relative to the build directory where
+            # ccache's base_dir rewrote the command (CMakeLists.txt); the same file gets the same name either way.
+            shown = os.path.normpath(os.path.join(os.path.abspath(build_dir), name)).replace(root, "<root>")
             digest.update(f"{shown}\0{content(name)}\0".encode())
         keys[source] = digest.hexdigest()
     return keys
