@@ -68,11 +68,10 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
     run_of_.push_back(runs_.size() - 1);
   }
   for (Run& run : runs_) {
-    run.buffer_names = BufferNames(run.rule);
     for (const torch::Tensor& param : params_) {
       const torch::Tensor slice = param.narrow(0, run.begin, run.end - run.begin);
       std::vector<torch::Tensor> buffers;
-      for (const std::string& name : run.buffer_names) {
+      for (const std::string& name : BufferNames(run.rule)) {
         // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
         const bool starts_at_one = run.rule == UpdateRule::kRmsProp && name == "v";
         buffers.push_back(starts_at_one ? torch::ones_like(slice) : torch::zeros_like(slice));
@@ -262,11 +261,12 @@ void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArc
   archive.write("kind", c10::IValue(members_[static_cast<std::size_t>(member)].kind));
   archive.write("steps", c10::IValue(steps));
   archive.write("param_count", c10::IValue(static_cast<std::int64_t>(params_.size())));
+  const std::vector<std::string> names = BufferNames(run.rule);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::serialize::OutputArchive param_archive;
     param_archive.write("steps", c10::IValue(steps));
-    for (std::size_t b = 0; b < run.buffer_names.size(); ++b) {
-      param_archive.write(run.buffer_names[b], run.buffers[i][b][member - run.begin].clone(), /*is_buffer=*/true);
+    for (std::size_t b = 0; b < names.size(); ++b) {
+      param_archive.write(names[b], run.buffers[i][b][member - run.begin].clone(), /*is_buffer=*/true);
     }
     archive.write(fmt::format("param_{}", i), param_archive);
   }
@@ -281,7 +281,7 @@ void ArrayOptimizer::LoadMember(std::int64_t member, torch::serialize::InputArch
   torch::NoGradGuard no_grad;
   Run& run = runs_[run_of_.at(static_cast<std::size_t>(member))];
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    for (std::size_t b = 0; b < run.buffer_names.size(); ++b) {
+    for (std::size_t b = 0; b < run.buffers[i].size(); ++b) {
       run.buffers[i][b][member - run.begin].copy_(lone.Buffers(i)[b]);
     }
   }

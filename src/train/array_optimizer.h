@@ -87,8 +87,8 @@ class ArrayOptimizer {
     std::int64_t begin = 0;
     std::int64_t end = 0;
     UpdateRule rule = UpdateRule::kSgd;
-    std::vector<std::string> buffer_names;  // the rule's state buffers, in Optimizer::BufferNames() order
-    // Per parameter, in buffer_names order, each shaped as the parameter's slice of these members.
+    // Per parameter, the rule's state buffers in Optimizer::BufferNames() order, each shaped as the parameter's
+    // slice of these members.
     std::vector<std::vector<torch::Tensor>> buffers;
   };
   const Run& RunOf(std::int64_t member) const { return runs_[run_of_.at(static_cast<std::size_t>(member))]; }

@@ -472,20 +472,23 @@ class FusedLoop {
     std::vector<Dataset> splits;
     for (MemberState& member : members_) splits.push_back(split_of(member));
     if (splits.front().size() == 0) return;
-    const Sums sums = SplitSums(splits);
+    const Sums sums = SplitSums(splits);  // on the CPU
+    const auto weights = sums.weight.accessor<double, 1>();
+    const auto losses = sums.loss.accessor<double, 1>();
+    const auto corrects = sums.correct.accessor<double, 1>();
+    const auto class_corrects = sums.class_correct.accessor<double, 2>();
     for (std::size_t m = 0; m < members_.size(); ++m) {
       if (!members_[m].active) continue;
       const auto member = static_cast<std::int64_t>(m);
-      const double weight = sums.weight[member].item<double>();
-      const double loss = sums.loss[member].item<double>() / weight;
-      const double accuracy = sums.correct[member].item<double>() / weight;
+      const double weight = weights[member];
+      const double loss = losses[member] / weight;
+      const double accuracy = corrects[member] / weight;
       const auto examples = static_cast<std::int64_t>(std::llround(weight));
       metrics[m].push_back({name, "loss", loss, examples});
       metrics[m].push_back({name, "error_rate", 1.0 - accuracy, examples});
       metrics[m].push_back({name, "accuracy", accuracy, examples});
-      for (std::int64_t k = 0; k < sums.class_correct.size(1); ++k) {
-        metrics[m].push_back(
-            {name, fmt::format("correct_class_{}", k), sums.class_correct[member][k].item<double>(), examples});
+      for (std::int64_t k = 0; k < class_corrects.size(1); ++k) {
+        metrics[m].push_back({name, fmt::format("correct_class_{}", k), class_corrects[member][k], examples});
       }
     }
   }
