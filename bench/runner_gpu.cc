@@ -124,6 +124,10 @@ void PrintPlacement(const fs::path& output) {
   }
 }
 
+// A dltune run of the quickstart takes seconds on a GPU; one that has not ended by then is stopped and reported, so
+// that it leaves the benchmark's other runs their time.
+constexpr int kDltuneRunLimitSeconds = 150;
+
 // `dltune run` of the quickstart with `training` as its training: block, and `options` (" --mps") on its command line.
 std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training,
                               const std::string& options = "") {
@@ -139,11 +143,15 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   std::printf("gpu: dltune run (%s) ...\n", name.c_str());
   std::fflush(stdout);
   Side side{.name = "dltune run, " + name};
-  side.wall = Timed("cd " + ShellQuote(dir.string()) + " && " + DLTUNE_CLI_PATH + " run " + ShellQuote(spec.string()) +
-                    " --no-report" + options + " --storage " + ShellQuote("sqlite://" + db.string()) + " > " +
-                    ShellQuote(output.string()) + " 2>&1");
+  side.wall =
+      Timed("cd " + ShellQuote(dir.string()) + " && timeout --kill-after=10 " + std::to_string(kDltuneRunLimitSeconds) +
+            " " + DLTUNE_CLI_PATH + " run " + ShellQuote(spec.string()) + " --no-report" + options + " --storage " +
+            ShellQuote("sqlite://" + db.string()) + " > " + ShellQuote(output.string()) + " 2>&1");
   if (side.wall < 0) {
+    std::printf("gpu: dltune run (%s) failed or ran past %d s; the end of its output:\n", name.c_str(),
+                kDltuneRunLimitSeconds);
     PrintTail(output);
+    PrintPlacement(output);
     return std::nullopt;
   }
   PrintPlacement(output);
