@@ -22,6 +22,7 @@ namespace dltune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kContextBytes = std::uint64_t{64} << 20;  // less than a CUDA context of a training process holds
 
 // `dltune train synthetic --device cuda` on the GPU `uuid`, long enough to be seen; its pid.
 pid_t StartTrainingOn(const std::string& uuid, const std::filesystem::path& out) {
@@ -69,8 +70,10 @@ TEST(RealNvml, ATrialOnAGpuIsListedWithItsMemoryUntilItEnds) {
   const auto out = std::filesystem::temp_directory_path() / ("dltune_gpu_nvml_test_" + std::to_string(::getpid()));
   const pid_t trial = StartTrainingOn(gpu.uuid, out);
   ASSERT_GT(trial, 0);
+  // NVML lists the process as soon as its CUDA context is being made, holding a few MiB (14 MiB on an H200), and the
+  // context's memory grows from there: wait for what a whole context holds.
   const auto running = PollProcess(nvml, gpu.uuid, trial, 60, [](const std::optional<GpuProcess>& listed) {
-    return listed && listed->used_bytes && *listed->used_bytes > 0;
+    return listed && listed->used_bytes && *listed->used_bytes > kContextBytes;
   });
   ::kill(trial, SIGKILL);
   int status = 0;
@@ -79,7 +82,7 @@ TEST(RealNvml, ATrialOnAGpuIsListedWithItsMemoryUntilItEnds) {
   ASSERT_TRUE(running) << "NVML never listed the trial's pid " << trial << " on " << gpu.Label()
                        << " (a process in a PID namespace of its own is listed under the host's pid)";
   ASSERT_TRUE(running->used_bytes) << "NVML lists the trial but not the memory it holds";
-  EXPECT_GT(*running->used_bytes, std::uint64_t{64} << 20) << "a CUDA context alone holds more";
+  EXPECT_GT(*running->used_bytes, kContextBytes) << "a CUDA context alone holds more";
 
   const auto gone = PollProcess(nvml, gpu.uuid, trial, 30,
                                 [](const std::optional<GpuProcess>& listed) { return !listed.has_value(); });
