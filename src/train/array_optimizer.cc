@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <functional>
-#include <map>
 #include <string>
 #include <utility>
 
@@ -41,7 +40,6 @@ void CheckParameter(const torch::Tensor& p, std::size_t index, std::int64_t memb
   if (p.scalar_type() != torch::kFloat && p.scalar_type() != torch::kDouble) {
     throw Error(fmt::format("array optimizer: parameter {} is not float32 or float64", index));
   }
-  if (!p.is_contiguous()) throw Error(fmt::format("array optimizer: parameter {} is not contiguous", index));
   if (p.dim() == 0 || p.size(0) != members) {
     throw Error(
         fmt::format("array optimizer: parameter {} does not hold {} members along dimension 0", index, members));
@@ -54,10 +52,18 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
     : members_(std::move(members)), params_(std::move(params)), steps_(members_.size(), 0) {
   if (members_.empty()) throw Error("array optimizer: no members");
   for (const OptimizerOptions& options : members_) options.Validate();
+  tensor_form_ = form == Form::kTensor || (!params_.empty() && !params_.front().device().is_cpu());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     CheckParameter(params_[i], i, this->members());
     if (params_[i].device() != params_.front().device()) {
       throw Error(fmt::format("array optimizer: parameter {} is on another device than parameter 0", i));
+    }
+    // The fused loop walks each member's slice by pointer; the tensor form gives the parameters a layout of its own.
+    if (!tensor_form_ && !params_[i].is_contiguous()) {
+      throw Error(fmt::format("array optimizer: parameter {} is not contiguous", i));
+    }
+    if (tensor_form_ && params_[i].scalar_type() != params_.front().scalar_type()) {
+      throw Error(fmt::format("array optimizer: parameter {} is of another type than parameter 0", i));
     }
   }
   torch::NoGradGuard no_grad;
@@ -67,19 +73,52 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
     runs_.back().end = m + 1;
     run_of_.push_back(runs_.size() - 1);
   }
+  if (tensor_form_) FlattenParameters();
   for (Run& run : runs_) {
-    for (const torch::Tensor& param : params_) {
-      const torch::Tensor slice = param.narrow(0, run.begin, run.end - run.begin);
+    for (std::int64_t m = run.begin; m < run.end; ++m) {
+      // As CoefficientsOf decides them, for any learning rate but 0 (as Optimizer's constructor asks).
+      const UpdateCoefficients c = CoefficientsOf(run.rule, members_[static_cast<std::size_t>(m)], 1.0);
+      run.coupled = run.coupled || c.coupled;
+      run.decays = run.decays || c.decay_in_place;
+    }
+    const std::int64_t count = run.end - run.begin;
+    const std::vector<std::string> names = BufferNames(run.rule);
+    // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
+    const auto initial = [&](std::size_t b, const torch::Tensor& like) {
+      const bool starts_at_one = run.rule == UpdateRule::kRmsProp && names[b] == "v";
+      return starts_at_one ? torch::ones_like(like) : torch::zeros_like(like);
+    };
+    for (std::size_t b = 0; tensor_form_ && b < names.size(); ++b) {
+      run.flat_buffers.push_back(initial(b, flat_.narrow(0, run.begin, count)));
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const torch::Tensor slice = params_[i].narrow(0, run.begin, count);
       std::vector<torch::Tensor> buffers;
-      for (const std::string& name : BufferNames(run.rule)) {
-        // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
-        const bool starts_at_one = run.rule == UpdateRule::kRmsProp && name == "v";
-        buffers.push_back(starts_at_one ? torch::ones_like(slice) : torch::zeros_like(slice));
+      for (std::size_t b = 0; b < names.size(); ++b) {
+        // In the tensor form, parameter i's columns of the run's flat buffer, shaped as its slice.
+        buffers.push_back(tensor_form_
+                              ? run.flat_buffers[b].narrow(1, offsets_[i], slice.numel() / count).view(slice.sizes())
+                              : initial(b, slice));
       }
       run.buffers.push_back(std::move(buffers));
     }
   }
-  tensor_form_ = form == Form::kTensor || (!params_.empty() && !params_.front().device().is_cpu());
+}
+
+void ArrayOptimizer::FlattenParameters() {
+  std::int64_t size = 0;  // of one member's parameters
+  for (const torch::Tensor& param : params_) {
+    offsets_.push_back(size);
+    size += param.numel() / members();
+  }
+  flat_ = torch::empty({members(), size}, params_.empty() ? torch::TensorOptions() : params_.front().options());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& param = params_[i];
+    const torch::Tensor view = flat_.narrow(1, offsets_[i], param.numel() / members()).view(param.sizes());
+    view.copy_(param);
+    // The same tensor (the model's, with its gradient's bookkeeping), its data now that view.
+    param.set_data(view);
+  }
 }
 
 void ArrayOptimizer::ZeroGrad() {
@@ -188,71 +227,67 @@ torch::Tensor ArrayOptimizer::CoefficientTable(const std::vector<double>& learni
 
 torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor mask = table[coefficient::kMask];
-  std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
-  torch::Tensor squares;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const torch::Tensor& p = params_[i];
-    torch::Tensor& typed = tables[p.scalar_type()];
-    if (!typed.defined()) typed = table.to(p.scalar_type());
-    const torch::Tensor g = p.grad().to(p.scalar_type());
-    const torch::Tensor member_squares = g.to(torch::kDouble).square().flatten(1).sum(1);
-    squares = squares.defined() ? squares + member_squares : member_squares;
-    for (Run& run : runs_) ApplyRun(run, i, g, typed);
+  const torch::Tensor typed = table.to(flat_.scalar_type());
+  std::vector<torch::Tensor> grads;
+  for (const torch::Tensor& p : params_) grads.push_back(p.grad().to(flat_.scalar_type()).reshape({members(), -1}));
+  // Every member's gradient as one [M, P] row, as flat_ holds its parameters: one kernel, and the update's kernels
+  // then cover all parameters at once.
+  const torch::Tensor g = torch::cat(grads, 1);
+  const torch::Tensor norms = at::linalg_vector_norm(g, 2, std::vector<std::int64_t>{1}, false, torch::kDouble);
+  for (Run& run : runs_) {
+    const std::int64_t count = run.end - run.begin;
+    ApplyRun(run, g.narrow(0, run.begin, count), typed.narrow(1, run.begin, count));
   }
   // A masked member's norm is 0 (its gradient may well be NaN: it diverged).
-  return torch::where(mask > 0.5, squares.sqrt(), torch::zeros_like(squares));
+  return norms.masked_fill(table[coefficient::kMask] <= 0.5, 0.0);
 }
 
-void ArrayOptimizer::ApplyRun(Run& run, std::size_t i, const torch::Tensor& g, const torch::Tensor& table) {
+void ArrayOptimizer::ApplyRun(Run& run, const torch::Tensor& g, const torch::Tensor& coefficients) {
   using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
-  const std::int64_t count = run.end - run.begin;
-  torch::Tensor p = params_[i].narrow(0, run.begin, count);  // a view: updated in place
-  const torch::Tensor grad = g.narrow(0, run.begin, count);
-  const torch::Tensor coefficients = table.narrow(1, run.begin, count);
-  // Each member's coefficients as [count, 1, ...], broadcast over its slice.
-  std::vector<std::int64_t> shape(static_cast<std::size_t>(p.dim()), 1);
-  shape[0] = count;
-  const auto member_tensor = [&](Row row) { return coefficients[row].view(shape); };
-  const torch::Tensor keep = member_tensor(kMask) > 0.5;
-  const torch::Tensor gc = grad + member_tensor(kCoupledWd) * p;  // the gradient the rule sees
-  const torch::Tensor theta = p * member_tensor(kDecay);
-  const torch::Tensor eta_t = member_tensor(kEta);
-  std::vector<torch::Tensor>& buffers = run.buffers[i];
+  torch::Tensor p = flat_.narrow(0, run.begin, run.end - run.begin);  // [count, P], updated in place
+  // Each member's coefficient as [count, 1], broadcast over its row.
+  const auto at = [&](Row row) { return coefficients[row].unsqueeze(1); };
+  const torch::Tensor keep = at(kMask) > 0.5;
+  // The gradient the rule sees (with coupled weight decay), and theta decayed in place: skipped where no member of
+  // the run has them (their coefficients are then 0 and 1).
+  const torch::Tensor gc = run.coupled ? torch::addcmul(g, p, at(kCoupledWd)) : g;
+  const torch::Tensor theta = run.decays ? p * at(kDecay) : p;
+  std::vector<torch::Tensor>& buffers = run.flat_buffers;
   torch::Tensor updated;
   std::vector<torch::Tensor> state;
   switch (run.rule) {
-    case UpdateRule::kSgd: updated = theta - eta_t * grad; break;
+    case UpdateRule::kSgd: updated = torch::addcmul(theta, g, at(kEta), -1); break;
     case UpdateRule::kMomentum:
     case UpdateRule::kNesterov: {
-      const torch::Tensor gamma_t = member_tensor(kGamma);
-      const torch::Tensor v = grad + gamma_t * buffers[0] + member_tensor(kCoupledWd) * p;
-      updated = run.rule == UpdateRule::kNesterov ? theta - eta_t * grad - eta_t * gamma_t * v : theta - eta_t * v;
+      torch::Tensor v = torch::addcmul(g, buffers[0], at(kGamma));  // g + gamma * v
+      if (run.coupled) v.addcmul_(p, at(kCoupledWd));               // ... + wd * theta_t
+      updated = run.rule == UpdateRule::kNesterov
+                    ? torch::addcmul(theta, g, at(kEta), -1).addcmul_(v, at(kEtaGamma), -1)
+                    : torch::addcmul(theta, v, at(kEta), -1);
       state = {v};
       break;
     }
     case UpdateRule::kRmsProp: {
-      const torch::Tensor v = buffers[0] * member_tensor(kRho) + member_tensor(kOneMinusRho) * gc * gc;
-      const torch::Tensor m =
-          buffers[1] * member_tensor(kGamma) + eta_t * gc / torch::sqrt(v + member_tensor(kEpsilon));
+      const torch::Tensor v = torch::addcmul(buffers[0] * at(kRho), gc, gc * at(kOneMinusRho));
+      const torch::Tensor m = torch::addcmul(buffers[1] * at(kGamma), gc / (v + at(kEpsilon)).sqrt(), at(kEta));
       updated = theta - m;
       state = {v, m};
       break;
     }
     case UpdateRule::kAdam:
     case UpdateRule::kNadam: {
-      const torch::Tensor m = torch::lerp(buffers[0], gc, 1 - member_tensor(kBeta1));
-      const torch::Tensor v = buffers[1] * member_tensor(kBeta2) + member_tensor(kOneMinusBeta2) * gc * gc;
-      const torch::Tensor denominator = torch::sqrt(v) + member_tensor(kEpsilon);
-      updated = theta + member_tensor(kStepSize) * m / denominator;
-      if (run.rule == UpdateRule::kNadam) updated = updated + member_tensor(kGradientStep) * gc / denominator;
+      const torch::Tensor m = torch::lerp(buffers[0], gc, at(kOneMinusBeta1));
+      const torch::Tensor v = torch::addcmul(buffers[1] * at(kBeta2), gc, gc * at(kOneMinusBeta2));
+      const torch::Tensor denominator = v.sqrt().add_(at(kEpsilon));
+      updated = torch::addcmul(theta, m / denominator, at(kStepSize));
+      if (run.rule == UpdateRule::kNadam) updated.addcmul_(gc / denominator, at(kGradientStep));
       state = {m, v};
       break;
     }
   }
-  // A masked member keeps its weights and state.
-  p.copy_(torch::where(keep, updated, p));
-  for (std::size_t b = 0; b < state.size(); ++b) buffers[b].copy_(torch::where(keep, state[b], buffers[b]));
+  // A masked member keeps its weights and state: each written in place, a select of the kernel's own.
+  at::where_out(p, keep, updated, p);
+  for (std::size_t b = 0; b < state.size(); ++b) at::where_out(buffers[b], keep, state[b], buffers[b]);
 }
 
 void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {

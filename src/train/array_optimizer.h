@@ -11,10 +11,12 @@
 // to a lone optimizer's given the same gradients. A member masked out (diverged) is skipped: its weights, state and
 // t stay as they are.
 //
-// Parameters on another device (a GPU) take the tensor form instead: the same rules as element-wise tensor operations
-// on whole parameters, each member's coefficients an [M] tensor broadcast over the parameter's member dimension (a
-// few kernels per parameter for all members at once; masked members kept by a select). It rounds as such a sequence
-// of kernels does, not bit for bit as the fused loop.
+// Parameters on another device (a GPU) take the tensor form instead: the same rules as element-wise tensor operations,
+// each member's coefficients an [M] tensor broadcast over its row. The form moves every parameter's data into one
+// [M, P] tensor (each parameter a view of its columns: the same tensor objects, with new strides), and a run's state
+// likewise, so that a step is a few kernels for all members and all parameters at once (the gradients gathered in
+// one, the update of a run in about ten, masked members kept by a select written in place), whatever the number of
+// parameters. It rounds as such a sequence of kernels does, not bit for bit as the fused loop.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +36,9 @@ class ArrayOptimizer {
     kTensor,  // the tensor form on any device (to compare the two on the CPU)
   };
 
-  // `params`: defined, contiguous float32 or float64 tensors of at least one dimension on one device, each of size
-  // M = members.size() along dimension 0. `members`: each member's options. Throws Error on invalid options or any
+  // `params`: defined float32 or float64 tensors of at least one dimension on one device, each of size
+  // M = members.size() along dimension 0: contiguous for the fused loop, of one type for the tensor form (which
+  // gives them its own layout, see above). `members`: each member's options. Throws Error on invalid options or any
   // other parameter.
   ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<OptimizerOptions> members, Form form = Form::kAuto);
 
@@ -87,13 +90,21 @@ class ArrayOptimizer {
     std::int64_t begin = 0;
     std::int64_t end = 0;
     UpdateRule rule = UpdateRule::kSgd;
+    // Whether any member has coupled weight decay, or decays theta in place (the tensor form's update skips what
+    // none has).
+    bool coupled = false;
+    bool decays = false;
     // Per parameter, the rule's state buffers in Optimizer::BufferNames() order, each shaped as the parameter's
-    // slice of these members.
+    // slice of these members (in the tensor form, views of flat_buffers).
     std::vector<std::vector<torch::Tensor>> buffers;
+    std::vector<torch::Tensor> flat_buffers;  // the tensor form's: each buffer of every parameter, [count, P]
   };
   const Run& RunOf(std::int64_t member) const { return runs_[run_of_.at(static_cast<std::size_t>(member))]; }
-  // ApplyTable's update of one run's members of parameter i (`g` its gradient, `table` in its dtype).
-  void ApplyRun(Run& run, std::size_t i, const torch::Tensor& g, const torch::Tensor& table);
+  // The tensor form's layout: every parameter's data moved into flat_, each one a view of its columns.
+  void FlattenParameters();
+  // ApplyTable's update of one run (`g` its members' [count, P] gradients, `coefficients` its columns of the table,
+  // in the parameters' type).
+  void ApplyRun(Run& run, const torch::Tensor& g, const torch::Tensor& coefficients);
 
   std::vector<OptimizerOptions> members_;
   std::vector<Run> runs_;
@@ -101,6 +112,8 @@ class ArrayOptimizer {
   std::vector<torch::Tensor> params_;
   std::vector<std::int64_t> steps_;  // per member: its t (every parameter has a grad at each step)
   bool tensor_form_ = false;
+  torch::Tensor flat_;                 // the tensor form's: every member's parameters, [M, P]
+  std::vector<std::int64_t> offsets_;  // the tensor form's: parameter i's first column in flat_
 };
 
 }  // namespace dltune

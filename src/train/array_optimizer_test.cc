@@ -2,6 +2,7 @@
 // fused loop (float rounding), with a member masked out half way: members of one kind, and of kinds mixed.
 #include "array_optimizer.h"
 
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -64,6 +65,28 @@ std::vector<std::vector<double>> Train(ArrayOptimizer& optimizer, std::vector<to
   return norms;
 }
 
+// Member m's state as SaveMember writes it, ready to be read.
+torch::serialize::InputArchive Saved(const ArrayOptimizer& optimizer, std::int64_t m) {
+  torch::serialize::OutputArchive saved;
+  optimizer.SaveMember(m, saved);
+  std::ostringstream bytes;
+  saved.save_to(bytes);
+  std::istringstream in(bytes.str());
+  torch::serialize::InputArchive loaded;
+  loaded.load_from(in);
+  return loaded;
+}
+
+// A lone optimizer of member m's kind and shapes that loaded member m's saved state.
+Optimizer LoneOptimizer(const ArrayOptimizer& optimizer, std::int64_t m, const std::string& kinds) {
+  std::vector<torch::Tensor> shapes;
+  for (const torch::Tensor& p : optimizer.params()) shapes.push_back(torch::zeros_like(p[m]));
+  Optimizer lone(shapes, MemberOptions(kinds)[static_cast<std::size_t>(m)]);
+  torch::serialize::InputArchive archive = Saved(optimizer, m);
+  lone.Load(archive);
+  return lone;
+}
+
 class ArrayOptimizerTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ArrayOptimizerTest, EachMemberIsItsLoneOptimizerBitForBit) {
@@ -88,13 +111,7 @@ TEST_P(ArrayOptimizerTest, EachMemberIsItsLoneOptimizerBitForBit) {
     EXPECT_EQ(array.steps(m), steps);
 
     // Its state, saved as a lone optimizer's, is the lone optimizer's.
-    torch::serialize::OutputArchive saved;
-    array.SaveMember(m, saved);
-    std::ostringstream bytes;
-    saved.save_to(bytes);
-    std::istringstream in(bytes.str());
-    torch::serialize::InputArchive loaded;
-    loaded.load_from(in);
+    torch::serialize::InputArchive loaded = Saved(array, m);
     Optimizer restored(lone_params, MemberOptions(GetParam())[static_cast<std::size_t>(m)]);
     EXPECT_NO_THROW(restored.Load(loaded));
     EXPECT_EQ(restored.steps(), lone.steps());
@@ -120,6 +137,23 @@ TEST_P(ArrayOptimizerTest, TensorFormAgreesWithTheFusedLoop) {
   // The masked member stopped at step kMaskedFrom in both forms.
   EXPECT_EQ(fused.steps(1), kMaskedFrom);
   EXPECT_EQ(tensor.steps(1), kMaskedFrom);
+  // Each member's state, from the tensor form's own layout, saves as the fused loop's does and loads back.
+  ArrayOptimizer reloaded(ArrayParams(), MemberOptions(GetParam()), ArrayOptimizer::Form::kTensor);
+  for (std::int64_t m = 0; m < kMembers; ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    const Optimizer from_tensor = LoneOptimizer(tensor, m, GetParam());
+    const Optimizer from_fused = LoneOptimizer(fused, m, GetParam());
+    torch::serialize::InputArchive archive = Saved(tensor, m);
+    reloaded.LoadMember(m, archive);
+    const Optimizer from_reloaded = LoneOptimizer(reloaded, m, GetParam());
+    EXPECT_EQ(from_tensor.steps(), from_fused.steps());
+    for (std::size_t i = 0; i < fused_params.size(); ++i) {
+      for (std::size_t b = 0; b < from_fused.Buffers(i).size(); ++b) {
+        EXPECT_TRUE(torch::allclose(from_tensor.Buffers(i)[b], from_fused.Buffers(i)[b], 1e-5, 1e-6));
+        EXPECT_TRUE(torch::equal(from_reloaded.Buffers(i)[b], from_tensor.Buffers(i)[b]));
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, ArrayOptimizerTest,
@@ -139,6 +173,40 @@ TEST(ArrayOptimizer, RefusesWhatItCannotUpdate) {
   for (auto& p : params) p.mutable_grad() = torch::ones_like(p);
   EXPECT_THROW(optimizer.Step({0.1, -1.0, 0.1}, {true, true, true}), Error);
   EXPECT_THROW(optimizer.Step({0.1, 0.1}, {true, true}), Error);
+}
+
+// The operations of one tensor-form step that are not views or allocations: on a device, its kernels.
+int KernelOperations(std::int64_t layers) {
+  std::vector<torch::Tensor> params;
+  for (std::int64_t l = 0; l < layers; ++l) {
+    params.push_back(torch::randn({kMembers, 5, 7}));
+    params.push_back(torch::randn({kMembers, 7}));
+  }
+  ArrayOptimizer optimizer(params, MemberOptions("nesterov,adam,adam"), ArrayOptimizer::Form::kTensor);
+  for (torch::Tensor& p : params) p.mutable_grad() = torch::randn_like(p);
+  const torch::Tensor table = optimizer.CoefficientTable({0.1, 0.1, 0.1}, {true, true, true});
+  static thread_local int counted = 0;
+  counted = 0;
+  const auto count = [](const at::RecordFunction& function) -> std::unique_ptr<at::ObserverContext> {
+    static const std::set<std::string> kViews = {
+        "aten::to",     "aten::reshape",    "aten::_reshape_alias", "aten::view",       "aten::narrow",
+        "aten::slice",  "aten::select",     "aten::unsqueeze",      "aten::as_strided", "aten::empty",
+        "aten::detach", "aten::empty_like", "aten::empty_strided",  "aten::alias",      "aten::expand"};
+    if (kViews.count(function.name()) == 0) ++counted;
+    return nullptr;
+  };
+  const at::CallbackHandle handle =
+      at::addThreadLocalCallback(at::RecordFunctionCallback(count).scopes({at::RecordScope::FUNCTION}));
+  optimizer.ApplyTable(table);
+  at::removeCallback(handle);
+  return counted;
+}
+
+// The tensor form updates all parameters at once: a model of three times the layers takes as many kernels a step.
+TEST(ArrayOptimizer, TheTensorFormsStepTakesAsManyKernelsWhateverTheNumberOfParameters) {
+  const int two = KernelOperations(1);
+  EXPECT_GT(two, 0);
+  EXPECT_EQ(KernelOperations(3), two);
 }
 
 }  // namespace
