@@ -149,6 +149,14 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
     EXPECT_EQ(result.checkpoints, alone.at(number).checkpoints) << number;
     EXPECT_GT(result.checkpoints, 0U) << number;
   }
+  // Each member's time is its group's, split as a lone trial's is.
+  const auto store = OpenStore("sqlite://" + (dir_ / "fused" / "dltune.db").string());
+  for (const TrialRecord& trial : store->ListTrials(store->FindStudy("fused")->id)) {
+    for (const char* phase : {"data_load", "train", "evaluation", "checkpoint"}) {
+      EXPECT_GT(trial.time_split.count(phase) ? trial.time_split.at(phase) : 0.0, 0.0)
+          << "trial " << trial.number << "'s " << phase;
+    }
+  }
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
   // Which trials trained together: in show and in the export; the members' logs are their group's.
   const std::string storage = " --storage sqlite://" + (dir_ / "fused" / "dltune.db").string();

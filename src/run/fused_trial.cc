@@ -1,6 +1,5 @@
 #include "run/fused_trial.h"
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -80,10 +79,10 @@ class GroupReporter final : public FusedCallbacks {
     // A stopped member writes no end: the group's exit status (kExitStopped) says it.
   }
 
-  // Once the group has trained for `seconds`: each member's time (the group's, which it trained in) and end.
-  void Finish(std::size_t members, double seconds) {
-    for (std::size_t m = 0; m < members; ++m) {
-      Write(m, TimingLine({{"train", seconds}}));
+  // Once the group has trained: each member's time (the group's time split, which it trained in) and end.
+  void Finish(const std::vector<TrainResult>& results) {
+    for (std::size_t m = 0; m < results.size(); ++m) {
+      Write(m, TimingLine(results[m].seconds));
       if (const auto end = ends_.find(m); end != ends_.end()) Write(m, end->second);
     }
   }
@@ -142,10 +141,9 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
   GroupReporter reporter(RequireWorkerVariable("DLTUNE_REPORT", "run-fused"), stop_requested);
   std::printf("fused group of %zu trials\n", members.size());
   std::fflush(stdout);
-  const auto began = std::chrono::steady_clock::now();
   const std::vector<TrainResult> results =
       TrainFusedTrials(first->workload, first->args, members, first->options, reporter);
-  reporter.Finish(members.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count());
+  reporter.Finish(results);
   for (const TrainResult& result : results) {
     if (result.outcome == TrainOutcome::kStopped) return kExitStopped;
   }

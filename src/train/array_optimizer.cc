@@ -290,21 +290,35 @@ void ArrayOptimizer::ApplyRun(Run& run, const torch::Tensor& g, const torch::Ten
   for (std::size_t b = 0; b < state.size(); ++b) at::where_out(buffers[b], keep, state[b], buffers[b]);
 }
 
-void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {
-  const std::int64_t steps = steps_.at(static_cast<std::size_t>(member));
+ArrayOptimizer::MemberOptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {
   const Run& run = RunOf(member);
-  archive.write("kind", c10::IValue(members_[static_cast<std::size_t>(member)].kind));
+  MemberOptimizerState state{.kind = members_[static_cast<std::size_t>(member)].kind,
+                    .steps = steps_.at(static_cast<std::size_t>(member)),
+                    .buffer_names = BufferNames(run.rule)};
+  for (const std::vector<torch::Tensor>& buffers : run.buffers) {
+    std::vector<torch::Tensor> copies;
+    for (const torch::Tensor& buffer : buffers) copies.push_back(buffer[member - run.begin].clone());
+    state.buffers.push_back(std::move(copies));
+  }
+  return state;
+}
+
+void ArrayOptimizer::MemberOptimizerState::Save(torch::serialize::OutputArchive& archive) const {
+  archive.write("kind", c10::IValue(kind));
   archive.write("steps", c10::IValue(steps));
-  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(params_.size())));
-  const std::vector<std::string> names = BufferNames(run.rule);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
+  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(buffers.size())));
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
     torch::serialize::OutputArchive param_archive;
     param_archive.write("steps", c10::IValue(steps));
-    for (std::size_t b = 0; b < names.size(); ++b) {
-      param_archive.write(names[b], run.buffers[i][b][member - run.begin].clone(), /*is_buffer=*/true);
+    for (std::size_t b = 0; b < buffer_names.size(); ++b) {
+      param_archive.write(buffer_names[b], buffers[i][b], /*is_buffer=*/true);
     }
     archive.write(fmt::format("param_{}", i), param_archive);
   }
+}
+
+void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {
+  CopyMember(member).Save(archive);
 }
 
 void ArrayOptimizer::LoadMember(std::int64_t member, torch::serialize::InputArchive& archive) {

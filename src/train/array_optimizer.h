@@ -57,8 +57,18 @@ class ArrayOptimizer {
   std::int64_t steps(std::int64_t member) const { return steps_.at(static_cast<std::size_t>(member)); }
   const std::vector<torch::Tensor>& params() const { return params_; }
 
-  // Writes member m's state into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters
-  // are the member's slices: a lone Optimizer of that kind Loads it and continues as the member would have.
+  // Member m's state, copied: what SaveMember writes, taken now (writing it is the slow part, and may wait).
+  struct MemberOptimizerState {
+    std::string kind;
+    std::int64_t steps = 0;
+    std::vector<std::string> buffer_names;            // Optimizer::BufferNames() of its kind
+    std::vector<std::vector<torch::Tensor>> buffers;  // per parameter, in buffer_names' order
+    // Writes it into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters are the
+    // member's slices: a lone Optimizer of that kind Loads it and continues as the member would have.
+    void Save(torch::serialize::OutputArchive& archive) const;
+  };
+  MemberOptimizerState CopyMember(std::int64_t member) const;
+  // CopyMember(member).Save(archive).
   void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const;
   // Restores member m's state from what SaveMember (or a lone Optimizer of the member's kind and shapes) wrote: the
   // member then continues as its lone optimizer would. Throws Error, changing nothing, as Optimizer::Load does.

@@ -486,9 +486,17 @@ void CheckpointManager::Warn(const std::string& message) {
 
 std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
                                                    std::optional<double> objective, std::string state) {
+  return SaveStateInBackground(checkpoints, step, objective,
+                               [state = std::move(state)]() mutable { return std::move(state); });
+}
+
+std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
+                                                   std::optional<double> objective,
+                                                   std::function<std::string()> state) {
   return std::async(std::launch::async, [&checkpoints, step, objective, state = std::move(state)] {
+    const std::string bytes = state();
     return checkpoints.Save(step, objective, [&](const std::filesystem::path& dir) {
-      WriteFileAtomically(dir / "state.pt", state, /*sync=*/false);  // Save syncs its payload
+      WriteFileAtomically(dir / "state.pt", bytes, /*sync=*/false);  // Save syncs its payload
     });
   });
 }

@@ -149,6 +149,10 @@ std::int64_t StepOfCheckpointDir(const std::filesystem::path& dir);
 // outlive the future, and take no other Save until it is ready.
 std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
                                                    std::optional<double> objective, std::string state);
+// The same, with state.pt's bytes taken on that thread too, by `state` (what it reads must not change until the
+// future is ready).
+std::future<SavedCheckpoint> SaveStateInBackground(CheckpointManager& checkpoints, std::int64_t step,
+                                                   std::optional<double> objective, std::function<std::string()> state);
 // A saved checkpoint as the trainers' callbacks hear of it: it, then each checkpoint retention removed.
 std::vector<CheckpointEvent> CheckpointEvents(const SavedCheckpoint& saved);
 

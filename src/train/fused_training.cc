@@ -1,7 +1,10 @@
 #include "fused_training.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <future>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -25,6 +28,9 @@
 
 namespace dltune {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // A member while it trains.
 struct MemberState {
@@ -113,6 +119,7 @@ class FusedLoop {
   }
 
   std::vector<FusedMemberResult> Run() {
+    const Clock::time_point began = Clock::now();
     const WorkloadData& data = workload_.Data();
     // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
     const Dataset train = OnDevice(data.train, device_);
@@ -135,8 +142,9 @@ class FusedLoop {
       std::vector<std::uint64_t> seeds;
       for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
       group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
-      if (settings_.cuda_graph != "false") CaptureStep();
     }
+    seconds_["data_load"] = Seconds(Clock::now() - began);
+    if (deferred_ && settings_.cuda_graph != "false") CaptureStep();
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
       TrainStep();
@@ -151,6 +159,11 @@ class FusedLoop {
     ReadPendingSteps();
     std::vector<FusedMemberResult> results;
     for (MemberState& member : members_) results.push_back(Finish(member));
+    // The group's time split, as a lone trial's: the steps (the capture of a graph with them) are the rest.
+    double accounted = 0;
+    for (const auto& [phase, seconds] : seconds_) accounted += seconds;
+    seconds_["train"] = std::max(0.0, Seconds(Clock::now() - began) - accounted);
+    for (FusedMemberResult& result : results) result.result.seconds = seconds_;
     return results;
   }
 
@@ -495,6 +508,8 @@ class FusedLoop {
 
   // The lone trainer's evaluation at this step, for every active member, and its checkpoint.
   void Evaluate(bool last) {
+    const Clock::time_point began = Clock::now();
+    const double checkpoints_before = seconds_["checkpoint"];
     std::vector<std::vector<EvalMetric>> metrics(members_.size());
     const bool sampled = settings_.valid_sample_examples > 0;
     AddSplitMetrics(
@@ -526,6 +541,7 @@ class FusedLoop {
       member.out.evaluations.emplace_back(step_, std::move(metrics[m]));
       SaveCheckpoint(member, objective);
     }
+    seconds_["evaluation"] += Seconds(Clock::now() - began) - (seconds_["checkpoint"] - checkpoints_before);
   }
 
   // The objective: the named split's metric, or its periodic sample's when the full split was not evaluated.
@@ -545,26 +561,38 @@ class FusedLoop {
   // the member ends.
   void SaveCheckpoint(MemberState& member, std::optional<double> objective) {
     if (!member.checkpoints) return;
+    const Clock::time_point began = Clock::now();
     FinishCheckpointWrite(member);
     const auto m = static_cast<std::int64_t>(&member - members_.data());
     model_->CopyMemberInto(m, *member.lone);
-    torch::serialize::OutputArchive archive;
-    torch::serialize::OutputArchive model_archive;
-    member.lone->save(model_archive);
-    archive.write("model", model_archive);
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer_->SaveMember(m, optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
-    archive.write("step", torch::tensor(step_, torch::kLong));
-    archive.write("best_step", torch::tensor(member.best_step.value_or(-1), torch::kLong));
-    archive.write("best_value", torch::tensor(member.best_value.value_or(std::nan("")), torch::kDouble));
-    archive.write("initial_loss", torch::tensor(member.initial_loss.value_or(std::nan("")), torch::kDouble));
-    archive.write("cpu_generator", model_->DropoutGenerator(m).get_state());
-    archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
-    std::ostringstream bytes;
-    archive.save_to(bytes);
     member.saved_step = step_;
-    member.checkpoint_write = SaveStateInBackground(*member.checkpoints, step_, objective, std::move(bytes).str());
+    // What the checkpoint holds is taken here; its archive is built and serialized on the write's thread (most of a
+    // checkpoint's time, and a group writes one per member at every evaluation). The lone model's tensors change
+    // only at this member's next save, after this write ends (FinishCheckpointWrite above).
+    member.checkpoint_write = SaveStateInBackground(
+        *member.checkpoints, step_, objective,
+        [lone = member.lone, optimizer = optimizer_->CopyMember(m), step = step_,
+         best_step = member.best_step.value_or(-1), best_value = member.best_value.value_or(std::nan("")),
+         initial_loss = member.initial_loss.value_or(std::nan("")), generator = model_->DropoutGenerator(m).get_state(),
+         threads = static_cast<std::int64_t>(torch::get_num_threads())] {
+          torch::serialize::OutputArchive archive;
+          torch::serialize::OutputArchive model_archive;
+          lone->save(model_archive);
+          archive.write("model", model_archive);
+          torch::serialize::OutputArchive optimizer_archive;
+          optimizer.Save(optimizer_archive);
+          archive.write("optimizer", optimizer_archive);
+          archive.write("step", torch::tensor(step, torch::kLong));
+          archive.write("best_step", torch::tensor(best_step, torch::kLong));
+          archive.write("best_value", torch::tensor(best_value, torch::kDouble));
+          archive.write("initial_loss", torch::tensor(initial_loss, torch::kDouble));
+          archive.write("cpu_generator", generator);
+          archive.write("threads", torch::tensor(threads, torch::kLong));
+          std::ostringstream bytes;
+          archive.save_to(bytes);
+          return std::move(bytes).str();
+        });
+    seconds_["checkpoint"] += Seconds(Clock::now() - began);
   }
 
   // Waits for the member's checkpoint being written, if any, and reports it; rethrows the error it failed with.
@@ -619,6 +647,9 @@ class FusedLoop {
   std::unique_ptr<ArrayOptimizer> optimizer_;
   std::int64_t step_ = 0;
   FusedCallbacks* callbacks_ = options_.callbacks;
+  // Where the group's time went on this thread, in TrainResult::seconds' phases (the checkpoints' part on this
+  // thread: taking their bytes; writing them runs beside the steps).
+  std::map<std::string, double> seconds_;
 };
 
 }  // namespace
