@@ -293,8 +293,8 @@ void ArrayOptimizer::ApplyRun(Run& run, const torch::Tensor& g, const torch::Ten
 ArrayOptimizer::MemberOptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {
   const Run& run = RunOf(member);
   MemberOptimizerState state{.kind = members_[static_cast<std::size_t>(member)].kind,
-                    .steps = steps_.at(static_cast<std::size_t>(member)),
-                    .buffer_names = BufferNames(run.rule)};
+                             .steps = steps_.at(static_cast<std::size_t>(member)),
+                             .buffer_names = BufferNames(run.rule)};
   for (const std::vector<torch::Tensor>& buffers : run.buffers) {
     std::vector<torch::Tensor> copies;
     for (const torch::Tensor& buffer : buffers) copies.push_back(buffer[member - run.begin].clone());
