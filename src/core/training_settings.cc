@@ -57,8 +57,9 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        "log-spaced steps); always at the last step (default: every)",
        Kind::kText, 0, 0, false, false, &TrainingSettings::eval_schedule,
        [](const std::string& text, std::int64_t) { EvalSchedule::Parse(text); }},
-      {"eval_batch_size", "--eval-batch-size", "examples per evaluation batch (default: twice the training batch size)",
-       Kind::kCount, 1, 1e9, false, false, &TrainingSettings::eval_batch_size},
+      {"eval_batch_size", "--eval-batch-size",
+       "examples per evaluation batch (default: twice the training batch size; on a GPU 16 times)", Kind::kCount, 1,
+       1e9, false, false, &TrainingSettings::eval_batch_size},
       {"train_eval_examples", "--train-eval-examples",
        "training examples evaluated for the training error, a fixed "
        "subset (default 10000)",
