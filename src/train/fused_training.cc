@@ -555,10 +555,10 @@ class FusedLoop {
     return std::nullopt;
   }
 
-  // Writes the member's checkpoint at this step as the lone trainer writes its own (trainer.cc, SaveCheckpoint): its
-  // bytes taken now, the file written, synced and the older ones retired on a thread of its own while the group
-  // trains on (a group's members write a checkpoint each at every evaluation); reported when the next one starts or
-  // the member ends.
+  // Writes the member's checkpoint at this step in the lone trainer's format (trainer.cc, SaveCheckpoint): what it
+  // holds copied now; its archive built and serialized, the file written, synced and the older ones retired on a
+  // thread of its own while the group trains on (a group's members write a checkpoint each at every evaluation);
+  // reported when the next one starts or the member ends.
   void SaveCheckpoint(MemberState& member, std::optional<double> objective) {
     if (!member.checkpoints) return;
     const Clock::time_point began = Clock::now();
@@ -566,9 +566,8 @@ class FusedLoop {
     const auto m = static_cast<std::int64_t>(&member - members_.data());
     model_->CopyMemberInto(m, *member.lone);
     member.saved_step = step_;
-    // What the checkpoint holds is taken here; its archive is built and serialized on the write's thread (most of a
-    // checkpoint's time, and a group writes one per member at every evaluation). The lone model's tensors change
-    // only at this member's next save, after this write ends (FinishCheckpointWrite above).
+    // Building and serializing the archive is most of a checkpoint's time. The lone model's tensors, which the
+    // archive reads, change only at this member's next save, after this write ends (FinishCheckpointWrite above).
     member.checkpoint_write = SaveStateInBackground(
         *member.checkpoints, step_, objective,
         [lone = member.lone, optimizer = optimizer_->CopyMember(m), step = step_,
@@ -648,7 +647,7 @@ class FusedLoop {
   std::int64_t step_ = 0;
   FusedCallbacks* callbacks_ = options_.callbacks;
   // Where the group's time went on this thread, in TrainResult::seconds' phases (the checkpoints' part on this
-  // thread: taking their bytes; writing them runs beside the steps).
+  // thread: copying what they hold; serializing and writing them runs beside the steps).
   std::map<std::string, double> seconds_;
 };
 
