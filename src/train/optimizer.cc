@@ -297,18 +297,19 @@ torch::Tensor Optimizer::ApplyTable(const torch::Tensor& table) {
   torch::NoGradGuard no_grad;
   const torch::Device device = params_.front().device();
   std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
-  torch::Tensor squares = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kDouble));
+  std::vector<torch::Tensor> gradients;               // flattened: their norm is one reduction, in double
   for (std::size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
     torch::Tensor& typed = tables[p.scalar_type()];
     if (!typed.defined()) typed = table.to(p.scalar_type());
     const torch::Tensor grad = p.grad().to(p.scalar_type()).contiguous();
-    squares.add_(grad.to(torch::kDouble).square().sum());
+    gradients.push_back(grad.flatten());
     UpdateWithTensorOps(kind_, coupled_, decays_, typed.select(1, static_cast<std::int64_t>(i)), p, grad,
                         states_[i].buffers);
   }
-  return squares.sqrt();
+  if (gradients.empty()) return torch::zeros({}, torch::TensorOptions(device).dtype(torch::kDouble));
+  return at::linalg_vector_norm(torch::cat(gradients), 2, c10::nullopt, false, torch::kDouble);
 }
 
 void Optimizer::Save(torch::serialize::OutputArchive& archive) const {
