@@ -23,19 +23,29 @@ EvalBatches::EvalBatches(Dataset data, std::int64_t batch_size) : data_(std::mov
 }
 
 EvalBatch EvalBatches::Get(std::int64_t i) const {
-  TORCH_CHECK(i >= 0 && i < size(), "EvalBatches::Get: batch ", i, " out of range [0, ", size(), ")");
+  Dataset rows = Rows(i);
+  return {std::move(rows.inputs), std::move(rows.labels), Weights(i)};
+}
+
+Dataset EvalBatches::Rows(std::int64_t i) const {
+  TORCH_CHECK(i >= 0 && i < size(), "EvalBatches::Rows: batch ", i, " out of range [0, ", size(), ")");
   const std::int64_t begin = i * batch_size_;
   const std::int64_t end = std::min(begin + batch_size_, data_.size());
   const Dataset real = data_.Slice(begin, end);
   const std::int64_t padding = batch_size_ - (end - begin);
-  const auto weight_options = torch::TensorOptions().dtype(torch::kFloat32).device(data_.labels.device());
-  if (padding == 0) return {real.inputs, real.labels, torch::ones({batch_size_}, weight_options)};
-
+  if (padding == 0) return real;
   std::vector<std::int64_t> input_shape = real.inputs.sizes().vec();
   input_shape[0] = padding;
   return {torch::cat({real.inputs, torch::zeros(input_shape, real.inputs.options())}),
-          torch::cat({real.labels, torch::zeros({padding}, real.labels.options())}),
-          torch::cat({torch::ones({end - begin}, weight_options), torch::zeros({padding}, weight_options)})};
+          torch::cat({real.labels, torch::zeros({padding}, real.labels.options())})};
+}
+
+torch::Tensor EvalBatches::Weights(std::int64_t i) const {
+  TORCH_CHECK(i >= 0 && i < size(), "EvalBatches::Weights: batch ", i, " out of range [0, ", size(), ")");
+  const std::int64_t real = std::min(batch_size_, data_.size() - i * batch_size_);
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(data_.labels.device());
+  if (real == batch_size_) return torch::ones({batch_size_}, options);
+  return torch::cat({torch::ones({real}, options), torch::zeros({batch_size_ - real}, options)});
 }
 
 EvalBatches MakeEvalBatches(const Dataset& data, std::int64_t batch_size) { return EvalBatches(data, batch_size); }

@@ -35,8 +35,12 @@ class EvalBatches {
   std::int64_t batch_size() const { return batch_size_; }
   // Real (non-padding) examples over all batches: the split's size.
   std::int64_t examples() const { return data_.size(); }
-  // Batch i, 0 <= i < size().
+  // Batch i, 0 <= i < size(): Rows(i) and Weights(i).
   EvalBatch Get(std::int64_t i) const;
+  // Batch i's inputs and labels, padded.
+  Dataset Rows(std::int64_t i) const;
+  // Batch i's weights: the same for every split of this size (a fused group's members share them).
+  torch::Tensor Weights(std::int64_t i) const;
 
   // Input iterator over the batches, yielding EvalBatch values.
   class Iterator {

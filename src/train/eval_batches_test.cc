@@ -86,6 +86,23 @@ TEST(EvalBatches, SplitSmallerThanOneBatchIsOnePaddedBatch) {
   EXPECT_EQ(batches.Get(0).inputs.size(0), 64);
 }
 
+// A batch's parts apart: its rows, and its weights, which depend only on the split's size (a fused group takes them
+// once for all its members' splits).
+TEST(EvalBatches, RowsAndWeightsAreTheBatchesAndWeightsDependOnlyOnTheSize) {
+  const Dataset data = Numbered(250);
+  const Dataset other = {data.inputs.flip(0), data.labels.flip(0)};
+  const EvalBatches batches(data, 100), other_batches(other, 100);
+  for (std::int64_t i = 0; i < batches.size(); ++i) {
+    const EvalBatch batch = batches.Get(i);
+    const Dataset rows = batches.Rows(i);
+    EXPECT_TRUE(rows.inputs.equal(batch.inputs));
+    EXPECT_TRUE(rows.labels.equal(batch.labels));
+    EXPECT_TRUE(batches.Weights(i).equal(batch.weights));
+    EXPECT_TRUE(other_batches.Weights(i).equal(batch.weights));
+  }
+  EXPECT_EQ(batches.Weights(2).sum().item<float>(), 50.0f);
+}
+
 TEST(EvalBatches, EmptySplitHasNoBatches) {
   const EvalBatches batches(Numbered(0), 10);
   EXPECT_EQ(batches.size(), 0);

@@ -452,16 +452,17 @@ class FusedLoop {
     std::vector<EvalBatches> batches;
     for (const Dataset& split : splits) batches.push_back(MakeEvalBatches(split, eval_batch_size_));
     for (std::int64_t index = 0; index < batches.front().size(); ++index) {
-      std::vector<torch::Tensor> inputs, labels, weights;
+      std::vector<torch::Tensor> inputs, labels;
       for (const EvalBatches& member_batches : batches) {
-        EvalBatch batch = member_batches.Get(index);
-        inputs.push_back(std::move(batch.inputs));
-        labels.push_back(std::move(batch.labels));
-        weights.push_back(std::move(batch.weights));
+        Dataset rows = member_batches.Rows(index);
+        inputs.push_back(std::move(rows.inputs));
+        labels.push_back(std::move(rows.labels));
       }
       const torch::Tensor outputs = model_->Forward(inputs);  // [M, B, classes]
       const torch::Tensor label = torch::stack(labels);
-      const torch::Tensor weight = torch::stack(weights).to(torch::kDouble);
+      // The splits are of one size, so their batches' weights are alike: made once, not once a member.
+      const torch::Tensor weight =
+          batches.front().Weights(index).to(torch::kDouble).unsqueeze(0).expand({count(), eval_batch_size_});
       const torch::Tensor losses =
           workload_.PerExampleLoss(outputs.flatten(0, 1), label.flatten()).to(torch::kDouble).view_as(weight);
       const torch::Tensor correct = (outputs.argmax(2) == label).to(torch::kDouble) * weight;
