@@ -119,13 +119,17 @@ class FusedLoop {
   }
 
   std::vector<FusedMemberResult> Run() {
+    // As the lone trainer: resumed, started (the time before is the members' start-up), then the data loaded.
+    Resume();
+    if (callbacks_) {
+      for (const MemberState& member : members_) callbacks_->OnStart(Index(member), step_);
+    }
     const Clock::time_point began = Clock::now();
     const WorkloadData& data = workload_.Data();
     // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
     const Dataset train = OnDevice(data.train, device_);
     valid_ = OnDevice(data.valid, device_);
     if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
-    Resume();
     for (MemberState& member : members_) {
       const std::uint64_t seed = member.spec->data_seed;
       // Each member's fixed samples gathered where the splits are: on a device, not copied there member by member.
@@ -136,7 +140,6 @@ class FusedLoop {
       }
       // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
       if (!deferred_) member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
-      if (callbacks_) callbacks_->OnStart(Index(member), step_);
     }
     if (deferred_) {
       std::vector<std::uint64_t> seeds;
