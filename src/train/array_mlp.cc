@@ -51,9 +51,24 @@ torch::Tensor ArrayMlp::ForwardStacked(const torch::Tensor& inputs) {
     throw Error(fmt::format("array MLP: inputs of shape [{}] are not [{}, batch, ...]", fmt::join(inputs.sizes(), ", "),
                             members()));
   }
-  torch::Tensor x = inputs.flatten(2);
+  return Layers(Standardized(inputs.flatten(2)));
+}
+
+torch::Tensor ArrayMlp::ForwardShared(const torch::Tensor& inputs) {
+  if (inputs.dim() < 2) {
+    throw Error(fmt::format("array MLP: inputs of shape [{}] are not [batch, ...]", fmt::join(inputs.sizes(), ", ")));
+  }
+  const torch::Tensor x = Standardized(inputs.flatten(1));
+  return Layers(x.unsqueeze(0).expand({members(), x.size(0), x.size(1)}));
+}
+
+torch::Tensor ArrayMlp::Standardized(torch::Tensor x) const {
   // The element-wise arithmetic of the lone model's (x - mean) / std.
   if (standardize_) x = (x - standardize_->mean) / standardize_->std;
+  return x;
+}
+
+torch::Tensor ArrayMlp::Layers(torch::Tensor x) {
   for (std::size_t l = 0; l < weights_.size(); ++l) {
     x = ArrayLinear(x, weights_[l], biases_[l]);
     if (l + 1 < weights_.size()) x = MemberDropout(torch::relu(x), dropout_);

@@ -30,8 +30,15 @@ class ArrayMlp : public ArrayModel {
            const torch::Device& device = torch::kCPU);
 
   torch::Tensor ForwardStacked(const torch::Tensor& inputs) override;
+  // Standardizes the batch once, then every member's layers on it.
+  torch::Tensor ForwardShared(const torch::Tensor& inputs) override;
 
  private:
+  // x [..., features], flattened inputs: standardized as the lone model does, when it does.
+  torch::Tensor Standardized(torch::Tensor x) const;
+  // The dense layers on x [M, B, features]: logits [M, B, classes].
+  torch::Tensor Layers(torch::Tensor x);
+
   std::optional<InputStandardization> standardize_;
   double dropout_ = 0;
   std::vector<torch::Tensor> weights_;  // [M, out, in] per layer

@@ -107,6 +107,12 @@ torch::Tensor ArrayModel::Forward(const std::vector<torch::Tensor>& member_input
   return ForwardStacked(torch::stack(member_inputs));
 }
 
+torch::Tensor ArrayModel::ForwardShared(const torch::Tensor& inputs) {
+  std::vector<std::int64_t> shape = inputs.sizes().vec();
+  shape.insert(shape.begin(), members_);
+  return ForwardStacked(inputs.unsqueeze(0).expand(shape));
+}
+
 void ArrayModel::CopyMemberInto(std::int64_t member, Model& model) const {
   torch::NoGradGuard no_grad;
   for (const auto& tensors : {model.named_parameters(), model.named_buffers()}) {

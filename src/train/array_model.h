@@ -38,6 +38,10 @@ class ArrayModel : public torch::nn::Module {
   torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs);
   // The same from the members' batches stacked: inputs [M, B, ...] (float32, on the model's device).
   virtual torch::Tensor ForwardStacked(const torch::Tensor& inputs) = 0;
+  // The same from one batch [B, ...] that every member takes (an evaluation of a split they share): each member's
+  // arithmetic is ForwardStacked's on that batch repeated, with the batch not copied M times (ForwardStacked of a view
+  // of it expanded; a model may do what depends only on the inputs, such as standardization, once).
+  virtual torch::Tensor ForwardShared(const torch::Tensor& inputs);
 
   std::int64_t members() const { return members_; }
   // The array parameters ([M, lone shape...] each) in the order of a lone model's parameters().

@@ -45,6 +45,10 @@ torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device) {
   return host.pin_memory().to(device, /*non_blocking=*/true);
 }
 
+std::int64_t DefaultEvalBatchSize(std::int64_t batch_size, const torch::Device& device) {
+  return (device.is_cpu() ? 2 : 16) * batch_size;
+}
+
 void MakeCudaDeterministic() {
   setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
   at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);

@@ -21,6 +21,10 @@ Dataset OnDevice(const Dataset& set, const torch::Device& device);
 // on the CPU `host` itself, which must then outlive the use of the result.
 torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device);
 
+// The evaluation batch when training.eval_batch_size leaves it to the trainer: 2 training batches on the CPU, 16 on a
+// device, where an evaluation batch costs a few dozen kernel launches whatever its size.
+std::int64_t DefaultEvalBatchSize(std::int64_t batch_size, const torch::Device& device);
+
 // Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
 // rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
 // must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).

@@ -16,6 +16,31 @@ namespace {
 // Stream of MixSeed(seed, ·) that FixedSample draws from.
 constexpr std::uint64_t kSampleStream = 0x73616D706C65;  // "sample"
 
+// The rows FixedSample(data, count, seed) takes from a split of `size` examples, in order.
+std::vector<std::int64_t> FixedSampleRows(std::int64_t size, std::int64_t count, std::uint64_t seed) {
+  if (count < 0 || count > size) {
+    throw Error(fmt::format("evaluation sample: cannot take {} examples from a split of {}", count, size));
+  }
+  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  if (count == size) return order;
+  // The first `count` steps of a Fisher-Yates shuffle pick a uniform random subset.
+  Rng rng(MixSeed(seed, kSampleStream));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+    const std::size_t j = i + static_cast<std::size_t>(rng.Below(order.size() - i));
+    std::swap(order[i], order[j]);
+  }
+  order.resize(static_cast<std::size_t>(count));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+Dataset SelectRows(const Dataset& data, std::vector<std::int64_t> rows) {
+  const torch::Tensor index =
+      torch::from_blob(rows.data(), {static_cast<std::int64_t>(rows.size())}, torch::kInt64).to(data.labels.device());
+  return {data.inputs.index_select(0, index), data.labels.index_select(0, index)};
+}
+
 }  // namespace
 
 EvalBatches::EvalBatches(Dataset data, std::int64_t batch_size) : data_(std::move(data)), batch_size_(batch_size) {
@@ -34,10 +59,12 @@ Dataset EvalBatches::Rows(std::int64_t i) const {
   const Dataset real = data_.Slice(begin, end);
   const std::int64_t padding = batch_size_ - (end - begin);
   if (padding == 0) return real;
-  std::vector<std::int64_t> input_shape = real.inputs.sizes().vec();
-  input_shape[0] = padding;
-  return {torch::cat({real.inputs, torch::zeros(input_shape, real.inputs.options())}),
-          torch::cat({real.labels, torch::zeros({padding}, real.labels.options())})};
+  const auto padded = [padding](const torch::Tensor& rows) {
+    std::vector<std::int64_t> shape = rows.sizes().vec();
+    shape[0] = padding;
+    return torch::cat({rows, torch::zeros(shape, rows.options())});
+  };
+  return {padded(real.inputs), padded(real.labels)};
 }
 
 torch::Tensor EvalBatches::Weights(std::int64_t i) const {
@@ -51,23 +78,23 @@ torch::Tensor EvalBatches::Weights(std::int64_t i) const {
 EvalBatches MakeEvalBatches(const Dataset& data, std::int64_t batch_size) { return EvalBatches(data, batch_size); }
 
 Dataset FixedSample(const Dataset& data, std::int64_t count, std::uint64_t seed) {
-  const std::int64_t size = data.size();
-  if (count < 0 || count > size) {
-    throw Error(fmt::format("evaluation sample: cannot take {} examples from a split of {}", count, size));
+  std::vector<std::int64_t> rows = FixedSampleRows(data.size(), count, seed);
+  if (count == data.size()) return data;
+  return SelectRows(data, std::move(rows));
+}
+
+Dataset InterleavedFixedSamples(const Dataset& data, std::int64_t count, const std::vector<std::uint64_t>& seeds) {
+  const auto members = static_cast<std::int64_t>(seeds.size());
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(count * members));
+  for (std::size_t m = 0; m < seeds.size(); ++m) {
+    const std::vector<std::int64_t> own = FixedSampleRows(data.size(), count, seeds[m]);
+    for (std::size_t i = 0; i < own.size(); ++i) rows[i * seeds.size() + m] = own[i];
   }
-  if (count == size) return data;
-  // The first `count` steps of a Fisher-Yates shuffle pick a uniform random subset.
-  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
-  std::iota(order.begin(), order.end(), std::int64_t{0});
-  Rng rng(MixSeed(seed, kSampleStream));
-  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
-    const std::size_t j = i + static_cast<std::size_t>(rng.Below(order.size() - i));
-    std::swap(order[i], order[j]);
-  }
-  order.resize(static_cast<std::size_t>(count));
-  std::sort(order.begin(), order.end());
-  const torch::Tensor rows = torch::from_blob(order.data(), {count}, torch::kInt64).to(data.labels.device());
-  return {data.inputs.index_select(0, rows), data.labels.index_select(0, rows)};
+  const Dataset gathered = SelectRows(data, std::move(rows));
+  std::vector<std::int64_t> shape = data.inputs.sizes().vec();
+  shape[0] = members;
+  shape.insert(shape.begin(), count);
+  return {gathered.inputs.view(shape), gathered.labels.view({count, members})};
 }
 
 }  // namespace dltune

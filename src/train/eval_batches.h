@@ -87,4 +87,9 @@ EvalBatches MakeEvalBatches(const Dataset& data, std::int64_t batch_size);
 // size. Throws Error unless 0 <= count <= data.size().
 Dataset FixedSample(const Dataset& data, std::int64_t count, std::uint64_t seed);
 
+// Several members' fixed samples of `data`, one per seed, gathered at once and interleaved: inputs [count, M, ...] and
+// labels [count, M], whose [i, m] is row i of FixedSample(data, count, seeds[m]). Examples first, so that
+// EvalBatches batches it as one split (a batch [B, M, ...]: each member's next B examples). Throws as FixedSample.
+Dataset InterleavedFixedSamples(const Dataset& data, std::int64_t count, const std::vector<std::uint64_t>& seeds);
+
 }  // namespace dltune

@@ -170,5 +170,29 @@ TEST(FixedSample, WholeSplitAndEmptySampleAndTooMany) {
   EXPECT_THROW(FixedSample(data, -1, 3), Error);
 }
 
+// Members' samples interleaved: [i, m] is member m's row i, and EvalBatches batches them as one split, padding each
+// member's last batch.
+TEST(InterleavedFixedSamples, RowIOfMemberMIsItsOwnSamplesRowIAndBatchesPadEveryMember) {
+  const Dataset data = Numbered(50);
+  const std::vector<std::uint64_t> seeds = {3, 4, 5};
+  const Dataset interleaved = InterleavedFixedSamples(data, 20, seeds);
+  ASSERT_EQ(interleaved.inputs.sizes(), (std::vector<std::int64_t>{20, 3, 3}));
+  ASSERT_EQ(interleaved.labels.sizes(), (std::vector<std::int64_t>{20, 3}));
+  for (std::size_t m = 0; m < seeds.size(); ++m) {
+    const Dataset own = FixedSample(data, 20, seeds[m]);
+    const auto member = static_cast<std::int64_t>(m);
+    EXPECT_TRUE(interleaved.inputs.select(1, member).equal(own.inputs)) << m;
+    EXPECT_TRUE(interleaved.labels.select(1, member).equal(own.labels)) << m;
+  }
+  const EvalBatches batches = MakeEvalBatches(interleaved, 8);
+  ASSERT_EQ(batches.size(), 3);
+  const Dataset last = batches.Rows(2);
+  ASSERT_EQ(last.inputs.sizes(), (std::vector<std::int64_t>{8, 3, 3}));
+  EXPECT_TRUE(last.inputs.narrow(0, 0, 4).equal(interleaved.inputs.narrow(0, 16, 4)));
+  EXPECT_EQ(last.inputs.narrow(0, 4, 4).abs().sum().item<float>(), 0.0F);
+  EXPECT_TRUE(last.labels.narrow(0, 4, 4).equal(torch::zeros({4, 3}, torch::kInt64)));
+  EXPECT_THROW(InterleavedFixedSamples(data, 51, seeds), Error);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -38,8 +38,6 @@ struct MemberState {
   TrainingHyperParams hp;
   std::shared_ptr<Model> lone;  // its lone model: initial weights, and the shape of its checkpoints
   std::unique_ptr<BatchPipeline> pipeline;
-  Dataset train_subset;
-  Dataset valid_sample;
   std::unique_ptr<CheckpointManager> checkpoints;
   // Its checkpoint being written off the training thread (after `checkpoints`: a write ends before its manager).
   std::future<SavedCheckpoint> checkpoint_write;
@@ -51,6 +49,13 @@ struct MemberState {
   std::size_t steps_reported = 0;  // out.steps given to the callbacks so far
   bool ended = false;              // its end given to the callbacks
   FusedMemberResult out;
+};
+
+// An evaluated split: one all members take (a split, or a sample of all of it), or each member's own examples,
+// interleaved (InterleavedFixedSamples).
+struct EvalSplit {
+  Dataset data;
+  bool shared = true;
 };
 
 // Throws Error for what a lone trial does and a member does not.
@@ -111,7 +116,8 @@ class FusedLoop {
     }
     optimizer_ = std::make_unique<ArrayOptimizer>(
         model_->ArrayParameters(), optimizers, deferred_ ? ArrayOptimizer::Form::kTensor : ArrayOptimizer::Form::kAuto);
-    eval_batch_size_ = settings_.eval_batch_size > 0 ? settings_.eval_batch_size : 2 * batch_size_;
+    eval_batch_size_ =
+        settings_.eval_batch_size > 0 ? settings_.eval_batch_size : DefaultEvalBatchSize(batch_size_, device_);
     if (eval_batch_size_ < batch_size_) {
       throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
                               batch_size_));
@@ -128,18 +134,16 @@ class FusedLoop {
     const WorkloadData& data = workload_.Data();
     // On a device the splits are moved there once, as the lone trainer moves them: batches are gathered there.
     const Dataset train = OnDevice(data.train, device_);
-    valid_ = OnDevice(data.valid, device_);
-    if (settings_.test_at_end) test_ = OnDevice(data.test, device_);
+    valid_ = {OnDevice(data.valid, device_), /*shared=*/true};
+    if (settings_.test_at_end) test_ = {OnDevice(data.test, device_), /*shared=*/true};
+    // Each member's fixed samples, gathered where the splits are (on a device, not copied there member by member).
+    train_subset_ = FixedSamples(train, settings_.train_eval_examples, 1);
+    if (settings_.valid_sample_examples > 0)
+      valid_sample_ = FixedSamples(valid_.data, settings_.valid_sample_examples, 2);
     for (MemberState& member : members_) {
-      const std::uint64_t seed = member.spec->data_seed;
-      // Each member's fixed samples gathered where the splits are: on a device, not copied there member by member.
-      member.train_subset = FixedSample(train, std::min(settings_.train_eval_examples, train.size()), MixSeed(seed, 1));
-      if (settings_.valid_sample_examples > 0) {
-        member.valid_sample =
-            FixedSample(valid_, std::min(settings_.valid_sample_examples, valid_.size()), MixSeed(seed, 2));
-      }
       // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
-      if (!deferred_) member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, seed, step_);
+      if (!deferred_)
+        member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, member.spec->data_seed, step_);
     }
     if (deferred_) {
       std::vector<std::uint64_t> seeds;
@@ -438,13 +442,24 @@ class FusedLoop {
 
   std::size_t Index(const MemberState& member) const { return static_cast<std::size_t>(&member - members_.data()); }
 
-  // Each member's weighted sums of loss, correct predictions and correct predictions by class over its split (one
-  // split per member, all of one size), as the lone trainer's evaluation takes them: [M] tensors and an [M, classes]
-  // one, every member's batch in the same few kernels (a masked member's sums are computed and left unread).
+  // The members' fixed samples of `split` ([lone trainer's count, at most the split's size): the split itself, which
+  // they share, when they take all of it; else each member's own (its data seed's stream `stream`, as its lone
+  // trial's), interleaved.
+  EvalSplit FixedSamples(const Dataset& split, std::int64_t wanted, std::uint64_t stream) const {
+    const std::int64_t count = std::min(wanted, split.size());
+    if (count == split.size()) return {split, /*shared=*/true};
+    std::vector<std::uint64_t> seeds;
+    for (const MemberState& member : members_) seeds.push_back(MixSeed(member.spec->data_seed, stream));
+    return {InterleavedFixedSamples(split, count, seeds), /*shared=*/false};
+  }
+
+  // Each member's weighted sums of loss, correct predictions and correct predictions by class over its examples of
+  // `split`, as the lone trainer's evaluation takes them: [M] tensors and an [M, classes] one, every member's batch in
+  // the same few kernels (a masked member's sums are computed and left unread).
   struct Sums {
     torch::Tensor loss, correct, weight, class_correct;
   };
-  Sums SplitSums(const std::vector<Dataset>& splits) {
+  Sums SplitSums(const EvalSplit& split) {
     torch::NoGradGuard no_grad;
     model_->eval();
     const std::int64_t classes = workload_.num_classes();
@@ -452,20 +467,17 @@ class FusedLoop {
       return torch::zeros(shape, torch::TensorOptions(torch::kDouble).device(device_));
     };
     Sums sums{zeros({count()}), zeros({count()}), zeros({count()}), zeros({count(), classes})};
-    std::vector<EvalBatches> batches;
-    for (const Dataset& split : splits) batches.push_back(MakeEvalBatches(split, eval_batch_size_));
-    for (std::int64_t index = 0; index < batches.front().size(); ++index) {
-      std::vector<torch::Tensor> inputs, labels;
-      for (const EvalBatches& member_batches : batches) {
-        Dataset rows = member_batches.Rows(index);
-        inputs.push_back(std::move(rows.inputs));
-        labels.push_back(std::move(rows.labels));
-      }
-      const torch::Tensor outputs = model_->Forward(inputs);  // [M, B, classes]
-      const torch::Tensor label = torch::stack(labels);
-      // The splits are of one size, so their batches' weights are alike: made once, not once a member.
+    const EvalBatches batches = MakeEvalBatches(split.data, eval_batch_size_);
+    for (std::int64_t index = 0; index < batches.size(); ++index) {
+      const Dataset rows = batches.Rows(index);
+      // [M, B, classes] and [M, B]: one batch all members take, or each member's own (interleaved: [B, M, ...]).
+      const torch::Tensor outputs =
+          split.shared ? model_->ForwardShared(rows.inputs) : model_->ForwardStacked(rows.inputs.transpose(0, 1));
+      const torch::Tensor label =
+          split.shared ? rows.labels.unsqueeze(0).expand({count(), eval_batch_size_}) : rows.labels.transpose(0, 1);
+      // The members' examples are as many, so their batches' weights are alike: made once, not once a member.
       const torch::Tensor weight =
-          batches.front().Weights(index).to(torch::kDouble).unsqueeze(0).expand({count(), eval_batch_size_});
+          batches.Weights(index).to(torch::kDouble).unsqueeze(0).expand({count(), eval_batch_size_});
       const torch::Tensor losses =
           workload_.PerExampleLoss(outputs.flatten(0, 1), label.flatten()).to(torch::kDouble).view_as(weight);
       const torch::Tensor correct = (outputs.argmax(2) == label).to(torch::kDouble) * weight;
@@ -483,13 +495,10 @@ class FusedLoop {
     return {sums.loss.cpu(), sums.correct.cpu(), sums.weight.cpu(), sums.class_correct.cpu()};
   }
 
-  // Adds the metrics of split `name` to each active member's `metrics`; `split_of` gives a member's examples.
-  template <typename SplitOf>
-  void AddSplitMetrics(const std::string& name, SplitOf split_of, std::vector<std::vector<EvalMetric>>& metrics) {
-    std::vector<Dataset> splits;
-    for (MemberState& member : members_) splits.push_back(split_of(member));
-    if (splits.front().size() == 0) return;
-    const Sums sums = SplitSums(splits);  // on the CPU
+  // Adds the metrics of split `name` to each active member's `metrics`.
+  void AddSplitMetrics(const std::string& name, const EvalSplit& split, std::vector<std::vector<EvalMetric>>& metrics) {
+    if (split.data.size() == 0) return;
+    const Sums sums = SplitSums(split);  // on the CPU
     const auto weights = sums.weight.accessor<double, 1>();
     const auto losses = sums.loss.accessor<double, 1>();
     const auto corrects = sums.correct.accessor<double, 1>();
@@ -516,17 +525,10 @@ class FusedLoop {
     const double checkpoints_before = seconds_["checkpoint"];
     std::vector<std::vector<EvalMetric>> metrics(members_.size());
     const bool sampled = settings_.valid_sample_examples > 0;
-    AddSplitMetrics(
-        "train", [](MemberState& m) { return m.train_subset; }, metrics);
-    if (sampled)
-      AddSplitMetrics(
-          "valid_sample", [](MemberState& m) { return m.valid_sample; }, metrics);
-    if (!sampled || last)
-      AddSplitMetrics(
-          "valid", [&](MemberState&) { return valid_; }, metrics);
-    if (last && settings_.test_at_end)
-      AddSplitMetrics(
-          "test", [&](MemberState&) { return test_; }, metrics);
+    AddSplitMetrics("train", train_subset_, metrics);
+    if (sampled) AddSplitMetrics("valid_sample", valid_sample_, metrics);
+    if (!sampled || last) AddSplitMetrics("valid", valid_, metrics);
+    if (last && settings_.test_at_end) AddSplitMetrics("test", test_, metrics);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       MemberState& member = members_[m];
       if (!member.active) continue;
@@ -630,8 +632,9 @@ class FusedLoop {
   const TrainingSettings settings_;
   EvalSchedule eval_schedule_;
   torch::Device device_;
-  const bool deferred_;   // FusedOptions::deferred, or a device
-  Dataset valid_, test_;  // on device_ (test_ only when it is evaluated)
+  const bool deferred_;  // FusedOptions::deferred, or a device
+  // On device_ (test_ only when it is evaluated, valid_sample_ only when asked for).
+  EvalSplit valid_, test_, train_subset_, valid_sample_;
   // A step whose losses and gradient norms ([M] each, on the device) are not read yet, with its learning rates.
   struct PendingStep {
     torch::Tensor losses, norms;

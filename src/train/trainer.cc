@@ -54,9 +54,6 @@ void TrainerOptions::Validate() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Training batches in an evaluation batch by default on a device (2 on the CPU: training.eval_batch_size).
-constexpr std::int64_t kDeviceEvalBatches = 16;
-
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Sums over an evaluation, kept on the device until the end.
@@ -118,9 +115,8 @@ class Loop {
     eval_every_ = settings_.eval_every_steps;
     eval_schedule_ = EvalSchedule::Parse(settings_.eval_schedule);
     log_every_ = settings_.log_every_steps;
-    // On a device an evaluation batch costs a few dozen kernel launches whatever its size: larger ones by default.
     eval_batch_size_ =
-        settings_.eval_batch_size > 0 ? settings_.eval_batch_size : (on_cpu_ ? 2 : kDeviceEvalBatches) * hp_.batch_size;
+        settings_.eval_batch_size > 0 ? settings_.eval_batch_size : DefaultEvalBatchSize(hp_.batch_size, device_);
     if (eval_batch_size_ < hp_.batch_size) {
       throw Error(fmt::format("eval_batch_size ({}) must be at least the training batch size ({})", eval_batch_size_,
                               hp_.batch_size));
