@@ -354,6 +354,7 @@ TEST_F(CudaTraining, AnAutoGraphTimesTheStepAndTrainsBitForBitAsEager) {
   EXPECT_THAT(said, HasSubstr("training.cuda_graph: the trial "));
   EXPECT_THAT(said, HasSubstr("auto: a replay took "));
   EXPECT_THAT(said, HasSubstr("ms a step, the step launched eagerly "));
+  EXPECT_THAT(said, HasSubstr("(timed and captured in "));
   std::printf("%s", said.c_str());  // the GPU's figures, in the test's log
   ExpectSameSeries(eager, automatic);
 }
