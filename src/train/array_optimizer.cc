@@ -232,62 +232,18 @@ torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
   for (const torch::Tensor& p : params_) grads.push_back(p.grad().to(flat_.scalar_type()).reshape({members(), -1}));
   // Every member's gradient as one [M, P] row, as flat_ holds its parameters: one kernel, and the update's kernels
   // then cover all parameters at once.
-  const torch::Tensor g = torch::cat(grads, 1);
+  torch::Tensor g = torch::cat(grads, 1);
   const torch::Tensor norms = at::linalg_vector_norm(g, 2, std::vector<std::int64_t>{1}, false, torch::kDouble);
+  // A masked member's gradient (NaN, maybe: it diverged) is zeroed, and its coefficients leave what it holds as it is.
+  g.masked_fill_(typed[coefficient::kMask].unsqueeze(1) < 0.5, 0.0);
   for (Run& run : runs_) {
     const std::int64_t count = run.end - run.begin;
-    ApplyRun(run, g.narrow(0, run.begin, count), typed.narrow(1, run.begin, count));
+    torch::Tensor p = flat_.narrow(0, run.begin, count);  // [count, P], updated in place
+    // The lone optimizer's operations, each coefficient a [count, 1] column broadcast over its members' rows.
+    UpdateWithTensorOps(run.rule, run.coupled, run.decays, typed.narrow(1, run.begin, count).unsqueeze(2), p,
+                        g.narrow(0, run.begin, count), run.flat_buffers);
   }
-  // A masked member's norm is 0 (its gradient may well be NaN: it diverged).
   return norms.masked_fill(table[coefficient::kMask] <= 0.5, 0.0);
-}
-
-void ArrayOptimizer::ApplyRun(Run& run, const torch::Tensor& g, const torch::Tensor& coefficients) {
-  using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
-  torch::Tensor p = flat_.narrow(0, run.begin, run.end - run.begin);  // [count, P], updated in place
-  // Each member's coefficient as [count, 1], broadcast over its row.
-  const auto at = [&](Row row) { return coefficients[row].unsqueeze(1); };
-  const torch::Tensor keep = at(kMask) > 0.5;
-  // The gradient the rule sees (with coupled weight decay), and theta decayed in place: skipped where no member of
-  // the run has them (their coefficients are then 0 and 1).
-  const torch::Tensor gc = run.coupled ? torch::addcmul(g, p, at(kCoupledWd)) : g;
-  const torch::Tensor theta = run.decays ? p * at(kDecay) : p;
-  std::vector<torch::Tensor>& buffers = run.flat_buffers;
-  torch::Tensor updated;
-  std::vector<torch::Tensor> state;
-  switch (run.rule) {
-    case UpdateRule::kSgd: updated = torch::addcmul(theta, g, at(kEta), -1); break;
-    case UpdateRule::kMomentum:
-    case UpdateRule::kNesterov: {
-      torch::Tensor v = torch::addcmul(g, buffers[0], at(kGamma));  // g + gamma * v
-      if (run.coupled) v.addcmul_(p, at(kCoupledWd));               // ... + wd * theta_t
-      updated = run.rule == UpdateRule::kNesterov
-                    ? torch::addcmul(theta, g, at(kEta), -1).addcmul_(v, at(kEtaGamma), -1)
-                    : torch::addcmul(theta, v, at(kEta), -1);
-      state = {v};
-      break;
-    }
-    case UpdateRule::kRmsProp: {
-      const torch::Tensor v = torch::addcmul(buffers[0] * at(kRho), gc, gc * at(kOneMinusRho));
-      const torch::Tensor m = torch::addcmul(buffers[1] * at(kGamma), gc / (v + at(kEpsilon)).sqrt(), at(kEta));
-      updated = theta - m;
-      state = {v, m};
-      break;
-    }
-    case UpdateRule::kAdam:
-    case UpdateRule::kNadam: {
-      const torch::Tensor m = torch::lerp(buffers[0], gc, at(kOneMinusBeta1));
-      const torch::Tensor v = torch::addcmul(buffers[1] * at(kBeta2), gc, gc * at(kOneMinusBeta2));
-      const torch::Tensor denominator = v.sqrt().add_(at(kEpsilon));
-      updated = torch::addcmul(theta, m / denominator, at(kStepSize));
-      if (run.rule == UpdateRule::kNadam) updated.addcmul_(gc / denominator, at(kGradientStep));
-      state = {m, v};
-      break;
-    }
-  }
-  // A masked member keeps its weights and state: each written in place, a select of the kernel's own.
-  at::where_out(p, keep, updated, p);
-  for (std::size_t b = 0; b < state.size(); ++b) at::where_out(buffers[b], keep, state[b], buffers[b]);
 }
 
 ArrayOptimizer::MemberOptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {

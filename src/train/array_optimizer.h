@@ -15,8 +15,10 @@
 // each member's coefficients an [M] tensor broadcast over its row. The form moves every parameter's data into one
 // [M, P] tensor (each parameter a view of its columns: the same tensor objects, with new strides), and a run's state
 // likewise, so that a step is a few kernels for all members and all parameters at once (the gradients gathered in
-// one, the update of a run in about ten, masked members kept by a select written in place), whatever the number of
-// parameters. It rounds as such a sequence of kernels does, not bit for bit as the fused loop.
+// one, the update of a run in the lone optimizer's tensor operations, about ten), whatever the number of parameters.
+// A masked member's gradient is zeroed and its coefficients are those that leave its weights and state as they are
+// (where they are finite: a diverged member's may turn NaN, which no other member's row sees). It rounds as such a
+// sequence of kernels does, not bit for bit as the fused loop.
 #pragma once
 
 #include <cstdint>
@@ -81,7 +83,8 @@ class ArrayOptimizer {
   torch::Tensor CoefficientTable(const std::vector<double>& learning_rates, const std::vector<bool>& active);
   // The device's: every member of every parameter updated with `table` (CoefficientTable's, on the parameters'
   // device), in element-wise operations with no host copy or synchronization; returns each member's gradient norm
-  // ([M] float64 on the device; 0 for a masked member). A member masked in `table` keeps its weights and state.
+  // ([M] float64 on the device; 0 for a masked member). A member masked in `table` keeps its weights and state
+  // (where finite).
   torch::Tensor ApplyTable(const torch::Tensor& table);
 
  private:
@@ -112,9 +115,6 @@ class ArrayOptimizer {
   const Run& RunOf(std::int64_t member) const { return runs_[run_of_.at(static_cast<std::size_t>(member))]; }
   // The tensor form's layout: every parameter's data moved into flat_, each one a view of its columns.
   void FlattenParameters();
-  // ApplyTable's update of one run (`g` its members' [count, P] gradients, `coefficients` its columns of the table,
-  // in the parameters' type).
-  void ApplyRun(Run& run, const torch::Tensor& g, const torch::Tensor& coefficients);
 
   std::vector<OptimizerOptions> members_;
   std::vector<Run> runs_;

@@ -47,6 +47,13 @@ void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, to
                           std::int64_t column) {
   using namespace coefficient;  // NOLINT(google-build-using-namespace): the rows' names
   auto rows = table.accessor<double, 2>();
+  if (!active) {
+    // What leaves a parameter and its state as they are, given a zero gradient: no step, every average keeping all
+    // of its old value, a denominator of at least 1.
+    for (std::int64_t row = 0; row < kRows; ++row) rows[row][column] = 0.0;
+    for (const Row row : {kDecay, kGamma, kRho, kBeta1, kBeta2, kEpsilon}) rows[row][column] = 1.0;
+    return;
+  }
   const double bias = std::sqrt(1.0 - std::pow(c.beta2, t)) / (1.0 - std::pow(c.beta1, t));
   const bool nadam = c.rule == UpdateRule::kNadam;
   const auto set = [&](Row row, double value) { rows[row][column] = value; };
@@ -64,7 +71,7 @@ void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, to
   set(kEpsilon, c.epsilon);
   set(kStepSize, -c.eta * bias * (nadam ? c.beta1 : 1.0));
   set(kGradientStep, -c.eta * bias * (1.0 - c.beta1));
-  set(kMask, active ? 1.0 : 0.0);
+  set(kMask, 1.0);
 }
 
 void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch::Tensor& coefficients,
@@ -100,7 +107,7 @@ void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch
       v.mul_(at(kRho)).addcmul_(gradient, gradient * at(kOneMinusRho));
       m.mul_(at(kGamma)).addcmul_(gradient / (v + at(kEpsilon)).sqrt(), at(kEta));
       decay_in_place();
-      p.sub_(m);
+      p.addcmul_(m, at(kMask), -1);  // theta - m (where masked: theta)
       break;
     }
     case UpdateRule::kAdam:

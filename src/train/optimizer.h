@@ -83,13 +83,16 @@ enum Row : std::int64_t {
 }  // namespace coefficient
 
 // Writes `c`'s coefficients, with the bias correction of update count `t`, into column `column` of `table` (a
-// [coefficient::kRows, columns] float64 CPU tensor); its mask is 1 when `active`.
+// [coefficient::kRows, columns] float64 CPU tensor), mask 1, when `active`; otherwise the coefficients that leave a
+// parameter and its state as they are, given a zero gradient (finite ones: no step, every average all its old value,
+// epsilon 1), mask 0.
 void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, torch::Tensor& table,
                           std::int64_t column);
 
 // FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. Each coefficient is an
-// element of `coefficients` (a table column, coefficient::Row order, on the parameter's device and in its dtype), so
-// that the kernels launched do not depend on them; `coupled` and `decays` (whether theta decays in place at all)
+// element of `coefficients` (a table column, coefficient::Row order, on the parameter's device and in its dtype; or
+// [rows, k, 1], k columns, for parameters whose k rows each take their own: ArrayOptimizer's members), so that the
+// kernels launched do not depend on them; `coupled` and `decays` (whether theta decays in place at all)
 // depend on the options only. Each operation is a kernel of its own, in place where it can be, so their rounding may
 // differ from the fused loop's in the last bit (fused multiply-adds). Updates `param` and `buffers` (the rule's
 // state, in Optimizer::BufferNames() order) in place.
