@@ -2,13 +2,13 @@
 // fused loop (float rounding), with a member masked out half way: members of one kind, and of kinds mixed.
 #include "array_optimizer.h"
 
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "dltune/core/error.h"
+#include "kernel_count_test_util.h"
 #include "optimizer_kinds_test_util.h"
 
 namespace dltune {
@@ -185,21 +185,7 @@ int KernelOperations(std::int64_t layers) {
   ArrayOptimizer optimizer(params, MemberOptions("nesterov,adam,adam"), ArrayOptimizer::Form::kTensor);
   for (torch::Tensor& p : params) p.mutable_grad() = torch::randn_like(p);
   const torch::Tensor table = optimizer.CoefficientTable({0.1, 0.1, 0.1}, {true, true, true});
-  static thread_local int counted = 0;
-  counted = 0;
-  const auto count = [](const at::RecordFunction& function) -> std::unique_ptr<at::ObserverContext> {
-    static const std::set<std::string> kViews = {
-        "aten::to",     "aten::reshape",    "aten::_reshape_alias", "aten::view",       "aten::narrow",
-        "aten::slice",  "aten::select",     "aten::unsqueeze",      "aten::as_strided", "aten::empty",
-        "aten::detach", "aten::empty_like", "aten::empty_strided",  "aten::alias",      "aten::expand"};
-    if (kViews.count(function.name()) == 0) ++counted;
-    return nullptr;
-  };
-  const at::CallbackHandle handle =
-      at::addThreadLocalCallback(at::RecordFunctionCallback(count).scopes({at::RecordScope::FUNCTION}));
-  optimizer.ApplyTable(table);
-  at::removeCallback(handle);
-  return counted;
+  return CountKernelOperations([&] { optimizer.ApplyTable(table); });
 }
 
 // The tensor form updates all parameters at once: a model of three times the layers takes as many kernels a step.

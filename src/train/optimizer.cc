@@ -143,7 +143,7 @@ void OptimizerOptions::Validate() const {
   CheckNonNegative("weight_decay", weight_decay);
 }
 
-Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options)
+Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options, bool flat)
     : options_(std::move(options)), kind_(UpdateRule::kSgd), params_(std::move(params)) {
   options_.Validate();
   const std::string& kind = options_.kind;
@@ -176,12 +176,53 @@ Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options
       throw Error(fmt::format("optimizer: parameter {} is on {}, and parameter 0 on {}", i, p.device().str(),
                               params_.front().device().str()));
     }
-    for (const std::string& name : BufferNames()) {
-      // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
-      const bool starts_at_one = kind_ == UpdateRule::kRmsProp && name == "v";
-      states_[i].buffers.push_back(starts_at_one ? torch::ones_like(p) : torch::zeros_like(p));
+  }
+  const bool one_dtype = std::all_of(params_.begin(), params_.end(), [&](const torch::Tensor& p) {
+    return p.scalar_type() == params_.front().scalar_type();
+  });
+  if ((flat || !on_cpu_) && one_dtype && !params_.empty()) Flatten();
+  const auto& names = BufferNames();
+  for (const std::string& name : names) {
+    // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
+    const bool starts_at_one = kind_ == UpdateRule::kRmsProp && name == "v";
+    const auto initial = [&](const torch::Tensor& like) {
+      return starts_at_one ? torch::ones_like(like) : torch::zeros_like(like);
+    };
+    if (flat_.defined()) flat_buffers_.push_back(initial(flat_));
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const torch::Tensor& p = params_[i];
+      states_[i].buffers.push_back(
+          flat_.defined() ? flat_buffers_.back().narrow(0, offsets_[i], p.numel()).view(p.sizes()) : initial(p));
     }
   }
+}
+
+void Optimizer::Flatten() {
+  torch::NoGradGuard no_grad;
+  offsets_.clear();
+  std::int64_t size = 0;
+  for (const torch::Tensor& p : params_) {
+    offsets_.push_back(size);
+    size += p.numel();
+  }
+  torch::Tensor flat = torch::empty({size}, params_.front().options());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& p = params_[i];
+    const torch::Tensor view = flat.narrow(0, offsets_[i], p.numel()).view(p.sizes());
+    view.copy_(p);
+    p.set_data(view);  // the same tensor (the model's), its data now that view
+  }
+  flat_ = std::move(flat);
+}
+
+bool Optimizer::Flat() const {
+  const auto* base = static_cast<const char*>(flat_.data_ptr());
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& p = params_[i];
+    const auto* expected = base + offsets_[i] * flat_.element_size();
+    if (p.data_ptr() != expected || !p.is_contiguous() || p.scalar_type() != flat_.scalar_type()) return false;
+  }
+  return true;
 }
 
 const std::vector<std::string>& Optimizer::BufferNames() const {
@@ -303,6 +344,20 @@ torch::Tensor Optimizer::CoefficientTable(double learning_rate, bool advance) {
 torch::Tensor Optimizer::ApplyTable(const torch::Tensor& table) {
   torch::NoGradGuard no_grad;
   const torch::Device device = params_.front().device();
+  if (flat_.defined() && !Flat()) Flatten();  // a parameter's storage was replaced (Module::load)
+  // In the flat layout, when every parameter has a gradient and as many updates (so that their columns are alike):
+  // every parameter at once, with column 0.
+  bool at_once = flat_.defined();
+  for (std::size_t i = 0; at_once && i < params_.size(); ++i) {
+    at_once = params_[i].grad().defined() && states_[i].steps == states_.front().steps;
+  }
+  if (at_once) {
+    std::vector<torch::Tensor> gradients;
+    for (const torch::Tensor& p : params_) gradients.push_back(p.grad().to(flat_.scalar_type()).reshape({-1}));
+    const torch::Tensor g = torch::cat(gradients);
+    UpdateWithTensorOps(kind_, coupled_, decays_, table.to(flat_.scalar_type()).select(1, 0), flat_, g, flat_buffers_);
+    return at::linalg_vector_norm(g, 2, c10::nullopt, false, torch::kDouble);
+  }
   std::map<torch::ScalarType, torch::Tensor> tables;  // the table in each parameter type, cast once
   std::vector<torch::Tensor> gradients;               // flattened: their norm is one reduction, in double
   for (std::size_t i = 0; i < params_.size(); ++i) {

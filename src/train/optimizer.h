@@ -112,7 +112,13 @@ class Optimizer {
   // `params`: defined, contiguous float32 or float64 tensors on one device (typically model->parameters()). On the
   // CPU each Step is the fused pass; on another device (CUDA) the same rules run as LibTorch operations, whose
   // rounding may differ in the last bit. Throws Error on invalid options or any other parameter.
-  Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options);
+  //
+  // On a device (or on the CPU with `flat`, to test it there), parameters of one dtype take the flat layout: their
+  // data moved into one tensor, each parameter a view of its range (the same tensor objects, the values kept), and
+  // each state buffer likewise, so that a step updates every parameter in the kernels of one, bit for bit as
+  // parameter by parameter. A parameter whose storage is replaced afterwards (Module::load sets it) is moved back in
+  // at the next step.
+  Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options, bool flat = false);
 
   // Makes every parameter's grad undefined (cheaper than zeroing; the next backward allocates it).
   void ZeroGrad();
@@ -172,6 +178,10 @@ class Optimizer {
   void CheckStep(double learning_rate) const;
   // One step on CPU parameters (the fused pass), returning the gradient norm.
   double StepOnCpu(UpdateCoefficients c);
+  // The flat layout: moves every parameter's data into flat_ (each one a view of its range, its values kept).
+  void Flatten();
+  // Whether every parameter is still its view of flat_.
+  bool Flat() const;
 
   OptimizerOptions options_;
   UpdateRule kind_;
@@ -180,6 +190,11 @@ class Optimizer {
   std::vector<torch::Tensor> params_;
   std::vector<ParamState> states_;
   std::int64_t steps_ = 0;
+  // The flat layout's (undefined otherwise): every parameter's data, each state buffer's, and where each parameter
+  // starts in them.
+  torch::Tensor flat_;
+  std::vector<torch::Tensor> flat_buffers_;
+  std::vector<std::int64_t> offsets_;
   bool on_cpu_ = true;  // the parameters are CPU tensors (none: CPU)
 };
 

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "dltune/core/error.h"
+#include "kernel_count_test_util.h"
 
 namespace dltune {
 namespace {
@@ -722,6 +723,94 @@ TEST(OptimizerTest, Float32ParametersTrackTheReference) {
     const auto actual = problem.Values();
     for (std::size_t k = 0; k < actual.size(); ++k) EXPECT_NEAR(actual[k], c.params[4][k], 1e-5);
   }
+}
+
+// One step of the tensor form (CoefficientTable, then ApplyTable), returning its gradient norm.
+double TensorFormStep(Optimizer& optimizer, double learning_rate) {
+  return optimizer.ApplyTable(optimizer.CoefficientTable(learning_rate)).item<double>();
+}
+
+// The flat layout (a device's, asked for here on the CPU) updates every parameter at once, bit for bit as the tensor
+// form does parameter by parameter: the same operations on each element. Its state saves and loads as theirs.
+TEST(OptimizerTest, TheFlatLayoutUpdatesAllParametersAtOnceBitForBitAsOneByOne) {
+  for (const std::string& kind : OptimizerKinds()) {
+    for (const bool decoupled : {false, true}) {
+      SCOPED_TRACE(kind + (decoupled ? " decoupled" : " coupled"));
+      const OptimizerOptions options = ReferenceOptions(kind, kWeightDecay, decoupled);
+      Problem one_by_one_problem(torch::kFloat), flat_problem(torch::kFloat);
+      Optimizer one_by_one(one_by_one_problem.Params(), options);
+      Optimizer flat(flat_problem.Params(), options, /*flat=*/true);
+      for (int step = 0; step < 5; ++step) {
+        if (step == 3) {  // saved, loaded into a fresh flat optimizer, which trains on
+          Optimizer reloaded(flat_problem.Params(), options, /*flat=*/true);
+          SaveAndLoad(flat, reloaded);
+          SaveAndLoad(reloaded, flat);
+        }
+        for (Problem* problem : {&one_by_one_problem, &flat_problem}) problem->SetGradients();
+        EXPECT_EQ(TensorFormStep(flat, kLearningRates[step]), TensorFormStep(one_by_one, kLearningRates[step]));
+      }
+      EXPECT_TRUE(torch::equal(flat_problem.a, one_by_one_problem.a));
+      EXPECT_TRUE(torch::equal(flat_problem.b, one_by_one_problem.b));
+      EXPECT_FALSE(torch::equal(flat_problem.a, Problem(torch::kFloat).a));  // they trained
+    }
+  }
+}
+
+// Module::load replaces a parameter's storage: the flat layout moves it back in at the next step, which updates the
+// module's parameters as an optimizer that never saw a load.
+TEST(OptimizerTest, AFlatOptimizerMovesBackTheParametersALoadReplaced) {
+  torch::manual_seed(3);
+  torch::nn::Linear reloaded(3, 2), reference(3, 2);
+  {
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < reference->parameters().size(); ++i) {
+      reference->parameters()[i].copy_(reloaded->parameters()[i]);
+    }
+  }
+  const OptimizerOptions options = ReferenceOptions("adam", 0.0, false);
+  Optimizer flat(reloaded->parameters(), options, /*flat=*/true);
+  Optimizer one_by_one(reference->parameters(), options);
+  const torch::Tensor inputs = torch::randn({4, 3});
+  const auto step = [&](int s) {
+    for (torch::nn::Linear model : {reloaded, reference}) {
+      for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+      model->forward(inputs).pow(2).sum().backward();
+    }
+    TensorFormStep(flat, kLearningRates[s]);
+    TensorFormStep(one_by_one, kLearningRates[s]);
+  };
+  step(0);
+  std::stringstream saved;
+  {
+    torch::serialize::OutputArchive archive;
+    reloaded->save(archive);
+    archive.save_to(saved);
+  }
+  torch::serialize::InputArchive archive;
+  archive.load_from(saved);
+  reloaded->load(archive);
+  step(1);
+  step(2);
+  for (std::size_t i = 0; i < reference->parameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(reloaded->parameters()[i], reference->parameters()[i])) << i;
+  }
+}
+
+// The flat layout updates all parameters at once: a model of three times the parameters takes as many kernels a step.
+TEST(OptimizerTest, TheFlatLayoutsStepTakesAsManyKernelsWhateverTheNumberOfParameters) {
+  const auto kernels = [](int layers) {
+    std::vector<torch::Tensor> params;
+    for (int l = 0; l < layers; ++l) {
+      params.push_back(torch::randn({5, 7}));
+      params.push_back(torch::randn({5}));
+    }
+    Optimizer optimizer(params, ReferenceOptions("adam", 0.0, false), /*flat=*/true);
+    for (torch::Tensor& p : params) p.mutable_grad() = torch::randn_like(p);
+    const torch::Tensor table = optimizer.CoefficientTable(0.1);
+    return CountKernelOperations([&] { optimizer.ApplyTable(table); });
+  };
+  EXPECT_GT(kernels(1), 0);
+  EXPECT_EQ(kernels(3), kernels(1));
 }
 
 }  // namespace
