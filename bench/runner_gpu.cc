@@ -16,8 +16,9 @@
 // Prints each side's wall time (dltune's also after start-up: its first trial's start to its last one's end, from the
 // store), its best valid error per optimizer, the study's FLOPs at the MLP's formula and the seconds they need at the
 // measured rate, and the ratios against the goals: unfused >= 20x the peer's n_jobs=1 and >= 3x its 8 processes
-// (issue: the built-in trainer on CUDA), fused under 2 s after start-up and >= 30x n_jobs=1 (fused trials); best
-// valid errors within 0.5 points; and each CUDA graph's speed-up over its eager run. For each dltune run, where a
+// (issue: the built-in trainer on CUDA), fused under 2 s after start-up (after the group process's own start-up)
+// and >= 30x n_jobs=1 (fused trials); best valid errors within 0.5 points; and each CUDA graph's speed-up over its
+// eager run. For each dltune run, where a
 // trial's time went (start-up, data, training, evaluation, checkpoints: the trials' own records) and how many trials
 // ran at once, beside whether NVIDIA's MPS runs. The goals are printed met or not; the exit status says only whether
 // everything ran: a run that fails is reported, with the end of its output, and the others still run.
@@ -291,16 +292,22 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
   std::printf("\n");
   for (const char* key : {"fused", "fused MPS", "fused eager"}) {
     if (const Side* side = find(key)) {
-      // The goal holds the trials' whole span; of it, a group process's own start-up (LibTorch, CUDA's context,
-      // until its first step) is said apart: with the study in one group, the rest is its training.
-      std::string startup;
+      // The goal holds the span after the group's start-up: the trials' whole span, less its process's own start-up
+      // (LibTorch, CUDA's context, until its first step; with the study in one group, the members' start-up). The
+      // issue's PyTorch figures (32 trials fused in 2.18 s) are likewise those of a process already started.
+      std::optional<double> startup;
       if (side->study && side->study->trials > 0) {
         if (const auto it = side->study->phase.find("startup"); it != side->study->phase.end()) {
-          startup = fmt::format("; a member's process start-up in it: {:.2f} s", it->second / side->study->trials);
+          startup = it->second / side->study->trials;
         }
       }
-      std::printf("%s after start-up: %.2f s (goal < %.0f s: %s)%s\n", side->name.c_str(), *side->after_start,
-                  kGoalFusedSeconds, Met(*side->after_start < kGoalFusedSeconds).c_str(), startup.c_str());
+      const double after = *side->after_start - startup.value_or(0.0);
+      std::printf(
+          "%s after start-up: %.2f s, %s (goal < %.0f s: %s)\n", side->name.c_str(), *side->after_start,
+          startup ? fmt::format("of which its group's process start-up {:.2f} s: {:.2f} s after it", *startup, after)
+                        .c_str()
+                  : "its group's process start-up unknown",
+          kGoalFusedSeconds, Met(startup && after < kGoalFusedSeconds).c_str());
     }
   }
   for (const auto& [graphed, eager] : {std::pair{"unfused", "unfused eager"}, std::pair{"fused", "fused eager"}}) {
