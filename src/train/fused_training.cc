@@ -138,12 +138,14 @@ class FusedLoop {
     if (settings_.test_at_end) test_ = {OnDevice(data.test, device_), /*shared=*/true};
     // Each member's fixed samples, gathered where the splits are (on a device, not copied there member by member).
     train_subset_ = FixedSamples(train, settings_.train_eval_examples, 1);
-    if (settings_.valid_sample_examples > 0)
+    if (settings_.valid_sample_examples > 0) {
       valid_sample_ = FixedSamples(valid_.data, settings_.valid_sample_examples, 2);
+    }
     for (MemberState& member : members_) {
       // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
-      if (!deferred_)
+      if (!deferred_) {
         member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, member.spec->data_seed, step_);
+      }
     }
     if (deferred_) {
       std::vector<std::uint64_t> seeds;
@@ -442,8 +444,8 @@ class FusedLoop {
 
   std::size_t Index(const MemberState& member) const { return static_cast<std::size_t>(&member - members_.data()); }
 
-  // The members' fixed samples of `split` ([lone trainer's count, at most the split's size): the split itself, which
-  // they share, when they take all of it; else each member's own (its data seed's stream `stream`, as its lone
+  // The members' fixed samples of `split`, `wanted` examples each (at most the split's size): the split itself, which
+  // they share, when they take all of it; else each member's own (from its data seed's stream `stream`, as its lone
   // trial's), interleaved.
   EvalSplit FixedSamples(const Dataset& split, std::int64_t wanted, std::uint64_t stream) const {
     const std::int64_t count = std::min(wanted, split.size());
