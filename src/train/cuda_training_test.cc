@@ -410,11 +410,17 @@ TEST_F(CudaTraining, AGpuCheckpointResumesOnTheCpu) {
   }
 }
 
-// Keeps each fused member's losses by step.
+// Keeps each fused member's losses by step, and its evaluations' losses by step and split.
 struct FusedRecorder : FusedCallbacks {
   std::map<std::size_t, std::map<std::int64_t, double>> losses;
+  std::map<std::size_t, std::map<std::pair<std::int64_t, std::string>, double>> evaluation_losses;
   void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
     for (const StepMetrics& s : steps) losses[member][s.step] = s.loss;
+  }
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics) override {
+    for (const EvalMetric& m : metrics) {
+      if (m.metric == "loss") evaluation_losses[member][{step, m.split}] = m.value;
+    }
   }
 };
 
@@ -438,6 +444,8 @@ std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_
   options.max_train_steps = steps;
   options.stop_after_step = stop_after;
   options.training.eval_every_steps = 50;
+  // Each member's own sample of the training split (its examples interleaved with the others'); valid is shared.
+  options.training.train_eval_examples = 500;
   options.training.threads = 1;
   options.objective = {"valid", "error_rate", Direction::kMinimize};
   options.device = device;
@@ -473,6 +481,14 @@ TEST_F(CudaTraining, AFusedGroupMatchesTheCpuGroupWithinFloatPrecision) {
   for (std::size_t m = 0; m < 3; ++m) {
     ASSERT_TRUE(on_cpu[m].result.final_value && on_cuda[m].result.final_value);
     EXPECT_NEAR(*on_cuda[m].result.final_value, *on_cpu[m].result.final_value, 0.02);
+    // Every evaluation's loss, of each member's own training sample and of the shared validation split (on CUDA in
+    // batches of 16 training batches, on the CPU of 2).
+    ASSERT_EQ(cuda.evaluation_losses.at(m).size(), cpu.evaluation_losses.at(m).size());
+    EXPECT_EQ(cpu.evaluation_losses.at(m).size(), 8U);  // 4 evaluations of train and valid
+    for (const auto& [at, loss] : cpu.evaluation_losses.at(m)) {
+      EXPECT_NEAR(cuda.evaluation_losses.at(m).at(at), loss, DeviceTolerance(at.first) * std::max(1.0, loss))
+          << at.second << " at step " << at.first;
+    }
   }
 }
 
