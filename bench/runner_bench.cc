@@ -36,7 +36,8 @@
 //      each).
 //   3. with --fuse N, instead: the quickstart with training.fuse: N against the same study with each trial alone
 //      (today's layout), in one run: each side's wall time and best valid error per optimizer, and the ratio.
-//   4. with --device cuda [--fuse N] [--no-peers] [--serial-peer-trials N], instead: the quickstart on one GPU
+//   4. with --device cuda [--fuse N] [--no-peers] [--no-eager] [--serial-peer-trials N], instead: the quickstart on one
+//   GPU
 //      (runner_gpu.cc).
 // Paths: the dltune binary is the one built with this benchmark; the peer runs with $DLTUNE_PYTHON, else
 // /usr/bin/python3. Exits 0 when everything ran, 1 when something could not run.
@@ -348,6 +349,7 @@ int main(int argc, char** argv) {
   bool overhead_only = false;
   bool cuda = false;
   bool peers = true;
+  bool eager = true;
   int fuse = 0;
   int serial_peer_trials = 16;
   for (int i = 1; i < argc; ++i) {
@@ -361,14 +363,17 @@ int main(int argc, char** argv) {
       cuda = std::string(argv[++i]) == "cuda";
     } else if (arg == "--no-peers") {
       peers = false;
+    } else if (arg == "--no-eager") {
+      eager = false;
     } else if (arg == "--serial-peer-trials" && i + 1 < argc && std::atoi(argv[i + 1]) >= 1 &&
                std::atoi(argv[i + 1]) <= 16) {
       serial_peer_trials = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--overhead-only | --fuse N (N >= 2) | --device cuda [--fuse N] [--no-peers] "
-                   "[--serial-peer-trials N (1 to 16)]]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--overhead-only | --fuse N (N >= 2) | --device cuda [--fuse N] [--no-peers] [--no-eager] "
+          "[--serial-peer-trials N (1 to 16)]]\n",
+          argv[0]);
       return 2;
     }
   }
@@ -376,7 +381,7 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   int status = 0;
   if (cuda) {
-    status = dltune::bench::GpuQuickstart(dir, fuse > 0 ? fuse : 32, peers, serial_peer_trials);
+    status = dltune::bench::GpuQuickstart(dir, fuse > 0 ? fuse : 32, peers, eager, serial_peer_trials);
   } else {
     status = fuse > 0 ? Fused(dir, fuse) : Overhead(dir);
     if (status == 0 && !overhead_only && fuse == 0) status = Quickstart(dir);

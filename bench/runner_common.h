@@ -34,7 +34,7 @@ StudyRecordSummary ReadStudy(const std::filesystem::path& db, const std::string&
 
 // dltune_bench_runner --device cuda (runner_gpu.cc): the quickstart on one GPU, in `dir`, fused in groups of `fuse`;
 // with `peers`, against Optuna + PyTorch there, its n_jobs=1 run with `serial_peer_trials` trials per optimizer (16:
-// the whole study). Returns the exit status.
-int GpuQuickstart(const std::filesystem::path& dir, int fuse, bool peers, int serial_peer_trials);
+// the whole study); with `eager`, again with every step launched eagerly. Returns the exit status.
+int GpuQuickstart(const std::filesystem::path& dir, int fuse, bool peers, bool eager, int serial_peer_trials);
 
 }  // namespace dltune::bench

@@ -1,12 +1,13 @@
-// dltune_bench_runner --device cuda [--fuse N] [--no-peers] [--serial-peer-trials N]: the quickstart study (32 trials
-// of the Fashion-MNIST MLP, 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in one run:
+// dltune_bench_runner --device cuda [--fuse N] [--no-peers] [--no-eager] [--serial-peer-trials N]: the quickstart
+// study (32 trials of the Fashion-MNIST MLP, 2000 steps each, batch 128, evaluation every 200 steps) on one GPU, in
+// one run:
 //   - the GPU (bench/peers/gpu_info.py: its name, driver, CUDA, torch, and its measured fp32 matrix-product rate);
 //   - `dltune run` of the quickstart with training.device: cuda (the built-in trainer; the runner places and packs the
 //     trials on the GPU by measurement; training.cuda_graph auto, the default: each trial replays its step from a CUDA
 //     graph where that is faster) and with training.fuse: N (default 32: the whole study, both optimizers, one group);
 //     both again with --mps (the trials sharing the GPU as clients of an MPS daemon the run starts: their kernels
 //     side by side rather than taking turns); after the peers, both again with training.cuda_graph: false (every step
-//     launched eagerly), for the graphs' speed-up;
+//     launched eagerly), for the graphs' speed-up, unless --no-eager;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
 //     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
 //     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another
@@ -194,7 +195,7 @@ std::optional<Side> RunPeer(const fs::path& dir, const std::string& name, const 
 
 }  // namespace
 
-int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_trials) {
+int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, int serial_peer_trials) {
   const fs::path info_file = dir / "gpu.json";
   if (Timed(Python() + " " + DLTUNE_SOURCE_DIR + "/bench/peers/gpu_info.py > " + ShellQuote(info_file.string())) < 0) {
     std::ifstream said(info_file);
@@ -248,8 +249,10 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, int serial_peer_tri
     run("parallel", RunPeer(dir, std::to_string(kPeerProcesses) + " processes",
                             fmt::format("--jobs {} --parallel-mode processes", kPeerProcesses)));
   }
-  run("unfused eager", RunDltune(dir, "unfused, eager", "  device: cuda\n  cuda_graph: false\n"));
-  run("fused eager", RunDltune(dir, "fused, eager", fused_training + "  cuda_graph: false\n"));
+  if (eager_runs) {
+    run("unfused eager", RunDltune(dir, "unfused, eager", "  device: cuda\n  cuda_graph: false\n"));
+    run("fused eager", RunDltune(dir, "fused, eager", fused_training + "  cuda_graph: false\n"));
+  }
   const auto find = [&](const std::string& key) -> const Side* {
     const auto found = sides.find(key);
     return found == sides.end() ? nullptr : &found->second;
