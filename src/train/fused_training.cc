@@ -14,6 +14,7 @@
 
 #include "array_optimizer.h"
 #include "checkpoint.h"
+#include "checkpoint_state.h"
 #include "core/eval_schedule.h"
 #include "core/files.h"
 #include "core/rng.h"
@@ -252,17 +253,12 @@ class FusedLoop {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer_->LoadMember(m, optimizer_archive);
-    // Each read needs a fresh tensor: reading into a defined one copies into its storage.
-    const auto read = [&](const char* key) {
-      torch::Tensor value;
-      archive.read(key, value);
-      return value;
-    };
-    member.saved_step = read("step").item<std::int64_t>();
-    if (const auto best_step = read("best_step").item<std::int64_t>(); best_step >= 0) member.best_step = best_step;
-    if (const auto best = read("best_value").item<double>(); !std::isnan(best)) member.best_value = best;
-    if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) member.initial_loss = initial;
-    model_->DropoutGenerator(m).set_state(read("cpu_generator"));
+    const TrainingProgress progress = ReadProgress(archive);
+    member.saved_step = progress.step;
+    member.best_step = progress.best_step;
+    member.best_value = progress.best_value;
+    member.initial_loss = progress.initial_loss;
+    model_->DropoutGenerator(m).set_state(progress.cpu_generator);
   }
 
   bool AnyActive() const {
@@ -578,9 +574,9 @@ class FusedLoop {
     // archive reads, change only at this member's next save, after this write ends (FinishCheckpointWrite above).
     member.checkpoint_write = SaveStateInBackground(
         *member.checkpoints, step_, objective,
-        [lone = member.lone, optimizer = optimizer_->CopyMember(m), step = step_,
-         best_step = member.best_step.value_or(-1), best_value = member.best_value.value_or(std::nan("")),
-         initial_loss = member.initial_loss.value_or(std::nan("")), generator = model_->DropoutGenerator(m).get_state(),
+        [lone = member.lone, optimizer = optimizer_->CopyMember(m),
+         progress = TrainingProgress{step_, member.best_step, member.best_value, member.initial_loss,
+                                     model_->DropoutGenerator(m).get_state()},
          threads = static_cast<std::int64_t>(torch::get_num_threads())] {
           torch::serialize::OutputArchive archive;
           torch::serialize::OutputArchive model_archive;
@@ -589,12 +585,7 @@ class FusedLoop {
           torch::serialize::OutputArchive optimizer_archive;
           optimizer.Save(optimizer_archive);
           archive.write("optimizer", optimizer_archive);
-          archive.write("step", torch::tensor(step, torch::kLong));
-          archive.write("best_step", torch::tensor(best_step, torch::kLong));
-          archive.write("best_value", torch::tensor(best_value, torch::kDouble));
-          archive.write("initial_loss", torch::tensor(initial_loss, torch::kDouble));
-          archive.write("cpu_generator", generator);
-          archive.write("threads", torch::tensor(threads, torch::kLong));
+          WriteProgress(archive, progress, threads);
           std::ostringstream bytes;
           archive.save_to(bytes);
           return std::move(bytes).str();

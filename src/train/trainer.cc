@@ -23,6 +23,7 @@
 #include <torch/torch.h>
 
 #include "checkpoint.h"
+#include "checkpoint_state.h"
 #include "core/eval_schedule.h"
 #include "core/files.h"
 #include "core/rng.h"
@@ -744,16 +745,11 @@ class Loop {
     torch::serialize::OutputArchive optimizer_archive;
     optimizer_->Save(optimizer_archive);
     archive.write("optimizer", optimizer_archive);
-    archive.write("step", torch::tensor(step_, torch::kLong));
-    archive.write("best_step", torch::tensor(best_step_.value_or(-1), torch::kLong));
-    archive.write("best_value", torch::tensor(best_value_.value_or(std::nan("")), torch::kDouble));
-    archive.write("initial_loss", torch::tensor(initial_loss_.value_or(std::nan("")), torch::kDouble));
-    archive.write("cpu_generator", GeneratorState());
+    WriteProgress(archive, {step_, best_step_, best_value_, initial_loss_, GeneratorState()},
+                  static_cast<std::int64_t>(torch::get_num_threads()));
     // Dropout on CUDA draws from the device's generator: kept, so that a resume on CUDA continues its stream.
     if (device_.is_cuda()) archive.write("cuda_generator", GeneratorState(device_));
     for (std::size_t i = 0; i < ema_.size(); ++i) archive.write(fmt::format("ema_{}", i), ema_[i]);
-    // The threads a resumed auto run takes again: sums over other threads round differently.
-    archive.write("threads", torch::tensor(static_cast<std::int64_t>(torch::get_num_threads()), torch::kLong));
     if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
     if (rank_cuda_generators.defined()) archive.write("cuda_generator_ranks", rank_cuda_generators);
     // The bytes, taken now: the model's tensors change with the next step.
@@ -880,17 +876,12 @@ class Loop {
     torch::serialize::InputArchive optimizer_archive;
     archive.read("optimizer", optimizer_archive);
     optimizer_->Load(optimizer_archive);
-    // Each read needs a fresh tensor: reading into a defined one copies into its storage.
-    auto read = [&](const char* key) {
-      torch::Tensor value;
-      archive.read(key, value);
-      return value.to(torch::kCPU);
-    };
-    step_ = read("step").item<std::int64_t>();
-    if (const auto best_step = read("best_step").item<std::int64_t>(); best_step >= 0) best_step_ = best_step;
-    if (const auto best = read("best_value").item<double>(); !std::isnan(best)) best_value_ = best;
-    if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) initial_loss_ = initial;
-    SetGeneratorState(read("cpu_generator"));
+    const TrainingProgress progress = ReadProgress(archive);
+    step_ = progress.step;
+    best_step_ = progress.best_step;
+    best_value_ = progress.best_value;
+    initial_loss_ = progress.initial_loss;
+    SetGeneratorState(progress.cpu_generator);
     // A checkpoint written on the CPU has no CUDA stream: CUDA's dropout then goes on from its seed.
     if (torch::Tensor cuda_state; device_.is_cuda() && archive.try_read("cuda_generator", cuda_state)) {
       SetGeneratorState(cuda_state.to(torch::kCPU), device_);
