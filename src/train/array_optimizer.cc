@@ -13,28 +13,6 @@
 namespace dltune {
 namespace {
 
-UpdateRule RuleOf(const std::string& kind) {
-  if (kind == "momentum") return UpdateRule::kMomentum;
-  if (kind == "nesterov") return UpdateRule::kNesterov;
-  if (kind == "rmsprop") return UpdateRule::kRmsProp;
-  if (kind == "adam") return UpdateRule::kAdam;
-  if (kind == "nadam") return UpdateRule::kNadam;
-  return UpdateRule::kSgd;
-}
-
-// Optimizer::BufferNames() of each rule: the names a lone optimizer's checkpoint holds its state under.
-std::vector<std::string> BufferNames(UpdateRule rule) {
-  switch (rule) {
-    case UpdateRule::kSgd: return {};
-    case UpdateRule::kMomentum:
-    case UpdateRule::kNesterov: return {"v"};
-    case UpdateRule::kRmsProp: return {"v", "m"};
-    case UpdateRule::kAdam:
-    case UpdateRule::kNadam: return {"m", "v"};
-  }
-  return {};
-}
-
 void CheckParameter(const torch::Tensor& p, std::size_t index, std::int64_t members) {
   if (!p.defined()) throw Error(fmt::format("array optimizer: parameter {} is undefined", index));
   if (p.scalar_type() != torch::kFloat && p.scalar_type() != torch::kDouble) {
@@ -68,7 +46,7 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
   }
   torch::NoGradGuard no_grad;
   for (std::int64_t m = 0; m < this->members(); ++m) {
-    const UpdateRule rule = RuleOf(members_[static_cast<std::size_t>(m)].kind);
+    const UpdateRule rule = RuleOfKind(members_[static_cast<std::size_t>(m)].kind);
     if (runs_.empty() || runs_.back().rule != rule) runs_.push_back({.begin = m, .rule = rule});
     runs_.back().end = m + 1;
     run_of_.push_back(runs_.size() - 1);
@@ -82,7 +60,7 @@ ArrayOptimizer::ArrayOptimizer(std::vector<torch::Tensor> params, std::vector<Op
       run.decays = run.decays || c.decay_in_place;
     }
     const std::int64_t count = run.end - run.begin;
-    const std::vector<std::string> names = BufferNames(run.rule);
+    const std::vector<std::string>& names = StateBufferNames(run.rule);
     // RMSProp's v starts at 1 (the playbook's v_0 = 1); every other buffer at 0.
     const auto initial = [&](std::size_t b, const torch::Tensor& like) {
       const bool starts_at_one = run.rule == UpdateRule::kRmsProp && names[b] == "v";
@@ -246,31 +224,17 @@ torch::Tensor ArrayOptimizer::ApplyTable(const torch::Tensor& table) {
   return norms.masked_fill(table[coefficient::kMask] <= 0.5, 0.0);
 }
 
-ArrayOptimizer::MemberOptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {
+OptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {
   const Run& run = RunOf(member);
-  MemberOptimizerState state{.kind = members_[static_cast<std::size_t>(member)].kind,
-                             .steps = steps_.at(static_cast<std::size_t>(member)),
-                             .buffer_names = BufferNames(run.rule)};
+  const std::int64_t steps = steps_.at(static_cast<std::size_t>(member));
+  OptimizerState state{.kind = members_[static_cast<std::size_t>(member)].kind, .steps = steps};
   for (const std::vector<torch::Tensor>& buffers : run.buffers) {
+    state.param_steps.push_back(steps);  // every parameter has a gradient at each step
     std::vector<torch::Tensor> copies;
     for (const torch::Tensor& buffer : buffers) copies.push_back(buffer[member - run.begin].clone());
     state.buffers.push_back(std::move(copies));
   }
   return state;
-}
-
-void ArrayOptimizer::MemberOptimizerState::Save(torch::serialize::OutputArchive& archive) const {
-  archive.write("kind", c10::IValue(kind));
-  archive.write("steps", c10::IValue(steps));
-  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(buffers.size())));
-  for (std::size_t i = 0; i < buffers.size(); ++i) {
-    torch::serialize::OutputArchive param_archive;
-    param_archive.write("steps", c10::IValue(steps));
-    for (std::size_t b = 0; b < buffer_names.size(); ++b) {
-      param_archive.write(buffer_names[b], buffers[i][b], /*is_buffer=*/true);
-    }
-    archive.write(fmt::format("param_{}", i), param_archive);
-  }
 }
 
 void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {

@@ -59,17 +59,10 @@ class ArrayOptimizer {
   std::int64_t steps(std::int64_t member) const { return steps_.at(static_cast<std::size_t>(member)); }
   const std::vector<torch::Tensor>& params() const { return params_; }
 
-  // Member m's state, copied: what SaveMember writes, taken now (writing it is the slow part, and may wait).
-  struct MemberOptimizerState {
-    std::string kind;
-    std::int64_t steps = 0;
-    std::vector<std::string> buffer_names;            // Optimizer::BufferNames() of its kind
-    std::vector<std::vector<torch::Tensor>> buffers;  // per parameter, in buffer_names' order
-    // Writes it into `archive` exactly as Optimizer::Save writes that of a lone optimizer whose parameters are the
-    // member's slices: a lone Optimizer of that kind Loads it and continues as the member would have.
-    void Save(torch::serialize::OutputArchive& archive) const;
-  };
-  MemberOptimizerState CopyMember(std::int64_t member) const;
+  // Member m's state, copied now (writing it is the slow part, and may wait), as that of a lone optimizer whose
+  // parameters are the member's slices: a lone Optimizer of that kind Loads what it Saves and continues as the member
+  // would have.
+  OptimizerState CopyMember(std::int64_t member) const;
   // CopyMember(member).Save(archive).
   void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const;
   // Restores member m's state from what SaveMember (or a lone Optimizer of the member's kind and shapes) wrote: the

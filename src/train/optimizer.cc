@@ -146,12 +146,7 @@ void OptimizerOptions::Validate() const {
 Optimizer::Optimizer(std::vector<torch::Tensor> params, OptimizerOptions options, bool flat)
     : options_(std::move(options)), kind_(UpdateRule::kSgd), params_(std::move(params)) {
   options_.Validate();
-  const std::string& kind = options_.kind;
-  if (kind == "momentum") kind_ = UpdateRule::kMomentum;
-  if (kind == "nesterov") kind_ = UpdateRule::kNesterov;
-  if (kind == "rmsprop") kind_ = UpdateRule::kRmsProp;
-  if (kind == "adam") kind_ = UpdateRule::kAdam;
-  if (kind == "nadam") kind_ = UpdateRule::kNadam;
+  kind_ = RuleOfKind(options_.kind);
   // As CoefficientsOf decides them, for any learning rate but 0 (where decaying by 1 - 0 * wd changes nothing).
   const UpdateCoefficients c = CoefficientsOf(kind_, options_, 1.0);
   coupled_ = c.coupled;
@@ -225,12 +220,21 @@ bool Optimizer::Flat() const {
   return true;
 }
 
-const std::vector<std::string>& Optimizer::BufferNames() const {
+UpdateRule RuleOfKind(const std::string& kind) {
+  if (kind == "momentum") return UpdateRule::kMomentum;
+  if (kind == "nesterov") return UpdateRule::kNesterov;
+  if (kind == "rmsprop") return UpdateRule::kRmsProp;
+  if (kind == "adam") return UpdateRule::kAdam;
+  if (kind == "nadam") return UpdateRule::kNadam;
+  return UpdateRule::kSgd;
+}
+
+const std::vector<std::string>& StateBufferNames(UpdateRule rule) {
   static const std::vector<std::string> kNone;
   static const std::vector<std::string> kVelocity = {"v"};
   static const std::vector<std::string> kRmsProp = {"v", "m"};
   static const std::vector<std::string> kAdam = {"m", "v"};
-  switch (kind_) {
+  switch (rule) {
     case UpdateRule::kSgd: return kNone;
     case UpdateRule::kMomentum:
     case UpdateRule::kNesterov: return kVelocity;
@@ -239,6 +243,19 @@ const std::vector<std::string>& Optimizer::BufferNames() const {
     case UpdateRule::kNadam: return kAdam;
   }
   return kNone;
+}
+
+void OptimizerState::Save(torch::serialize::OutputArchive& archive) const {
+  const std::vector<std::string>& names = StateBufferNames(RuleOfKind(kind));
+  archive.write("kind", c10::IValue(kind));
+  archive.write("steps", c10::IValue(steps));
+  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(buffers.size())));
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    torch::serialize::OutputArchive param_archive;
+    param_archive.write("steps", c10::IValue(param_steps.at(i)));
+    for (std::size_t b = 0; b < names.size(); ++b) param_archive.write(names[b], buffers[i].at(b), /*is_buffer=*/true);
+    archive.write(fmt::format("param_{}", i), param_archive);
+  }
 }
 
 void Optimizer::ZeroGrad() {
@@ -375,18 +392,14 @@ torch::Tensor Optimizer::ApplyTable(const torch::Tensor& table) {
 }
 
 void Optimizer::Save(torch::serialize::OutputArchive& archive) const {
-  archive.write("kind", c10::IValue(options_.kind));
-  archive.write("steps", c10::IValue(steps_));
-  archive.write("param_count", c10::IValue(static_cast<std::int64_t>(params_.size())));
-  const auto& names = BufferNames();
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    torch::serialize::OutputArchive param_archive;
-    param_archive.write("steps", c10::IValue(states_[i].steps));
-    for (std::size_t b = 0; b < names.size(); ++b) {
-      param_archive.write(names[b], states_[i].buffers[b].detach().clone(), /*is_buffer=*/true);
-    }
-    archive.write(fmt::format("param_{}", i), param_archive);
+  OptimizerState state{.kind = options_.kind, .steps = steps_};
+  for (const ParamState& param : states_) {
+    state.param_steps.push_back(param.steps);
+    std::vector<torch::Tensor> copies;  // copies: the archive may be serialized later while training continues
+    for (const torch::Tensor& buffer : param.buffers) copies.push_back(buffer.detach().clone());
+    state.buffers.push_back(std::move(copies));
   }
+  state.Save(archive);
 }
 
 void Optimizer::Load(torch::serialize::InputArchive& archive) {

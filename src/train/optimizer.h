@@ -101,6 +101,23 @@ void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch
 
 // The optimizer kinds, in the playbook's order.
 const std::vector<std::string>& OptimizerKinds();
+// The update rule of kind `kind` (one of OptimizerKinds()).
+UpdateRule RuleOfKind(const std::string& kind);
+// The names a rule's state buffers are saved under, in their order ("v"; "v", "m"; "m", "v"; none for sgd).
+const std::vector<std::string>& StateBufferNames(UpdateRule rule);
+
+// An optimizer's state as a checkpoint holds it (Optimizer::Save writes it, Optimizer::Load reads it): its kind and
+// step count, and per parameter its update count and state buffers in StateBufferNames() order. A fused member's
+// state is one of these too (ArrayOptimizer::CopyMember), so that a lone optimizer loads it.
+struct OptimizerState {
+  std::string kind;
+  std::int64_t steps = 0;
+  std::vector<std::int64_t> param_steps;            // per parameter
+  std::vector<std::vector<torch::Tensor>> buffers;  // per parameter
+  // Writes it into `archive`; give it an archive of its own (the keys are short: kind, steps, param_count,
+  // param_<i>).
+  void Save(torch::serialize::OutputArchive& archive) const;
+};
 
 // Updates a fixed list of parameter tensors in place from their .grad(), with the rules in the file comment.
 // Keeps its state (moments, per-parameter update counts) beside each parameter, in its dtype. Each Step is one pass
@@ -172,8 +189,8 @@ class Optimizer {
     std::int64_t steps = 0;
   };
 
-  // Names of the state buffers of this kind, in ParamState::buffers order ("v"; "v", "m"; "m", "v").
-  const std::vector<std::string>& BufferNames() const;
+  // Names of the state buffers of this kind, in ParamState::buffers order.
+  const std::vector<std::string>& BufferNames() const { return StateBufferNames(kind_); }
   // Throws Error, before anything changes, for a bad learning rate or a sparse gradient.
   void CheckStep(double learning_rate) const;
   // One step on CPU parameters (the fused pass), returning the gradient norm.
