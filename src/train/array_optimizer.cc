@@ -237,10 +237,6 @@ OptimizerState ArrayOptimizer::CopyMember(std::int64_t member) const {
   return state;
 }
 
-void ArrayOptimizer::SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const {
-  CopyMember(member).Save(archive);
-}
-
 void ArrayOptimizer::LoadMember(std::int64_t member, torch::serialize::InputArchive& archive) {
   // A lone optimizer over tensors of the member's shapes reads and checks the archive; its state is then copied in.
   std::vector<torch::Tensor> shapes;

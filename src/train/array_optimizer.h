@@ -63,10 +63,8 @@ class ArrayOptimizer {
   // parameters are the member's slices: a lone Optimizer of that kind Loads what it Saves and continues as the member
   // would have.
   OptimizerState CopyMember(std::int64_t member) const;
-  // CopyMember(member).Save(archive).
-  void SaveMember(std::int64_t member, torch::serialize::OutputArchive& archive) const;
-  // Restores member m's state from what SaveMember (or a lone Optimizer of the member's kind and shapes) wrote: the
-  // member then continues as its lone optimizer would. Throws Error, changing nothing, as Optimizer::Load does.
+  // Restores member m's state from what CopyMember saves (or a lone Optimizer of the member's kind and shapes) wrote:
+  // the member then continues as its lone optimizer would. Throws Error, changing nothing, as Optimizer::Load does.
   void LoadMember(std::int64_t member, torch::serialize::InputArchive& archive);
 
   // The tensor form's step in its two halves, for a step captured in a CUDA graph (cuda_graph.h), where the host's

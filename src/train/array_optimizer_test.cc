@@ -65,10 +65,10 @@ std::vector<std::vector<double>> Train(ArrayOptimizer& optimizer, std::vector<to
   return norms;
 }
 
-// Member m's state as SaveMember writes it, ready to be read.
+// Member m's state as CopyMember saves it, ready to be read.
 torch::serialize::InputArchive Saved(const ArrayOptimizer& optimizer, std::int64_t m) {
   torch::serialize::OutputArchive saved;
-  optimizer.SaveMember(m, saved);
+  optimizer.CopyMember(m).Save(saved);
   std::ostringstream bytes;
   saved.save_to(bytes);
   std::istringstream in(bytes.str());
