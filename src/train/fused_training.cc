@@ -328,7 +328,7 @@ class FusedLoop {
     std::optional<GraphTiming> timing;
     if (why_not.empty()) {
       const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
-      graphed_.rows = torch::zeros({count() * batch_size_}, on_device.dtype(torch::kInt64));
+      graphed_.rows = torch::zeros({count(), batch_size_}, on_device.dtype(torch::kInt64));
       // Warm-up runs with every member masked (a learning rate of 0, nothing updated): only the batch-norm
       // averages move, and they are put back.
       graphed_.table =

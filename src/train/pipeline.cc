@@ -181,7 +181,7 @@ torch::Tensor GroupBatches::NextRows() {
                   .to(data_.inputs.device(), torch::kInt64, /*non_blocking=*/false, /*copy=*/true);
     epoch_ = epoch;
   }
-  return orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_).reshape(-1);
+  return orders_.narrow(1, (index % batches_per_epoch_) * batch_size_, batch_size_);
 }
 
 Batch GroupBatches::Next() { return Gather(NextRows()); }
@@ -189,9 +189,10 @@ Batch GroupBatches::Next() { return Gather(NextRows()); }
 Batch GroupBatches::Gather(const torch::Tensor& rows) const {
   const auto members = static_cast<std::int64_t>(data_seeds_.size());
   std::vector<std::int64_t> shape = {members, batch_size_};
-  const torch::Tensor inputs = data_.inputs.index_select(0, rows);
+  const torch::Tensor flat = rows.reshape(-1);  // member by member
+  const torch::Tensor inputs = data_.inputs.index_select(0, flat);
   for (std::int64_t d = 1; d < inputs.dim(); ++d) shape.push_back(inputs.size(d));
-  return {inputs.view(shape), data_.labels.index_select(0, rows).view({members, batch_size_}), next_ - 1};
+  return {inputs.view(shape), data_.labels.index_select(0, flat).view({members, batch_size_}), next_ - 1};
 }
 
 }  // namespace dltune

@@ -113,8 +113,8 @@ class GroupBatches {
 
   // The members' next batches: inputs [M, B, ...], labels [M, B]. Gather(NextRows()).
   Batch Next();
-  // The rows of the data that Next would gather, [M x B] int64 on the data's device (member by member), and the
-  // batch taken.
+  // The rows of the data that Next would gather, [M, B] int64 on the data's device (a view of the epoch's orders: copy
+  // it where it must outlive the next epoch), and the batch taken.
   torch::Tensor NextRows();
   // The members' batches of `rows` (NextRows's, or a tensor holding them: a captured step gathers from the tensor the
   // graph holds): inputs [M, B, ...], labels [M, B], gathered on the data's device; its index the batch NextRows took

@@ -413,7 +413,7 @@ class Loop {
     const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
     graph_batches_ =
         std::make_unique<GroupBatches>(train, hp_.batch_size, std::vector<std::uint64_t>{options_.data_seed}, step_);
-    graphed_.rows = torch::zeros({hp_.batch_size}, on_device.dtype(torch::kInt64));
+    graphed_.rows = torch::zeros({1, hp_.batch_size}, on_device.dtype(torch::kInt64));
     graphed_.table = optimizer_->CoefficientTable(0.0, /*advance=*/false).to(device_);
     graphed_.loss = torch::zeros({}, on_device.dtype(torch::kFloat));
     graphed_.norm = torch::zeros({}, on_device.dtype(torch::kDouble));
