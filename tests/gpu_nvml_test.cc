@@ -22,8 +22,8 @@ namespace dltune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kContextBytes = std::uint64_t{64}
-                                        << 20;  // less than a CUDA context of a training process holds
+// Less than a CUDA context of a training process holds.
+constexpr std::uint64_t kContextBytes = std::uint64_t{64} << 20;
 
 // `dltune train synthetic --device cuda` on the GPU `uuid`, long enough to be seen; its pid.
 pid_t StartTrainingOn(const std::string& uuid, const std::filesystem::path& out) {
