@@ -78,9 +78,8 @@ torch::Tensor EvalBatches::Weights(std::int64_t i) const {
 EvalBatches MakeEvalBatches(const Dataset& data, std::int64_t batch_size) { return EvalBatches(data, batch_size); }
 
 Dataset FixedSample(const Dataset& data, std::int64_t count, std::uint64_t seed) {
-  std::vector<std::int64_t> rows = FixedSampleRows(data.size(), count, seed);
   if (count == data.size()) return data;
-  return SelectRows(data, std::move(rows));
+  return SelectRows(data, FixedSampleRows(data.size(), count, seed));
 }
 
 Dataset InterleavedFixedSamples(const Dataset& data, std::int64_t count, const std::vector<std::uint64_t>& seeds) {
