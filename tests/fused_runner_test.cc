@@ -60,13 +60,14 @@ class FusedRunner : public test::InOwnDirectory {
            "  batch_size: 64\n";
   }
 
-  std::string RunCommand(const std::string& name) const {
-    return "cd '" + (dir_ / name).string() + "' && exec " + DLTUNE_CLI +
-           " run study.yaml --parallel 2 --no-report --storage sqlite://" + (dir_ / name / "dltune.db").string() +
+  // `dltune run` of study `name` with `parallel` trials (or groups) at once.
+  std::string RunCommand(const std::string& name, int parallel = 2) const {
+    return "cd '" + (dir_ / name).string() + "' && exec " + DLTUNE_CLI + " run study.yaml --parallel " +
+           std::to_string(parallel) + " --no-report --storage sqlite://" + (dir_ / name / "dltune.db").string() +
            " >> run.out 2>&1";
   }
-  int Run(const std::string& name) {
-    const int status = std::system(RunCommand(name).c_str());
+  int Run(const std::string& name, int parallel = 2) {
+    const int status = std::system(RunCommand(name, parallel).c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   // Runs study `name` until `trials` of its trials have recorded `step` training steps, then interrupts it (Ctrl-C);
@@ -114,12 +115,13 @@ class FusedRunner : public test::InOwnDirectory {
     }
   }
 
-  // Runs the study with `fuse`, then with each trial alone, 3 trials per optimizer of 30 steps.
-  void RunFusedAndAlone(const std::string& fuse) {
+  // Runs the study with `fuse` and `parallel` groups at once, then with each trial alone, 3 trials per optimizer of
+  // 30 steps.
+  void RunFusedAndAlone(const std::string& fuse, int parallel = 2) {
     const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
     WriteStudy("fused", fuse, 3, learning_rate);
     WriteStudy("alone", "off", 3, learning_rate);
-    ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+    ASSERT_EQ(Run("fused", parallel), 0) << Slurp(dir_ / "fused" / "run.out");
     ASSERT_EQ(Run("alone"), 0) << Slurp(dir_ / "alone" / "run.out");
   }
 
@@ -170,7 +172,7 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
 // Sub-studies whose scientific hyperparameter is fusible (the optimizer) train together: one group of both
 // optimizers' trials, each still the trial it would be alone.
 TEST_F(FusedRunner, BothOptimizersTrialsTrainAsOneGroupWhenTheGroupHasRoom) {
-  ASSERT_NO_FATAL_FAILURE(RunFusedAndAlone("8"));
+  ASSERT_NO_FATAL_FAILURE(RunFusedAndAlone("8", /*parallel=*/1));
   EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 6 trials"));
   ExpectEachTrialAsAlone("fused", "alone");
   const auto show = test::RunDltune("show fused 1 --storage sqlite://" + (dir_ / "fused" / "dltune.db").string());
@@ -178,10 +180,26 @@ TEST_F(FusedRunner, BothOptimizersTrialsTrainAsOneGroupWhenTheGroupHasRoom) {
       << show.out;
 }
 
+// On the CPU a group takes one core's slot: with two slots free, the six pending trials train as two groups of
+// three side by side, not one group of six beside an idle core.
+TEST_F(FusedRunner, OnTheCpuTheFreeSlotsShareThePendingTrials) {
+  ASSERT_NO_FATAL_FAILURE(RunFusedAndAlone("8", /*parallel=*/2));
+  EXPECT_THAT(GroupLines("fused"), ::testing::ElementsAre("fused group of 3 trials", "fused group of 3 trials"));
+  ExpectEachTrialAsAlone("fused", "alone");
+  const auto store = OpenStore("sqlite://" + (dir_ / "fused" / "dltune.db").string());
+  std::vector<TrialRecord> trials = store->ListTrials(store->FindStudy("fused")->id);
+  ASSERT_EQ(trials.size(), 6U);
+  std::vector<double> starts;
+  for (const TrialRecord& trial : trials) starts.push_back(trial.started_at.value_or(0));
+  const auto [first, last] = std::minmax_element(starts.begin(), starts.end());
+  EXPECT_GT(*first, 0);
+  EXPECT_LT(*last - *first, 5) << "the two groups start together";
+}
+
 TEST_F(FusedRunner, AMemberThatDivergesIsInfeasibleWhileTheOthersTrainOn) {
   // Two Nesterov trials: learning rates 0.05 and 5000 (the second diverges within a few steps).
   WriteStudy("fused", "4", 2, "values: [0.05, 5000.0]");
-  ASSERT_EQ(Run("fused"), 0) << Slurp(dir_ / "fused" / "run.out");
+  ASSERT_EQ(Run("fused", /*parallel=*/1), 0) << Slurp(dir_ / "fused" / "run.out");
   const auto results = Results("fused");
   int diverged = 0, completed = 0;
   for (const auto& [number, result] : results) {

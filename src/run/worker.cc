@@ -333,13 +333,14 @@ class Worker {
     });
     if (!claimed) return false;
     StudySession& session = *claimed->session;
-    const std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
+    std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
+    // A trial with checkpoints joins a group only to resume with the group it was stopped in.
+    const std::optional<std::int64_t> resumes_from = limit < 2 ? std::nullopt : NewestCheckpointStep(claimed->trial);
+    if (limit >= 2 && !resumes_from) limit = ShareOfFreeSlots(session, limit);
     if (limit < 2) {
       Start(session, std::move(claimed->trial));
       return true;
     }
-    // A trial with checkpoints joins a group only to resume with the group it was stopped in.
-    const std::optional<std::int64_t> resumes_from = NewestCheckpointStep(claimed->trial);
     const std::vector<std::uint64_t> stopped_group =
         resumes_from ? FusedGroupOf(claimed->trial.record().resources) : std::vector<std::uint64_t>{};
     if (resumes_from && stopped_group.size() < 2) {
@@ -389,6 +390,18 @@ class Worker {
       }
     }
     return true;
+  }
+
+  // On the CPU a group takes one slot of the parallel layout, one core's share of the machine: where more slots are
+  // free, the study's pending trials are shared among them (groups of at most pending / free slots), so that no core
+  // idles while one group trains them all. On a GPU a group fills the device, and keeps its size.
+  std::size_t ShareOfFreeSlots(const StudySession& session, std::size_t limit) {
+    const int free_slots = parallel_ - UsedProcesses();
+    if (free_slots < 2 || gpus_.GpusFor(session.spec()) > 0) return limit;
+    // The pending ones and the one claimed.
+    const std::size_t trials = store_.ListTrialsInState(session.study().id, TrialState::kPending).size() + 1;
+    const auto slots = static_cast<std::size_t>(free_slots);
+    return std::min(limit, (trials + slots - 1) / slots);
   }
 
   // The step of the trial's newest checkpoint, which it resumes from; nullopt when it starts afresh.
