@@ -14,8 +14,10 @@
 //
 // The models: the built-in MLP without normalization layers (array_mlp.h) and the built-in CNN with no norm, batch
 // norm or ghost batch norm (array_cnn.h), with dropout. What a lone trial has and a member has not: gradient
-// clipping, label smoothing, a moving average of the weights, layer norm, data-parallel ranks, profile traces,
-// predictions: a member asking for one is refused (Error). Docs: docs/training.md, "Fused trials".
+// clipping, label smoothing, a moving average of the weights, layer norm, data-parallel ranks, predictions: a member
+// asking for one is refused (Error). A profile window (training.profile_steps) records one trace of the group's steps,
+// written beside the first member's checkpoints and linked from each other member's directory. Docs:
+// docs/training.md, "Fused trials".
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -439,6 +441,44 @@ TEST_P(FusedCnnTest, MembersFollowTheirLoneTrials) {
 INSTANTIATE_TEST_SUITE_P(Normalizations, FusedCnnTest, ::testing::Values("none", "batch", "ghost"));
 
 // The array model checks the lone model's architecture on a probe batch: a standardization it lacks is refused.
+// training.profile_steps: one trace of the group's steps, beside the first member's checkpoints, linked from the
+// other member's directory; the members train as they do without it.
+TEST_F(FusedTrainingTest, AProfileWindowRecordsTheGroupsStepsOnce) {
+  std::vector<FusedMember> members = {
+      Member({{"optimizer", Value("nesterov")}, {"learning_rate", Value(0.05)}}, 1),
+      Member({{"optimizer", Value("adam")}, {"learning_rate", Value(0.01)}}, 2),
+  };
+  const auto unprofiled = TrainFused(*workload_, members, options_);
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    members[m].checkpoint_dir = (dir_ / fmt::format("trial_{}", m) / "checkpoints").string();
+  }
+  options_.training.profile_steps = "10:12";
+  const auto fused = TrainFused(*workload_, members, options_);
+  const fs::path trace = dir_ / "trial_0" / "profile.trace.json";
+  const fs::path link = dir_ / "trial_1" / "profile.trace.json";
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    SCOPED_TRACE(fmt::format("member {}", m));
+    ASSERT_EQ(fused[m].steps.size(), unprofiled[m].steps.size());
+    for (std::size_t i = 0; i < fused[m].steps.size(); ++i) {
+      EXPECT_EQ(fused[m].steps[i].loss, unprofiled[m].steps[i].loss);
+    }
+    ASSERT_EQ(fused[m].evaluations.size(), unprofiled[m].evaluations.size());
+    EXPECT_EQ(fused[m].evaluations.back().second.front().value, unprofiled[m].evaluations.back().second.front().value);
+    EXPECT_EQ(fused[m].result.profile_trace, (m == 0 ? trace : link).string());
+  }
+  ASSERT_TRUE(fs::is_regular_file(trace));
+  ASSERT_TRUE(fs::is_symlink(link));
+  EXPECT_TRUE(fs::equivalent(trace, link));
+  const nlohmann::json json = nlohmann::json::parse(std::ifstream(trace));
+  EXPECT_EQ(json["otherData"]["dltune"]["fused_members"], 2);
+  EXPECT_EQ(json["otherData"]["dltune"]["first_step"], 11);
+  EXPECT_EQ(json["otherData"]["dltune"]["last_step"], 12);
+  std::set<std::string> names;
+  for (const nlohmann::json& event : json["traceEvents"]) names.insert(event.value("name", ""));
+  EXPECT_TRUE(names.contains("step 11") && names.contains("step 12") && !names.contains("step 13"));
+  EXPECT_TRUE(names.contains("aten::baddbmm")) << "the array model's operators";
+}
+
 TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
   options_.standardize = InputStandardization{0.5, 0.25};
   EXPECT_THROW(TrainFused(*workload_, {Member({}, 1)}, options_), Error);
