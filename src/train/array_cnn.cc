@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "dltune/core/error.h"
+#include "standardize.h"
 
 namespace dltune {
 namespace {
@@ -91,8 +92,8 @@ torch::Tensor ArrayCnn::ForwardStacked(const torch::Tensor& inputs) {
                             members));
   }
   torch::Tensor x = inputs.reshape({members, inputs.size(1), 1, 28, 28});
-  // The element-wise arithmetic of the lone model's (x - mean) / std.
-  if (standardize_) x = (x - standardize_->mean) / standardize_->std;
+  // The lone model's own standardization (one pass on the CPU, its two element-wise operations elsewhere).
+  if (standardize_) x = Standardize(x, standardize_->mean, standardize_->std);
   // Conv, norm, ReLU and max-pool, member by member on its own contiguous slice [B, C, H, W], stacked: each
   // member's calls, forward and backward (a stack's gradient is contiguous slices), are its lone model's.
   const auto conv_block = [&](const torch::Tensor& input, const std::string& conv, NormLayer& norm) {

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "dltune/core/error.h"
+#include "standardize.h"
 
 namespace dltune {
 namespace {
@@ -63,8 +64,8 @@ torch::Tensor ArrayMlp::ForwardShared(const torch::Tensor& inputs) {
 }
 
 torch::Tensor ArrayMlp::Standardized(torch::Tensor x) const {
-  // The element-wise arithmetic of the lone model's (x - mean) / std.
-  if (standardize_) x = (x - standardize_->mean) / standardize_->std;
+  // The lone model's own standardization (one pass on the CPU, its two element-wise operations elsewhere).
+  if (standardize_) x = Standardize(x, standardize_->mean, standardize_->std);
   return x;
 }
 

@@ -5,17 +5,13 @@
 #include <vector>
 
 #include "dltune/train/workload.h"
+#include "train/standardize.h"
 
 namespace dltune::internal {
 
 // Pixel statistics of Fashion-MNIST's training images, for standardizing inputs inside the models.
 inline constexpr double kFashionMnistMean = 0.2860;
 inline constexpr double kFashionMnistStd = 0.3530;
-
-// (x - mean) / std in one pass over x, bit-identical to those two tensor operations (which it falls back to for
-// anything but a contiguous float32 CPU tensor that needs no gradient, i.e. for anything but a batch of inputs, and
-// while a forward is traced for export).
-torch::Tensor Standardize(const torch::Tensor& x, double mean, double std);
 
 // The activation named `name` (relu, gelu, tanh, sigmoid, silu, leaky_relu) applied to `x`; Error for other names.
 torch::Tensor Activate(const std::string& name, const torch::Tensor& x);

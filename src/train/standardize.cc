@@ -1,9 +1,9 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/jit/frontend/tracer.h>
 
-#include "models.h"
+#include "standardize.h"
 
-namespace dltune::internal {
+namespace dltune {
 namespace {
 
 // (x - mean) / std element by element, in float as LibTorch computes it with float scalars, so the result is
@@ -34,4 +34,4 @@ torch::Tensor Standardize(const torch::Tensor& x, double mean, double std) {
   return out;
 }
 
-}  // namespace dltune::internal
+}  // namespace dltune
