@@ -26,8 +26,9 @@ torch::Tensor ToDevice(const torch::Tensor& host, const torch::Device& device);
 std::int64_t DefaultEvalBatchSize(std::int64_t batch_size, const torch::Device& device);
 
 // Training on CUDA reproduces itself: deterministic kernels where LibTorch has them (an operation without one warns
-// rather than fails), cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG
-// must name before the first matrix product (the runner sets it for every built-in trial; `dltune train` here).
+// rather than fails; new memory is not filled with NaN, a debugging aid that costs a kernel per allocation),
+// cuDNN's deterministic algorithms, and cuBLAS's fixed workspace, which CUBLAS_WORKSPACE_CONFIG must name before the
+// first matrix product (the runner sets it for every built-in trial; `dltune train` here).
 void MakeCudaDeterministic();
 
 }  // namespace dltune
