@@ -161,9 +161,9 @@ class FusedLoop {
     if (deferred_ && settings_.cuda_graph != "false") CaptureStep();
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
-      if (profile_ && step_ == profile_start_) StartProfile();
+      profile_.StartAt(step_, device_.is_cuda());
       // As the lone trainer's: the step's span holds its update and the reads, evaluation and checkpoints after it.
-      TraceSpan step_span(tracing_, "step", step_ + 1);
+      TraceSpan step_span(profile_.tracing(), "step", step_ + 1);
       TrainStep();
       ++step_;
       const bool last = step_ == options_.max_train_steps;
@@ -172,12 +172,12 @@ class FusedLoop {
       if (!deferred_ || evaluate || step_ % settings_.log_every_steps == 0) ReadPendingSteps();
       if (evaluate) Evaluate(last);
       step_span.End();
-      if (tracing_ && step_ == profile_->end) FinishProfile("window");
+      if (profile_.EndsAt(step_)) FinishProfile("window");
       if (callbacks_ && callbacks_->ShouldStop(step_)) break;
     }
     ReadPendingSteps();
     // Stopped or every member diverged inside the window: the trace of the steps done is written all the same.
-    if (tracing_) FinishProfile(AnyActive() ? "stopped" : "diverged");
+    if (profile_.tracing() != nullptr) FinishProfile(AnyActive() ? "stopped" : "diverged");
     std::vector<FusedMemberResult> results;
     for (MemberState& member : members_) results.push_back(Finish(member));
     for (std::size_t m = 0; m < results.size(); ++m) results[m].result.profile_trace = ProfileOf(m);
@@ -277,54 +277,40 @@ class FusedLoop {
   // every member's, so it is written once, beside the first member's checkpoints, and each other member's directory
   // links to it. A group resumed inside the window records the rest of it unless the run before wrote its part.
   void PlanProfile() {
-    profile_ = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
-    if (!profile_) return;
+    const std::optional<ProfileWindow> window = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
+    if (!window) return;
     const std::string& first_dir = members_.front().spec->checkpoint_dir;
     if (first_dir.empty()) {
       throw Error("training.profile_steps needs a directory for its trace: train with a checkpoint directory");
     }
-    const std::filesystem::path path = ProfileTracePath(first_dir);
-    profile_start_ = std::max(step_, profile_->begin);
-    if (profile_start_ >= profile_->end || (step_ > profile_->begin && std::filesystem::exists(path))) {
-      profile_.reset();
-      return;
-    }
-    trace_ = std::make_unique<ProfileTrace>(path, nlohmann::json{{"profile_steps", settings_.profile_steps},
-                                                                 {"workload", workload_.name()},
-                                                                 {"max_train_steps", options_.max_train_steps},
-                                                                 {"batch_size", batch_size_},
-                                                                 {"device", device_.str()},
-                                                                 {"fused_members", count()},
-                                                                 {"resumed_from_step", step_}});
-  }
-
-  void StartProfile() {
-    trace_->Start(device_.is_cuda());
-    tracing_ = trace_.get();
+    profile_.Plan(window, settings_.profile_steps, step_, ProfileTracePath(first_dir),
+                  {{"workload", workload_.name()},
+                   {"max_train_steps", options_.max_train_steps},
+                   {"batch_size", batch_size_},
+                   {"device", device_.str()},
+                   {"fused_members", count()}});
   }
 
   // Writes the trace and links each other member's trace path to it. A trace that cannot be written is a warning:
   // training goes on.
   void FinishProfile(const std::string& ended) {
-    tracing_ = nullptr;
-    profile_.reset();
-    try {
-      trace_->Finish(ended);
-      profile_written_ = trace_->path();
-      for (std::size_t m = 1; m < members_.size(); ++m) {
-        if (members_[m].spec->checkpoint_dir.empty()) continue;
-        const std::filesystem::path link = ProfileTracePath(members_[m].spec->checkpoint_dir);
-        if (link.lexically_normal() == profile_written_.lexically_normal()) continue;  // a directory they share
-        std::error_code ignored;
-        std::filesystem::remove(link, ignored);  // a link of an earlier attempt's group
-        std::filesystem::create_directories(link.parent_path());
-        std::filesystem::create_symlink(std::filesystem::relative(profile_written_, link.parent_path()), link);
+    const auto written = profile_.Finish(ended);
+    if (!written) return;
+    profile_written_ = *written;
+    for (std::size_t m = 1; m < members_.size(); ++m) {
+      if (members_[m].spec->checkpoint_dir.empty()) continue;
+      const std::filesystem::path link = ProfileTracePath(members_[m].spec->checkpoint_dir);
+      if (link.lexically_normal() == profile_written_.lexically_normal()) continue;  // a directory they share
+      std::error_code error;
+      std::filesystem::remove(link, error);  // a link of an earlier attempt's group
+      std::filesystem::create_directories(link.parent_path(), error);
+      std::filesystem::create_symlink(std::filesystem::relative(profile_written_, link.parent_path(), error), link,
+                                      error);
+      if (error) {
+        std::fprintf(stderr, "dltune: warning: %s: no link to the group's profile trace: %s\n", link.c_str(),
+                     error.message().c_str());
       }
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      std::fprintf(stderr, "dltune: warning: no profile trace: %s\n", what.substr(0, what.find('\n')).c_str());
     }
-    trace_.reset();
   }
 
   // Member m's trace path, once the group's trace is written: the first member's file, the others' links.
@@ -396,7 +382,7 @@ class FusedLoop {
     if (!device_.is_cuda()) why_not = "the group trains on " + device_.str();
     if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
     if (why_not.empty() && DropoutOf(lone) > 0) why_not = "dropout draws its masks on the host";
-    if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
+    if (why_not.empty() && profile_.planned()) why_not = "training.profile_steps records the eager step's operators";
     if (!why_not.empty() && timed) return;
     std::optional<GraphTiming> timing;
     if (why_not.empty()) {
@@ -719,10 +705,7 @@ class FusedLoop {
   std::unique_ptr<ArrayOptimizer> optimizer_;
   std::int64_t step_ = 0;
   FusedCallbacks* callbacks_ = options_.callbacks;
-  std::optional<ProfileWindow> profile_;  // the window still to record; nullopt: none (or done)
-  std::int64_t profile_start_ = 0;        // the step after which recording starts (the window's, or a resume's)
-  std::unique_ptr<ProfileTrace> trace_;
-  ProfileTrace* tracing_ = nullptr;        // trace_ while it records, else null: what every span checks
+  ProfileRecorder profile_;                // training.profile_steps
   std::filesystem::path profile_written_;  // the group's trace, once written
   // Where the group's time went on this thread, in TrainResult::seconds' phases (the checkpoints' part on this
   // thread: copying what they hold; serializing and writing them runs beside the steps).

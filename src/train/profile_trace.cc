@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <utility>
 
@@ -189,6 +190,39 @@ void ProfileTrace::Finish(const std::string& ended) {
   const json trace = {{"traceEvents", std::move(named)}, {"displayTimeUnit", "ms"}, {"otherData", {{"dltune", about}}}};
   spans_.clear();
   WriteFileAtomically(path_, trace.dump(-1, ' ', false, json::error_handler_t::replace) + "\n", /*sync=*/false);
+}
+
+void ProfileRecorder::Plan(std::optional<ProfileWindow> window, const std::string& profile_steps, std::int64_t step,
+                           const std::filesystem::path& path, nlohmann::json metadata) {
+  window_.reset();
+  if (!window) return;
+  start_ = std::max(step, window->begin);
+  if (start_ >= window->end || (step > window->begin && std::filesystem::exists(path))) return;
+  metadata["profile_steps"] = profile_steps;
+  metadata["resumed_from_step"] = step;
+  window_ = window;
+  trace_ = std::make_unique<ProfileTrace>(path, std::move(metadata));
+}
+
+void ProfileRecorder::StartAt(std::int64_t step, bool cuda) {
+  if (!window_ || tracing_ != nullptr || step != start_) return;
+  trace_->Start(cuda);
+  tracing_ = trace_.get();
+}
+
+std::optional<std::filesystem::path> ProfileRecorder::Finish(const std::string& ended) {
+  tracing_ = nullptr;
+  window_.reset();
+  std::optional<std::filesystem::path> written;
+  try {
+    trace_->Finish(ended);
+    written = trace_->path();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    std::fprintf(stderr, "dltune: warning: no profile trace: %s\n", what.substr(0, what.find('\n')).c_str());
+  }
+  trace_.reset();
+  return written;
 }
 
 }  // namespace dltune

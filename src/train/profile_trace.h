@@ -9,10 +9,14 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "dltune/core/training_settings.h"
 
 namespace dltune {
 
@@ -56,6 +60,34 @@ class ProfileTrace {
   std::int64_t origin_ = 0;      // Now() when recording started: ts 0 of the file
   std::uint64_t thread_id_ = 0;  // the training thread, as LibTorch numbers threads in its events
   std::vector<Span> spans_;
+};
+
+// A run's profile window (training.profile_steps): planned before the first step, recording from the step the window
+// starts at, written when it ends or the run does. The lone trainer and a fused group each hold one.
+class ProfileRecorder {
+ public:
+  // Plans `window` (nullopt: none) for a run starting at step `step` (0, or the step it resumed from): a trace to
+  // `path` with `metadata` (the window's text `profile_steps` and `step` added). Nothing is planned where the window
+  // is behind the run, or where the run resumed inside it and the run before wrote the trace of its part.
+  void Plan(std::optional<ProfileWindow> window, const std::string& profile_steps, std::int64_t step,
+            const std::filesystem::path& path, nlohmann::json metadata);
+  // A window is planned and not yet written.
+  bool planned() const { return window_.has_value(); }
+  // Before step `step` + 1: starts recording where the window starts after `step` (`cuda`: operators' GPU times too).
+  void StartAt(std::int64_t step, bool cuda);
+  // The trace while it records, else null: what every TraceSpan takes.
+  ProfileTrace* tracing() const { return tracing_; }
+  // Whether step `step`, just done, is the window's last while it records.
+  bool EndsAt(std::int64_t step) const { return tracing_ != nullptr && step == window_->end; }
+  // Stops recording and writes the trace: its path, or nullopt where it could not be written (a warning on stderr:
+  // training goes on).
+  std::optional<std::filesystem::path> Finish(const std::string& ended);
+
+ private:
+  std::optional<ProfileWindow> window_;  // the window still to record; nullopt: none (or done)
+  std::int64_t start_ = 0;               // the step after which recording starts (the window's, or a resume's)
+  std::unique_ptr<ProfileTrace> trace_;  // made before the window, started at its first step
+  ProfileTrace* tracing_ = nullptr;      // trace_ while it records, else null
 };
 
 // Times the enclosing scope as a span of `trace`; does nothing (not even read the clock) when `trace` is null.

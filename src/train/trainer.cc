@@ -228,10 +228,10 @@ class Loop {
 
     auto interval_start = Clock::now();
     while (step_ < options_.max_train_steps) {
-      if (profile_ && step_ == profile_start_) StartProfile();
+      profile_.StartAt(step_, device_.is_cuda());
       // The step's span holds everything its iteration does: waiting for the batch, the update, and the metrics,
       // evaluation and checkpoint that follow it.
-      TraceSpan step_span(tracing_, "step", step_ + 1);
+      TraceSpan step_span(profile_.tracing(), "step", step_ + 1);
       if (graph_) {
         ReplayStep();
       } else {
@@ -269,7 +269,7 @@ class Loop {
         break;
       }
       step_span.End();
-      if (tracing_ && step_ == profile_->end) FinishProfile("window", result);
+      if (profile_.EndsAt(step_)) FinishProfile("window", result);
       ReportWrittenCheckpoint();
     }
     {
@@ -278,7 +278,7 @@ class Loop {
       seconds_["checkpoint"] += Seconds(Clock::now() - start);
     }
     // Stopped or diverged inside the window: the trace of the steps done is written all the same.
-    if (tracing_) {
+    if (profile_.tracing() != nullptr) {
       FinishProfile(result.outcome == TrainOutcome::kStopped ? "stopped" : "diverged", result);
     }
     result.steps = step_;
@@ -294,9 +294,9 @@ class Loop {
   // training.profile_steps: whether this run records a trace, and from which step. A run resumed inside the window
   // records the rest of it unless the run before wrote the trace of its part (stopped inside the window).
   void PlanProfile() {
-    profile_ = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
-    if (rank() != 0) profile_.reset();  // one trace, of rank 0's steps
-    if (!profile_) return;
+    std::optional<ProfileWindow> window = ProfileWindow::Parse(settings_.profile_steps, options_.max_train_steps);
+    if (rank() != 0) window.reset();  // one trace, of rank 0's steps
+    if (!window) return;
     std::filesystem::path path = options_.profile_path;
     if (path.empty()) {
       if (options_.checkpoint_dir.empty()) {
@@ -304,60 +304,41 @@ class Loop {
       }
       path = ProfileTracePath(options_.checkpoint_dir);
     }
-    profile_start_ = std::max(step_, profile_->begin);
-    if (profile_start_ >= profile_->end || (step_ > profile_->begin && std::filesystem::exists(path))) {
-      profile_.reset();
-      return;
-    }
-    trace_ = std::make_unique<ProfileTrace>(path, nlohmann::json{{"profile_steps", settings_.profile_steps},
-                                                                 {"workload", workload_.name()},
-                                                                 {"max_train_steps", options_.max_train_steps},
-                                                                 {"batch_size", hp_.batch_size},
-                                                                 {"device", device_.str()},
-                                                                 {"resumed_from_step", step_}});
-  }
-
-  void StartProfile() {
-    trace_->Start(device_.is_cuda());
-    tracing_ = trace_.get();
+    profile_.Plan(window, settings_.profile_steps, step_, path,
+                  {{"workload", workload_.name()},
+                   {"max_train_steps", options_.max_train_steps},
+                   {"batch_size", hp_.batch_size},
+                   {"device", device_.str()}});
   }
 
   // Writes the trace. A trace that cannot be written is a warning: training goes on (its checkpoints say whether the
   // disk is the trouble).
   void FinishProfile(const std::string& ended, TrainResult& result) {
-    tracing_ = nullptr;
-    profile_.reset();
-    try {
-      trace_->Finish(ended);
-      result.profile_trace = trace_->path().string();
-    } catch (const Error& e) {
-      std::fprintf(stderr, "dltune: warning: no profile trace: %s\n", FirstLine(e.what()).c_str());
-    }
-    trace_.reset();
+    if (const auto written = profile_.Finish(ended)) result.profile_trace = written->string();
   }
 
   Batch NextBatch(BatchPipeline& pipeline) {
-    TraceSpan span(tracing_, "data_wait");
+    TraceSpan span(profile_.tracing(), "data_wait");
     return pipeline.Next();
   }
 
   void TrainStep(const Batch& batch) {
     model_->train();
-    TraceSpan zero_grad(tracing_, "zero_grad");
+    TraceSpan zero_grad(profile_.tracing(), "zero_grad");
     optimizer_->ZeroGrad();
     zero_grad.End();
-    TraceSpan forward(tracing_, "forward");
+    TraceSpan forward(profile_.tracing(), "forward");
     const torch::Tensor inputs = batch.inputs.to(device_, /*non_blocking=*/true);
     const torch::Tensor labels = batch.labels.to(device_, /*non_blocking=*/true);
     torch::Tensor loss = TrainingLoss(model_->Forward(inputs), labels);
     forward.End();
     if (parallel_) parallel_->BeginStep(loss, stop_wish_);
-    TraceSpan backward(tracing_, "backward");
+    TraceSpan backward(profile_.tracing(), "backward");
     loss.backward();
     backward.End();
     if (parallel_) {
       // The gradients' mean over the ranks, and the loss of the whole global batch.
-      TraceSpan all_reduce(tracing_, "all_reduce");
+      TraceSpan all_reduce(profile_.tracing(), "all_reduce");
       const DataParallel::StepAgreement agreed = parallel_->FinishStep();
       loss = agreed.loss;
       stop_agreed_ = agreed.stop;
@@ -368,14 +349,14 @@ class Loop {
     if (on_cpu_) {
       std::optional<double> norm_before_clipping;
       if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradients();
-      TraceSpan update(tracing_, "optimizer");
+      TraceSpan update(profile_.tracing(), "optimizer");
       const double norm = optimizer_->Step(pending_lrs_.back());
       pending_norms_.push_back(norm_before_clipping.value_or(norm));
     } else {
       // On a device the norms and clip flags stay there until the log interval.
       torch::Tensor norm_before_clipping;
       if (hp_.grad_clip_norm > 0) norm_before_clipping = ClipGradientsOnDevice();
-      TraceSpan update(tracing_, "optimizer");
+      TraceSpan update(profile_.tracing(), "optimizer");
       torch::Tensor norm = optimizer_->StepDeferred(pending_lrs_.back());
       pending_device_norms_.push_back(norm_before_clipping.defined() ? norm_before_clipping : norm);
     }
@@ -395,7 +376,7 @@ class Loop {
     if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
     if (why_not.empty() && parallel_) why_not = "data-parallel ranks exchange their gradients through the host";
     if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
-    if (why_not.empty() && profile_) why_not = "training.profile_steps records the eager step's operators";
+    if (why_not.empty() && profile_.planned()) why_not = "training.profile_steps records the eager step's operators";
     if (!why_not.empty()) {
       if (!timed) SayHowTheStepTrains("trial", why_not, std::nullopt);
       return;
@@ -493,7 +474,7 @@ class Loop {
   // Polyak averaging: after each update, ema = d ema + (1 - d) weights, with d = min(ema_decay, (1 + step) / (10 +
   // step)) so that the first steps' average is not held at the initialization.
   void UpdateMovingAverage() {
-    TraceSpan span(tracing_, "ema");
+    TraceSpan span(profile_.tracing(), "ema");
     torch::NoGradGuard no_grad;
     const double decay = std::min(hp_.ema_decay, static_cast<double>(1 + step_) / static_cast<double>(10 + step_));
     const auto parameters = model_->parameters();
@@ -537,7 +518,7 @@ class Loop {
   }
   // Scales the gradients down to grad_clip_norm when their global norm is above it; returns that norm.
   torch::Tensor ClipToNorm() {
-    TraceSpan clip(tracing_, "grad_norm");
+    TraceSpan clip(profile_.tracing(), "grad_norm");
     // Each parameter's norm is one reduction without a temporary (pow(2).sum() writes and reads a squared copy, and
     // LibTorch's pow is not vectorized here); the global norm is the norm of those norms.
     std::vector<torch::Tensor> norms;
@@ -571,7 +552,7 @@ class Loop {
     seconds_["train"] += elapsed;
     seconds_["data_wait"] += data_wait;
     if (pending_losses_.empty()) return std::nullopt;
-    TraceSpan span(tracing_, "metrics");
+    TraceSpan span(profile_.tracing(), "metrics");
     PullDeviceMeasurements();
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
@@ -661,7 +642,7 @@ class Loop {
   }
 
   void Evaluate(bool last, TrainResult& result) {
-    TraceSpan span(tracing_, "evaluation");
+    TraceSpan span(profile_.tracing(), "evaluation");
     SynchronizeBuffers();
     std::vector<EvalMetric> metrics;
     {
@@ -717,7 +698,7 @@ class Loop {
   // Its report (OnCheckpoint) is sent from this thread once it is committed: at a later step, or at the end.
   void SaveCheckpoint(std::optional<double> objective) {
     if (options_.checkpoint_dir.empty()) return;
-    TraceSpan span(tracing_, "checkpoint");
+    TraceSpan span(profile_.tracing(), "checkpoint");
     const auto start = Clock::now();
     // Counted however it returns.
     struct AddOnExit {
@@ -952,10 +933,7 @@ class Loop {
   std::optional<std::int64_t> best_step_;
   std::optional<double> best_value_;
   std::optional<double> final_value_;
-  std::optional<ProfileWindow> profile_;  // the window still to record; nullopt: none (or done)
-  std::int64_t profile_start_ = 0;        // the step after which recording starts (the window's, or a resume's)
-  std::unique_ptr<ProfileTrace> trace_;   // made before the window, started at its first step
-  ProfileTrace* tracing_ = nullptr;       // trace_ while it records, else null: what every span checks
+  ProfileRecorder profile_;  // training.profile_steps
   std::vector<torch::Tensor> pending_losses_;
   std::vector<double> pending_norms_;
   std::vector<bool> pending_clipped_;
