@@ -201,9 +201,9 @@ int main(int argc, char** argv) {
       "BLAS product per member (the very products of its lone Linear layers, hence bit-identical), and the optimizer "
       "makes the same passes over the same bytes. Fusing saves only what each step costs beside that arithmetic "
       "(operator dispatch and autograd nodes per layer, loss and optimizer calls: microseconds against the products' "
-      "milliseconds), and adds a copy of each member's batch into the array's input and less cache reuse (a step walks "
-      "through every member's weights, gradients and state, a lone trial's stay in cache from step to step while they "
-      "fit). So expect a ratio near 1 on the CPU, within the noise of a shared machine; what fusing is for is the GPU, "
+      "milliseconds), and it reuses the cache less (a step walks through every member's weights, gradients and state, "
+      "a lone trial's stay in cache from step to step while they fit). So expect a ratio near 1 on the CPU, within the "
+      "noise of a shared machine; what fusing is for is the GPU, "
       "where M small products become one kernel launch that fills the device.\n");
   return identical ? EXIT_SUCCESS : EXIT_FAILURE;
 }

@@ -42,7 +42,6 @@ struct MemberState {
   const FusedMember* spec = nullptr;
   TrainingHyperParams hp;
   std::shared_ptr<Model> lone;  // its lone model: initial weights, and the shape of its checkpoints
-  std::unique_ptr<BatchPipeline> pipeline;
   std::unique_ptr<CheckpointManager> checkpoints;
   // Its checkpoint being written off the training thread (after `checkpoints`: a write ends before its manager).
   std::future<SavedCheckpoint> checkpoint_write;
@@ -145,17 +144,10 @@ class FusedLoop {
     if (settings_.valid_sample_examples > 0) {
       valid_sample_ = FixedSamples(valid_.data, settings_.valid_sample_examples, 2);
     }
-    for (MemberState& member : members_) {
-      // On the CPU each member's own pipeline (its lone trial's gathers); on a device the group's, one gather a step.
-      if (!deferred_) {
-        member.pipeline = std::make_unique<BatchPipeline>(train, batch_size_, member.spec->data_seed, step_);
-      }
-    }
-    if (deferred_) {
-      std::vector<std::uint64_t> seeds;
-      for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
-      group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
-    }
+    // The members' batches, gathered together: each member's rows in its lone trial's order, one gather a step.
+    std::vector<std::uint64_t> seeds;
+    for (const MemberState& member : members_) seeds.push_back(member.spec->data_seed);
+    group_batches_ = std::make_unique<GroupBatches>(train, batch_size_, seeds, step_);
     seconds_["data_load"] = Seconds(Clock::now() - began);
     PlanProfile();
     if (deferred_ && settings_.cuda_graph != "false") CaptureStep();
@@ -347,25 +339,18 @@ class FusedLoop {
     }
     model_->train();
     optimizer_->ZeroGrad();
-    torch::Tensor logits, targets;
-    if (group_batches_) {
-      const Batch batch = group_batches_->Next();
-      targets = batch.labels;
-      logits = model_->ForwardStacked(batch.inputs);
-    } else {
-      std::vector<torch::Tensor> inputs, labels;
-      for (MemberState& member : members_) {
-        Batch batch = member.pipeline->Next();
-        inputs.push_back(std::move(batch.inputs));
-        labels.push_back(std::move(batch.labels));
-      }
-      targets = torch::stack(labels);
-      logits = model_->Forward(inputs);
-    }
+    // The spans of a profile window, as the lone trainer's.
+    std::optional<TraceSpan> span;
+    span.emplace(profile_.tracing(), "data");
+    const Batch batch = group_batches_->Next();
+    span.emplace(profile_.tracing(), "forward");
+    const torch::Tensor logits = model_->ForwardStacked(batch.inputs);
     // Each member's mean loss; their sum's gradient is each member's own, as the members share no weight.
     const torch::Tensor losses =
-        workload_.PerExampleLoss(logits.flatten(0, 1), targets.flatten()).view({count(), batch_size_}).mean(1);
+        workload_.PerExampleLoss(logits.flatten(0, 1), batch.labels.flatten()).view({count(), batch_size_}).mean(1);
+    span.emplace(profile_.tracing(), "backward");
     losses.sum().backward();
+    span.emplace(profile_.tracing(), "optimizer");
     pending_.push_back({losses.detach(), optimizer_->StepDeferred(learning_rates, active), learning_rates});
   }
 
@@ -430,6 +415,7 @@ class FusedLoop {
   // the steps after that one, until this read, are lost with it).
   void ReadPendingSteps() {
     if (pending_.empty()) return;
+    TraceSpan span(profile_.tracing(), "metrics");
     std::vector<torch::Tensor> losses, norms;
     for (const PendingStep& step : pending_) {
       losses.push_back(step.losses);
@@ -578,6 +564,7 @@ class FusedLoop {
 
   // The lone trainer's evaluation at this step, for every active member, and its checkpoint.
   void Evaluate(bool last) {
+    TraceSpan span(profile_.tracing(), "evaluation");
     const Clock::time_point began = Clock::now();
     const double checkpoints_before = seconds_["checkpoint"];
     std::vector<std::vector<EvalMetric>> metrics(members_.size());
@@ -624,6 +611,7 @@ class FusedLoop {
   // reported when the next one starts or the member ends.
   void SaveCheckpoint(MemberState& member, std::optional<double> objective) {
     if (!member.checkpoints) return;
+    TraceSpan span(profile_.tracing(), "checkpoint");
     const Clock::time_point began = Clock::now();
     FinishCheckpointWrite(member);
     const auto m = static_cast<std::int64_t>(&member - members_.data());
@@ -693,7 +681,7 @@ class FusedLoop {
     std::vector<double> learning_rates;
   };
   std::vector<PendingStep> pending_;
-  std::unique_ptr<GroupBatches> group_batches_;  // on a device (deferred_): the members' batches, gathered together
+  std::unique_ptr<GroupBatches> group_batches_;  // the members' batches, gathered together
   std::unique_ptr<StepGraph> graph_;             // training.cuda_graph, captured; null: eager
   struct {
     torch::Tensor rows, table, losses, norms;

@@ -189,10 +189,19 @@ Batch GroupBatches::Next() { return Gather(NextRows()); }
 Batch GroupBatches::Gather(const torch::Tensor& rows) const {
   const auto members = static_cast<std::int64_t>(data_seeds_.size());
   std::vector<std::int64_t> shape = {members, batch_size_};
-  const torch::Tensor flat = rows.reshape(-1);  // member by member
-  const torch::Tensor inputs = data_.inputs.index_select(0, flat);
+  const torch::Tensor flat = rows.reshape(-1).contiguous();  // member by member
+  torch::Tensor inputs, labels;
+  if (flat.device().is_cpu()) {
+    // Each member's rows straight into the group's batch, as its lone trial's pipeline gathers them.
+    const std::span<const std::int64_t> indices(flat.data_ptr<std::int64_t>(), static_cast<std::size_t>(flat.numel()));
+    inputs = GatherRows(data_.inputs, indices);
+    labels = GatherRows(data_.labels, indices);
+  } else {
+    inputs = data_.inputs.index_select(0, flat);
+    labels = data_.labels.index_select(0, flat);
+  }
   for (std::int64_t d = 1; d < inputs.dim(); ++d) shape.push_back(inputs.size(d));
-  return {inputs.view(shape), data_.labels.index_select(0, flat).view({members, batch_size_}), next_ - 1};
+  return {inputs.view(shape), labels.view({members, batch_size_}), next_ - 1};
 }
 
 }  // namespace dltune

@@ -99,11 +99,12 @@ class BatchPipeline {
   std::thread worker_;  // last: starts after every other member is constructed
 };
 
-// The batches of a fused group's members drawn together, for a device: each member's epoch order (its data seed's, as
-// its BatchPipeline draws it) moved to the data's device once per epoch, and each step's batches of all the members
-// gathered by one index_select of the inputs and one of the labels, with no copy from the host per step. Batch k of
-// member m is, row for row, batch k of a BatchPipeline of m's data seed. On the calling thread (a device's gathers are
-// queued, not waited for); not thread-safe.
+// The batches of a fused group's members drawn together: each member's epoch order (its data seed's, as its
+// BatchPipeline draws it) moved to the data's device once per epoch, and each step's batches of all the members
+// gathered into one [M, B, ...] tensor: on a device by one index_select of the inputs and one of the labels, with no
+// copy from the host per step; on the CPU row by row, as a pipeline gathers (no copy of M separate batches into one).
+// Batch k of member m is, row for row, batch k of a BatchPipeline of m's data seed. On the calling thread (a
+// device's gathers are queued, not waited for); not thread-safe.
 class GroupBatches {
  public:
   // `data` on the device the batches are wanted on; one member per seed of `data_seeds`. Throws Error as
