@@ -16,6 +16,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
@@ -429,7 +430,8 @@ struct FusedRecorder : FusedCallbacks {
 // with Nesterov momentum, the others with Adam (the quickstart's question in one group: two runs of kinds).
 std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_t steps, std::int64_t stop_after,
                                           const std::filesystem::path& dir, FusedRecorder& recorder,
-                                          const std::string& cuda_graph = "false") {
+                                          const std::string& cuda_graph = "false",
+                                          const std::string& profile_steps = "") {
   std::vector<FusedMember> members;
   for (int m = 0; m < 3; ++m) {
     const std::map<std::string, Value> params = {{"optimizer", Value(m == 0 ? "nesterov" : "adam")},
@@ -450,6 +452,7 @@ std::vector<FusedMemberResult> TrainGroup(const std::string& device, std::int64_
   options.objective = {"valid", "error_rate", Direction::kMinimize};
   options.device = device;
   options.training.cuda_graph = cuda_graph;
+  options.training.profile_steps = profile_steps;
   options.callbacks = &recorder;
   SyntheticMlp workload;
   return TrainFused(workload, members, options);
@@ -573,6 +576,32 @@ TEST_F(CudaTraining, AProfileTraceOnCudaHasTheOperatorsGpuTimes) {
   EXPECT_THAT(trace.at("otherData").at("dltune").at("profiler").get<std::string>(),
               HasSubstr("each operator's GPU time from CUDA events"));
 }
+
+// A fused group's profile window on CUDA: one trace of the group's steps, with its operators' GPU times, and the
+// group trains eagerly meanwhile.
+TEST_F(CudaTraining, AFusedGroupsProfileTraceHasTheOperatorsGpuTimes) {
+  SKIP_WITHOUT_CUDA();
+  FusedRecorder recorder;
+  const auto results = TrainGroup("cuda", 200, 0, dir_, recorder, "auto", "20:25");
+  const std::filesystem::path trace_path = dir_ / "profile.trace.json";  // the members' directories' parent
+  for (const FusedMemberResult& result : results) EXPECT_EQ(result.result.profile_trace, trace_path.string());
+  std::ifstream in(trace_path);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int gpu_events = 0;
+  for (const auto& event : trace.at("traceEvents")) gpu_events += event.value("cat", "") == "gpu" ? 1 : 0;
+  EXPECT_GT(gpu_events, 10) << "operators of 5 steps on the GPU";
+  EXPECT_EQ(trace.at("otherData").at("dltune").at("fused_members"), 3);
+  EXPECT_EQ(trace.at("otherData").at("dltune").at("last_step"), 25);
+}
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+// Deterministic training on CUDA does not fill every new tensor with NaN (a kernel per allocation).
+TEST(CudaDeterminism, LeavesNewMemoryUnfilled) {
+  MakeCudaDeterministic();
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  EXPECT_FALSE(at::globalContext().deterministicFillUninitializedMemory());
+}
+#endif
 
 }  // namespace
 }  // namespace dltune
