@@ -43,6 +43,12 @@ std::vector<std::string> GpuPlacement::Uuids() const {
   return uuids;
 }
 
+bool GpuPlacement::Shares() const {
+  if (!pool_) return false;
+  return std::any_of(inventory_.gpus.begin(), inventory_.gpus.end(),
+                     [&](const GpuDevice& gpu) { return pool_->capacity(gpu.uuid) > 1; });
+}
+
 int GpuPlacement::GpusFor(const StudySpec& spec) const {
   // A program gets one GPU; the built-in trainer one unless training.device is cpu, its data-parallel ranks one each
   // with device cuda (with auto they train on the CPU).

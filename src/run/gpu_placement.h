@@ -48,6 +48,8 @@ class GpuPlacement {
   bool has_gpus() const { return pool_ != nullptr; }
   // The GPUs trials may use, by UUID.
   std::vector<std::string> Uuids() const;
+  // Whether some GPU takes more than one trial at once now.
+  bool Shares() const;
   // "1 GPU (GPU 0 (NVIDIA H100 80GB HBM3)), driver 550.54.15; trials per GPU: auto, measured", or "no GPU: why".
   std::string Describe() const;
   // GPUs a trial of `spec` takes: each process its resources.gpus_per_trial (auto: 1 for a command: study when there

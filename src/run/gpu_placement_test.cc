@@ -142,6 +142,7 @@ TEST_F(GpuPlacementTest, WithMpsTheTrialsOnAGpuAreClientsOfADaemonTheRunStartsAn
   for (std::uint64_t n = 0; n < 2; ++n) EXPECT_EQ(TrialFile(n, "mps"), pipe) << "trial " << n;
   EXPECT_FALSE(std::filesystem::exists(pipe));
   EXPECT_TRUE(notices_.Saw("MPS: a private MPS control daemon")) << ::testing::PrintToString(notices_.said);
+  EXPECT_FALSE(notices_.Saw("take turns on it; --mps runs")) << ::testing::PrintToString(notices_.said);
 }
 
 TEST_F(GpuPlacementTest, WithMpsThatCannotStartTheTrialsRunWithoutItAndTheRunSaysWhy) {
@@ -190,6 +191,12 @@ TEST_F(GpuPlacementTest, EachTrialGetsItsOwnGpuAndItIsRecorded) {
 TEST_F(GpuPlacementTest, AFixedNumberOfTrialsShareAGpu) {
   EXPECT_EQ(RunStudy(kOneGpu, 6, "resources: {trials_per_gpu: 3}\n", "never", 6).completed, 6);
   EXPECT_EQ(MostAtOnce(), 3);
+  // Without --mps, the run says once what would let them run side by side.
+  EXPECT_EQ(
+      std::count_if(notices_.said.begin(), notices_.said.end(),
+                    [](const std::string& s) { return s.find("take turns on it; --mps runs") != std::string::npos; }),
+      1)
+      << ::testing::PrintToString(notices_.said);
 }
 
 TEST_F(GpuPlacementTest, PackingByMeasurementStartsWithOneTrialPerGpu) {

@@ -664,6 +664,13 @@ class Worker {
       if (slot->gpu) gpus_.Progressed(*slot->gpu, slot->progress.step, now);
     }
     gpus_.Update(now);
+    // Once: without MPS, processes sharing a GPU run their kernels in turns.
+    if (!options_.mps && !told_of_mps_ && gpus_.Shares()) {
+      told_of_mps_ = true;
+      observer_.Notice(
+          "GPU packing: trials sharing a GPU take turns on it; --mps runs their kernels side by side "
+          "(docs/parallel-layout.md, \"GPUs\")");
+    }
   }
 
   void ReapFinished() {
@@ -777,6 +784,7 @@ class Worker {
   std::string worker_id_;
   std::filesystem::path dltune_;
   TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
+  bool told_of_mps_ = false;  // that --mps would let the trials sharing a GPU run side by side
   std::unique_ptr<MpsDaemon> mps_;    // --mps; declared before slots_, so it outlives their processes too
   std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;
