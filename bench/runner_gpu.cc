@@ -6,8 +6,9 @@
 //     trials on the GPU by measurement; training.cuda_graph auto, the default: each trial replays its step from a CUDA
 //     graph where that is faster) and with training.fuse: N (default 32: the whole study, both optimizers, one group);
 //     both again with --mps (the trials sharing the GPU as clients of an MPS daemon the run starts: their kernels
-//     side by side rather than taking turns); after the peers, both again with training.cuda_graph: false (every step
-//     launched eagerly), for the graphs' speed-up, unless --no-eager;
+//     side by side rather than taking turns), and unfused with --mps once more from the packing the first measured
+//     (each run has a cache directory of its own, so the others measure their packing afresh); after the peers, both
+//     again with training.cuda_graph: false (every step launched eagerly), for the graphs' speed-up, unless --no-eager;
 //   - the peer as its users run it on a GPU: bench/peers/optuna_quickstart.py --device cuda with n_jobs=1, and with 8
 //     processes sharing the GPU (--jobs 8 --parallel-mode processes); --no-peers leaves them out. With
 //     --serial-peer-trials N the n_jobs=1 peer runs N trials per optimizer, not 16 (its trials run one after another
@@ -131,9 +132,12 @@ void PrintPlacement(const fs::path& output) {
 constexpr int kDltuneRunLimitSeconds = 150;
 
 // `dltune run` of the quickstart with `training` as its training: block, and `options` (" --mps") on its command line.
+// Its cache directory (the GPU packings measured before, docs/parallel-layout.md) is its own, fresh, or the one of
+// the run named `cache_of`.
 std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, const std::string& training,
-                              const std::string& options = "") {
+                              const std::string& options = "", const std::string& cache_of = "") {
   const std::string file = FileName(name);
+  const fs::path cache = dir / ("cache_" + FileName(cache_of.empty() ? name : cache_of));
   const fs::path spec = dir / (file + ".yaml");
   {
     std::ifstream in(fs::path(DLTUNE_SOURCE_DIR) / "examples/quickstart.yaml");
@@ -145,10 +149,10 @@ std::optional<Side> RunDltune(const fs::path& dir, const std::string& name, cons
   std::printf("gpu: dltune run (%s) ...\n", name.c_str());
   std::fflush(stdout);
   Side side{.name = "dltune run, " + name};
-  side.wall =
-      Timed("cd " + ShellQuote(dir.string()) + " && timeout --kill-after=10 " + std::to_string(kDltuneRunLimitSeconds) +
-            " " + DLTUNE_CLI_PATH + " run " + ShellQuote(spec.string()) + " --no-report" + options + " --storage " +
-            ShellQuote("sqlite://" + db.string()) + " > " + ShellQuote(output.string()) + " 2>&1");
+  side.wall = Timed("cd " + ShellQuote(dir.string()) + " && DLTUNE_CACHE_DIR=" + ShellQuote(cache.string()) +
+                    " timeout --kill-after=10 " + std::to_string(kDltuneRunLimitSeconds) + " " + DLTUNE_CLI_PATH +
+                    " run " + ShellQuote(spec.string()) + " --no-report" + options + " --storage " +
+                    ShellQuote("sqlite://" + db.string()) + " > " + ShellQuote(output.string()) + " 2>&1");
   if (side.wall < 0) {
     std::printf("gpu: dltune run (%s) failed or ran past %d s; the end of its output:\n", name.c_str(),
                 kDltuneRunLimitSeconds);
@@ -240,6 +244,10 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, in
   // by side.
   run("unfused MPS", RunDltune(dir, "unfused, --mps", "  device: cuda\n", " --mps"));
   run("fused MPS", RunDltune(dir, "fused, --mps", fused_training, " --mps"));
+  // Unfused with --mps again, as the next study of this training on this GPU runs: from the packing the first measured
+  // (kept in its cache), its trials sharing the GPU from the first.
+  run("unfused MPS again",
+      RunDltune(dir, "unfused, --mps, packing measured before", "  device: cuda\n", " --mps", "unfused, --mps"));
   const bool partial = serial_peer_trials < kTrialsPerOptimizer;
   if (peers) {
     const std::string serial_name =
@@ -346,7 +354,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, in
                 BestOverall(side), reference_name, BestOverall(*reference), Met(within(side, *reference)).c_str());
   };
   const std::string processes = fmt::format("Optuna's {} processes", kPeerProcesses);
-  for (const char* key : {"unfused", "unfused MPS", "unfused eager"}) {
+  for (const char* key : {"unfused", "unfused MPS", "unfused MPS again", "unfused eager"}) {
     if (const Side* side = find(key)) {
       print_ratio(*side, serial, "Optuna n_jobs=1", kGoalOverSerialPeer);
       print_ratio(*side, parallel, processes, kGoalOverParallelPeer);

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
+#include "run/gpu_packing_cache.h"
+#include "run/parallel_layout.h"
 
 namespace dltune {
 namespace {
@@ -47,6 +50,33 @@ bool GpuPlacement::Shares() const {
   if (!pool_) return false;
   return std::any_of(inventory_.gpus.begin(), inventory_.gpus.end(),
                      [&](const GpuDevice& gpu) { return pool_->capacity(gpu.uuid) > 1; });
+}
+
+void GpuPlacement::UsePackingsMeasuredBefore(const StudySpec& spec, bool mps, std::filesystem::path cache_file) {
+  if (!pool_ || trials_per_gpu_ > 0) return;
+  nlohmann::json first_trial;
+  try {
+    first_trial = FirstTrialDescription(spec);
+  } catch (const Error&) {
+    return;  // trials proposed one at a time: nothing to key a packing by; measured as ever
+  }
+  if (cache_file.empty()) cache_file = PackingCacheFile();
+  const std::string driver = inventory_.driver_version;
+  const std::string command = spec.command;
+  std::set<std::string> models;
+  for (const GpuDevice& gpu : inventory_.gpus) models.insert(gpu.name);
+  for (const std::string& model : models) {
+    if (const auto trials = CachedPacking(cache_file, PackingKey(first_trial, command, model, driver, mps))) {
+      pool_->Know(model, *trials, fmt::format("measured before on this machine (cached in {})", cache_file.string()));
+    }
+  }
+  pool_->OnSettled([this, first_trial, command, driver, mps, cache_file](const std::string& model, int trials) {
+    try {
+      StorePacking(cache_file, PackingKey(first_trial, command, model, driver, mps), trials);
+    } catch (const std::exception& e) {
+      if (notice_) notice_(fmt::format("GPU packing: not cached: {}", e.what()));
+    }
+  });
 }
 
 int GpuPlacement::GpusFor(const StudySpec& spec) const {

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -50,6 +51,10 @@ class GpuPlacement {
   std::vector<std::string> Uuids() const;
   // Whether some GPU takes more than one trial at once now.
   bool Shares() const;
+  // With trials per GPU auto: the GPUs start at the packing measured before for `spec`'s trials (with MPS or not) on
+  // their model, where one is kept (PackingCacheFile, or `cache_file`), and each packing measured from now on is
+  // kept. Call before the first trial is placed.
+  void UsePackingsMeasuredBefore(const StudySpec& spec, bool mps, std::filesystem::path cache_file = {});
   // "1 GPU (GPU 0 (NVIDIA H100 80GB HBM3)), driver 550.54.15; trials per GPU: auto, measured", or "no GPU: why".
   std::string Describe() const;
   // GPUs a trial of `spec` takes: each process its resources.gpus_per_trial (auto: 1 for a command: study when there

@@ -12,7 +12,11 @@
 #include "analyze/time_split.h"
 #include "dltune/run/study_session.h"
 #include "report/study_text.h"
+#include "run/gpu_inventory.h"
+#include "run/gpu_packing_cache.h"
 #include "run/gpu_test_util.h"
+#include "run/nvml.h"
+#include "run/parallel_layout.h"
 #include "run/run_test_util.h"
 #include "run/worker.h"
 #include "store/export.h"
@@ -72,7 +76,10 @@ class GpuPlacementTest : public ::testing::Test {
     options.mps = mps_;
     return RunWorker(temp_.store(), options, notices_, no_stop);
   }
+  // Packings measured in a test are kept in its own directory, not the user's cache.
+  void SetUp() override { ::setenv("DLTUNE_CACHE_DIR", (temp_.dir() / "cache").c_str(), 1); }
   void TearDown() override {
+    ::unsetenv("DLTUNE_CACHE_DIR");
     ::unsetenv("OOM");
     ::unsetenv("STEPS");
     ::unsetenv("DLTUNE_MPS_CONTROL");
@@ -196,6 +203,26 @@ TEST_F(GpuPlacementTest, AFixedNumberOfTrialsShareAGpu) {
       std::count_if(notices_.said.begin(), notices_.said.end(),
                     [](const std::string& s) { return s.find("take turns on it; --mps runs") != std::string::npos; }),
       1)
+      << ::testing::PrintToString(notices_.said);
+}
+
+// A packing measured before for this training on this kind of GPU (kept in the cache directory) is where the run
+// starts: its trials share the GPU from the first, and the run says why.
+TEST_F(GpuPlacementTest, APackingMeasuredBeforeIsWhereTheRunStarts) {
+  const std::filesystem::path cache = temp_.dir() / "cache";  // the fixture's DLTUNE_CACHE_DIR
+  gpus_.emplace(kOneGpu);
+  Nvml nvml;
+  const GpuInventory inventory = FindGpus(nvml, "all");
+  ASSERT_EQ(inventory.gpus.size(), 1U);
+  const StudySpec spec = test::CommandSpec("g", "sh " + (temp_.dir() / "trial.sh").string(), temp_.dir(), 4, "");
+  StorePacking(
+      cache / "gpu-packings.json",
+      PackingKey(FirstTrialDescription(spec), spec.command, inventory.gpus[0].name, inventory.driver_version, false),
+      2);
+  const RunSummary summary = RunStudy(kOneGpu, 4, "");
+  EXPECT_EQ(summary.completed, 4);
+  EXPECT_EQ(MostAtOnce(), 2);
+  EXPECT_TRUE(notices_.Saw("2 trials at once — measured before on this machine (cached in " + cache.string()))
       << ::testing::PrintToString(notices_.said);
 }
 

@@ -197,6 +197,7 @@ OutOfMemoryVerdict GpuPool::TrialRanOutOfMemory(int lease) {
     gpu.settled = true;
     Restart(gpu);
     gpu.why = fmt::format("a trial ran out of GPU memory with {} at once", most);
+    if (settled_ && options_.trials_per_gpu <= 0) settled_(gpu.device.name, gpu.capacity);
   }
   return shared ? OutOfMemoryVerdict::kRescheduleAlone : OutOfMemoryVerdict::kInfeasible;
 }
@@ -411,6 +412,7 @@ void GpuPool::Measure(std::size_t g, bool cut_short) {
     gpu.settled = true;
     gpu.why = std::move(why);
     Restart(gpu);
+    if (settled_) settled_(gpu.device.name, capacity);
   };
   double gain = 0;
   int fewer = 0;
@@ -474,6 +476,19 @@ std::vector<std::string> GpuPool::Explain() const {
   std::vector<std::string> sentences;
   for (const Gpu& gpu : gpus_) sentences.push_back(Sentence(gpu));
   return sentences;
+}
+
+void GpuPool::Know(const std::string& model, int trials, const std::string& why) {
+  if (options_.trials_per_gpu > 0) return;
+  for (Gpu& gpu : gpus_) {
+    if (gpu.device.name != model || gpu.settled || gpu.left_out || !gpu.running.empty() || !gpu.draining.empty() ||
+        !gpu.measured.empty() || gpu.window) {
+      continue;
+    }
+    gpu.capacity = std::clamp(trials, 1, gpu.ceiling);
+    gpu.settled = true;
+    gpu.why = why;
+  }
 }
 
 int GpuPool::capacity(const std::string& uuid) const {

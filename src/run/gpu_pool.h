@@ -10,6 +10,7 @@
 // Start-ups barely use the GPU, so the next count's trials (twice as many, where their memory fits) start up while a
 // count is measured, a start-up before the measurement is due to end: they start training about when it ends, not a
 // start-up after it; one that starts training before it ends ends it with what it has. A
+// packing measured before for the same training on the same kind of GPU (Know) starts the GPU there, settled. A
 // trial that runs out of GPU memory while sharing a GPU lowers that GPU's capacity for good and is run again alone;
 // alone, it is infeasible. The pool never blocks: the caller passes `now` (seconds, any steady origin) and calls Update
 // from its loop. Not thread-safe.
@@ -106,6 +107,14 @@ class GpuPool {
   // One sentence per GPU on why it takes the trials at once it does: "GPU 0 (NVIDIA H100 80GB HBM3): 8 trials at
   // once — 16 gave 2% more steps per second than 8; memory 41% at 8".
   std::vector<std::string> Explain() const;
+  // A packing measured before for the trials to come on GPUs of `model` (GpuPlacement::UsePackingsMeasuredBefore):
+  // such a GPU that has taken no trial yet, in auto mode, takes `trials` at once from the start (no more than the most
+  // it packs), settled, saying `why`.
+  void Know(const std::string& model, int trials, const std::string& why);
+  // Told of each GPU whose measurement settled its packing, or that an out-of-memory lowered: its model and the
+  // trials it takes at once.
+  void OnSettled(std::function<void(const std::string& model, int trials)> settled) { settled_ = std::move(settled); }
+
   // Trials at once the GPU takes now; 0 for a GPU left out or not in the pool.
   int capacity(const std::string& uuid) const;
   // GPUs not left out: a trial needing more never starts.
@@ -197,6 +206,7 @@ class GpuPool {
   std::map<int, Lease> leases_;
   int next_lease_ = 1;
   std::optional<double> last_reading_, last_drain_reading_;
+  std::function<void(const std::string&, int)> settled_;  // OnSettled's
 };
 
 }  // namespace dltune

@@ -291,6 +291,32 @@ TEST(GpuPoolTest, AfterAnOutOfMemoryAutoNeverPacksAboveTheLoweredCapacity) {
   EXPECT_FALSE(rig.pool.Acquire(1, now));
 }
 
+// A packing measured before (GpuPlacement::UsePackingsMeasuredBefore) starts a fresh GPU of that model at it, settled;
+// and a packing settled by measurement (here by an out-of-memory) is told to whoever keeps them.
+TEST(GpuPoolTest, APackingMeasuredBeforeStartsAtItsCountAndASettledOneIsTold) {
+  PoolRig known(kTwoGpus, {});
+  known.pool.Know("NVIDIA H100 80GB HBM3", 3, "measured before on this machine (cached in x.json)");
+  known.pool.Know("NVIDIA H100 80GB HBM3", 99, "not applied: settled already");
+  EXPECT_EQ(known.pool.capacity("GPU-0"), 3);
+  EXPECT_THAT(known.pool.Explain()[0],
+              ::testing::StartsWith("GPU 0 (NVIDIA H100 80GB HBM3): 3 trials at once — measured before"));
+  int leased = 0;
+  while (known.pool.Acquire(1, 0)) ++leased;
+  EXPECT_EQ(leased, 6) << "three on each GPU from the first trial";
+
+  PoolRig measured(kOneGpu, {});
+  std::vector<std::pair<std::string, int>> told;
+  measured.pool.OnSettled([&](const std::string& model, int trials) { told.emplace_back(model, trials); });
+  Trial first = StartTrial(measured, 0, kGiB);
+  double now = Steady(measured.pool, {{first.lease, 100}}, 0);
+  Trial second = StartTrial(measured, now, kGiB);
+  ASSERT_NE(second.lease, 0);
+  EXPECT_EQ(measured.pool.TrialRanOutOfMemory(second.lease), OutOfMemoryVerdict::kRescheduleAlone);
+  EXPECT_THAT(told, ElementsAre(std::pair<std::string, int>("NVIDIA H100 80GB HBM3", 1)));
+  measured.pool.Know("NVIDIA H100 80GB HBM3", 8, "not applied: it has trials");
+  EXPECT_EQ(measured.pool.capacity("GPU-0"), 1);
+}
+
 TEST(GpuPoolTest, OutOfGpuMemoryIsRecognizedInStderrOrTheEndReason) {
   EXPECT_TRUE(IsOutOfGpuMemory("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"));
   EXPECT_TRUE(IsOutOfGpuMemory("torch.cuda.OutOfMemoryError: ..."));

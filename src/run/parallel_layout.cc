@@ -15,6 +15,7 @@
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/sha256.h"
+#include "core/strings.h"
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
@@ -90,12 +91,7 @@ std::optional<std::vector<LayoutMeasurement>> CachedMeasurements(const std::file
 }
 
 std::string NowText() {
-  const std::time_t now = std::time(nullptr);
-  std::tm parts{};
-  ::gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
+  return FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%dT%H:%M:%SZ", TimeZone::kUtc);
 }
 
 void StoreMeasurements(const std::filesystem::path& file, const std::string& key, const nlohmann::json& key_json,
@@ -395,5 +391,7 @@ FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, c
     return {0, fmt::format("apart: fused groups could not be measured ({})", e.what())};
   }
 }
+
+nlohmann::json FirstTrialDescription(const StudySpec& spec) { return ProbeTrial(spec); }
 
 }  // namespace dltune

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dltune/run/run_study.h"
 #include "dltune/study/study_spec.h"
 #include "run/trial_server.h"
@@ -90,5 +92,9 @@ FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, c
 // Where measured layouts are kept: $DLTUNE_CACHE_DIR, else $XDG_CACHE_HOME/dltune, else ~/.cache/dltune; the file
 // parallel-layouts.json there.
 std::filesystem::path LayoutCacheFile();
+
+// The study's first trial as its trial.json describes it to a built-in trial (what the layout probe trains). Throws
+// Error when the first trial is not planned ahead (a sampler that proposes trials one at a time).
+nlohmann::json FirstTrialDescription(const StudySpec& spec);
 
 }  // namespace dltune

@@ -333,6 +333,10 @@ class Worker {
     });
     if (!claimed) return false;
     StudySession& session = *claimed->session;
+    if (!packings_read_ && gpus_.GpusFor(session.spec()) > 0) {
+      packings_read_ = true;  // by the first study's trials: the GPUs' packing is one, whatever trains there
+      gpus_.UsePackingsMeasuredBefore(session.spec(), options_.mps);
+    }
     std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
     // A trial with checkpoints joins a group only to resume with the group it was stopped in.
     const std::optional<std::int64_t> resumes_from = limit < 2 ? std::nullopt : NewestCheckpointStep(claimed->trial);
@@ -783,8 +787,9 @@ class Worker {
   const std::atomic<int>& stops_;
   std::string worker_id_;
   std::filesystem::path dltune_;
-  TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
-  bool told_of_mps_ = false;  // that --mps would let the trials sharing a GPU run side by side
+  TrialServer trial_server_;    // forks built-in trials warm; declared before slots_, so it outlives their processes
+  bool told_of_mps_ = false;    // that --mps would let the trials sharing a GPU run side by side
+  bool packings_read_ = false;  // the packings measured before on these GPUs (UsePackingsMeasuredBefore)
   std::unique_ptr<MpsDaemon> mps_;    // --mps; declared before slots_, so it outlives their processes too
   std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;
