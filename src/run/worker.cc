@@ -16,6 +16,7 @@
 
 #include "core/machine.h"
 #include "dltune/run/study_session.h"
+#include "dltune/study/study_spec.h"
 #include "run/failure_breaker.h"
 #include "run/fused_group.h"
 #include "run/fused_trial.h"
@@ -397,13 +398,16 @@ class Worker {
   }
 
   // On the CPU a group takes one slot of the parallel layout, one core's share of the machine: where more slots are
-  // free, the study's pending trials are shared among them (groups of at most pending / free slots), so that no core
-  // idles while one group trains them all. On a GPU a group fills the device, and keeps its size.
+  // free, the trials still to start are shared among them (groups of at most those trials / free slots), so that no
+  // core idles while one group trains them all. On a GPU a group fills the device, and keeps its size.
   std::size_t ShareOfFreeSlots(const StudySession& session, std::size_t limit) {
     const int free_slots = parallel_ - UsedProcesses();
     if (free_slots < 2 || gpus_.GpusFor(session.spec()) > 0) return limit;
-    // The pending ones and the one claimed.
-    const std::size_t trials = store_.ListTrialsInState(session.study().id, TrialState::kPending).size() + 1;
+    // Those pending, those the study has yet to make (a sampler may make them as it goes), and the one claimed.
+    const TrialCounts counts = store_.CountTrials(session.study().id);
+    const auto planned = static_cast<std::int64_t>(StudyPlan(session.spec()).TrialCount());
+    const std::int64_t started = counts.made - counts.Count(TrialState::kPending);
+    const auto trials = static_cast<std::size_t>(std::max<std::int64_t>(1, planned - started + 1));
     const auto slots = static_cast<std::size_t>(free_slots);
     return std::min(limit, (trials + slots - 1) / slots);
   }
