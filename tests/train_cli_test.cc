@@ -221,6 +221,17 @@ TEST_F(TrainCli, AProfileWindowIsTracedBesideTheMetrics) {
   bool addmm = false;
   for (const auto& event : trace["traceEvents"]) addmm = addmm || event["name"] == "aten::addmm";
   EXPECT_TRUE(addmm);
+  // scripts/trace-summary sums it by operator: its two steps, and their operators' own CPU time.
+  const auto summary = dir_ / "summary.txt";
+  ASSERT_EQ(std::system(("python3 " DLTUNE_SOURCE_DIR "/scripts/trace-summary " +
+                         (out / "profile.trace.json").string() + " > " + summary.string() + " 2>&1")
+                            .c_str()),
+            0)
+      << Slurp(summary);
+  const std::string text = Slurp(summary);
+  EXPECT_THAT(text, HasSubstr("steps 10-11 (2), device cpu"));
+  EXPECT_THAT(text, HasSubstr("operators' own CPU time"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("aten::addmm +[0-9]+\\.[0-9] +[0-9]+\\.[0-9]+ ")) << "its calls and time a step";
 }
 
 TEST_F(TrainCli, ABadProfileWindowIsRefusedNamingTheSetting) {

@@ -100,13 +100,6 @@ ArrayModel::ArrayModel(const std::vector<std::shared_ptr<Model>>& members, std::
   }
 }
 
-torch::Tensor ArrayModel::Forward(const std::vector<torch::Tensor>& member_inputs) {
-  if (static_cast<std::int64_t>(member_inputs.size()) != members_) {
-    throw Error(fmt::format("{}: {} batches for {} members", what_, member_inputs.size(), members_));
-  }
-  return ForwardStacked(torch::stack(member_inputs));
-}
-
 torch::Tensor ArrayModel::ForwardShared(const torch::Tensor& inputs) {
   std::vector<std::int64_t> shape = inputs.sizes().vec();
   shape.insert(shape.begin(), members_);
@@ -151,8 +144,10 @@ void ArrayModel::CheckAgainstLoneModels(const std::vector<std::shared_ptr<Model>
   const bool training = is_training();
   eval();
   const torch::Tensor on_device = probe.to(parameters_.empty() ? torch::Device(torch::kCPU) : parameters_[0].device());
+  // The probe as every member's own batch, through the training step's forward.
   const torch::Tensor fused =
-      Forward(std::vector<torch::Tensor>(static_cast<std::size_t>(members_), on_device)).to(torch::kCPU);
+      ForwardStacked(torch::stack(std::vector<torch::Tensor>(static_cast<std::size_t>(members_), on_device)))
+          .to(torch::kCPU);
   train(training);
   for (std::int64_t m = 0; m < members_; ++m) {
     Model& lone = *members[static_cast<std::size_t>(m)];

@@ -33,10 +33,8 @@ struct InputStandardization {
 
 class ArrayModel : public torch::nn::Module {
  public:
-  // Logits [M, B, classes] from each member's own batch ([B, ...], M of them, possibly the same tensor): stacked, then
-  // ForwardStacked.
-  torch::Tensor Forward(const std::vector<torch::Tensor>& member_inputs);
-  // The same from the members' batches stacked: inputs [M, B, ...] (float32, on the model's device).
+  // Logits [M, B, classes] from the members' batches stacked: inputs [M, B, ...] (float32, on the model's device),
+  // member m's batch at m.
   virtual torch::Tensor ForwardStacked(const torch::Tensor& inputs) = 0;
   // The same from one batch [B, ...] that every member takes (an evaluation of a split they share): each member's
   // arithmetic is ForwardStacked's on that batch repeated, with the batch not copied M times (ForwardStacked of a view

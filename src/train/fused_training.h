@@ -51,10 +51,10 @@ struct FusedOptions {
   // optimizer's state there (its tensor form), deterministic kernels on; checkpoints are written from the CPU copy of
   // each member's lone model, as on the CPU.
   std::string device = "cpu";
-  // How a device trains, on the CPU too (to test it there): the members' batches gathered together (GroupBatches),
-  // the optimizer's tensor form, and each step's losses and gradient norms left where they are until the next log
-  // point (training.log_every_steps) or evaluation, where they are read and the divergence rule applied to each of
-  // those steps. Always so on a device.
+  // How a device trains, on the CPU too (to test it there): the optimizer's tensor form (on the CPU the fused loop),
+  // the step captured as a CUDA graph where it can be, and each step's losses and gradient norms left where they are
+  // until the next log point (training.log_every_steps) or evaluation, where they are read and the divergence rule
+  // applied to each of those steps. Always so on a device.
   bool deferred = false;
   FusedCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
 };
