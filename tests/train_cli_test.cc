@@ -231,7 +231,8 @@ TEST_F(TrainCli, AProfileWindowIsTracedBesideTheMetrics) {
   const std::string text = Slurp(summary);
   EXPECT_THAT(text, HasSubstr("steps 10-11 (2), device cpu"));
   EXPECT_THAT(text, HasSubstr("operators' own CPU time"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("aten::addmm +[0-9]+\\.[0-9] +[0-9]+\\.[0-9]+ ")) << "its calls and time a step";
+  EXPECT_THAT(text, ::testing::ContainsRegex("aten::addmm +[0-9]+\\.[0-9] +[0-9]+\\.[0-9]+ "))
+      << "its calls and time a step";
 }
 
 TEST_F(TrainCli, ABadProfileWindowIsRefusedNamingTheSetting) {
