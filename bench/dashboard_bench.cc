@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/files.h"
 #include "core/rng.h"
 #include "dltune/report/dashboard_api.h"
@@ -39,9 +40,8 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dltune::SteadySeconds;
 constexpr int kTrials = 10000;
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void FillStudy(dltune::Store& store) {
   const dltune::StudySpec spec = dltune::ParseStudySpec(
@@ -102,17 +102,17 @@ void PollUnderLoad(int port, const std::string& path, double rate, double second
   std::atomic<int> next{0}, answered{0}, refused{0}, other{0};
   std::mutex mutex;
   std::vector<double> times;
-  const double start = Seconds();
+  const double start = SteadySeconds();
   std::vector<std::thread> clients;
   for (int c = 0; c < 32; ++c) {
     clients.emplace_back([&] {
       for (int i; (i = next++) < requests;) {
         const double due = start + i / rate;
-        if (const double wait = due - Seconds(); wait > 0)
+        if (const double wait = due - SteadySeconds(); wait > 0)
           std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-        const double sent = Seconds();
+        const double sent = SteadySeconds();
         const int status = Get(port, path);
-        const double took = Seconds() - sent;
+        const double took = SteadySeconds() - sent;
         if (status == 200) {
           ++answered;
           const std::lock_guard<std::mutex> lock(mutex);
@@ -155,9 +155,9 @@ int main(int argc, char** argv) {
   const std::string url = "sqlite://" + (dir / "big.db").string();
   {
     const auto store = dltune::OpenStore(url);
-    const double start = Seconds();
+    const double start = SteadySeconds();
     FillStudy(*store);
-    std::printf("filled a study of %d trials in %.1f s\n", kTrials, Seconds() - start);
+    std::printf("filled a study of %d trials in %.1f s\n", kTrials, SteadySeconds() - start);
   }
   const auto store = dltune::OpenStore(url);
   for (const auto& [part, what] :
@@ -166,9 +166,9 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     std::size_t bytes = 0;
     for (int i = 0; i < 3; ++i) {
-      const double start = Seconds();
+      const double start = SteadySeconds();
       bytes = dltune::StudyJson(*store, "big", part).dump().size();
-      times.push_back(Seconds() - start);
+      times.push_back(SteadySeconds() - start);
     }
     std::sort(times.begin(), times.end());
     std::printf("study page JSON, %s: %.2f s (median of 3), %.1f MB\n", what, times[1],

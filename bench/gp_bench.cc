@@ -54,6 +54,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "dltune/search/sampler.h"
 #include "dltune/space/search_space.h"
@@ -62,6 +63,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dltune::SteadySeconds;
 using dltune::bench::TestFunction;
 using Json = nlohmann::json;
 
@@ -72,8 +74,6 @@ constexpr int kGoalEvals = 50;                     // gp's median must beat TPE'
 constexpr double kLatencyGoal = 0.5;               // seconds per gp suggestion with kLatencyHistory completed trials
 constexpr int kLatencyHistory = 200;               // completed trials ...
 const char* const kLatencyFunction = "hartmann6";  // ... of this 6-D function
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 std::string Python() {
   if (const char* python = std::getenv("DLTUNE_PYTHON")) return python;
@@ -233,7 +233,7 @@ std::unique_ptr<dltune::Sampler> MakeDltuneSampler(const std::string& name, cons
 Run RunDltune(const TestFunction& function, const dltune::SearchSpace& space, const std::string& sampler_name, int seed,
               int evals, const std::vector<int>& checkpoints) {
   Run run{.function = function.name, .sampler = sampler_name, .seed = seed};
-  const double start = Seconds();
+  const double start = SteadySeconds();
   try {
     const auto sampler = MakeDltuneSampler(sampler_name, space, seed, evals);
     std::vector<dltune::Observation> history;
@@ -259,7 +259,7 @@ Run RunDltune(const TestFunction& function, const dltune::SearchSpace& space, co
   } catch (const std::exception& e) {
     run.error = e.what();
   }
-  run.seconds = Seconds() - start;
+  run.seconds = SteadySeconds() - start;
   return run;
 }
 
@@ -285,7 +285,7 @@ std::vector<Run> RunAllDltune(const std::vector<const TestFunction*>& functions,
   std::atomic<std::size_t> next{0};
   std::mutex progress_mutex;
   std::size_t done = 0;
-  const double start = Seconds();
+  const double start = SteadySeconds();
   double last_report = start;
   auto work = [&] {
     for (std::size_t t = next++; t < tasks.size(); t = next++) {
@@ -293,7 +293,7 @@ std::vector<Run> RunAllDltune(const std::vector<const TestFunction*>& functions,
       runs[t] = RunDltune(*task.function, spaces.at(task.function->name), task.sampler, task.seed, evals, checkpoints);
       const std::lock_guard lock(progress_mutex);
       ++done;
-      const double now = Seconds();
+      const double now = SteadySeconds();
       if (!runs[t].error.empty()) {
         std::fprintf(stderr, "dltune: %s %s seed %d failed: %s\n", task.sampler.c_str(), task.function->name.c_str(),
                      task.seed, runs[t].error.c_str());
@@ -352,9 +352,9 @@ std::vector<double> GpLatency(int repeats) {
       history.push_back({std::move(params), dltune::ObservationKind::kCompleted, value});
     }
     const auto gp = MakeDltuneSampler("gp", space, repeat, kLatencyHistory + 1);
-    const double start = Seconds();
+    const double start = SteadySeconds();
     const dltune::Assignment suggestion = gp->SuggestFromHistory(kLatencyHistory, history);
-    const double elapsed = Seconds() - start;
+    const double elapsed = SteadySeconds() - start;
     if (suggestion.size() != function.dims()) throw std::runtime_error("gp suggested an incomplete assignment");
     if (repeat > 0) seconds.push_back(elapsed);
   }
@@ -582,9 +582,9 @@ int main(int argc, char** argv) {
   std::vector<Run> runs;
   std::map<std::string, double> sampler_seconds;  // wall time of the runs' phase per side
   if (!dltune_samplers.empty()) {
-    const double start = Seconds();
+    const double start = SteadySeconds();
     runs = RunAllDltune(functions, dltune_samplers, options.seeds, options.evals, checkpoints, options.jobs);
-    sampler_seconds["dltune"] = Seconds() - start;
+    sampler_seconds["dltune"] = SteadySeconds() - start;
   }
   std::vector<double> gp_latency;
   if (Contains(dltune_samplers, "gp") && options.latency_repeats > 0) {
@@ -598,10 +598,10 @@ int main(int argc, char** argv) {
   }
   std::optional<PeerResult> peer;
   if (!optuna_samplers.empty()) {
-    const double start = Seconds();
+    const double start = SteadySeconds();
     peer = RunPeer(functions, optuna_samplers, options.seeds, options.evals, checkpoints, options.jobs,
                    Contains(optuna_samplers, "tpe") ? options.latency_repeats : 0);
-    sampler_seconds["optuna"] = Seconds() - start;
+    sampler_seconds["optuna"] = SteadySeconds() - start;
     if (peer) {
       runs.insert(runs.end(), peer->runs.begin(), peer->runs.end());
     } else {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/clock.h"
 #include "dltune/store/store.h"
 #include "store/tracking.h"
 
@@ -14,16 +15,10 @@ namespace dltune::bench {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-}  // namespace
-
 double Timed(const std::string& command) {
-  const double start = Seconds();
+  const double start = SteadySeconds();
   const int status = std::system(command.c_str());
-  const double elapsed = Seconds() - start;
+  const double elapsed = SteadySeconds() - start;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr, "failed (status %d): %s\n", status, command.c_str());
     return -1;

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/clock.h"
 #include "core/files.h"
 #include "dltune/report/dashboard_api.h"
 #include "dltune/store/store.h"
@@ -29,15 +30,14 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-double Seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+using dltune::SteadySeconds;
 
 // Peak resident memory (kB) of the last command Timed ran, and of what it waited for.
 long last_peak_kb = 0;
 
 // Runs a shell command; its wall time in seconds, or a negative number when it exited with another status.
 double Timed(const std::string& command, int expected_status = 0) {
-  const double start = Seconds();
+  const double start = SteadySeconds();
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
@@ -46,7 +46,7 @@ double Timed(const std::string& command, int expected_status = 0) {
   int status = 0;
   rusage usage{};
   ::wait4(pid, &status, 0, &usage);
-  const double elapsed = Seconds() - start;
+  const double elapsed = SteadySeconds() - start;
   last_peak_kb = usage.ru_maxrss;
   if (!WIFEXITED(status) || WEXITSTATUS(status) != expected_status) {
     std::fprintf(stderr, "failed (status %d): %s\n", status, command.c_str());
@@ -122,9 +122,9 @@ ReadTimes TimeReads(const fs::path& db) {
   times.show = Timed(std::string(DLTUNE_CLI_PATH) + " show big" + storage);
   times.studies = Timed(std::string(DLTUNE_CLI_PATH) + " studies" + storage);
   auto store = dltune::OpenStoreReadOnly("sqlite://" + db.string());
-  const double start = Seconds();
+  const double start = SteadySeconds();
   const std::size_t bytes = dltune::StudiesJson(*store).dump().size();
-  times.dashboard = bytes > 0 ? Seconds() - start : -1;
+  times.dashboard = bytes > 0 ? SteadySeconds() - start : -1;
   return times;
 }
 

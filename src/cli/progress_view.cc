@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "core/strings.h"
 #include "dltune/study/study_spec.h"
 #include "store/tracking.h"
@@ -14,9 +15,7 @@
 namespace dltune::cli {
 namespace {
 
-double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
-
-std::string Clock() { return FormatClockTime(Now(), "%H:%M:%S", TimeZone::kLocal); }
+std::string Clock() { return FormatClockTime(WallSeconds(), "%H:%M:%S", TimeZone::kLocal); }
 
 std::string TrialName(const TrialProgress& t) {
   return t.substudy.empty() || t.substudy == "all" ? fmt::format("trial {}", t.number)
@@ -38,7 +37,12 @@ std::string Bar(double fraction, int width) {
 }
 
 ProgressView::ProgressView(Store& store, std::int64_t study_id, int parallel, bool live, std::FILE* out)
-    : store_(store), study_id_(study_id), parallel_(std::max(1, parallel)), live_(live), out_(out), started_(Now()) {}
+    : store_(store),
+      study_id_(study_id),
+      parallel_(std::max(1, parallel)),
+      live_(live),
+      out_(out),
+      started_(WallSeconds()) {}
 
 ProgressView::~ProgressView() { Close(); }
 
@@ -96,7 +100,7 @@ int ProgressView::StudyTrialCount(const StudyRecord& study) {
 }
 
 std::string ProgressView::TotalsLine() {
-  const double now = Now();
+  const double now = WallSeconds();
   if (now - last_totals_ >= 2) {
     last_totals_ = now;
     std::array<int, 6> counts{};
@@ -176,7 +180,7 @@ void ProgressView::Tick(const std::vector<TrialProgress>& running) {
     std::fflush(out_);
     return;
   }
-  const double now = Now();
+  const double now = WallSeconds();
   if (now - last_plain_status_ < 30) return;  // a status line every half minute in logs
   last_plain_status_ = now;
   std::string line = TotalsLine();

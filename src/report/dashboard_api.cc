@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
@@ -161,17 +162,7 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
           {"trials", trials}};
 }
 
-namespace {
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string StudyPageCache::Get(const std::string& key, double updated_at, const std::function<std::string()>& build) {
   std::unique_lock<std::mutex> lock(mutex_);

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/files.h"
 #include "core/machine.h"
 #include "core/sha256.h"
@@ -141,7 +142,7 @@ double MeasureLayout(const LayoutRequest& request, const std::filesystem::path& 
         --running;
       }
     }
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kProbeTimeoutSeconds) {
+    if (Seconds(std::chrono::steady_clock::now() - start) > kProbeTimeoutSeconds) {
       throw Error(fmt::format("the probe took longer than {:.0f} s", kProbeTimeoutSeconds));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

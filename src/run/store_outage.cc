@@ -6,12 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
+
 namespace dltune {
 namespace {
-
-double WallClock() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 void RealSleep(double seconds) { std::this_thread::sleep_for(std::chrono::duration<double>(seconds)); }
 
@@ -20,7 +18,7 @@ void RealSleep(double seconds) { std::this_thread::sleep_for(std::chrono::durati
 StoreOutage::StoreOutage(double patience, RunObserver& observer, Clock now, Sleep sleep)
     : patience_(patience),
       observer_(observer),
-      now_(now ? std::move(now) : Clock(WallClock)),
+      now_(now ? std::move(now) : Clock(WallSeconds)),
       sleep_(sleep ? std::move(sleep) : Sleep(RealSleep)) {}
 
 bool StoreOutage::Wait(const StoreUnavailableError& error) {

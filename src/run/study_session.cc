@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/strings.h"
@@ -292,7 +293,7 @@ namespace {
 class StoreTimer {
  public:
   explicit StoreTimer(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~StoreTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  ~StoreTimer() { total_ += Seconds(std::chrono::steady_clock::now() - start_); }
   StoreTimer(const StoreTimer&) = delete;
   StoreTimer& operator=(const StoreTimer&) = delete;
 

@@ -26,6 +26,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "core/clock.h"
 #include "core/files.h"
 #include "crc32c.h"
 
@@ -260,10 +261,6 @@ std::string Hex32(std::uint32_t value) {
 
 std::string ErrnoText() { return std::generic_category().message(errno); }
 
-double NowSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string Hostname() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
@@ -285,7 +282,7 @@ std::string TfEventsEvalTag(std::string_view split, std::string_view metric) {
 
 void TfEventsWriter::FileCloser::operator()(std::FILE* file) const { std::fclose(file); }
 
-TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir) : TfEventsWriter(dir, NowSeconds()) {}
+TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir) : TfEventsWriter(dir, WallSeconds()) {}
 
 TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir, double wall_time) {
   std::error_code error;

@@ -12,17 +12,12 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "dltune/core/error.h"
 #include "run/trial_report.h"
 
 namespace dltune {
-namespace {
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
+namespace {}  // namespace
 
 bool IsRendezvousVariable(const std::string& name) {
   for (const char* variable : kRendezvousVariables) {

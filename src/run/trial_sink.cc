@@ -4,12 +4,11 @@
 #include <chrono>
 #include <limits>
 
+#include "core/clock.h"
 #include "core/files.h"
 
 namespace dltune {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // Removes the checkpoint at `path` when it really lies in `trial_dir`: the directories on its way are resolved
 // through symbolic links first, so that a link never leads retention out of the trial directory (or onto dltune's
@@ -79,7 +78,7 @@ void TrialSink::Handle(const ReportLine& line) {
     HandleStart(*line.start);
   } else if (line.train) {
     trial_.ReportTrain(*line.train);
-    ToTensorBoard([&](TfEventsWriter& events) { events.AddTrainMeasurement(*line.train, Now()); });
+    ToTensorBoard([&](TfEventsWriter& events) { events.AddTrainMeasurement(*line.train, WallSeconds()); });
     progress_.step = line.train->step;
   } else if (line.eval) {
     HandleEval(*line.eval);
@@ -93,7 +92,7 @@ void TrialSink::Handle(const ReportLine& line) {
 }
 
 void TrialSink::HandleStart(const ReportStart& start) {
-  trial_.AddTime({{"startup", Now() - spawned_at_}});
+  trial_.AddTime({{"startup", WallSeconds() - spawned_at_}});
   start_seen_ = true;
   trial_.Begin(start.step);
   manages_checkpoints_ = start.manages_checkpoints;
@@ -106,14 +105,15 @@ void TrialSink::HandleEval(const ReportEval& eval) {
   trial_.ReportEval(eval.step, eval.split, eval.metrics, eval.examples);
   ToTensorBoard([&](TfEventsWriter& events) {
     for (const auto& [metric, value] : eval.metrics) {
-      events.AddEvalMeasurement({.step = eval.step, .split = eval.split, .metric = metric, .value = value}, Now());
+      events.AddEvalMeasurement({.step = eval.step, .split = eval.split, .metric = metric, .value = value},
+                                WallSeconds());
     }
     events.Flush();
   });
   progress_.step = std::max(progress_.step, eval.step);
   progress_.objective = trial_.final_value();
   progress_.best = trial_.best_value();
-  last_written_at_ = Now();
+  last_written_at_ = WallSeconds();
 }
 
 // A write that fails (a full disk) is the machine's fault, not the trial's: the trial is asked to stop (it

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "core/machine.h"
 #include "dltune/run/study_session.h"
 #include "dltune/study/study_spec.h"
@@ -36,8 +37,6 @@
 
 namespace dltune {
 namespace {
-
-double Now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 struct FusedGroup;
 
@@ -79,7 +78,7 @@ constexpr double kTimeoutGraceSeconds = 30;
 // A trial that never started, or whose attempt is no longer ours, gives its GPUs back.
 void ReleaseGpus(Slot& slot, GpuPlacement& gpus) {
   if (!slot.gpu) return;
-  gpus.Ended(*slot.gpu, slot.process ? slot.process->pids() : std::vector<pid_t>{}, "", "", *slot.trial, Now());
+  gpus.Ended(*slot.gpu, slot.process ? slot.process->pids() : std::vector<pid_t>{}, "", "", *slot.trial, WallSeconds());
   slot.gpu.reset();
 }
 
@@ -92,7 +91,7 @@ std::optional<GpuMemoryEnding> EndGpus(Slot& slot, GpuPlacement& gpus, const Exi
   const bool unsuccessful = !status.ok() || infeasible;
   auto ending =
       gpus.Ended(*slot.gpu, slot.process->pids(), unsuccessful ? TailOfFile(slot.trial_dir / "stderr.log") : "",
-                 infeasible ? end->reason : "", *slot.trial, Now());
+                 infeasible ? end->reason : "", *slot.trial, WallSeconds());
   slot.gpu.reset();
   return ending;
 }
@@ -231,7 +230,7 @@ class FreeSlots {
   // Takes the `count` longest-free slots; returns when the last of them came free (the run's start for slots never
   // used).
   double Take(int count) {
-    if (free_since_.empty()) return Now();
+    if (free_since_.empty()) return WallSeconds();
     double since = 0;
     for (int i = 0; i < count && !free_since_.empty(); ++i) {
       since = std::max(since, free_since_.front());
@@ -253,7 +252,7 @@ struct FreeUnlessStarted {
   FreeUnlessStarted(const FreeUnlessStarted&) = delete;
   FreeUnlessStarted& operator=(const FreeUnlessStarted&) = delete;
   ~FreeUnlessStarted() {
-    if (!started) free_slots.Release(count, Now());
+    if (!started) free_slots.Release(count, WallSeconds());
   }
 };
 
@@ -284,14 +283,14 @@ class Worker {
 
   RunSummary Run() {
     BecomeSubreaper();  // a trial's orphaned descendants stay ours, to be ended with it
-    free_slots_.Open(parallel_, Now());
+    free_slots_.Open(parallel_, WallSeconds());
     summary_.retried += studies_.SweepLostTrials(true);
-    double next_claim = 0, next_sweep = Now() + options_.stale_after / 2, next_tick = 0;
+    double next_claim = 0, next_sweep = WallSeconds() + options_.stale_after / 2, next_tick = 0;
     bool announced_wait = false;
     while (true) {
       try {
         HandleStopRequests();
-        const double now = Now();
+        const double now = WallSeconds();
         if (!stopping_ && UsedProcesses() < parallel_ && now >= next_claim) {
           while (UsedProcesses() < parallel_ && ClaimAndStart()) {
           }
@@ -437,7 +436,7 @@ class Worker {
                       .number = trial.number(),
                       .substudy = trial.record().substudy_label,
                       .max_steps = TrialMaxTrainSteps(spec, trial.record().params),
-                      .started_at = Now()};
+                      .started_at = WallSeconds()};
     slot->trial.emplace(std::move(trial));
     return slot;
   }
@@ -473,7 +472,7 @@ class Worker {
   bool Launch(Slot& slot, double free_since) {
     const StudySpec& spec = slot.session->spec();
     ActiveTrial& active = *slot.trial;
-    slot.gpu = gpus_.Assign(spec, slot.session->study().id, active.number(), Now());
+    slot.gpu = gpus_.Assign(spec, slot.session->study().id, active.number(), WallSeconds());
     const PreparedTrial prepared = PrepareTrial(spec, slot.session->study(), active, dltune_,
                                                 std::max(1, options_.threads_per_trial), gpus_.VisibleTo(slot.gpu));
     slot.trial_dir = prepared.trial_dir;
@@ -486,7 +485,7 @@ class Worker {
       if (std::filesystem::is_symlink(log, error)) std::filesystem::remove(log, error);
     }
     command.environment["DLTUNE_RESUME_MAX_STEP"] = std::to_string(slot.sink->ResumeLimit());
-    const double spawned_at = Now();
+    const double spawned_at = WallSeconds();
     slot.sink->ProcessStarted(spawned_at);
     active.AddTime({{"scheduling", spawned_at - free_since}});
     if (gang_) {
@@ -547,7 +546,7 @@ class Worker {
   void LaunchGroup(std::vector<std::unique_ptr<Slot>>& members, double free_since) {
     Slot& first = *members.front();
     const StudySpec& spec = first.session->spec();
-    first.gpu = gpus_.Assign(spec, first.session->study().id, first.trial->number(), Now());
+    first.gpu = gpus_.Assign(spec, first.session->study().id, first.trial->number(), WallSeconds());
     auto group = std::make_shared<FusedGroup>(members.size());
     TrialCommand command;
     std::string files;
@@ -570,7 +569,7 @@ class Worker {
     AddMpsClient(command, first.gpu.has_value());
     command.argv = {dltune_.string(), "run-fused"};
     command.environment[kFusedTrialsVariable] = files;
-    const double spawned_at = Now();
+    const double spawned_at = WallSeconds();
     for (auto& member : members) {
       member->sink->ProcessStarted(spawned_at);
       member->trial->AddTime({{"scheduling", spawned_at - free_since}});
@@ -636,7 +635,7 @@ class Worker {
   }
 
   void EnforceTimeouts() {
-    const double now = Now();
+    const double now = WallSeconds();
     for (auto& slot : slots_) {
       EnforceTimeout(*slot, now, observer_);
       EnforceEndGrace(*slot, now, options_.end_grace_seconds, observer_);
@@ -646,7 +645,7 @@ class Worker {
   // Writes what each trial reported since its last write, which tells the store it is alive; an evaluation is such
   // a write too.
   void HeartbeatAll() {
-    const double now = Now();
+    const double now = WallSeconds();
     for (auto& slot : slots_) {
       if (slot->lease_lost || now - std::max(slot->last_flush, slot->sink->last_written_at()) < heartbeat_every_) {
         continue;
@@ -691,9 +690,9 @@ class Worker {
       }
       while (slot.process->report_fd() >= 0) ReadReport(slot, false);
       ReadReport(slot, true);
-      if (!slot.lease_lost) slot.sink->AccountProcessTime(Now());
+      if (!slot.lease_lost) slot.sink->AccountProcessTime(WallSeconds());
       Conclude(slot, *status);
-      free_slots_.Release(slot.processes, Now());
+      free_slots_.Release(slot.processes, WallSeconds());
       it = slots_.erase(it);
     }
   }
@@ -745,7 +744,7 @@ class Worker {
                              .reason = ending.reason,
                              .best_step = slot.trial->best_step(),
                              .best_value = slot.trial->best_value(),
-                             .seconds = Now() - slot.progress.started_at,
+                             .seconds = WallSeconds() - slot.progress.started_at,
                              .trial_dir = slot.trial_dir.string()});
   }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "dltune/core/error.h"
 
 #ifdef DLTUNE_CUDA_GRAPHS
@@ -62,7 +63,7 @@ double StepGraph::SecondsPerRun(const std::function<void()>& run, int runs) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < runs; ++i) run();
     c10::cuda::device_synchronize();
-    fastest = std::min(fastest, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    fastest = std::min(fastest, Seconds(std::chrono::steady_clock::now() - start));
   }
   return fastest / std::max(1, runs);
 }
@@ -103,7 +104,7 @@ CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed) {
   StepGraph& graph = *captured.graph;
   captured.timing =
       GraphTiming{.eager_seconds = eager, .replay_seconds = StepGraph::SecondsPerRun([&graph] { graph.Replay(); })};
-  captured.timing->capture_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  captured.timing->capture_seconds = Seconds(std::chrono::steady_clock::now() - began);
   if (!captured.timing->ReplayWins()) captured.graph.reset();
   return captured;
 }

@@ -18,6 +18,7 @@
 #include "array_optimizer.h"
 #include "checkpoint.h"
 #include "checkpoint_state.h"
+#include "core/clock.h"
 #include "core/eval_schedule.h"
 #include "core/files.h"
 #include "core/rng.h"
@@ -35,7 +36,6 @@ namespace dltune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // A member while it trains.
 struct MemberState {

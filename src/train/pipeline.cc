@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/clock.h"
 #include "dltune/core/error.h"
 
 namespace dltune {
@@ -142,7 +143,7 @@ Batch BatchPipeline::Next() {
   if (queue_.empty() && !error_) {
     const auto start = std::chrono::steady_clock::now();
     ready_.wait(lock, [&] { return !queue_.empty() || error_ != nullptr; });
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    wait_seconds_ += Seconds(std::chrono::steady_clock::now() - start);
   }
   if (queue_.empty()) std::rethrow_exception(error_);
   Batch batch = std::move(queue_.front());

@@ -24,6 +24,7 @@
 
 #include "checkpoint.h"
 #include "checkpoint_state.h"
+#include "core/clock.h"
 #include "core/eval_schedule.h"
 #include "core/files.h"
 #include "core/rng.h"
@@ -55,7 +56,6 @@ void TrainerOptions::Validate() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Sums over an evaluation, kept on the device until the end.
 struct EvalSums {
@@ -704,7 +704,7 @@ class Loop {
     struct AddOnExit {
       double& total;
       std::chrono::steady_clock::time_point start;
-      ~AddOnExit() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+      ~AddOnExit() { total += Seconds(std::chrono::steady_clock::now() - start); }
     } add{seconds_["checkpoint"], start};
     torch::Tensor rank_generators, rank_cuda_generators;
     if (parallel_) {

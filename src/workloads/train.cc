@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
+#include "core/clock.h"
 #include "dltune/core/error.h"
 #include "dltune/workloads/registry.h"
 #include "models.h"
@@ -111,7 +112,7 @@ class GroupStepTimer : public FusedCallbacks {
   bool ShouldStop(std::int64_t step) override {
     const auto now = std::chrono::steady_clock::now();
     if (step > kWarmUpSteps) {
-      const double seconds = std::chrono::duration<double>(now - last_).count();
+      const double seconds = Seconds(now - last_);
       times_.push_back(seconds);
       measured_ += seconds;
     }
