@@ -383,6 +383,21 @@ TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   EXPECT_THAT(show.out, HasSubstr("failed"));
 }
 
+// A built-in trial that ends on an error is listed with the error it printed, not only its exit status.
+TEST_F(RunCli, AFailedTrialIsListedWithTheErrorItPrinted) {
+  const Result result = test::RunDltune("run " + WriteSpec(1, 20, 10).string() + " --no-report --storage " + StoreUrl(),
+                                        dir_, "DLTUNE_INJECT_FAULT=bogus");
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  const std::string said =
+      "the trial program ended with exit status 2: DLTUNE_INJECT_FAULT: 'bogus' is not KIND@TRIAL:STEP";
+  EXPECT_THAT(result.out, HasSubstr(said));
+  const auto store = OpenStore(StoreUrl());
+  for (const TrialRecord& trial : store->ListTrials(store->FindStudy("smoke")->id)) {
+    EXPECT_EQ(trial.state, TrialState::kFailed);
+    EXPECT_EQ(trial.reason, said);
+  }
+}
+
 TEST_F(RunCli, TheExplorationThenExploitationExamplesRunEndToEnd) {
   // examples/synthetic.yaml (halton), then examples/synthetic_exploit.yaml (gp, warm-started from the first), as
   // shipped, with fewer steps and their trial directories in the test's directory.

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
@@ -32,6 +34,18 @@ TrialEnding Succeeded(ActiveTrial& trial, const EndedTrial& ended) {
   if (state != TrialState::kFailed) return {state, "", ""};
   const std::string reason = "it reported no evaluation of the objective";
   return {state, reason, FailureCause(reason, "")};
+}
+
+// ": WHAT" where the program's standard error ends with dltune's own error line ("dltune: error: WHAT": the built-in
+// trainer's, say, or a wrapper's dltune), else "": the reason a failed trial is listed with says what went wrong.
+std::string DltuneError(const std::string& stderr_tail) {
+  constexpr std::string_view kPrefix = "dltune: error: ";
+  std::string_view tail = stderr_tail;
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
+  const std::size_t newline = tail.find_last_of('\n');
+  const std::string_view last = newline == std::string_view::npos ? tail : tail.substr(newline + 1);
+  if (last.substr(0, kPrefix.size()) != kPrefix || last.size() == kPrefix.size()) return "";
+  return ": " + std::string(last.substr(kPrefix.size()));
 }
 
 }  // namespace
@@ -93,7 +107,7 @@ TrialEnding RecordEnding(ActiveTrial& trial, const EndedTrial& ended) {
                                             "resumes from its latest checkpoint");
   }
   if (status.ok()) return Succeeded(trial, ended);
-  std::string reason = "the trial program ended with " + status.Describe();
+  std::string reason = "the trial program ended with " + status.Describe() + DltuneError(stderr_tail);
   // A data-parallel trial: the rank that ended first is the cause; rank 0 only lost its peer.
   if (!ended.peer_failure.empty()) {
     reason = fmt::format("{}; rank 0 then ended with {} (see {})", ended.peer_failure, status.Describe(),

@@ -21,6 +21,7 @@
 #include "run/trial_report.h"
 #include "study/command_template.h"
 #include "train/blas_kernels.h"
+#include "train/torch_build.h"
 
 namespace dltune {
 namespace {
@@ -90,6 +91,15 @@ void CheckWorkerCanTrain(const StudySpec& spec) {
         fmt::format("{}: study '{}' names neither workload: nor command:, so a worker has nothing to train; a "
                     "study without either is trained by your own program through the ask/tell API (see "
                     "examples/ask_tell)",
+                    spec.file, spec.name));
+  }
+  // Every trial would fail the same way at its start: said once, before any starts.
+  if (spec.command.empty() && spec.training.device == "cuda" && !LibTorchHasCuda()) {
+    throw Error(
+        fmt::format("{}: study '{}' sets training.device: cuda, and the LibTorch this dltune was built against "
+                    "has no CUDA, so its built-in trainer cannot train on a GPU: build dltune against a LibTorch "
+                    "with CUDA (README, \"On a GPU machine\"), or set training.device to auto (a GPU where "
+                    "there is one, else the CPU) or cpu",
                     spec.file, spec.name));
   }
 }

@@ -24,7 +24,8 @@ struct PreparedTrial {
 void CheckWorkloadKnown(const StudySpec& spec);
 
 // Throws Error unless a worker of this program can train `spec`'s trials: it names a workload this program knows
-// (CheckWorkloadKnown) or a command:. A study with neither is an ask/tell study, trained by its own program.
+// (CheckWorkloadKnown) or a command:, and a built-in trainer asked for training.device: cuda has a LibTorch with CUDA.
+// A study with neither workload: nor command: is an ask/tell study, trained by its own program.
 void CheckWorkerCanTrain(const StudySpec& spec);
 // Whether a worker of this program can train the recorded study's trials (CheckWorkerCanTrain).
 bool WorkerCanTrain(const StudyRecord& study);

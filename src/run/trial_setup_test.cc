@@ -7,6 +7,7 @@
 
 #include "run/checkpoint_owner.h"
 #include "run_test_util.h"
+#include "train/torch_build.h"
 
 namespace dltune {
 namespace {
@@ -104,6 +105,33 @@ TEST(TrialSetup, BuiltinTrialsRunDltuneAndReproduceWithTrain) {
                                 "--out " + (temp.dir() / "runs" / session.study().uid / "trial_0-again").string()}) {
     EXPECT_NE(reproduce.find(flag), std::string::npos) << flag << " missing from: " << reproduce;
   }
+}
+
+// A built-in trainer asked for CUDA by a dltune whose LibTorch has none is refused before any trial starts (each would
+// fail alike at its start); a command: trial, or the trainer on auto, is not.
+TEST(TrialSetup, TheBuiltinTrainerOnCudaNeedsALibTorchWithCuda) {
+  const std::string common =
+      "name: g\nmax_train_steps: 50\nobjective: {metric: valid/accuracy, direction: maximize}\n"
+      "space:\n  learning_rate: {min: 0.01, max: 0.1}\n";
+  const StudySpec builtin =
+      ParseStudySpec(common + "workload: {name: synthetic}\ntraining: {device: cuda}\n", "g.yaml");
+  if (LibTorchHasCuda()) {
+    EXPECT_NO_THROW(CheckWorkerCanTrain(builtin));
+  } else {
+    try {
+      CheckWorkerCanTrain(builtin);
+      ADD_FAILURE() << "a study on CUDA was accepted by a dltune without CUDA";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("g.yaml: study 'g' sets training.device: cuda"), std::string::npos) << what;
+      EXPECT_NE(what.find("has no CUDA"), std::string::npos) << what;
+      EXPECT_NE(what.find("set training.device to auto"), std::string::npos) << what;
+    }
+  }
+  EXPECT_NO_THROW(CheckWorkerCanTrain(
+      ParseStudySpec(common + "workload: {name: synthetic}\ntraining: {device: auto}\n", "g.yaml")));
+  EXPECT_NO_THROW(CheckWorkerCanTrain(
+      ParseStudySpec(common + "command: ./train.sh {params_file}\ntraining: {device: cuda}\n", "g.yaml")));
 }
 
 // Two studies with the same run_dir, or the same name in two stores, never share a trial directory; a directory
