@@ -9,6 +9,7 @@
 #include "dltune/core/error.h"
 #include "run/gpu_packing_cache.h"
 #include "run/parallel_layout.h"
+#include "train/torch_build.h"
 
 namespace dltune {
 namespace {
@@ -81,9 +82,10 @@ void GpuPlacement::UsePackingsMeasuredBefore(const StudySpec& spec, bool mps, st
 
 int GpuPlacement::GpusFor(const StudySpec& spec) const {
   // A program gets one GPU; the built-in trainer one unless training.device is cpu, its data-parallel ranks one each
-  // with device cuda (with auto they train on the CPU).
-  const bool builtin_on_gpu = spec.command.empty() && (spec.training.device == "cuda" ||
-                                                       (spec.training.device != "cpu" && spec.training.processes == 1));
+  // with device cuda (with auto they train on the CPU, as a trainer whose LibTorch has no CUDA does).
+  const bool builtin_on_gpu =
+      spec.command.empty() && (spec.training.device == "cuda" ||
+                               (spec.training.device != "cpu" && spec.training.processes == 1 && LibTorchHasCuda()));
   const int per_process =
       spec.resources.gpus_per_trial.value_or(pool_ && (!spec.command.empty() || builtin_on_gpu) ? 1 : 0);
   return per_process * std::max(1, spec.training.processes);

@@ -20,6 +20,7 @@
 #include "run/run_test_util.h"
 #include "run/worker.h"
 #include "store/export.h"
+#include "train/torch_build.h"
 
 namespace dltune {
 namespace {
@@ -302,8 +303,8 @@ TEST_F(GpuPlacementTest, AStudyAskingForMoreGpusThanTheWorkerHasIsRefusedAtOnce)
   }
 }
 
-// A built-in trial gets a GPU unless training.device is cpu; a data-parallel one gets one per rank with device cuda,
-// none with auto (its ranks train on the CPU).
+// A built-in trial gets a GPU unless training.device is cpu (or auto with a LibTorch without CUDA, which trains on the
+// CPU); a data-parallel one gets one per rank with device cuda, none with auto (its ranks train on the CPU).
 TEST_F(GpuPlacementTest, ABuiltinTrialGetsAGpuUnlessItTrainsOnTheCpu) {
   gpus_.emplace(kOneGpu);
   GpuPlacement placement("all", 0, {});
@@ -314,7 +315,7 @@ TEST_F(GpuPlacementTest, ABuiltinTrialGetsAGpuUnlessItTrainsOnTheCpu) {
             "\ntraining: " + training + "\nspace:\n  learning_rate: {min: 0.01, max: 1}\n",
         "b.yaml");
   };
-  EXPECT_EQ(placement.GpusFor(builtin("{}")), 1);
+  EXPECT_EQ(placement.GpusFor(builtin("{}")), LibTorchHasCuda() ? 1 : 0);
   EXPECT_EQ(placement.GpusFor(builtin("{device: cuda}")), 1);
   EXPECT_EQ(placement.GpusFor(builtin("{device: cpu}")), 0);
   EXPECT_EQ(placement.GpusFor(builtin("{processes: 2}")), 0);
