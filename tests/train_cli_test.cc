@@ -221,7 +221,7 @@ TEST_F(TrainCli, AProfileWindowIsTracedBesideTheMetrics) {
   bool addmm = false;
   for (const auto& event : trace["traceEvents"]) addmm = addmm || event["name"] == "aten::addmm";
   EXPECT_TRUE(addmm);
-  // scripts/trace-summary sums it by operator: its two steps, and their operators' own CPU time.
+  // scripts/trace-summary sums it by operator: its two steps, their parts, and their operators' own CPU time.
   const auto summary = dir_ / "summary.txt";
   ASSERT_EQ(std::system(("python3 " DLTUNE_SOURCE_DIR "/scripts/trace-summary " +
                          (out / "profile.trace.json").string() + " > " + summary.string() + " 2>&1")
@@ -230,6 +230,7 @@ TEST_F(TrainCli, AProfileWindowIsTracedBesideTheMetrics) {
       << Slurp(summary);
   const std::string text = Slurp(summary);
   EXPECT_THAT(text, HasSubstr("steps 10-11 (2), device cpu"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("its parts \\(wall time, ms a step\\): .*forward [0-9]+\\.[0-9]{3}"));
   EXPECT_THAT(text, HasSubstr("operators' own CPU time"));
   EXPECT_THAT(text, ::testing::ContainsRegex("aten::addmm +[0-9]+\\.[0-9] +[0-9]+\\.[0-9]+ "))
       << "its calls and time a step";
