@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -154,6 +155,19 @@ int KillProcessesWithToken(const std::string& token) {
   return killed;
 }
 
+std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string, std::string>& trial_environment) {
+  const auto starts_with = [](const std::string& text, std::string_view prefix) { return text.rfind(prefix, 0) == 0; };
+  std::map<std::string, std::string> load;
+  for (const auto& [key, value] : trial_environment) {
+    // Not the thread counts either: the server loads with one thread, and a built-in trial sets its own count
+    // (LibTorch's, which the OpenMP build of OpenBLAS follows) before it computes.
+    if (starts_with(key, "DLTUNE_") || IsRendezvousVariable(key) || IsThreadCountVariable(key)) continue;
+    if (starts_with(key, "CUDA_") || starts_with(key, "CUBLAS_") || starts_with(key, "NCCL_")) continue;
+    load[key] = value;
+  }
+  return load;
+}
+
 void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : token_(NewToken()) {
@@ -188,16 +202,8 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
     std::unique_lock<std::mutex> lock(leaders_mutex);
     std::optional<pid_t> warm;
     if (server != nullptr && command.warm_start) {
-      // What libraries read as they load. Not the thread counts: the server loads with one thread, and a built-in
-      // trial sets its own count (LibTorch's, which the OpenMP build of OpenBLAS follows) before it computes.
-      std::map<std::string, std::string> load_environment;
-      for (const auto& [key, value] : command.environment) {
-        if (key.rfind("DLTUNE_", 0) != 0 && !IsRendezvousVariable(key) && !IsThreadCountVariable(key)) {
-          load_environment[key] = value;
-        }
-      }
-      warm =
-          server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1], load_environment);
+      warm = server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1],
+                           LoadEnvironmentOf(command.environment));
     }
     if (warm) {
       pid_ = *warm;

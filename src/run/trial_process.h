@@ -69,6 +69,13 @@ class TrialProcess {
   std::optional<ExitStatus> status_;
 };
 
+// What of a built-in trial's environment libraries read as they load, and so what a trial server must have been
+// started with to fork the trial (TrialServer::Start's `load_environment`): all but dltune's own variables, the
+// rendezvous and the thread counts (a trial sets its own), and what CUDA and its libraries read only when a process
+// starts CUDA (CUDA_*, CUBLAS_*, NCCL_*: the GPUs a trial is given, MPS's pipes), which a server never does and its
+// trials do after the fork. So trials on different GPUs share one server.
+std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string, std::string>& trial_environment);
+
 // The last `max_lines` lines (at most `max_bytes` bytes) of a text file; "" when it cannot be read.
 std::string TailOfFile(const std::filesystem::path& path, std::size_t max_lines = 20, std::size_t max_bytes = 4096);
 

@@ -1,4 +1,5 @@
-// A warm trial forked while its worker dies ends at once instead of waiting to become the worker's child.
+// A warm trial forked while its worker dies ends at once instead of waiting to become the worker's child; trials
+// that differ only in what CUDA reads as it starts share a server.
 #include "run/trial_server.h"
 
 #include <sys/prctl.h>
@@ -8,6 +9,8 @@
 #include <chrono>
 
 #include <gtest/gtest.h>
+
+#include "run/trial_process.h"
 
 namespace dltune {
 namespace {
@@ -63,6 +66,29 @@ TEST_F(WarmTrialParent, ATrialWhoseWorkerIsGoneEndsAtOnce) {
   const auto [status, seconds] = ForkTrialFor(GonePid(), 10);
   EXPECT_EQ(status, 1);
   EXPECT_LT(seconds, 2);
+}
+
+// Trials on other GPUs (or with other MPS pipes, or other ranks, thread counts and trial files) need no server of
+// their own: a server never starts CUDA; its trials do, after the fork. A BLAS kernel setting does.
+TEST(TrialServerLoadEnvironment, TrialsOnOtherGpusShareAServer) {
+  const std::map<std::string, std::string> first = {{"OPENBLAS_CORETYPE", "Haswell"},
+                                                    {"CUDA_VISIBLE_DEVICES", "GPU-0a"},
+                                                    {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+                                                    {"CUBLAS_WORKSPACE_CONFIG", ":4096:8"},
+                                                    {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/mps/pipe"},
+                                                    {"NCCL_DEBUG", "WARN"},
+                                                    {"DLTUNE_TRIAL", "/runs/trial_0/trial.json"},
+                                                    {"OMP_NUM_THREADS", "2"},
+                                                    {"MASTER_PORT", "29500"}};
+  std::map<std::string, std::string> second = first;
+  second["CUDA_VISIBLE_DEVICES"] = "GPU-1b";
+  second["DLTUNE_TRIAL"] = "/runs/trial_1/trial.json";
+  second["OMP_NUM_THREADS"] = "4";
+  second["MASTER_PORT"] = "29501";
+  EXPECT_EQ(LoadEnvironmentOf(first), (std::map<std::string, std::string>{{"OPENBLAS_CORETYPE", "Haswell"}}));
+  EXPECT_EQ(LoadEnvironmentOf(second), LoadEnvironmentOf(first));
+  second["OPENBLAS_CORETYPE"] = "SkylakeX";
+  EXPECT_NE(LoadEnvironmentOf(second), LoadEnvironmentOf(first));
 }
 
 }  // namespace
