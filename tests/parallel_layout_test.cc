@@ -16,8 +16,11 @@
 
 #include "cli_runner.h"
 #include "core/machine.h"
+#include "dltune/store/store.h"
 #include "own_directory.h"
 #include "run/trial_process.h"
+#include "run/trial_server.h"
+#include "run/trial_setup.h"
 
 namespace dltune {
 namespace {
@@ -207,6 +210,17 @@ TEST_F(ChooseLayout, TheProbeIsForkedByOneTrialServerForEveryThreadCount) {
   const ParallelLayout layout = ChooseParallelLayout(Spec(40, 1000), request);
   EXPECT_THAT(layout.basis, ::testing::StartsWith("measured (2×1: "));
   EXPECT_EQ(server.servers_started(), 1);
+  // The study's trials then start from the same server: the probes' settings are a trial's.
+  const StudySpec spec = Spec(40, 1000, "{threads: 1}");
+  const auto store = OpenStore("sqlite://" + (dir_ / "s.db").string(), true);
+  StudySession session = StudySession::OpenOrCreate(*store, spec, "");
+  const std::optional<ActiveTrial> trial = session.Ask("test:1");
+  ASSERT_TRUE(trial);
+  const PreparedTrial prepared = PrepareTrial(spec, session.study(), *trial, DLTUNE_CLI);
+  {
+    TrialProcess process(prepared.command, &server);  // killed as it goes
+  }
+  EXPECT_EQ(server.servers_started(), 1) << "the trial needed a trial server of its own";
 }
 
 TEST_F(ChooseLayout, AnUnreadableCacheIsMeasuredAgainAndAFailedProbeFallsBack) {

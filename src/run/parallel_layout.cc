@@ -40,15 +40,15 @@ std::string Describe(int trials, int threads) {
   return fmt::format("{} at once, {} each", Plural(trials, "trial", "trials"), Plural(threads, "thread", "threads"));
 }
 
-// The settings a probe process trains with: the BLAS kernels a trial gets, and the library's own thread count.
+// The settings a probe process trains with: a built-in trial's (its BLAS kernels, ...: one trial server forks both),
+// and the library's own thread count.
 std::map<std::string, std::string> ProbeEnvironment(int threads, double seconds, const std::filesystem::path& trial) {
-  std::map<std::string, std::string> environment = {{"DLTUNE_TRIAL", trial.string()},
-                                                    {"DLTUNE_PROBE_SECONDS", fmt::format("{}", seconds)},
-                                                    {"DLTUNE_THREADS", std::to_string(threads)},
-                                                    {"OMP_NUM_THREADS", std::to_string(threads)},
-                                                    {"MKL_NUM_THREADS", std::to_string(threads)}};
-  if (const auto blas = FasterBlasEnvironment()) environment[blas->first] = blas->second;
-  if (const auto wait = PassiveWaitEnvironment()) environment[wait->first] = wait->second;
+  std::map<std::string, std::string> environment = SharedTrialEnvironment(/*builtin=*/true);
+  environment.insert({{"DLTUNE_TRIAL", trial.string()},
+                      {"DLTUNE_PROBE_SECONDS", fmt::format("{}", seconds)},
+                      {"DLTUNE_THREADS", std::to_string(threads)},
+                      {"OMP_NUM_THREADS", std::to_string(threads)},
+                      {"MKL_NUM_THREADS", std::to_string(threads)}});
   return environment;
 }
 

@@ -225,6 +225,18 @@ nlohmann::json GpusJson(const std::vector<GpuDevice>& gpus) {
 
 }  // namespace
 
+std::map<std::string, std::string> SharedTrialEnvironment(bool builtin) {
+  std::map<std::string, std::string> environment;
+  if (const auto wait = PassiveWaitEnvironment()) environment[wait->first] = wait->second;
+  if (const auto python_path = PythonPathWithClient()) environment["PYTHONPATH"] = *python_path;
+  if (builtin) {
+    // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
+    if (const auto blas = FasterBlasEnvironment()) environment[blas->first] = blas->second;
+    environment["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8";  // cuBLAS's deterministic workspace, on CUDA
+  }
+  return environment;
+}
+
 PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study, const ActiveTrial& trial,
                            const std::filesystem::path& dltune_executable, int auto_threads,
                            const std::optional<std::vector<GpuDevice>>& gpus) {
@@ -274,19 +286,13 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
                          {"DLTUNE_THREADS", threads},
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
-  if (const auto wait = PassiveWaitEnvironment()) command.environment[wait->first] = wait->second;
-  if (const auto python_path = PythonPathWithClient()) command.environment["PYTHONPATH"] = *python_path;
+  for (const auto& [name, value] : SharedTrialEnvironment(spec.command.empty())) command.environment[name] = value;
   if (gpus) {
     // By UUID, in the order NVML lists them: what the trial sees is what it was given, whatever CUDA's own order.
     std::string visible;
     for (const auto& gpu : *gpus) visible += (visible.empty() ? "" : ",") + gpu.uuid;
     command.environment["CUDA_VISIBLE_DEVICES"] = visible;
     command.environment["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  }
-  if (spec.command.empty()) {
-    // The built-in trainer's process starts with the BLAS kernels it would otherwise restart itself to get.
-    if (const auto blas = FasterBlasEnvironment()) command.environment[blas->first] = blas->second;
-    command.environment["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8";  // cuBLAS's deterministic workspace, on CUDA
   }
   command.stdout_path = prepared.trial_dir / "stdout.log";
   command.stderr_path = prepared.trial_dir / "stderr.log";

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,12 @@ struct PreparedTrial {
   bool resuming = false;            // it ran before (its trial.json existed)
   TrialCommand command;
 };
+
+// What every trial process gets in its environment besides its own variables (DLTUNE_*, its threads, its GPUs): the
+// OpenMP wait policy and the Python client on PYTHONPATH, and for the built-in trainer (`builtin`) its faster BLAS
+// kernels and cuBLAS's deterministic workspace. A layout probe's process gets the built-in trainer's, so that the
+// trial server that forks the probes forks the study's trials too (its load environment is the same).
+std::map<std::string, std::string> SharedTrialEnvironment(bool builtin);
 
 // Throws SpecError, at the spec's workload: key, when the spec names a workload this program does not know (a
 // workload of your own is known to the program that registers it: examples/custom_workload).
