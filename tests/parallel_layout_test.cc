@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -221,6 +223,34 @@ TEST_F(ChooseLayout, TheProbeIsForkedByOneTrialServerForEveryThreadCount) {
     TrialProcess process(prepared.command, &server);  // killed as it goes
   }
   EXPECT_EQ(server.servers_started(), 1) << "the trial needed a trial server of its own";
+}
+
+// dltune run warms its trial server before the layout is chosen: the study's trials are then forked by it, not by a
+// server of their own.
+TEST_F(ChooseLayout, AServerWarmedAheadForksTheStudysTrials) {
+  BecomeSubreaper();
+  TrialServer server;
+  const StudySpec spec = Spec(4, 100, "{threads: 1}");
+  server.Warm(DLTUNE_CLI, LoadEnvironmentOf(SharedTrialEnvironment(/*builtin=*/true)),
+              {{"DLTUNE_WORKLOAD", spec.workload.name}, {"DLTUNE_WORKLOAD_ARGS", spec.workload.args.dump()}});
+  EXPECT_EQ(server.servers_started(), 1);
+  const auto store = OpenStore("sqlite://" + (dir_ / "s.db").string(), true);
+  StudySession session = StudySession::OpenOrCreate(*store, spec, "");
+  const std::optional<ActiveTrial> trial = session.Ask("test:1");
+  ASSERT_TRUE(trial);
+  const PreparedTrial prepared = PrepareTrial(spec, session.study(), *trial, DLTUNE_CLI);
+  TrialProcess process(prepared.command, &server);
+  EXPECT_EQ(server.servers_started(), 1) << "the trial needed a trial server of its own";
+  std::optional<ExitStatus> status;
+  for (int i = 0; i < 600 && !status; ++i) {
+    std::string report;
+    if (process.report_fd() >= 0) process.ReadReport(report);
+    status = process.TryWait();
+    if (!status) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(status->ok()) << status->Describe() << ": " << test::Slurp(prepared.command.stderr_path);
+  EXPECT_THAT(test::Slurp(prepared.command.stdout_path), HasSubstr("started warm: forked by trial server"));
 }
 
 TEST_F(ChooseLayout, AnUnreadableCacheIsMeasuredAgainAndAFailedProbeFallsBack) {

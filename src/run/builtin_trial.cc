@@ -247,12 +247,22 @@ BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path) { return ReadBuilt
 
 void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment) {
   static std::set<std::string> prepared;  // workload name and arguments
-  const auto trial_path = environment.find("DLTUNE_TRIAL");
-  if (trial_path == environment.end()) return;
-  const BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path->second);
-  const std::string key = run.workload + " " + run.args.dump();
+  std::string workload;
+  nlohmann::json args;
+  if (const auto trial_path = environment.find("DLTUNE_TRIAL"); trial_path != environment.end()) {
+    const BuiltinTrialRun run = ReadBuiltinTrialFile(trial_path->second);
+    workload = run.workload;
+    args = run.args;
+  } else if (const auto named = environment.find("DLTUNE_WORKLOAD"); named != environment.end()) {
+    workload = named->second;  // TrialServer::Warm's, before any trial
+    const auto named_args = environment.find("DLTUNE_WORKLOAD_ARGS");
+    args = nlohmann::json::parse(named_args == environment.end() ? "{}" : named_args->second);
+  } else {
+    return;
+  }
+  const std::string key = workload + " " + args.dump();
   if (prepared.count(key)) return;
-  PreloadWorkloadData(run.workload, run.args);
+  PreloadWorkloadData(workload, args);
   prepared.insert(key);
 }
 

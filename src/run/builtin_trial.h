@@ -37,7 +37,8 @@ std::vector<std::string> EvalLines(std::int64_t step, const std::vector<EvalMetr
 std::string RequireWorkerVariable(const char* name, const char* command);
 
 // A trial server's preparation for the built-in trial whose environment is `environment`: decodes the data set of
-// the workload its DLTUNE_TRIAL names, once per workload and arguments (PreloadWorkloadData). Throws Error when the
+// the workload its DLTUNE_TRIAL names (or, ahead of any trial, DLTUNE_WORKLOAD with DLTUNE_WORKLOAD_ARGS as JSON),
+// once per workload and arguments (PreloadWorkloadData). Throws Error when the
 // trial's files or data cannot be read (the trial then meets and reports the same error itself).
 void PrepareBuiltinTrial(const std::map<std::string, std::string>& environment);
 

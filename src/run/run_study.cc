@@ -37,7 +37,7 @@ std::filesystem::path DltuneExecutable(const RunOptions& options) {
 }
 
 // Chooses the layout of the study's trials (measuring it if need be) and sets it in `worker`. The probe's processes
-// are forked by `trial_server`, which then forks the study's trials too: it is started once, for both.
+// are forked by `trial_server`, which then forks the study's trials too: it is started once, for both, here.
 ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunOptions& options, WorkerOptions& worker,
                            TrialServer& trial_server, RunObserver& observer) {
   const TrialCounts counts = store.CountTrials(session.study().id);
@@ -52,6 +52,13 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
                               .trials_on_gpus = GpuPlacement(options.gpus, 1, {}).GpusFor(session.spec()) > 0};
   BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
   worker.trial_server = &trial_server;
+  const StudySpec& spec = session.spec();
+  if (spec.command.empty() && !spec.workload.name.empty()) {
+    // Loaded and its data decoded while the layout is chosen and the worker starts: the first trial (or probe) is
+    // forked at once.
+    trial_server.Warm(DltuneExecutable(options), LoadEnvironmentOf(SharedTrialEnvironment(/*builtin=*/true)),
+                      {{"DLTUNE_WORKLOAD", spec.workload.name}, {"DLTUNE_WORKLOAD_ARGS", spec.workload.args.dump()}});
+  }
   ParallelLayout layout = ChooseParallelLayout(session.spec(), request);
   observer.LayoutChosen(layout);
   worker.parallel = layout.trials * layout.processes;  // the worker counts processes

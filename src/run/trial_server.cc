@@ -102,6 +102,18 @@ Request ParseRequest(const std::string& text) {
           json.at("cwd").get<std::string>(), json.at("parent").get<pid_t>()};
 }
 
+// A request to prepare ahead ({"prepare": {"VAR": "value", ...}}, TrialServer::Warm): its environment; nullopt for
+// any other message.
+std::optional<std::map<std::string, std::string>> PrepareRequest(const std::string& text) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_object() || !json.contains("prepare") || !json["prepare"].is_object()) return std::nullopt;
+  std::map<std::string, std::string> environment;
+  for (const auto& [name, value] : json["prepare"].items()) {
+    if (value.is_string()) environment[name] = value.get<std::string>();
+  }
+  return environment;
+}
+
 // In the forked trial: waits to be the worker's child, then takes on the trial's descriptors, directory,
 // environment and signal state. Exits (127) when it cannot become the trial it was asked to be.
 ServedTrial BecomeTrial(const Request& request, const std::vector<int>& fds, int control_fd, pid_t server) {
@@ -168,6 +180,16 @@ std::optional<ServedTrial> ServeTrials(int control_fd,
   std::string text;
   std::vector<int> fds;
   while (ReceiveMessage(control_fd, kMaxRequest, text, fds)) {
+    if (const auto ahead = PrepareRequest(text)) {
+      // TrialServer::Warm: prepared now, before any trial asks; nothing is forked, and no reply is awaited.
+      CloseAll(fds);
+      try {
+        prepare(*ahead);
+      } catch (...) {
+        // The first trial meets the same problem itself.
+      }
+      continue;
+    }
     nlohmann::json reply;
     try {
       const Request request = ParseRequest(text);
@@ -282,14 +304,29 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   return true;
 }
 
+bool TrialServer::WarmStartsHere() const {
+  if (failed_) return false;
+  if (const char* warm = std::getenv("DLTUNE_WARM_TRIALS"); warm && std::string(warm) == "0") return false;
+  int subreaper = 0;
+  return ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper != 0;
+}
+
+void TrialServer::Warm(const std::string& executable, const std::map<std::string, std::string>& load_environment,
+                       const std::map<std::string, std::string>& prepare_environment) {
+  if (!WarmStartsHere()) return;
+  if (!EnsureRunning(executable, load_environment)) {
+    failed_ = true;
+    return;
+  }
+  // Not answered: the first Start's request waits behind it, and a server that died is found out there.
+  SendMessage(control_fd_, nlohmann::json{{"prepare", prepare_environment}}.dump(), {});
+}
+
 std::optional<pid_t> TrialServer::Start(const std::vector<std::string>& argv,
                                         const std::vector<std::string>& environment, const std::string& working_dir,
                                         int out_fd, int err_fd, int report_fd,
                                         const std::map<std::string, std::string>& load_environment) {
-  if (failed_ || argv.empty()) return std::nullopt;
-  if (const char* warm = std::getenv("DLTUNE_WARM_TRIALS"); warm && std::string(warm) == "0") return std::nullopt;
-  int subreaper = 0;
-  if (::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) != 0 || subreaper == 0) return std::nullopt;
+  if (argv.empty() || !WarmStartsHere()) return std::nullopt;
   if (!EnsureRunning(argv[0], load_environment)) {
     failed_ = true;
     return std::nullopt;

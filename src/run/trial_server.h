@@ -66,10 +66,19 @@ class TrialServer {
                              const std::string& working_dir, int out_fd, int err_fd, int report_fd,
                              const std::map<std::string, std::string>& load_environment);
 
+  // Starts the server now, where Start would fork trials (with `executable` and `load_environment` as Start's), and
+  // has it prepare what a trial with `prepare_environment` needs (decode its data set) without waiting for it: the
+  // first trial then starts from a server that is ready. Nothing is forked.
+  void Warm(const std::string& executable, const std::map<std::string, std::string>& load_environment,
+            const std::map<std::string, std::string>& prepare_environment);
+
   // Server processes started so far (one unless a change of load environment or a death replaced it).
   int servers_started() const { return servers_started_; }
 
  private:
+  // Whether trials start warm here: not disabled (DLTUNE_WARM_TRIALS=0), this process a child subreaper, and no
+  // server failed before.
+  bool WarmStartsHere() const;
   bool EnsureRunning(const std::string& executable, const std::map<std::string, std::string>& load_environment);
   void Shutdown();
 
