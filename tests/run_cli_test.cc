@@ -383,6 +383,18 @@ TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
   EXPECT_THAT(show.out, HasSubstr("failed"));
 }
 
+// A study that asks for GPUs this machine lacks is refused before it is made (none of its trials could start).
+TEST_F(RunCli, AStudyAskingForGpusTheMachineLacksIsRefusedBeforeItIsMade) {
+  const Result result = test::RunDltune("run " + WriteSpec(1, 20, 10, "resources: {gpus_per_trial: 1}\n").string() +
+                                            " --no-report --storage " + StoreUrl(),
+                                        dir_, "DLTUNE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("study smoke asks for 1 GPU per trial (resources.gpus_per_trial), and this "
+                                    "worker has no GPU"));
+  EXPECT_THAT(result.out, Not(HasSubstr("parallel layout")));
+  EXPECT_FALSE(OpenStore(StoreUrl())->FindStudy("smoke"));
+}
+
 // A built-in trial that ends on an error is listed with the error it printed, not only its exit status.
 TEST_F(RunCli, AFailedTrialIsListedWithTheErrorItPrinted) {
   const Result result = test::RunDltune("run " + WriteSpec(1, 20, 10).string() + " --no-report --storage " + StoreUrl(),

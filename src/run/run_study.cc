@@ -44,12 +44,13 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
   const auto ended = static_cast<std::uint64_t>(
       counts.Count(TrialState::kCompleted) + counts.Count(TrialState::kInfeasible) + counts.Count(TrialState::kFailed));
   const std::uint64_t planned = StudyPlan(session.spec()).TrialCount();
+  const GpuPlacement gpus(options.gpus, 1, {});
   const LayoutRequest request{.parallel = options.parallel,
                               .trials_to_run = planned > ended ? planned - ended : 0,
                               .dltune_executable = DltuneExecutable(options),
                               .progress = [&observer](const std::string& what) { observer.MeasuringLayout(what); },
                               .trial_server = &trial_server,
-                              .trials_on_gpus = GpuPlacement(options.gpus, 1, {}).GpusFor(session.spec()) > 0};
+                              .trials_on_gpus = gpus.GpusFor(session.spec()) > 0};
   BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
   worker.trial_server = &trial_server;
   const StudySpec& spec = session.spec();
@@ -157,6 +158,7 @@ RunSummary RunAsGangMember(const StudySpec& spec, const WorkerGang& gang, RunObs
 RunSummary RunStudy(Store& store, const StudySpec& spec, const RunOptions& options, RunObserver& observer,
                     const std::atomic<int>& stop_requests) {
   CheckWorkerCanTrain(spec);
+  GpuPlacement(options.gpus, 1, {}).CheckCanRun(spec);  // GPUs it asks for and this machine lacks: refused before
   const StudySession session = OpenOrCreateStudy(store, spec, options);
   observer.StudyOpened(store, session.study(), session.spec());
   WorkerOptions worker = ToWorkerOptions(options);
