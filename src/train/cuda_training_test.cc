@@ -27,6 +27,7 @@
 #include "fused_training.h"
 #include "optimizer.h"
 #include "synthetic_data.h"
+#include "torch_build.h"
 
 namespace dltune {
 namespace {
@@ -174,6 +175,17 @@ TEST(TrainingDevice, CudaWithoutADeviceIsAnErrorNamingTheSetting) {
     FAIL() << "no Error";
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("training.device is cuda, and this process sees no CUDA device: "));
+  }
+}
+
+// The runner asks the build whether LibTorch has CUDA (it must not start CUDA itself); the process that trains asks
+// LibTorch. They agree.
+TEST(TrainingDevice, TheBuildKnowsWhetherLibTorchHasCuda) {
+  if (HasCuda()) {
+    EXPECT_TRUE(LibTorchHasCuda()) << "CUDA runs here, and the build says its LibTorch has none";
+  }
+  if (!LibTorchHasCuda()) {
+    EXPECT_FALSE(torch::hasCUDA());
   }
 }
 
