@@ -4,8 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -15,11 +13,10 @@
 #include "core/clock.h"
 #include "core/files.h"
 #include "core/machine.h"
-#include "core/sha256.h"
-#include "core/strings.h"
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
+#include "run/machine_cache.h"
 #include "run/trial_process.h"
 #include "run/trial_setup.h"
 #include "train/blas_kernels.h"
@@ -30,7 +27,11 @@ namespace {
 constexpr double kEqualWithin = 0.03;         // layouts this close in estimated time count as equal
 constexpr double kProbeTimeoutSeconds = 120;  // a probe process past this is killed and the measurement abandoned
 constexpr int kProbeRounds = 2;               // each candidate is measured this many times, its fastest kept
-constexpr int kCacheVersion = 1;
+
+// parallel-layouts.json (`file`): the measurements of each machine and workload.
+MachineCache LayoutCache(const std::filesystem::path& file) {
+  return {.file = file, .version = 1, .section = "layouts"};
+}
 
 std::string Plural(int count, const char* one, const char* many) {
   return fmt::format("{} {}", count, count == 1 ? one : many);
@@ -63,23 +64,13 @@ nlohmann::json CacheKey(const nlohmann::json& probe_trial, int cores) {
           {"params", probe_trial.at("params")}};
 }
 
-nlohmann::json ReadCache(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  if (!in) return nlohmann::json::object();
-  nlohmann::json cache = nlohmann::json::parse(in, nullptr, false);
-  if (!cache.is_object() || cache.value("version", 0) != kCacheVersion || !cache.contains("layouts")) {
-    return nlohmann::json::object();  // unreadable or from another version: measured again and rewritten
-  }
-  return cache;
-}
-
 std::optional<std::vector<LayoutMeasurement>> CachedMeasurements(const std::filesystem::path& file,
                                                                  const std::string& key) {
-  const nlohmann::json cache = ReadCache(file);
-  if (!cache.contains("layouts") || !cache["layouts"].contains(key)) return std::nullopt;
+  const std::optional<nlohmann::json> cached = LayoutCache(file).Entry(key);
+  if (!cached) return std::nullopt;
   std::vector<LayoutMeasurement> measured;
   try {
-    for (const auto& entry : cache["layouts"][key].at("measurements")) {
+    for (const auto& entry : cached->at("measurements")) {
       measured.push_back(
           {entry.at("trials").get<int>(), entry.at("threads").get<int>(), entry.at("steps_per_second").get<double>()});
       if (!(measured.back().steps_per_second > 0)) return std::nullopt;
@@ -91,22 +82,13 @@ std::optional<std::vector<LayoutMeasurement>> CachedMeasurements(const std::file
   return measured;
 }
 
-std::string NowText() {
-  return FormatClockTime(static_cast<double>(std::time(nullptr)), "%Y-%m-%dT%H:%M:%SZ", TimeZone::kUtc);
-}
-
 void StoreMeasurements(const std::filesystem::path& file, const std::string& key, const nlohmann::json& key_json,
                        const std::vector<LayoutMeasurement>& measured) {
-  nlohmann::json cache = ReadCache(file);
-  cache["version"] = kCacheVersion;
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& m : measured) {
     entries.push_back({{"trials", m.trials}, {"threads", m.threads}, {"steps_per_second", m.steps_per_second}});
   }
-  cache["layouts"][key] = {{"machine_and_workload", key_json}, {"measured_at", NowText()}, {"measurements", entries}};
-  std::error_code error;
-  std::filesystem::create_directories(file.parent_path(), error);
-  WriteFileAtomically(file, cache.dump(2) + "\n", false);
+  LayoutCache(file).Store(key, {{"machine_and_workload", key_json}, {"measurements", entries}});
 }
 
 // Runs `trials` probe processes at once with `threads` threads each, each training for `seconds` (a fused group of
@@ -304,7 +286,7 @@ ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& 
   try {
     const nlohmann::json probe_trial = ProbeTrial(spec);
     const nlohmann::json key_json = CacheKey(probe_trial, cores);
-    const std::string key = Sha256Hex(key_json.dump()).substr(0, 16);
+    const std::string key = MachineCache::EntryName(key_json);
     const std::filesystem::path cache = request.cache_file.empty() ? LayoutCacheFile() : request.cache_file;
     std::vector<LayoutMeasurement> measured;
     std::string basis;
