@@ -37,14 +37,15 @@ std::filesystem::path DltuneExecutable(const RunOptions& options) {
 }
 
 // Chooses the layout of the study's trials (measuring it if need be) and sets it in `worker`. The probe's processes
-// are forked by `trial_server`, which then forks the study's trials too: it is started once, for both, here.
-ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunOptions& options, WorkerOptions& worker,
-                           TrialServer& trial_server, RunObserver& observer) {
+// are forked by `trial_server`, which then forks the study's trials too: it is started once, for both, here. `gpus`
+// says whether its trials train on GPUs (then the layout is not measured on the CPU).
+ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunOptions& options,
+                           const GpuPlacement& gpus, WorkerOptions& worker, TrialServer& trial_server,
+                           RunObserver& observer) {
   const TrialCounts counts = store.CountTrials(session.study().id);
   const auto ended = static_cast<std::uint64_t>(
       counts.Count(TrialState::kCompleted) + counts.Count(TrialState::kInfeasible) + counts.Count(TrialState::kFailed));
   const std::uint64_t planned = StudyPlan(session.spec()).TrialCount();
-  const GpuPlacement gpus(options.gpus, 1, {});
   const LayoutRequest request{.parallel = options.parallel,
                               .trials_to_run = planned > ended ? planned - ended : 0,
                               .dltune_executable = DltuneExecutable(options),
@@ -158,14 +159,15 @@ RunSummary RunAsGangMember(const StudySpec& spec, const WorkerGang& gang, RunObs
 RunSummary RunStudy(Store& store, const StudySpec& spec, const RunOptions& options, RunObserver& observer,
                     const std::atomic<int>& stop_requests) {
   CheckWorkerCanTrain(spec);
-  GpuPlacement(options.gpus, 1, {}).CheckCanRun(spec);  // GPUs it asks for and this machine lacks: refused before
+  const GpuPlacement gpus(options.gpus, 1, {});
+  gpus.CheckCanRun(spec);  // GPUs it asks for and this machine lacks: refused before the study is made
   const StudySession session = OpenOrCreateStudy(store, spec, options);
   observer.StudyOpened(store, session.study(), session.spec());
   WorkerOptions worker = ToWorkerOptions(options);
   worker.study = spec.name;
   worker.trials_per_gpu = session.spec().resources.trials_per_gpu;
   TrialServer trial_server;  // outlives the loop's trial processes
-  const ParallelLayout layout = ApplyLayout(store, session, options, worker, trial_server, observer);
+  const ParallelLayout layout = ApplyLayout(store, session, options, gpus, worker, trial_server, observer);
   RunSummary summary = RunLoop(store, worker, session.study().id, observer, stop_requests);
   summary.layout = layout;
   return summary;
@@ -204,7 +206,7 @@ RunSummary RunWorkerJob(const WorkerJob& job, const RunOptions& options, RunObse
       observer.Notice(fmt::format("gang of {} workers at {}:{}: this worker is rank 0 and claims the trials", gang.size,
                                   gang.address, gang.port));
     } else {
-      layout = ApplyLayout(*store, session, options, worker, trial_server, observer);
+      layout = ApplyLayout(*store, session, options, GpuPlacement(options.gpus, 1, {}), worker, trial_server, observer);
     }
   }
   RunSummary summary = RunLoop(*store, worker, study_id, observer, stop_requests);
