@@ -21,10 +21,12 @@ bool FailureBreaker::Count(TrialState state, const std::string& cause) {
   return true;
 }
 
+std::string LastLineOf(const std::string& stderr_tail) {
+  return stderr_tail.substr(stderr_tail.find_last_of('\n') + 1);  // npos + 1: the whole tail, one line
+}
+
 std::string FailureCause(const std::string& reason, const std::string& stderr_tail) {
-  std::string last_line = stderr_tail.substr(stderr_tail.find_last_of('\n') + 1);
-  if (stderr_tail.find_last_of('\n') == std::string::npos) last_line = stderr_tail;
-  std::string cause = reason + "\n" + last_line;
+  std::string cause = reason + "\n" + LastLineOf(stderr_tail);
   for (char& c : cause) {
     if (c >= '0' && c <= '9') c = '#';
   }

@@ -34,6 +34,9 @@ class FailureBreaker {
   bool tripped_ = false;
 };
 
+// The last line of a trial's stderr tail (TailOfFile's: without a final newline).
+std::string LastLineOf(const std::string& stderr_tail);
+
 // How a trial's failure is grouped with others: its reason and the last line of its stderr, digits masked, so
 // trials that fail the same way with other numbers in the message count as one cause.
 std::string FailureCause(const std::string& reason, const std::string& stderr_tail);

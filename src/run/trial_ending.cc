@@ -40,12 +40,9 @@ TrialEnding Succeeded(ActiveTrial& trial, const EndedTrial& ended) {
 // trainer's, say, or a wrapper's dltune), else "": the reason a failed trial is listed with says what went wrong.
 std::string DltuneError(const std::string& stderr_tail) {
   constexpr std::string_view kPrefix = "dltune: error: ";
-  std::string_view tail = stderr_tail;
-  while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.remove_suffix(1);
-  const std::size_t newline = tail.find_last_of('\n');
-  const std::string_view last = newline == std::string_view::npos ? tail : tail.substr(newline + 1);
-  if (last.substr(0, kPrefix.size()) != kPrefix || last.size() == kPrefix.size()) return "";
-  return ": " + std::string(last.substr(kPrefix.size()));
+  const std::string last = LastLineOf(stderr_tail);
+  if (last.size() <= kPrefix.size() || std::string_view(last).substr(0, kPrefix.size()) != kPrefix) return "";
+  return ": " + last.substr(kPrefix.size());
 }
 
 }  // namespace
