@@ -1,6 +1,9 @@
 """What the framework integrations share about checkpoint files: which one a trial may resume from, and checksums."""
 import hashlib
+import os
 import re
+
+SUMS = "SHA256SUMS"  # the checksums of a trial's checkpoint files, by name, in sha256sum's format
 
 
 def resumable(trial, directory, pattern):
@@ -40,3 +43,54 @@ def sha256(path):
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
     return "sha256:" + digest.hexdigest()
+
+
+def recorded_checksums(directory):
+    """The checksums recorded in `directory`/SHA256SUMS ("sha256:" and the hex digest) by file name; {} without it.
+    A line that is not "<64 hex digits>  <name>" records nothing."""
+    try:
+        text = (directory / SUMS).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return {}
+    sums = {}
+    for line in text.splitlines():
+        digest, separator, name = line.partition("  ")
+        if separator and name and re.fullmatch(r"[0-9a-f]{64}", digest):
+            sums[name] = "sha256:" + digest
+    return sums
+
+
+def record_checksum(directory, name, checksum):
+    """Records `checksum` for the file `name` of `directory` in its SHA256SUMS, replaced whole (temporary file, fsync,
+    rename, directory fsync); the lines of files no longer there are dropped. `sha256sum -c --ignore-missing
+    SHA256SUMS` checks the files with it."""
+    sums = {known: digest for known, digest in recorded_checksums(directory).items() if (directory / known).exists()}
+    sums[name] = checksum
+    text = "".join(f"{digest[len('sha256:'):]}  {known}\n" for known, digest in sorted(sums.items()))
+    temporary = directory / (SUMS + ".tmp")
+    with open(temporary, "w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, directory / SUMS)
+    sync_directory(directory)
+
+
+def damage(path, recorded):
+    """Why the file at `path` is not the one whose checksum `recorded` (by name) holds, or None when it is; "" when no
+    checksum of it is recorded."""
+    expected = recorded.get(path.name)
+    if expected is None:
+        return ""
+    actual = sha256(path)
+    if actual == expected:
+        return None
+    return f"its SHA-256 {actual} is not the {expected} recorded in {SUMS} when it was saved"
+
+
+def sync_directory(directory):
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -11,6 +11,7 @@ import time
 from . import _channel
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: stopped with a checkpoint, to resume (docs/exit-statuses.md)
+LOSS_FLOOR = 1e-12  # the divergence test's floor on the first loss, as the built-in trainer's (src/train/trainer.cc)
 
 
 class Evaluation:
@@ -72,7 +73,10 @@ class Trial:
         self.restored = {}  # the extra state of the checkpoint dltune.torch.restore loaded
 
         self._channel = _channel.Channel(environ.get("DLTUNE_REPORT")) if self.is_main else None
-        self._pending = []  # train lines not yet written: (step, {name: value}); values may live on a device
+        # Train lines not yet written: (step, {name: value}, whether the loss was tested); values may live on a
+        # device, and a loss there is tested for divergence when it is read, as the line is written.
+        self._pending = []
+        self._untested = 0  # pending losses not tested yet
         self._flush_seconds = flush_seconds
         self._last_flush = time.monotonic()
         self._first_loss = None
@@ -100,10 +104,28 @@ class Trial:
 
     def report(self, step, **measurements):
         """Records one training step: loss, learning_rate, grad_norm, ... (numbers, NumPy scalars or one-element
-        tensors). Written in batches, so a tensor on a GPU is read at most about once a second, never per step."""
-        if self._channel is None:
+        tensors). Written in batches, so a tensor on a GPU is read at most about once a second, never per step.
+
+        A loss on the host (a number, a tensor on the CPU) is tested for divergence here: a single-process trial ends
+        as infeasible in the report whose loss diverged. One on a device is tested when the batch is written. Nothing
+        after the step that diverged is recorded."""
+        if self._channel is None or self._diverged:
             return
-        self._pending.append((int(step), measurements))
+        step = int(step)
+        loss = measurements.get("loss")
+        if loss is None or isinstance(loss, bool) or not _on_host(loss):
+            self._pending.append((step, measurements, loss is None))
+            self._untested += loss is not None
+        else:
+            if self._untested:
+                self._write_pending()  # the losses before this one are tested first, in step order
+                if self._end_if_diverged():
+                    return
+            measurements["loss"] = _channel.to_float(loss)
+            self._pending.append((step, measurements, True))
+            if self._check_divergence(step, measurements["loss"]):
+                self.flush()
+                return
         if time.monotonic() - self._last_flush >= self._flush_seconds:
             self.flush()
 
@@ -112,6 +134,9 @@ class Trial:
         step among the evaluations of the study's objective."""
         if not metrics:
             raise ValueError("trial.evaluate(): give at least one metric, e.g. error_rate=0.12")
+        self._write_pending()  # the losses reported before it are tested first
+        if self._end_if_diverged():
+            return  # a diverged trial records no evaluation (with several ranks, it ends at the next agreement)
         values = {name: _channel.to_float(value) for name, value in metrics.items()}
         bad = [name for name, value in values.items() if not math.isfinite(value)]
         if split == self.objective_split and self.objective_metric in bad:
@@ -125,15 +150,13 @@ class Trial:
                 self._objective_by_step.setdefault(int(step), values[self.objective_metric])
         if self._channel is None:
             return
-        self._write_pending()
         record = {"type": "eval", "step": int(step), "split": split,
                   "metrics": {name: value for name, value in values.items() if name not in bad}}
         if examples is not None:
             record["examples"] = int(examples)
         if record["metrics"]:
             self._channel.write(record)
-        if self._diverged and self.world_size == 1:
-            self.infeasible(self._diverged)
+        self._end_if_diverged()
 
     def evaluates_at(self, step):
         """Whether the study's evaluation schedule (training.eval_every_steps and eval_schedule) evaluates at `step`;
@@ -147,6 +170,8 @@ class Trial:
         if self._channel is None:
             return
         self._write_pending()
+        if self._end_if_diverged():
+            return  # a diverged trial's checkpoint is not kept
         record = {"type": "checkpoint", "step": int(step), "path": str(path)}
         if int(step) in self._objective_by_step:
             record["objective"] = self._objective_by_step[int(step)]
@@ -162,16 +187,23 @@ class Trial:
         """Writes the training steps reported so far (reading tensors from their device). A single-process trial
         whose loss diverged ends here as infeasible."""
         self._write_pending()
+        self._end_if_diverged()
+
+    def _end_if_diverged(self):
+        """Ends a single-process trial whose loss diverged, as infeasible; with several ranks, returns whether it
+        diverged (the ranks end it together at the next agreed should_stop)."""
         if self._diverged and self.world_size == 1:
             self.infeasible(self._diverged)
+        return self._diverged is not None
 
     def _write_pending(self):
         if self._channel is None or not self._pending:
             self._last_flush = time.monotonic()
             return
-        pending, self._pending = self._pending, []
-        for step, measurements in pending:
+        pending, self._pending, self._untested = self._pending, [], 0
+        for step, measurements, tested in pending:
             record = {"type": "train", "step": step}
+            diverged = False
             for name, value in measurements.items():
                 if isinstance(value, bool):
                     record[name] = value
@@ -179,22 +211,27 @@ class Trial:
                 number = _channel.to_float(value)
                 if name == "loss":
                     record[name] = number  # may be NaN or Infinity: the protocol's way to report divergence
-                    self._check_divergence(step, number)
+                    diverged = not tested and self._check_divergence(step, number)
                 elif math.isfinite(number):
                     record[name] = number
             self._channel.write(record)
+            if diverged:
+                break  # nothing after the step that diverged is recorded
         self._last_flush = time.monotonic()
 
     def _check_divergence(self, step, loss):
+        """The built-in trainer's test (src/train/trainer.cc): a loss that is not finite, or above
+        training.divergence_factor times the first loss (floored at 1e-12). Returns whether this loss diverged."""
         if self._diverged:
-            return
-        if not math.isfinite(loss):
-            self._diverged = f"loss is {loss} at step {step}"
-        elif self._first_loss is None:
+            return False
+        if self._first_loss is None:
             self._first_loss = loss
-        elif self._first_loss > 0 and loss > self.divergence_factor * self._first_loss:
-            self._diverged = (f"loss {loss:.6g} at step {step} exceeds training.divergence_factor "
-                              f"({self.divergence_factor:g}) times the first loss {self._first_loss:.6g}")
+        if not math.isfinite(loss):
+            self._diverged = f"diverged: training loss is {loss} at step {step}"
+        elif loss > self.divergence_factor * max(self._first_loss, LOSS_FLOOR):
+            self._diverged = (f"diverged: training loss {loss:.4g} at step {step} is more than "
+                              f"{_shortest(self.divergence_factor)}x the initial loss {self._first_loss:.4g}")
+        return self._diverged is not None
 
     # --- stopping and ending -------------------------------------------------------------------------------------
 
@@ -219,6 +256,7 @@ class Trial:
         with `extra` (as dltune.torch.save does; skipped when it was saved there already), tells dltune it stopped
         (an in-band end line, which survives a launcher such as torchrun) and exits with status 75. Does not
         return."""
+        self._write_pending()  # a loss still on a device is tested before anything is saved
         if self._diverged:
             self.infeasible(self._diverged)
         if self._saver is not None and self._last_saved_step != int(step):
@@ -250,6 +288,9 @@ class Trial:
         try:
             self._write_pending()
             self._write_timing()
+            if self._diverged:  # a loss read only now diverged: the end line makes the trial infeasible
+                self._channel.write({"type": "end", "state": "infeasible", "reason": self._diverged})
+                self._ended = True
         except (OSError, ValueError):
             pass  # the channel may be gone with dltune
 
@@ -259,6 +300,18 @@ class Trial:
     def __repr__(self):
         where = "dltune" if self.managed else "standalone"
         return f"Trial(number={self.number}, params={self.params!r}, rank={self.rank}, {where})"
+
+
+def _on_host(value):
+    """Whether reading `value` waits on no accelerator: a Python or NumPy number, a tensor on the CPU."""
+    device = getattr(value, "device", None)
+    return device is None or getattr(device, "type", device) == "cpu"
+
+
+def _shortest(number):
+    """A float as fmt's "{}" writes it in the built-in trainer's messages: 100, 1e+06, 2.5."""
+    text = repr(float(number))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _agree(stop, diverged):

@@ -6,8 +6,8 @@ and whatever else the program passes, such as its data position).
     dltune.torch.save(trial, step, model, optimizer, epoch=epoch)
 
 A checkpoint is one file, trial.dir/checkpoints/step_NNNNNNNN.pt, written to a temporary file, synced and renamed, and
-reported to dltune with its SHA-256; dltune deletes the ones it does not keep. Only rank 0 writes; every rank
-restores.
+reported to dltune with its SHA-256, which checkpoints/SHA256SUMS records too; dltune deletes the ones it does not keep.
+Only rank 0 writes; every rank restores, from the newest checkpoint whose file still has its recorded SHA-256.
 """
 import os
 import random
@@ -38,6 +38,9 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
     if not trial.is_main:
         trial._last_saved_step = int(step)
         return None
+    trial._write_pending()  # a loss still on a device is tested first: a diverged trial saves nothing
+    if trial._end_if_diverged():
+        return None
     began = time.monotonic()
     state = {
         "format": FORMAT,
@@ -58,10 +61,13 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
         torch.save(state, file)
         file.flush()
         os.fsync(file.fileno())
+    checksum = _checkpoints.sha256(temporary)
+    # Recorded before the file takes its name: a file under that name is never one whose checksum is not recorded.
+    _checkpoints.record_checksum(directory, path.name, checksum)
     os.replace(temporary, path)
-    _sync_directory(directory)
+    _checkpoints.sync_directory(directory)
     trial.add_seconds("checkpoint", time.monotonic() - began)
-    trial.checkpoint(step, path.relative_to(trial.dir), checksum=_checkpoints.sha256(path))
+    trial.checkpoint(step, path.relative_to(trial.dir), checksum=checksum)
     return path
 
 
@@ -72,13 +78,15 @@ def restore(trial, model, optimizer=None, scheduler=None):
 
     Registers the objects, so that trial.stop(step) can save them. Under dltune a trial resumes only when dltune says
     so (DLTUNE_RESUMING) and from a checkpoint at or before DLTUNE_RESUME_MAX_STEP; standalone, from the newest one
-    in trial.dir. A checkpoint that does not load, or that belongs to another trial (its checkpoint_owner), is
-    skipped for the next older one.
+    in trial.dir. A checkpoint whose file does not have the SHA-256 recorded when it was saved (checkpoints/SHA256SUMS),
+    that does not load, or that belongs to another trial (its checkpoint_owner), is skipped with a warning for the
+    next older one; one with no recorded SHA-256 is loaded unverified, with a notice.
     """
     _register(trial, model, optimizer, scheduler)
     step = 0
+    recorded = _checkpoints.recorded_checksums(trial.dir / "checkpoints")
     for path in _candidates(trial):
-        loaded = _load_if_ours(trial, path)
+        loaded = _load_if_intact_and_ours(trial, path, recorded)
         if loaded is not None:
             step = _apply(loaded, model, optimizer, scheduler, trial)
             if not trial.managed and trial.is_main:
@@ -103,7 +111,18 @@ def _candidates(trial):
     return [path for _, path in _checkpoints.resumable(trial, trial.dir / "checkpoints", r"step_(\d+)\.pt")]
 
 
-def _load_if_ours(trial, path):
+def _load_if_intact_and_ours(trial, path, recorded):
+    try:
+        damage = _checkpoints.damage(path, recorded)
+    except OSError as error:
+        damage = f"it cannot be read: {error}"
+    if damage:
+        # As the built-in trainer words it (src/train/checkpoint.cc).
+        print(f"dltune: checkpoint {path} is corrupt ({damage}); falling back to an older checkpoint", file=sys.stderr)
+        return None
+    if damage == "":
+        print(f"dltune: checkpoint {path} has no SHA-256 recorded in {_checkpoints.SUMS}: the file was not verified",
+              file=sys.stderr)
     try:
         state = _read(path)
     except Exception as error:  # noqa: BLE001 - any unreadable file is skipped, whatever torch raises
@@ -165,14 +184,6 @@ def _read(path):
     # The file is the trial's own (its owner is checked): it holds Python and NumPy generator states, which
     # torch.load's weights-only default of torch 2.6 and later refuses.
     return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def _sync_directory(directory):
-    descriptor = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 __all__ = ["device", "save", "restore", "load"]

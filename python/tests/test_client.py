@@ -6,12 +6,15 @@ the same programs under the real `dltune` command.
 import json
 import os
 import pathlib
+import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
+import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 CLIENT = HERE.parent
@@ -23,6 +26,24 @@ def read_lines(path):
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def flip_a_tensor_byte(path):
+    """Flips a high mantissa bit of the first value of the checkpoint's first tensor (torch.save's zip archive stores
+    its records uncompressed): the file still loads, with one weight a quarter to a half off."""
+    with zipfile.ZipFile(path) as archive:
+        [record] = [info for info in archive.infolist() if info.filename.endswith("/data/0")]
+        assert record.compress_type == zipfile.ZIP_STORED and record.file_size >= 4, record
+    with open(path, "r+b") as file:
+        file.seek(record.header_offset)
+        header = file.read(30)
+        assert header[:4] == b"PK\x03\x04", header
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        at = record.header_offset + 30 + name_length + extra_length + 2  # the third byte of a little-endian float
+        file.seek(at)
+        byte = file.read(1)[0]
+        file.seek(at)
+        file.write(bytes([byte ^ 0x40]))
 
 
 class ProtocolHarness:
@@ -111,6 +132,35 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(losses, [line["loss"] for line in uninterrupted.lines("train")])
         self.assertEqual(stopped.final(), uninterrupted.final())
 
+    def test_a_damaged_newest_checkpoint_is_skipped_for_the_older_one_and_the_series_stays_exact(self):
+        uninterrupted = self.harness("uninterrupted")
+        self.assertEqual(uninterrupted.run().returncode, 0)
+
+        damaged = self.harness("damaged")
+        self.assertEqual(damaged.run(extra={"MLP_TRIAL_SIGTERM_AT": "23"}).returncode, 75)
+        newest = damaged.dir / "checkpoints" / "step_00000023.pt"
+        flip_a_tensor_byte(newest)
+        resumed = damaged.run(resuming=True, resume_max_step=23)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        self.assertRegex(resumed.stderr, rf"dltune: checkpoint {re.escape(str(newest))} is corrupt \(its SHA-256 "
+                                         r"sha256:[0-9a-f]{64} is not the sha256:[0-9a-f]{64} recorded in "
+                                         r"SHA256SUMS when it was saved\); falling back to an older checkpoint")
+        self.assertEqual(damaged.lines("start")[-1], {"type": "start", "step": 18})
+        after = [line for line in damaged.lines("train")][23:]  # the resumed run's lines
+        expected = [line for line in uninterrupted.lines("train") if line["step"] > 18]
+        self.assertEqual(after, expected)  # every loss bit for bit
+        self.assertEqual(damaged.final(), uninterrupted.final())
+
+    def test_a_checkpoint_without_a_recorded_checksum_is_loaded_unverified_with_a_notice(self):
+        trial = self.harness("unrecorded")
+        self.assertEqual(trial.run(extra={"MLP_TRIAL_SIGTERM_AT": "23"}).returncode, 75)
+        (trial.dir / "checkpoints" / "SHA256SUMS").unlink()
+        resumed = trial.run(resuming=True, resume_max_step=23)
+        self.assertEqual(resumed.returncode, 0, resumed.stderr)
+        self.assertEqual(trial.lines("start")[-1], {"type": "start", "step": 23})
+        self.assertIn("step_00000023.pt has no SHA-256 recorded in SHA256SUMS: the file was not verified",
+                      resumed.stderr)
+
     def test_resuming_never_uses_a_checkpoint_newer_than_dltune_recorded(self):
         trial = self.harness("resume_max")
         self.assertEqual(trial.run().returncode, 0)
@@ -138,6 +188,56 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(end[0]["state"], "infeasible")
         self.assertRegex(end[0]["reason"], r"loss .* at step \d+")
 
+    def test_the_report_whose_loss_diverges_ends_the_trial_infeasible_at_that_step(self):
+        # Step 8's loss is 10^4 times the first; written batches are an hour apart, so only the report can see it.
+        trial = self.harness("explode")
+        done = trial.run(extra={"MLP_TRIAL_EXPLODE_AT": "8", "MLP_TRIAL_FLUSH_SECONDS": "3600"})
+        self.assertEqual(done.returncode, 0, done.stderr)
+        train = trial.lines("train")
+        self.assertEqual([line["step"] for line in train], list(range(1, 9)))
+        self.assertEqual([line["step"] for line in trial.lines("eval")], [6])  # no objective after step 8
+        self.assertEqual([line["step"] for line in trial.lines("checkpoint")], [6])
+        self.assertEqual([path.name for path in (trial.dir / "checkpoints").glob("step_*.pt")], ["step_00000006.pt"])
+        first, last = train[0]["loss"], train[-1]["loss"]
+        reason = f"diverged: training loss {last:.4g} at step 8 is more than 100x the initial loss {first:.4g}"
+        self.assertEqual(trial.lines("end"), [{"type": "end", "state": "infeasible", "reason": reason}])
+
+    def series(self, name, losses, on_device=False):
+        trial = self.harness(name, steps=12, eval_every=6)
+        extra = {"SERIES_LOSSES": json.dumps(losses), "SERIES_ON_DEVICE": "1" if on_device else "0"}
+        done = trial.run(program=HERE / "programs" / "series_trial.py", extra=extra)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        steps_done = [int(step) for step in (trial.dir / "steps_done").read_text().split()]
+        return trial, steps_done
+
+    def test_a_nan_loss_ends_the_trial_at_its_report(self):
+        trial, steps_done = self.series("nan", [2.0, 1.5, "nan", 1.0])
+        self.assertEqual(steps_done, [1, 2, 3])
+        self.assertEqual([line["step"] for line in trial.lines("train")], [1, 2, 3])
+        self.assertEqual(trial.lines("eval"), [])
+        self.assertEqual(trial.lines("end"), [{"type": "end", "state": "infeasible",
+                                               "reason": "diverged: training loss is nan at step 3"}])
+
+    def test_a_first_loss_of_zero_is_floored_at_1e_minus_12_as_the_built_in_trainer_does(self):
+        trial, steps_done = self.series("zero_first", [0.0, 1e-11, 0.5])
+        self.assertEqual(steps_done, [1, 2, 3])
+        self.assertEqual([line["step"] for line in trial.lines("train")], [1, 2, 3])
+        self.assertEqual(trial.lines("end"), [{"type": "end", "state": "infeasible", "reason":
+                                               "diverged: training loss 0.5 at step 3 is more than 100x the "
+                                               "initial loss 0"}])
+
+    def test_a_loss_on_a_gpu_read_at_the_next_batch_records_nothing_after_the_step_that_diverged(self):
+        # Read only when the batch is written (at step 6's evaluation): the trial trained on to step 6, but records
+        # steps 1 to 5, and neither step 6's evaluation nor its checkpoint.
+        trial, steps_done = self.series("device", [1.0, 1.0, 1.0, 1.0, 1000.0, 1.0], on_device=True)
+        self.assertEqual(steps_done, list(range(1, 7)))
+        self.assertEqual([line["step"] for line in trial.lines("train")], [1, 2, 3, 4, 5])
+        self.assertEqual(trial.lines("eval"), [])
+        self.assertEqual(trial.lines("checkpoint"), [])
+        self.assertEqual(trial.lines("end"), [{"type": "end", "state": "infeasible", "reason":
+                                               "diverged: training loss 1000 at step 5 is more than 100x the "
+                                               "initial loss 1"}])
+
     def test_two_ranks_train_and_only_rank_zero_reports_and_saves(self):
         trial = self.harness("ranks")
         with socket.socket() as probe:
@@ -156,6 +256,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(len(trial.lines("start")), 1)
         self.assertEqual(trial.lines("end"), [{"type": "end", "state": "stopped", "step": 20}])
         self.assertTrue((trial.dir / "checkpoints" / "step_00000020.pt").is_file())
+
+    def test_with_two_ranks_nothing_after_the_step_that_diverged_is_recorded(self):
+        # Rank 0's loss diverges at step 13; the ranks agree at step 20 (every 10 checks) and end it infeasible.
+        trial = self.harness("ranks_diverge")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        ranks = []
+        for rank in range(2):
+            extra = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                     "MASTER_PORT": str(port), "MLP_TRIAL_EXPLODE_AT": "13", "MLP_TRIAL_FLUSH_SECONDS": "3600"}
+            ranks.append(subprocess.Popen([PYTHON, str(PROGRAM)], env=trial.environment(extra=extra),
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        results = [process.communicate(timeout=300) for process in ranks]
+        self.assertEqual([process.returncode for process in ranks], [0, 0], results)
+        self.assertEqual([line["step"] for line in trial.lines("train")], list(range(1, 14)))
+        self.assertEqual([line["step"] for line in trial.lines("eval")], [6, 12])  # not 18
+        self.assertEqual([line["step"] for line in trial.lines("checkpoint")], [6, 12])
+        [end] = trial.lines("end")
+        self.assertEqual(end["state"], "infeasible")
+        self.assertRegex(end["reason"], r"^diverged: training loss \S+ at step 13 is more than 100x")
 
     def test_standalone_the_params_come_from_the_command_line_and_reports_go_to_stdout(self):
         env = {key: value for key, value in os.environ.items() if not key.startswith("DLTUNE_")}

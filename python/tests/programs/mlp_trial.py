@@ -2,7 +2,9 @@
 data order drawn from (seed, epoch), so that a resumed run is bit-identical to an uninterrupted one.
 
 Test hooks (environment): MLP_TRIAL_SIGTERM_AT=STEP sends itself SIGTERM after that step when not resuming (a stop
-request arriving mid-run); MLP_TRIAL_FINAL=PATH writes the final weights' SHA-256 there.
+request arriving mid-run); MLP_TRIAL_FINAL=PATH writes the final weights' SHA-256 there; MLP_TRIAL_EXPLODE_AT=STEP
+reports that step's loss 10^4 times larger (a loss that diverges there); MLP_TRIAL_FLUSH_SECONDS sets the client's
+flush_seconds.
 """
 import hashlib
 import os
@@ -14,7 +16,8 @@ import torch.nn.functional as F
 import dltune
 import dltune.torch
 
-trial = dltune.trial(defaults={"learning_rate": 0.05, "batch_size": 32}, max_train_steps=60)
+trial = dltune.trial(defaults={"learning_rate": 0.05, "batch_size": 32}, max_train_steps=60,
+                     flush_seconds=float(os.environ.get("MLP_TRIAL_FLUSH_SECONDS", "1")))
 if trial.world_size > 1:
     torch.distributed.init_process_group("gloo")
 torch.manual_seed(trial.seed)
@@ -49,6 +52,7 @@ if trial.evaluating:
     raise SystemExit(0)
 
 sigterm_at = int(os.environ.get("MLP_TRIAL_SIGTERM_AT", "0"))
+explode_at = int(os.environ.get("MLP_TRIAL_EXPLODE_AT", "0"))
 start = dltune.torch.restore(trial, model, optimizer)
 for step in range(start + 1, trial.max_train_steps + 1):
     model.train()
@@ -57,7 +61,8 @@ for step in range(start + 1, trial.max_train_steps + 1):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    trial.report(step, loss=loss.detach(), learning_rate=trial.params["learning_rate"])
+    reported = loss.detach() * (1e4 if step == explode_at else 1)
+    trial.report(step, loss=reported, learning_rate=trial.params["learning_rate"])
     if trial.evaluates_at(step):
         model.eval()
         with torch.no_grad():
