@@ -96,7 +96,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
   }
   if (!IsMeasurementProcedure(data)) CheckOverfitting(context, found);
   CheckInputBound(context, found);
-  CheckAggressiveClipping(context, found);
+  if (!data.spec.procedure.Measures()) CheckAggressiveClipping(context, found);  // a clipping study clips on purpose
   CheckPeriodicity(context, found);
   if (!IsMeasurementProcedure(data)) {  // a throughput sweep's repeats measure speed, not the objective's noise
     CheckTrialVariance(context, found);

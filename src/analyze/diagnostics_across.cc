@@ -44,9 +44,9 @@ void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out) {
                              IntervalText(c.advantage), noise, parent);
       d.suggestion = data.spec.procedure.kind == "retrain"
                          ? fmt::format(
-                               "do not adopt either on this evidence: more replicas narrow the interval (dltune plan "
-                               "retrain --from {} --replicas {} --name {}-more), or keep the simpler option",
-                               data.spec.procedure.parent, 2 * data.spec.replicas, data.study.name)
+                               "do not adopt either on this evidence: more replicas of this study narrow the interval "
+                               "({}), or keep the simpler option",
+                               MoreReplicasCommand(data))
                          : fmt::format(
                                "do not adopt either on this evidence: more replicas narrow the interval (raise "
                                "replicas: in {} and run it under another name), or keep the simpler option",
@@ -188,10 +188,9 @@ void CheckThroughput(const Context& context, std::vector<Diagnostic>& out) {
                    .title = "The throughput measurements cannot be trusted: no batch size is recommended",
                    .detail = throughput.untrustworthy + ".",
                    .suggestion = fmt::format(
-                       "measure again on a quiet machine: dltune delete {} --force --yes && "
-                       "dltune run {}",
-                       ShellQuote(data.study.name),
-                       ShellQuote(data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path)),
+                       "measure again on a quiet machine, as a new sweep beside this one: {}; or keep a batch size "
+                       "and go on to the step budget at it: dltune plan fit-steps --from {} --batch-size SIZE",
+                       MeasureThroughputAgainCommand(data), ShellQuote(data.study.name)),
                    .section = kBatchSizeSection});
     return;
   }

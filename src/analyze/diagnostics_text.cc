@@ -73,6 +73,7 @@ std::string NextStepText(const NextStep& step) {
       step.study.empty() ? fmt::format("{}\n", step.title) : fmt::format("study {}: {}\n", step.study, step.title);
   out += "  because: " + step.why + "\n";
   if (!step.command.empty()) out += "  run:     " + step.command + "\n";
+  for (const std::string& other : step.alternatives) out += "  or:      " + other + "\n";
   if (!step.section.empty()) out += "  playbook: \"" + step.section + "\"\n";
   return TerminalSafe(out);
 }

@@ -24,6 +24,8 @@ constexpr const char* kStepBudget =
 // Retrain studies are extended (twice the replicas each time) until this many replicas leave the difference within
 // the noise: then the difference is too small to matter.
 constexpr std::uint64_t kMostReplicas = 10;
+// A throughput sweep is measured at most this many times: after that, a busy machine is no reason to wait.
+constexpr std::int64_t kMostThroughputAttempts = 2;
 constexpr int kDeepestLineage = 64;
 
 std::size_t CountIn(const StudyData& data, std::initializer_list<TrialState> states) {
@@ -31,6 +33,8 @@ std::size_t CountIn(const StudyData& data, std::initializer_list<TrialState> sta
     return std::find(states.begin(), states.end(), t.state) != states.end();
   }));
 }
+
+bool IsStability(const std::string& kind) { return kind == "instability" || kind == "warmup" || kind == "clipping"; }
 
 std::string SpecFileOf(const StudyData& data) {
   return data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
@@ -73,7 +77,8 @@ class StudyStep {
     if (auto step = FollowChildren(depth)) return *step;
     if (auto step = CarryOutDecision()) return *step;
     if (auto step = FromFindings()) return *step;
-    return DecideOnBest();
+    // A measurement's trials are probes: nothing of it is ever decided on or launched.
+    return data_.spec.procedure.Measures() ? AfterMeasurement() : DecideOnBest();
   }
 
  private:
@@ -144,12 +149,17 @@ class StudyStep {
     const StudyNote* decision = LatestDecision();
     for (auto child = node_.children.rbegin(); child != node_.children.rend(); ++child) {
       if (decision != nullptr && child->data.study.created_at < decision->created_at) break;
+      const std::string& kind = child->data.spec.procedure.kind;
+      // Once a stability study handed the lineage back, the instability it chased is settled: none of the older
+      // stability studies leads again.
+      if (IsStability(kind) && handled_kinds_.count("instability") != 0) continue;
       NextStep step = depth >= kDeepestLineage ? Make("follow", "Continue with study " + child->data.study.name,
                                                       "the lineage is deeper than dltune next reads",
                                                       "dltune next " + ShellQuote(child->data.study.name), "")
                                                : StudyStep(*child).Recommend(depth + 1);
       if (step.id == "back_to_parent") {
-        handled_kinds_.insert(child->data.spec.procedure.kind);
+        handled_kinds_.insert(kind);
+        if (IsStability(kind)) handled_kinds_.insert("instability");
         continue;
       }
       return step;
@@ -159,9 +169,9 @@ class StudyStep {
 
   std::optional<NextStep> CarryOutDecision() const {
     // A decision taken is what the user concluded from the findings: what is left is to carry it out, as `dltune
-    // decide` itself says.
+    // decide` itself says. A measurement's trials are never launched, whatever was recorded on it.
     const StudyNote* decision = LatestDecision();
-    if (decision == nullptr) return std::nullopt;
+    if (decision == nullptr || data_.spec.procedure.Measures()) return std::nullopt;
     return Make("launch", "Launch the adopted model: evaluate it on the test set once",
                 fmt::format("decision {} adopts {} and nothing is launched yet", decision->id, decision->adopt),
                 fmt::format("dltune launch {} --reason {}", Study(),
@@ -172,8 +182,8 @@ class StudyStep {
   std::optional<NextStep> FromFindings() const {
     using Check = std::optional<NextStep> (StudyStep::*)() const;
     for (const Check check :
-         {&StudyStep::Instability, &StudyStep::SearchSpace, &StudyStep::ThroughputStep, &StudyStep::StepBudgetStep,
-          &StudyStep::StabilityStep, &StudyStep::VarianceStep, &StudyStep::LongerStep}) {
+         {&StudyStep::Instability, &StudyStep::AggressiveClipping, &StudyStep::SearchSpace, &StudyStep::ThroughputStep,
+          &StudyStep::StepBudgetStep, &StudyStep::StabilityStep, &StudyStep::VarianceStep, &StudyStep::LongerStep}) {
       if (auto step = (this->*check)()) return step;
     }
     return std::nullopt;
@@ -195,6 +205,27 @@ class StudyStep {
     return std::nullopt;
   }
 
+  // Clipping most updates is "in essence a strange way of reducing the learning rate": reduce it instead. A clipping
+  // study clips on purpose, so only a study that tunes with clipping is told so.
+  std::optional<NextStep> AggressiveClipping() const {
+    const Diagnostic* d = Open("aggressive_clipping");
+    if (d == nullptr || data_.spec.procedure.Measures()) return std::nullopt;
+    if (Kind() == "apply-clipping" && handled_kinds_.count("narrow-lr") == 0) {
+      const std::string name = NameBefore(data_.study.name, "-clipped") + "-narrow-lr";
+      return FromFinding(*d, "lower_learning_rate",
+                         "Clipping most updates is a lower learning rate in disguise: tune below the unstable "
+                         "learning rate instead",
+                         PlanAndRun(fmt::format("narrow-lr --from {} --name {}",
+                                                ShellQuote(data_.spec.procedure.parent), ShellQuote(name)),
+                                    name + ".yaml"));
+    }
+    return FromFinding(*d, "lower_learning_rate",
+                       "Clipping most updates is a lower learning rate in disguise: lower the learning rate (or raise "
+                       "the threshold) in the spec's next study, and mark the finding handled",
+                       fmt::format("dltune note {} --resolves aggressive_clipping {}", Study(),
+                                   ShellQuote("the next study lowers the learning rate")));
+  }
+
   std::optional<NextStep> SearchSpace() const {
     for (const Diagnostic* d : open_) {
       if (d->id == "boundary" && d->expand_to) {
@@ -212,15 +243,23 @@ class StudyStep {
     return std::nullopt;
   }
 
+  // The name of the throughput sweep's project: its name before "-throughput".
+  std::string ThroughputRoot() const { return NameBefore(data_.study.name, "-throughput"); }
+
   std::optional<NextStep> ThroughputStep() const {
     if (Kind() != "throughput") return std::nullopt;
-    if (const Diagnostic* d = Open("throughput_untrustworthy")) {
-      NextStep step = FromFinding(*d, "measure_again", "Measure the throughput again, on a quieter machine",
-                                  d->suggestion.substr(d->suggestion.find("dltune")));
-      step.why = d->detail;
-      return step;
-    }
     const Throughput throughput = AnalyzeThroughput(data_);
+    if (!throughput.untrustworthy.empty()) {
+      const Diagnostic* d = Open("throughput_untrustworthy");
+      // Measured again once at most: a machine that stays busy is no reason to stop the project.
+      if (d != nullptr && ThroughputAttempt(data_) < kMostThroughputAttempts) {
+        NextStep step = FromFinding(*d, "measure_again", "Measure the throughput again, on a quieter machine",
+                                    MeasureThroughputAgainCommand(data_));
+        step.why = d->detail;
+        return step;
+      }
+      return KeepBatchSize(throughput, d);
+    }
     if (!throughput.worth_using) return std::nullopt;
     const std::string root = NameBefore(data_.study.name, "-throughput");
     return Make(
@@ -229,6 +268,61 @@ class StudyStep {
         fmt::format("study {} recommends batch size {}, the largest whose doubling still paid", data_.study.name,
                     *throughput.worth_using),
         PlanAndRun(fmt::format("fit-steps --from {}", Study()), root + "-fit-steps.yaml"), kStepBudget);
+  }
+
+  // A sweep that cannot say which batch size pays, measured as often as it is worth, or set aside by a note: go on
+  // at the batch size the project had (the spec's), or ask for one.
+  NextStep KeepBatchSize(const Throughput& throughput, const Diagnostic* open) const {
+    std::string measured;
+    for (const ThroughputRow& row : throughput.rows) {
+      if (row.step_time) measured += (measured.empty() ? "" : ", ") + std::to_string(row.batch_size);
+    }
+    const std::int64_t attempt = ThroughputAttempt(data_);
+    std::string why;
+    if (open == nullptr && !throughput.untrustworthy.empty()) {
+      why = "the sweep's verdict was set aside (" + HandledBy("throughput_untrustworthy") + ")";
+    } else if (!throughput.untrustworthy.empty()) {
+      why = fmt::format("measured {} time{} and never trusted: {}", attempt, attempt == 1 ? "" : "s",
+                        throughput.untrustworthy);
+    } else {
+      why = "the sweep recommends no batch size";
+    }
+    const std::vector<std::string> alternatives = {
+        "measure longer, where a busy machine's pauses average out: " +
+            MeasureThroughputAgainCommand(data_, 4 * data_.spec.max_train_steps),
+        "measure with fewer threads (training.threads: 1 in " + ShellQuote(data_.spec.procedure.parent) +
+            ", then dltune plan throughput again): a trial then competes less with the machine's other work"};
+    const std::string fit_file = ThroughputRoot() + "-fit-steps.yaml";
+    if (const auto kept = KeptBatchSize()) {
+      NextStep step =
+          Make("keep_batch_size", fmt::format("Keep batch size {}: find the step budget at it", *kept),
+               fmt::format("{}; batch size {} is the one the project started with", why, *kept),
+               PlanAndRun(fmt::format("fit-steps --from {} --batch-size {}", Study(), *kept), fit_file), kStepBudget);
+      step.alternatives = alternatives;
+      return step;
+    }
+    NextStep step =
+        Make("choose_batch_size", "Choose the batch size to keep (SIZE below), then find the step budget at it",
+             fmt::format("{}; the sweep measured batch sizes {}", why, measured),
+             PlanAndRun(fmt::format("fit-steps --from {} --batch-size SIZE", Study()), fit_file), kBatchSize);
+    step.alternatives = alternatives;
+    return step;
+  }
+
+  // The batch size of the configuration a throughput sweep was planned from, when it had one.
+  std::optional<std::int64_t> KeptBatchSize() const {
+    const auto& options = data_.spec.procedure.options;
+    const auto it = options.find("from_batch_size");
+    if (it == options.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1) return std::nullopt;
+    return it->get<std::int64_t>();
+  }
+
+  // The note that marked finding `id` handled.
+  std::string HandledBy(const std::string& id) const {
+    for (const Diagnostic& d : node_.diagnostics) {
+      if (d.id == id && !d.handled.empty()) return d.handled;
+    }
+    return "a note";
   }
 
   std::optional<NextStep> StepBudgetStep() const {
@@ -278,7 +372,7 @@ class StudyStep {
   }
 
   std::optional<NextStep> StabilityStep() const {
-    if (const Diagnostic* d = Open("instability_probe")) {
+    if (const Diagnostic* d = Open("instability_probe"); d && handled_kinds_.count("warmup") == 0) {
       return FromFinding(*d, "warmup", "Find the shortest warmup that trains stably at 10x the unstable learning rate",
                          PlanAndRun(fmt::format("warmup --from {}", Study()), data_.study.name + "-warmup.yaml"));
     }
@@ -324,15 +418,8 @@ class StudyStep {
   std::optional<NextStep> VarianceStep() const {
     if (const Diagnostic* d = Open("within_noise")) {
       if (Kind() == "retrain" && data_.spec.replicas < kMostReplicas) {
-        // More replicas of the same configurations: the study's spec planned again with twice as many, and run with
-        // --extend, which trains only the new ones.
-        const std::string spec_file = SpecFileOf(data_);
-        return FromFinding(
-            *d, "more_replicas", "Run more replicas: the difference is within the noise of this many",
-            fmt::format("dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} "
-                        "--extend",
-                        ShellQuote(data_.spec.procedure.parent), data_.spec.procedure.options.value("top", 1),
-                        2 * data_.spec.replicas, Study(), ShellQuote(spec_file), ShellQuote(spec_file)));
+        return FromFinding(*d, "more_replicas", "Run more replicas: the difference is within the noise of this many",
+                           MoreReplicasCommand(data_));
       }
       const std::uint64_t best = AnalyzeTrialVariance(data_).best_configuration.value_or(0);
       return FromFinding(*d, "decide",
@@ -363,6 +450,28 @@ class StudyStep {
           PlanAndRun(fmt::format("round2 --from {} --top 3 --steps 2x", Study()), data_.study.name + "-round2.yaml"));
     }
     return std::nullopt;
+  }
+
+  // A measurement with nothing left to act on. A stability study hands the lineage back to the study it was planned
+  // from; a sweep planned from a spec file has no study to go back to, so it says what its result allows.
+  NextStep AfterMeasurement() const {
+    if (Kind() == "throughput") return KeepBatchSize(AnalyzeThroughput(data_), nullptr);
+    if (Kind() == "fit-steps") {
+      const std::string root = NameBefore(data_.study.name, "-fit-steps");
+      if (const auto candidate = AnalyzeStepBudget(data_).candidate_steps) {
+        return Make("set_steps", fmt::format("Tune with max_train_steps {}: the project's first study", *candidate),
+                    "the sweep's findings are handled, and its fastest learning rate gives the budget",
+                    PlanAndRun(fmt::format("apply-steps --from {}", Study()), root + "-tuning.yaml"), kStepBudget);
+      }
+      return Make(
+          "set_steps", "Choose max_train_steps (STEPS below): no learning rate of the sweep fit the training set",
+          "the sweep's findings are handled, and it gives no budget of its own",
+          PlanAndRun(fmt::format("apply-steps --from {} --steps STEPS", Study()), root + "-tuning.yaml"), kStepBudget);
+    }
+    return Make("back_to_parent",
+                "Nothing more to learn from this measurement: go on with the study it was planned from",
+                "its findings are handled; a measurement's trials are never adopted or launched",
+                "dltune next " + ShellQuote(data_.spec.procedure.parent), kInsight);
   }
 
   NextStep DecideOnBest() const {

@@ -115,6 +115,22 @@ LineageNode ThroughputMeasured() {
   return Node(sweep, {Finding("throughput", Severity::kInfo), Finding("compute_bound", Severity::kInfo)});
 }
 
+// A throughput sweep the machine spoiled: measured at attempt `attempt`, planned from a spec whose batch size was 64.
+LineageNode ThroughputSpoiled(std::int64_t attempt, bool handled) {
+  LineageNode node = ThroughputMeasured();
+  node.data.study.name = attempt == 1 ? "p-throughput" : "p-throughput-" + std::to_string(attempt);
+  node.data.spec.procedure.options = {
+      {"batch_sizes", "32:128"}, {"steps", 20}, {"repeats", 1}, {"attempt", attempt}, {"from_batch_size", 64}};
+  Diagnostic spoiled = {.id = "throughput_untrustworthy", .title = "cannot be trusted", .detail = "bimodal"};
+  if (handled) spoiled.handled = "note 1: keep the spec's batch size 64";
+  node.diagnostics = {spoiled};
+  // Bimodal step times: every other step three times as long.
+  for (auto& [trial, steps] : node.data.train) {
+    for (TrainMeasurement& m : steps) m.step_time = m.step % 2 == 0 ? 0.01 : 0.03;
+  }
+  return node;
+}
+
 LineageNode InstabilityThatWarmupDidNotCure() {
   // A baseline with an instability finding, its probe (unstable), a warmup study, a longer one at the cap, a note.
   LineageNode longest =
@@ -147,16 +163,41 @@ const std::vector<Situation>& Situations() {
       {"after a throughput sweep: the step budget at its batch size, not round 2", ThroughputMeasured, "fit_steps",
        "p-throughput", "dltune plan fit-steps --from p-throughput -o p-fit-steps.yaml && dltune run p-fit-steps.yaml",
        "round2"},
-      {"a throughput sweep a busy machine spoiled: measure again",
+      {"a throughput sweep a busy machine spoiled: measure again, as a new sweep beside it",
+       [] { return ThroughputSpoiled(1, false); }, "measure_again", "p-throughput",
+       "dltune plan throughput --from p.yaml --batch-sizes 32:128 --steps 20 --repeats 1 --name p-throughput-2 -o "
+       "p-throughput-2.yaml && dltune run p-throughput-2.yaml",
+       "delete"},
+      {"a sweep spoiled again: no third measurement, go on at the spec's batch size",
+       [] { return ThroughputSpoiled(2, false); }, "keep_batch_size", "p-throughput-2",
+       "dltune plan fit-steps --from p-throughput-2 --batch-size 64 -o p-fit-steps.yaml && dltune run p-fit-steps.yaml",
+       "plan throughput"},
+      {"a spoiled sweep set aside by a note: the step budget at the kept batch size, never decide or launch",
+       [] { return ThroughputSpoiled(1, true); }, "keep_batch_size", "p-throughput",
+       "dltune plan fit-steps --from p-throughput --batch-size 64", "decide"},
+      {"a spoiled sweep of a spec without a known batch size: a question, never decide or launch",
        [] {
-         LineageNode node = ThroughputMeasured();
-         node.diagnostics = {{.id = "throughput_untrustworthy",
-                              .title = "cannot be trusted",
-                              .detail = "at batch size 64 the middle half spans 90%",
-                              .suggestion = "measure again: dltune delete p-throughput --force --yes && dltune run x"}};
+         LineageNode node = ThroughputSpoiled(2, false);
+         node.data.spec.procedure.options.erase("from_batch_size");
          return node;
        },
-       "measure_again", "p-throughput", "dltune delete p-throughput --force --yes && dltune run x", ""},
+       "choose_batch_size", "p-throughput-2", "--batch-size SIZE", "decide"},
+      {"a measurement with every finding handled is never decided on: an instability probe hands back",
+       [] {
+         Diagnostic handled = Finding("instability_probe");
+         handled.handled = "note 3: known";
+         return Node(Finished("b"), {Finding("instability", Severity::kProblem), Finding("compute_bound")},
+                     {Node(Finished("b-instability", "instability", "b"), {handled})});
+       },
+       "round2", "b", "dltune plan round2 --from b", "decide"},
+      {"clipping most steps after apply-clipping: lower the learning rate, not retrain",
+       [] {
+         return Node(Finished("b-clipped", "apply-clipping", "b-clipping"),
+                     {Finding("aggressive_clipping"), Finding("single_runs", Severity::kInfo)});
+       },
+       "lower_learning_rate", "b-clipped",
+       "dltune plan narrow-lr --from b-clipping --name b-narrow-lr -o b-narrow-lr.yaml && dltune run b-narrow-lr.yaml",
+       "retrain"},
       {"after the step budget: apply it to the spec (20 steps, the fastest learning rate's)",
        [] {
          StudyData sweep = Finished("p-fit-steps", "fit-steps", "p-throughput");
@@ -255,6 +296,11 @@ TEST(NextStep, EachSituationOfALineage) {
     EXPECT_THAT(step.command, HasSubstr(situation.command));
     if (!situation.never.empty()) {
       EXPECT_THAT(step.command, Not(HasSubstr(situation.never)));
+    }
+    for (const char* forbidden : {"dltune decide", "dltune launch"}) {  // never for a measurement
+      if (situation.lineage().data.spec.procedure.Measures()) {
+        EXPECT_THAT(step.command, Not(HasSubstr(forbidden)));
+      }
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "analysis_util.h"
+#include "core/strings.h"
 
 namespace dltune {
 
@@ -134,6 +135,24 @@ Throughput AnalyzeThroughput(const StudyData& data) {
     result.input_bound = false;
   }
   return result;
+}
+
+std::int64_t ThroughputAttempt(const StudyData& sweep) {
+  const auto& options = sweep.spec.procedure.options;
+  const auto it = options.find("attempt");
+  return it != options.end() && it->is_number_integer() ? std::max<std::int64_t>(1, it->get<std::int64_t>()) : 1;
+}
+
+std::string MeasureThroughputAgainCommand(const StudyData& sweep, std::int64_t steps) {
+  const auto& options = sweep.spec.procedure.options;
+  const std::string name =
+      fmt::format("{}-throughput-{}", NameBefore(sweep.study.name, "-throughput"), ThroughputAttempt(sweep) + 1);
+  const std::string file = ShellQuote(name + ".yaml");
+  return fmt::format(
+      "dltune plan throughput --from {} --batch-sizes {} --steps {} --repeats {} --name {} -o {} && dltune run {}",
+      ShellQuote(sweep.spec.procedure.parent), options.value("batch_sizes", std::string("16:1024")),
+      steps > 0 ? steps : options.value("steps", sweep.spec.max_train_steps),
+      options.value("repeats", static_cast<std::int64_t>(sweep.spec.replicas)), name, file, file);
 }
 
 }  // namespace dltune

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "analysis_util.h"
+#include "core/strings.h"
 
 namespace dltune {
 namespace {
@@ -251,8 +252,15 @@ StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resam
   comparison.budget = std::max<std::uint64_t>(1, std::min(CompletedCount(a), CompletedCount(b)));
   comparison.a = Summarize(a, comparison.budget, resamples, seed);
   comparison.b = Summarize(b, comparison.budget, resamples, seed);
-  const auto kind = [](const StudyData& d) {
-    return d.spec.procedure.kind.empty() ? std::string("a search") : "a " + d.spec.procedure.kind + " study";
+  // What a study is, whatever planned it: a measurement, configurations chosen beforehand (the list sampler: a
+  // retrain, a round 2), or a search of its space (an apply-steps or apply-clipping study is one too).
+  const auto kind = [](const StudyData& d) -> std::string {
+    if (d.spec.procedure.Measures()) {
+      const std::string& what = d.spec.procedure.kind;
+      return (what.find_first_of("aeiou") == 0 ? "an " : "a ") + what + " measurement";
+    }
+    if (d.spec.sampler.name == "list") return "a study of configurations chosen beforehand";
+    return "a search";
   };
   if (comparison.a.completed == 0 || comparison.b.completed == 0) {
     comparison.no_verdict =
@@ -264,8 +272,8 @@ StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resam
         a.study.name, a.spec.max_train_steps, b.study.name, b.spec.max_train_steps);
   } else if (kind(a) != kind(b)) {
     comparison.no_verdict = fmt::format(
-        "{} is {} and {} is {}: a study of configurations chosen from another is not a search of its own, so their "
-        "best results at equal budget do not tell which approach is better",
+        "{} is {} and {} is {}: only a search is a search of its own, so their best results at equal budget do not "
+        "tell which approach is better",
         a.study.name, kind(a), b.study.name, kind(b));
   } else if (comparison.a.best_mean || comparison.b.best_mean) {
     if (!comparison.a.best_mean || !comparison.b.best_mean || !comparison.a.best_mean->low ||
@@ -292,6 +300,15 @@ StudyComparison CompareStudies(const StudyData& a, const StudyData& b, int resam
 std::string ReplicaValueText(const MeanInterval& stats) {
   if (stats.n <= 1 || !stats.HalfWidth()) return fmt::format("{:.6g} (single run, variance unknown)", stats.mean);
   return fmt::format("mean {:.6g} ± {} (95% CI, {} replicas)", stats.mean, Num(*stats.HalfWidth()), stats.n);
+}
+
+std::string MoreReplicasCommand(const StudyData& retrain) {
+  const std::string spec_file =
+      ShellQuote(retrain.study.spec_path.empty() ? retrain.study.name + ".yaml" : retrain.study.spec_path);
+  return fmt::format(
+      "dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} --extend",
+      ShellQuote(retrain.spec.procedure.parent), retrain.spec.procedure.options.value("top", 1),
+      2 * retrain.spec.replicas, ShellQuote(retrain.study.name), spec_file, spec_file);
 }
 
 }  // namespace dltune

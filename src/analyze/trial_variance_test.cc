@@ -137,7 +137,20 @@ TEST(CompareStudies, AVerdictOnlyWhereTheDataSupportOne) {
   StudyData retrain = Replicated({{0.30, 0.31, 0.29}, {0.20, 0.21, 0.22}});
   retrain.spec.procedure.kind = "retrain";
   const StudyComparison kinds = CompareStudies(a, retrain);
-  EXPECT_THAT(kinds.no_verdict, HasSubstr("a is a search and r is a retrain study"));
+  EXPECT_THAT(kinds.no_verdict, HasSubstr("a is a search and r is a study of configurations chosen beforehand"));
+
+  // Two searches of their space are compared whatever planned them (the step budget applied, clipping applied).
+  StudyData tuned = search("p-tuning", 100, {0.30, 0.31, 0.32, 0.33});
+  tuned.spec.procedure.kind = "apply-steps";
+  StudyData clipped = search("p-tuning-clipped", 100, {0.10, 0.11, 0.12, 0.13});
+  clipped.spec.procedure.kind = "apply-clipping";
+  const StudyComparison searches = CompareStudies(tuned, clipped);
+  EXPECT_EQ(searches.no_verdict, "");
+  EXPECT_EQ(searches.better, "p-tuning-clipped");
+  // A measurement is no search: its trials probe one configuration.
+  StudyData probe = search("p-instability", 100, {0.10, 0.11, 0.12, 0.13});
+  probe.spec.procedure.kind = "instability";
+  EXPECT_THAT(CompareStudies(tuned, probe).no_verdict, HasSubstr("p-instability is an instability measurement"));
 
   // Two retrains: by their best configurations' means. Within the noise when the intervals overlap.
   StudyData other = Replicated({{0.30, 0.31, 0.29}, {0.24, 0.18, 0.27}});

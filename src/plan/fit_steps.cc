@@ -13,6 +13,7 @@
 #include "dltune/analyze/throughput.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
+#include "store/tracking.h"
 
 namespace dltune {
 
@@ -62,7 +63,9 @@ StudyData ThroughputOrigin(Store* store, const StudyData& throughput) {
   const std::string& from = throughput.spec.procedure.parent;
   std::error_code error;
   if (std::filesystem::is_regular_file(from, error)) return ParentFromSpecFile(from);
-  if (store != nullptr && store->FindStudy(from)) return LoadStudyData(*store, from, /*with_measurements=*/false);
+  if (const auto parent = store != nullptr ? FindParentStudy(*store, throughput.study) : std::nullopt) {
+    return LoadStudyData(*store, parent->name, /*with_measurements=*/false);
+  }
   throw Error(
       fmt::format("the throughput study {} was planned from {}, which is neither a spec file here nor a study "
                   "in the store: plan the sweep from a spec file (--from SPEC --batch-size N)",
@@ -88,8 +91,10 @@ TrialRecord TrialAtBatchSize(const StudyData& throughput, std::int64_t batch_siz
       if (trial.number == row.trial) return trial;
     }
   }
+  // A batch size the sweep did not measure: its trials differ only by their batch size, which --batch-size sets.
+  if (!throughput.trials.empty()) return throughput.trials.front();
   throw Error(
-      fmt::format("--batch-size {}: the throughput study {} did not measure it", batch_size, throughput.study.name));
+      fmt::format("the throughput study {} has no trial to take the configuration from", throughput.study.name));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -30,6 +31,25 @@ std::vector<std::int64_t> PowersOfTwoBetween(const std::string& text) {
   if (sizes.size() < 2) throw Error(fmt::format("--batch-sizes {} holds fewer than two powers of two", text));
   return sizes;
 }
+
+namespace {
+
+// The throughput sweeps already planned from `parent` (a spec file or a study), other than one named `name`: the
+// measurements of the project's throughput before this one.
+std::int64_t EarlierSweeps(Store* store, const std::string& parent, const std::string& name) {
+  if (store == nullptr) return 0;
+  std::int64_t sweeps = 0;
+  for (const StudyRecord& study : store->ListStudies()) {
+    if (study.parent != parent || study.name == name) continue;
+    try {
+      if (ParseStudySpec(study.spec_text, study.name).procedure.kind == "throughput") ++sweeps;
+    } catch (const Error&) {  // a spec this version cannot read is not a sweep it counts
+    }
+  }
+  return sweeps;
+}
+
+}  // namespace
 
 PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   const std::vector<std::int64_t> sizes = PowersOfTwoBetween(request.batch_sizes);
@@ -66,6 +86,12 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
     source = fmt::format("the best trial of study {} (trial {})", parent.study.name, chosen.trial.number);
   }
   const std::string name = PlannedName(request.name, parent.study.name, "throughput");
+  const std::int64_t attempt = 1 + EarlierSweeps(store, from_file ? request.parent : parent.study.name, name);
+  std::optional<std::int64_t> from_batch_size;
+  for (const auto& [param_name, value] : ParamsByDisplayName(*parent.spec.space, params)) {
+    const auto* size = std::get_if<std::int64_t>(&value);
+    if (param_name == "batch_size" && size != nullptr && *size > 0) from_batch_size = *size;
+  }
 
   YamlTree space = YamlTree::Map();
   YamlTree values = YamlTree::Sequence(/*flow=*/true);
@@ -113,6 +139,8 @@ PlannedStudy PlanThroughput(Store* store, const ThroughputRequest& request) {
   options.Set("batch_sizes", YamlTree::Of(request.batch_sizes));
   options.Set("steps", YamlTree::Of(request.steps));
   options.Set("repeats", YamlTree::Of(static_cast<std::int64_t>(request.repeats)));
+  options.Set("attempt", YamlTree::Of(attempt));
+  if (from_batch_size) options.Set("from_batch_size", YamlTree::Of(*from_batch_size));
   YamlTree procedure = YamlTree::Map();
   procedure.Set("kind", YamlTree::Of(std::string("throughput")));
   procedure.Set("parent", YamlTree::Of(from_file ? request.parent : parent.study.name));

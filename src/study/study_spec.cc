@@ -230,6 +230,10 @@ const std::vector<std::string>& EvaluatePlaceholders() {
   return kNames;
 }
 
+bool ProcedureSpec::Measures() const {
+  return kind == "throughput" || kind == "fit-steps" || kind == "instability" || kind == "warmup" || kind == "clipping";
+}
+
 const std::vector<std::string>& ProcedureSpec::Kinds() {
   static const std::vector<std::string> kKinds = {"retrain",     "round2",   "fit-steps",      "throughput",
                                                   "instability", "warmup",   "apply-warmup",   "apply-steps",

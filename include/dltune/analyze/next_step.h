@@ -15,12 +15,16 @@ struct NextStep {
   std::string id;       // stable: "start", "finish", "retry_failed", "check_bug", "fix_instability", "expand_space",
                         // "measure_again", "fit_steps", "set_steps", "sweep_further", "sweep_longer", "warmup",
                         // "apply_warmup", "longer_warmup", "below_instability", "apply_clipping", "narrow_lr",
-                        // "more_replicas", "retrain", "round2", "decide", "launch", "done"
+                        // "more_replicas", "retrain", "round2", "decide", "launch", "done", "keep_batch_size",
+                        // "choose_batch_size", "lower_learning_rate", "back_to_parent", "measured"
   std::string study;    // the study it concerns ("" before the first)
   std::string title;    // what to do, one line
   std::string why;      // the evidence it follows from
-  std::string command;  // the exact command to run ("" when the step is an edit of the spec)
+  std::string command;  // the exact command to run ("" when the step is an edit of the spec; a word in capitals,
+                        // such as SIZE, in a step that asks a choice of the user: "choose_batch_size")
   std::string section;  // the playbook section it comes from
+  // Other ways to take the step, each "what it does: command" (printed after the command as "or:").
+  std::vector<std::string> alternatives;
 };
 
 // A study with its findings and the studies planned from it (their procedure's parent is this study), oldest first.

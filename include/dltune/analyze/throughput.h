@@ -74,4 +74,13 @@ struct Throughput {
 // are left out.
 Throughput AnalyzeThroughput(const StudyData& data);
 
+// Which measurement of the project's throughput a sweep is: 1 for the first, 2 for the one planned after it from the
+// same spec or study (`dltune plan throughput` records it as procedure.options.attempt).
+std::int64_t ThroughputAttempt(const StudyData& sweep);
+
+// The command that measures a sweep's throughput again, as a new sweep beside it (the next attempt, named
+// <project>-throughput-<attempt>): the same parent, batch sizes and repeats, `steps` steps per batch size (0: the
+// sweep's own).
+std::string MeasureThroughputAgainCommand(const StudyData& sweep, std::int64_t steps = 0);
+
 }  // namespace dltune

@@ -65,6 +65,10 @@ struct TrialVariance {
 // each configuration carries its parent trial's value and comparisons the parent's gap.
 TrialVariance AnalyzeTrialVariance(const StudyData& data, double confidence = 0.95);
 
+// The command that gives a retrain study (dltune plan retrain) twice its replicas: its spec planned again with them,
+// run with --extend, which trains only the new ones.
+std::string MoreReplicasCommand(const StudyData& retrain);
+
 // A study planned from a parent, ranked against it: round 2 against round 1, a retrain against the single runs.
 struct RoundRow {
   std::uint64_t configuration = 0;

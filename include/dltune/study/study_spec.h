@@ -48,8 +48,12 @@ struct ProcedureSpec {
 
   bool empty() const { return kind.empty(); }
   // Its configurations are parent trials trained again (retrain, round 2, a warmup applied), so their rankings can be
-  // compared with the parent's; a probe or a warmup sweep reuses one parent trial's seed for every config instead.
-  bool ComparesWithParent() const { return !from_trials.empty() && kind != "instability" && kind != "warmup"; }
+  // compared with the parent's; a measurement (a probe, a warmup or clipping sweep) reuses one parent trial's seed for
+  // every config instead.
+  bool ComparesWithParent() const { return !from_trials.empty() && !Measures(); }
+  // It measures something for the studies after it (a throughput or fit-steps sweep, an instability probe, a warmup
+  // or clipping study): its trials are probes, never a configuration to adopt, decide on or launch.
+  bool Measures() const;
   // The procedure kinds `dltune plan` makes.
   static const std::vector<std::string>& Kinds();
 };
