@@ -385,14 +385,18 @@ TEST_F(RunCli, AFailingTrialIsRecordedAndTheStudyGoesOn) {
 
 // A study that asks for GPUs this machine lacks is refused before it is made (none of its trials could start).
 TEST_F(RunCli, AStudyAskingForGpusTheMachineLacksIsRefusedBeforeItIsMade) {
-  const Result result = test::RunDltune("run " + WriteSpec(1, 20, 10, "resources: {gpus_per_trial: 1}\n").string() +
-                                            " --no-report --storage " + StoreUrl(),
-                                        dir_, "DLTUNE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1");
-  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
-  EXPECT_THAT(result.err, HasSubstr("study smoke asks for 1 GPU per trial (resources.gpus_per_trial), and this "
-                                    "worker has no GPU"));
-  EXPECT_THAT(result.out, Not(HasSubstr("parallel layout")));
-  EXPECT_FALSE(OpenStore(StoreUrl())->FindStudy("smoke"));
+  // By dltune run, and by a worker given the spec (which creates the study as dltune run does).
+  const std::string spec = WriteSpec(1, 20, 10, "resources: {gpus_per_trial: 1}\n").string();
+  for (const std::string& command : {"run " + spec + " --no-report", "worker --spec " + spec}) {
+    SCOPED_TRACE(command);
+    const Result result = test::RunDltune(command + " --storage " + StoreUrl(), dir_,
+                                          "DLTUNE_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+    EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+    EXPECT_THAT(result.err, HasSubstr("study smoke asks for 1 GPU per trial (resources.gpus_per_trial), and this "
+                                      "worker has no GPU"));
+    EXPECT_THAT(result.out, Not(HasSubstr("parallel layout")));
+    EXPECT_FALSE(OpenStore(StoreUrl())->FindStudy("smoke"));
+  }
 }
 
 // A built-in trial that ends on an error is listed with the error it printed, not only its exit status.
@@ -541,6 +545,54 @@ TEST_F(RunCli, ALaunchCarriesOutTheLatestDecision) {
   ASSERT_EQ(overruled.exit_code, 0) << overruled.out << overruled.err;
   EXPECT_THAT(overruled.out, HasSubstr("overruling the decision"));
   EXPECT_FALSE(store->ListLaunches(study.id).back().decision.has_value());
+}
+
+// The playbook checks the test set once, at the end, and every study planned from the same first one shares it: a
+// look from one study of a lineage counts for all of them, and each look is listed, by launches and by show.
+TEST_F(RunCli, TheTestSetIsLookedAtOncePerLineage) {
+  ASSERT_EQ(Dltune("run " + WriteSpec(2, 40, 20).string() + " --no-report").exit_code, 0);
+  const Result planned = Dltune("plan retrain --from smoke --replicas 2 -o retrain.yaml");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  ASSERT_EQ(Dltune("run retrain.yaml --no-report").exit_code, 0);
+  const Result launched = Dltune("launch smoke-retrain --reason 'the retrained best'");
+  ASSERT_EQ(launched.exit_code, 0) << launched.out << launched.err;
+  // The grandparent's test split is the same test set: a second look, refused, naming the first.
+  const Result again = Dltune("evaluate smoke --split test");
+  EXPECT_EQ(again.exit_code, 2) << again.out;
+  EXPECT_THAT(again.err, HasSubstr("launch 1 of study 'smoke-retrain'"));
+  EXPECT_THAT(again.err, HasSubstr("--again"));
+  const Result asked = Dltune("evaluate smoke --split test --again");
+  ASSERT_EQ(asked.exit_code, 0) << asked.err;
+  EXPECT_THAT(asked.out, HasSubstr("test evaluations of this lineage: 2 (the test set was seen before)"));
+  // Both looks are listed: from either study of the lineage, and the evaluation by the study it was of.
+  for (const char* study : {"smoke", "smoke-retrain"}) {
+    const Result looks = Dltune(std::string("launches ") + study);
+    ASSERT_EQ(looks.exit_code, 0) << looks.err;
+    EXPECT_THAT(looks.out, HasSubstr("launch 1"));
+    EXPECT_THAT(looks.out, HasSubstr("dltune evaluate --split test"));
+  }
+  EXPECT_THAT(Dltune("show smoke").out, HasSubstr("(dltune evaluate --split test)"));
+}
+
+// A measurement's trials are probes: a throughput sweep is never decided on, launched or evaluated on the test set.
+TEST_F(RunCli, AMeasurementIsNeverDecidedOnOrLaunched) {
+  ASSERT_EQ(Dltune("run " + WriteSpec(2, 40, 20).string() + " --no-report").exit_code, 0);
+  const Result planned = Dltune("plan throughput --from smoke --batch-sizes 16:32 --steps 10 -o throughput.yaml");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  ASSERT_EQ(Dltune("run throughput.yaml --no-report").exit_code, 0);
+  for (const std::string& command : {std::string("decide smoke-throughput --adopt trial:0 --because 'fastest'"),
+                                     std::string("launch smoke-throughput --reason 'fastest'"),
+                                     std::string("evaluate smoke-throughput --split test")}) {
+    SCOPED_TRACE(command);
+    const Result refused = Dltune(command);
+    EXPECT_EQ(refused.exit_code, 2) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("study 'smoke-throughput' is a throughput measurement"));
+  }
+  const auto store = OpenStore(StoreUrl());
+  const auto study = store->FindStudy("smoke-throughput");
+  EXPECT_TRUE(store->ListLaunches(study->id).empty());
+  EXPECT_TRUE(store->ListNotes(study->id).empty());
+  EXPECT_THAT(Dltune("next smoke-throughput").out, ::testing::Not(HasSubstr("dltune decide")));
 }
 
 }  // namespace

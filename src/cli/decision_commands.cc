@@ -84,6 +84,7 @@ void RegisterDecide(CLI::App& app) {
     if (args->because.empty()) throw Error("a decision needs --because: why it is taken");
     const auto store = OpenForWriting(args->storage);
     const StudyData data = LoadStudyData(*store, args->study, /*with_measurements=*/false);
+    RequireAdoptable(data, "decide on");
     const std::string adopt = AdoptedChoice(data, args->adopt);
     store->AddNote(data.study.id,
                    {.kind = NoteKind::kDecision, .adopt = adopt, .text = args->because, .author = CurrentAuthor()});
@@ -131,7 +132,7 @@ void RegisterEvaluate(CLI::App& app) {
     std::printf("%s: %s over %lld examples\n", args->split.c_str(), MetricsText(done.evaluation.metrics).c_str(),
                 static_cast<long long>(done.evaluation.examples));
     if (args->split == "test") {
-      std::printf("test evaluations of this study: %d%s\n", done.test_evaluations,
+      std::printf("test evaluations of this lineage: %d%s\n", done.test_evaluations,
                   done.test_evaluations > 1 ? " (the test set was seen before)" : "");
     }
   });
@@ -188,7 +189,7 @@ void RegisterLaunch(CLI::App& app) {
     std::printf("  commit:   %s%s\n",
                 launched.git_commit.empty() ? "- (not a git checkout)" : launched.git_commit.c_str(),
                 launched.git_dirty.value_or(false) ? " with uncommitted changes" : "");
-    std::printf("  test evaluations of this study: %d%s\n", done.test_evaluations,
+    std::printf("  test evaluations of this lineage: %d%s\n", done.test_evaluations,
                 done.test_evaluations > 1 ? " (the test set was seen before)" : "");
   });
 }
@@ -201,19 +202,34 @@ void RegisterLaunches(CLI::App& app) {
   auto args = std::make_shared<Args>();
   auto* launches = app.add_subcommand(
       "launches",
-      "The launches of every study, or of one: when, who, which trial and checkpoint, the test metrics, the model "
-      "file, the commit and the reason.\n\nExamples:\n  dltune launches\n  dltune launches quickstart-retrain");
-  launches->add_option("STUDY", args->study, "Only this study's launches");
+      "Every look at the test set, of every study or of one study's lineage (the studies planned from the same first "
+      "one, which share its test set): each launch — when, who, which trial and checkpoint, the test metrics, the "
+      "model file, the commit and the reason — and each dltune evaluate --split test.\n\nExamples:\n  dltune "
+      "launches\n  dltune launches quickstart-retrain");
+  launches->add_option("STUDY", args->study, "Only the looks of this study's lineage");
   AddStorageOption(launches, args->storage);
   launches->callback([args] {
     const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
-    const std::int64_t study_id = args->study.empty() ? 0 : RequireStudy(*store, args->study).id;
-    const auto list = store->ListLaunches(study_id);
-    if (list.empty()) {
-      std::printf("no launches yet%s\n", args->study.empty() ? "" : (" of study " + args->study).c_str());
+    std::vector<StudyRecord> studies =
+        args->study.empty() ? store->ListStudies() : LineageOf(*store, RequireStudy(*store, args->study));
+    std::vector<LaunchRecord> list;
+    std::vector<std::pair<std::string, CheckpointEvaluation>> evaluations;
+    for (const StudyRecord& study : studies) {
+      std::set<std::int64_t> launched;
+      for (LaunchRecord& launch : store->ListLaunches(study.id)) {
+        launched.insert(launch.evaluation.id);
+        list.push_back(std::move(launch));
+      }
+      for (CheckpointEvaluation& e : store->ListEvaluations(study.id)) {
+        if (e.split == "test" && launched.count(e.id) == 0) evaluations.emplace_back(study.name, std::move(e));
+      }
+    }
+    if (list.empty() && evaluations.empty()) {
+      std::printf("no look at the test set yet%s\n",
+                  args->study.empty() ? "" : (" in the lineage of study " + args->study).c_str());
       return;
     }
-    std::fputs(LaunchesTable(list).c_str(), stdout);
+    std::fputs(LaunchesTable(list, evaluations).c_str(), stdout);
   });
 }
 

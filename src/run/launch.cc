@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/git.h"
 #include "core/sha256.h"
@@ -300,11 +303,51 @@ CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoin
   return evaluation;
 }
 
-int TestEvaluations(Store& store, const StudyRecord& study) {
-  const auto evaluations = store.ListEvaluations(study.id);
-  return static_cast<int>(std::count_if(evaluations.begin(), evaluations.end(),
-                                        [](const CheckpointEvaluation& e) { return e.split == "test"; }));
+std::vector<StudyRecord> LineageOf(Store& store, const StudyRecord& study) {
+  const std::vector<StudyRecord> studies = store.ListStudies();
+  std::multimap<std::string, std::string> links;  // each way: parent -> child and child -> parent
+  for (const StudyRecord& other : studies) {
+    if (other.parent.empty()) continue;
+    links.emplace(other.parent, other.name);
+    links.emplace(other.name, other.parent);
+  }
+  // A walk that visits each name once, so a cycle of parents ends like any other lineage.
+  std::set<std::string> members = {study.name};
+  for (std::vector<std::string> frontier = {study.name}; !frontier.empty();) {
+    const std::string name = frontier.back();
+    frontier.pop_back();
+    for (auto [it, end] = links.equal_range(name); it != end; ++it) {
+      if (members.insert(it->second).second) frontier.push_back(it->second);
+    }
+  }
+  std::vector<StudyRecord> lineage;
+  for (const StudyRecord& other : studies) {
+    if (members.count(other.name) != 0) lineage.push_back(other);
+  }
+  std::sort(lineage.begin(), lineage.end(), [](const StudyRecord& a, const StudyRecord& b) { return a.id < b.id; });
+  return lineage;
 }
+
+std::vector<TestLook> TestLooks(Store& store, const StudyRecord& study) {
+  std::vector<TestLook> looks;
+  for (const StudyRecord& member : LineageOf(store, study)) {
+    std::map<std::int64_t, std::int64_t> launch_of;  // evaluation id -> launch id
+    for (const LaunchRecord& launch : store.ListLaunches(member.id)) launch_of[launch.evaluation.id] = launch.id;
+    for (const CheckpointEvaluation& evaluation : store.ListEvaluations(member.id)) {
+      if (evaluation.split != "test") continue;
+      const auto launch = launch_of.find(evaluation.id);
+      looks.push_back({.study = member.name,
+                       .evaluation = evaluation,
+                       .launch = launch == launch_of.end() ? std::nullopt : std::optional(launch->second)});
+    }
+  }
+  std::stable_sort(looks.begin(), looks.end(), [](const TestLook& a, const TestLook& b) {
+    return a.evaluation.created_at < b.evaluation.created_at;
+  });
+  return looks;
+}
+
+int TestEvaluations(Store& store, const StudyRecord& study) { return static_cast<int>(TestLooks(store, study).size()); }
 
 std::string CurrentAuthor() {
   std::string user;
@@ -317,13 +360,30 @@ std::string CurrentAuthor() {
   return (user.empty() ? "unknown" : user) + "@" + host;
 }
 
+void RequireAdoptable(const StudyData& data, const std::string& act) {
+  const ProcedureSpec& procedure = data.spec.procedure;
+  if (!procedure.Measures()) return;
+  throw Error(fmt::format(
+      "study '{}' is a {} measurement (dltune plan {}): its trials measure something for the studies after it and "
+      "are never adopted, so dltune does not {} it; dltune next {} says the step it leads to",
+      data.study.name, procedure.kind, procedure.kind, act, ShellQuote(data.study.name)));
+}
+
 TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again) {
-  TestSplitHold hold(store.LockTestSplit(study.id), study.id);
-  if (const int before = TestEvaluations(store, study); before > 0 && !again) {
+  // One lock for the lineage, on its oldest study: two of its studies never look at once either.
+  TestSplitHold hold(store.LockTestSplit(LineageOf(store, study).front().id), study.id);
+  const std::vector<TestLook> looks = TestLooks(store, study);
+  if (!looks.empty() && !again) {
+    std::vector<std::string> seen;
+    for (const TestLook& look : looks) {
+      seen.push_back(look.launch ? fmt::format("launch {} of study '{}'", *look.launch, look.study)
+                                 : fmt::format("dltune evaluate --split test of study '{}'", look.study));
+    }
     throw Error(fmt::format(
-        "the test split of study '{}' was evaluated {} time{} already (dltune launches {} lists them); the playbook "
-        "checks the test set once, at the end: pass --again to evaluate it once more (the count is kept)",
-        study.name, before, before == 1 ? "" : "s", study.name));
+        "the test split of study '{}' was evaluated {} time{} already in its lineage (the studies planned from the "
+        "same first one share its test set): {}; dltune launches {} lists them. The playbook checks the test set "
+        "once, at the end: pass --again to evaluate it once more (the count is kept)",
+        study.name, looks.size(), looks.size() == 1 ? "" : "s", fmt::join(seen, ", "), ShellQuote(study.name)));
   }
   return hold;
 }
@@ -331,7 +391,10 @@ TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again) 
 EvaluationDone Evaluate(Store& store, const EvaluateRequest& request) {
   const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
   std::optional<TestSplitHold> test_split;
-  if (request.split == "test") test_split.emplace(HoldTestSplit(store, data.study, request.again));
+  if (request.split == "test") {
+    RequireAdoptable(data, "evaluate on the test split");
+    test_split.emplace(HoldTestSplit(store, data.study, request.again));
+  }
   EvaluationDone done;
   done.chosen = request.split == "test" ? ChooseForTheTestSplit(store, data, request.trial, request.overrule_decision)
                                         : ChooseCheckpoint(store, data, request.trial);
@@ -345,6 +408,7 @@ EvaluationDone Evaluate(Store& store, const EvaluateRequest& request) {
 LaunchDone Launch(Store& store, const LaunchRequest& request) {
   if (request.reason.empty()) throw Error("a launch needs --reason: why this model is adopted, for the decision log");
   const StudyData data = LoadStudyData(store, request.study, /*with_measurements=*/false);
+  RequireAdoptable(data, "launch");
   // Held until the launch is recorded: a second launch at the same time is refused, never a second look unasked.
   const TestSplitHold test_split = HoldTestSplit(store, data.study, request.again);
   LaunchDone done;

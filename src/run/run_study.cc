@@ -182,6 +182,11 @@ RunSummary RunWorkerJob(const WorkerJob& job, const RunOptions& options, RunObse
       return RunAsGangMember(*job.spec, gang, observer, stop_requests);
     }
   }
+  const GpuPlacement gpus(options.gpus, 1, {});
+  if (job.spec) {  // what this machine cannot train is refused before the study is made, as dltune run refuses it
+    CheckWorkerCanTrain(*job.spec);
+    gpus.CheckCanRun(*job.spec);
+  }
   const auto store = OpenStore(job.store_url, job.spec.has_value());  // with a spec, created as dltune run creates it
   WorkerOptions worker = ToWorkerOptions(options);
   TrialServer trial_server;  // outlives the loop's trial processes
@@ -206,7 +211,7 @@ RunSummary RunWorkerJob(const WorkerJob& job, const RunOptions& options, RunObse
       observer.Notice(fmt::format("gang of {} workers at {}:{}: this worker is rank 0 and claims the trials", gang.size,
                                   gang.address, gang.port));
     } else {
-      layout = ApplyLayout(*store, session, options, GpuPlacement(options.gpus, 1, {}), worker, trial_server, observer);
+      layout = ApplyLayout(*store, session, options, gpus, worker, trial_server, observer);
     }
   }
   RunSummary summary = RunLoop(*store, worker, study_id, observer, stop_requests);

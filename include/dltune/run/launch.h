@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dltune/analyze/analysis.h"
 #include "dltune/store/store.h"
@@ -36,6 +37,11 @@ struct Adoption {
   double decided_at = 0;
 };
 
+// Refuses (Error, invalid input) to `act` ("decide on", "launch", "evaluate on the test split") a study that measures
+// (ProcedureSpec::Measures: a throughput or fit-steps sweep, an instability probe, a warmup or clipping study): its
+// trials are probes, never a configuration to adopt; the message says which study to act on instead.
+void RequireAdoptable(const StudyData& data, const std::string& act);
+
 // The latest decision recorded on the study, or nullopt when it has none. Throws Error for a decision whose adoption
 // names neither a trial nor a configuration.
 std::optional<Adoption> LatestDecision(const StudyData& data);
@@ -58,8 +64,24 @@ ChosenCheckpoint ChooseCheckpoint(Store& store, const StudyData& data, std::opti
 // be read.
 bool VerifyCheckpoint(const CheckpointRecord& checkpoint);
 
-// A study's test split held by this process (Store::LockTestSplit) after checking that it was not evaluated before,
-// or that a second look was asked for: what EvaluateChosen needs to evaluate the test split. Released when destroyed.
+// The studies of `study`'s lineage: every study linked to it through the parents recorded by `dltune plan`, either
+// way (its ancestors, their descendants), it included; oldest first. They share the project's data, so they share
+// its test set: the playbook's "check the test set once, at the end" holds for the lineage, not for each study.
+std::vector<StudyRecord> LineageOf(Store& store, const StudyRecord& study);
+
+// One look at a lineage's test split: a launch, or `dltune evaluate --split test`.
+struct TestLook {
+  std::string study;                   // the study whose trial was evaluated
+  CheckpointEvaluation evaluation;     // split "test"
+  std::optional<std::int64_t> launch;  // the launch it was part of; none for an evaluation alone
+};
+
+// Every look at the test split of `study`'s lineage (LineageOf), oldest first.
+std::vector<TestLook> TestLooks(Store& store, const StudyRecord& study);
+
+// A lineage's test split held by this process (Store::LockTestSplit on its oldest study) after checking that it was
+// not evaluated before, or that a second look was asked for: what EvaluateChosen needs to evaluate the test split of
+// one of its studies. Released when destroyed.
 class TestSplitHold {
  public:
   std::int64_t study_id() const { return study_id_; }
@@ -72,8 +94,9 @@ class TestSplitHold {
   std::int64_t study_id_;
 };
 
-// Holds the study's test split. Throws Error (invalid input) when it was evaluated before and not `again` (the
-// playbook checks it once, at the end), Error (conflict) while another process holds it.
+// Holds the test split of the study's lineage. Throws Error (invalid input) when any study of the lineage evaluated
+// it before and not `again` (the playbook checks it once, at the end), naming each look; Error (conflict) while
+// another process holds it.
 TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again);
 
 // Evaluates the checkpoint on `split` (see the file comment) and, when `export_path` is given and the workload is
@@ -98,7 +121,7 @@ struct EvaluationDone {
   ChosenCheckpoint chosen;
   bool checksum_verified = false;  // false: the checkpoint has no checksum recorded, so its file was not checked
   CheckpointEvaluation evaluation;
-  int test_evaluations = 0;  // of the study, this one included
+  int test_evaluations = 0;  // of the study's lineage, this one included
 };
 
 // Chooses and verifies the checkpoint, evaluates it on the split and records the evaluation. The test split is held
@@ -116,7 +139,7 @@ struct LaunchRequest {
   bool overrule_decision = false;      // launch `trial` although the latest decision adopts another
 };
 
-// How many times the study's test split was evaluated through dltune (launches and evaluations).
+// How many times the test split of the study's lineage was evaluated through dltune (launches and evaluations).
 int TestEvaluations(Store& store, const StudyRecord& study);
 
 // A launch recorded, with what it took.
@@ -124,7 +147,7 @@ struct LaunchDone {
   LaunchRecord launch;
   ChosenCheckpoint chosen;
   bool checksum_verified = false;  // false: the checkpoint has no checksum recorded, so its file was not checked
-  int test_evaluations = 0;        // of the study, this one included
+  int test_evaluations = 0;        // of the study's lineage, this one included
 };
 
 // Chooses (ChooseForTheTestSplit: the decision's choice), verifies, evaluates on the test split once, exports and
