@@ -258,5 +258,73 @@ TEST_F(FusedRunner, FuseAutoChoosesByMeasurementAndSaysWhy) {
   EXPECT_EQ(GroupLines("fused").empty(), out.find("training.fuse auto: apart") != std::string::npos);
 }
 
+// One fused group's process that crashes fails each of its members, and counts as one failure of the study: the
+// failure breaker (here after 2 in a row) lets the run's other group train on.
+TEST_F(FusedRunner, AGroupThatCrashesCountsAsOneFailure) {
+  WriteStudy("fused", "3", 3, "min: 0.01, max: 0.3, scale: log", 300);
+  // Trial 0 leads the Nesterov group (trials 0, 2 and 4): it crashes at step 5.
+  const std::string command = "cd '" + (dir_ / "fused").string() + "' && DLTUNE_INJECT_FAULT=segv@0:5 exec " +
+                              DLTUNE_CLI + " run study.yaml --parallel 2 --max-consecutive-failures 2 --no-report " +
+                              "--storage sqlite://" + (dir_ / "fused" / "dltune.db").string() + " >> run.out 2>&1";
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1) << "some trials failed, and the run was not halted\n"
+                                    << Slurp(dir_ / "fused" / "run.out");
+  EXPECT_THAT(Slurp(dir_ / "fused" / "run.out"), ::testing::Not(HasSubstr("in a row ended the same way")));
+  for (const auto& [number, result] : Results("fused")) {
+    EXPECT_EQ(result.state, number % 2 == 0 ? TrialState::kFailed : TrialState::kCompleted)
+        << number << ": " << result.reason;
+  }
+}
+
+// A member that diverges is recorded infeasible when it diverges, while its mates train on: a runner killed after
+// that leaves no member running without checkpoints beside mates with some, and the run again resumes the others
+// and ends (it used to refuse the group on every run, failing each member).
+TEST_F(FusedRunner, AMemberThatDivergedStaysInfeasibleWhenTheRunnerIsKilled) {
+  // Two Nesterov trials, learning rates 0.05 and 5000 (the second diverges within a few steps), and two Adam ones:
+  // one group of 4, evaluated (and checkpointed) every 1000 steps.
+  WriteStudy("fused", "4", 2, "values: [0.05, 5000.0]", 3000);
+  const std::string command = RunCommand("fused", 1);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+  const fs::path db = dir_ / "fused" / "dltune.db";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+  bool past_checkpoint = false;  // the others trained past their first checkpoint; the diverged one ended long ago
+  while (!past_checkpoint && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!fs::exists(db)) continue;
+    const auto store = OpenStore("sqlite://" + db.string());
+    const auto study = store->FindStudy("fused");
+    if (!study) continue;
+    int past = 0;
+    for (const TrialRecord& trial : store->ListTrials(study->id)) {
+      const auto series = store->TrainSeries(trial.id);
+      if (trial.state == TrialState::kRunning && !series.empty() && series.back().step >= 1100) ++past;
+    }
+    past_checkpoint = past == 3;
+  }
+  ASSERT_TRUE(past_checkpoint) << Slurp(dir_ / "fused" / "run.out");
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (const auto& [number, result] : Results("fused")) {
+    if (result.losses.size() < 100) {
+      EXPECT_EQ(result.state, TrialState::kInfeasible) << number << " diverged, and is recorded so: " << result.reason;
+    }
+  }
+  ASSERT_EQ(Run("fused", 1), 0) << Slurp(dir_ / "fused" / "run.out");
+  int diverged = 0, completed = 0;
+  for (const auto& [number, result] : Results("fused")) {
+    diverged += result.state == TrialState::kInfeasible;
+    completed += result.state == TrialState::kCompleted;
+    if (result.state == TrialState::kCompleted) {
+      EXPECT_EQ(result.losses.size(), 3000U) << number << ": each step recorded once";
+    }
+  }
+  EXPECT_EQ(diverged, 1);
+  EXPECT_EQ(completed, 3);
+}
+
 }  // namespace
 }  // namespace dltune

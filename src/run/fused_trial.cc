@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "dltune/train/trainer.h"
 #include "dltune/workloads/train.h"
 #include "run/builtin_trial.h"
+#include "run/injected_faults.h"
 #include "run/trial_report.h"
 
 namespace dltune {
@@ -74,7 +76,11 @@ class GroupReporter final : public FusedCallbacks {
   void OnEnd(std::size_t member, const TrainResult& result) override {
     if (result.outcome == TrainOutcome::kCompleted) ends_[member] = EndLine({});
     if (result.outcome == TrainOutcome::kInfeasible) {
-      ends_[member] = EndLine({.state = EndState::kInfeasible, .reason = result.reason});
+      // Told at once, while its mates train on: the worker records it infeasible now, so that a runner killed
+      // before the group ends leaves no member running without a checkpoint beside mates with some. Its time is the
+      // group's, not known yet: a diverged member has no timing line.
+      Write(member, EndLine({.state = EndState::kInfeasible, .reason = result.reason}));
+      ended_early_.insert(member);
     }
     // A stopped member writes no end: the group's exit status (kExitStopped) says it.
   }
@@ -82,17 +88,23 @@ class GroupReporter final : public FusedCallbacks {
   // Once the group has trained: each member's time (the group's time split, which it trained in) and end.
   void Finish(const std::vector<TrainResult>& results) {
     for (std::size_t m = 0; m < results.size(); ++m) {
+      if (ended_early_.count(m) != 0) continue;
       Write(m, TimingLine(results[m].seconds));
       if (const auto end = ends_.find(m); end != ends_.end()) Write(m, end->second);
     }
   }
 
-  bool ShouldStop(std::int64_t) override { return stop_requested_.load(); }
+  bool ShouldStop(std::int64_t step) override {
+    faults_.AtStep(step);
+    return stop_requested_.load();
+  }
 
  private:
   std::FILE* report_;
+  InjectedFaults faults_;
   const std::atomic<bool>& stop_requested_;
   std::map<std::size_t, std::string> ends_;  // by member: its end line, written after its time
+  std::set<std::size_t> ended_early_;        // the members that diverged: their end is written already
 };
 
 }  // namespace
@@ -110,6 +122,8 @@ std::vector<std::string> FusedTrialFiles(const std::string& variable) {
 int RunFusedTrials(const std::atomic<bool>& stop_requested) {
   const std::vector<std::string> files = FusedTrialFiles(RequireWorkerVariable(kFusedTrialsVariable, "run-fused"));
   if (files.empty()) throw Error(fmt::format("${} lists no trial file", kFusedTrialsVariable));
+  const char* limits_variable = std::getenv(kFusedResumeLimitsVariable);
+  const std::vector<std::string> limits = FusedTrialFiles(limits_variable != nullptr ? limits_variable : "");
   std::vector<FusedMember> members;
   std::optional<BuiltinTrialRun> first;
   nlohmann::json shared;  // what every member must have alike
@@ -133,7 +147,8 @@ int RunFusedTrials(const std::atomic<bool>& stop_requested) {
                        .init_seed = run.options.init_seed,
                        .data_seed = run.options.data_seed,
                        .checkpoint_dir = (std::filesystem::path(file).parent_path() / "checkpoints").string(),
-                       .checkpoint_owner = run.options.checkpoint_owner});
+                       .checkpoint_owner = run.options.checkpoint_owner,
+                       .max_resume_step = members.size() < limits.size() ? std::stoll(limits[members.size()]) : -1});
   }
   // Here, in the group's own process: a trial server must not have touched CUDA before it forks.
   first->options.device = ResolveTrainingDevice(first->options.training);

@@ -12,6 +12,9 @@ namespace dltune {
 // The environment variable that lists a group's trial files ($DLTUNE_FUSED_TRIALS): one trial.json path per line,
 // a member's index its line's.
 inline constexpr const char* kFusedTrialsVariable = "DLTUNE_FUSED_TRIALS";
+// Each member's DLTUNE_RESUME_MAX_STEP, one per line in the same order ($DLTUNE_FUSED_RESUME_MAX_STEPS): a member
+// resumes from a checkpoint at or before it only. Absent or short: any checkpoint.
+inline constexpr const char* kFusedResumeLimitsVariable = "DLTUNE_FUSED_RESUME_MAX_STEPS";
 
 // Trains the group $DLTUNE_FUSED_TRIALS lists, writing every member's report lines to $DLTUNE_REPORT, each prefixed
 // with the member's index and a tab ("2\t{...}": docs/trial-protocol.md, "Fused trials"). Returns the exit status:

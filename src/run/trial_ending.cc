@@ -104,6 +104,12 @@ TrialEnding RecordEnding(ActiveTrial& trial, const EndedTrial& ended) {
                                             "resumes from its latest checkpoint");
   }
   if (status.ok()) return Succeeded(trial, ended);
+  // dltune asked it to stop: however it then ended (a full disk may fail its last checkpoint and its error message
+  // too), it ends stopped, to resume from its latest checkpoint.
+  if (ended.term_sent) {
+    return Stopped(trial, fmt::format("stopped on request (it ended with {}{}); it resumes from its latest checkpoint",
+                                      status.Describe(), DltuneError(stderr_tail)));
+  }
   std::string reason = "the trial program ended with " + status.Describe() + DltuneError(stderr_tail);
   // A data-parallel trial: the rank that ended first is the cause; rank 0 only lost its peer.
   if (!ended.peer_failure.empty()) {

@@ -55,6 +55,9 @@ struct Slot {
   double term_sent_at = 0;
   double end_seen_at = 0;       // when its end line was read; 0: not yet
   bool hung_after_end = false;  // it did not exit within the grace after its end line: killed, recorded by the line
+  // A fused member recorded as it ended (diverged) while its group trains on: its slot stays until the group's
+  // process exits, and reads, records and counts nothing more.
+  bool concluded = false;
   double last_flush = 0;
   TrialProgress progress;
   std::unique_ptr<TrialSink> sink;   // its report; null until the trial is prepared
@@ -68,7 +71,8 @@ struct FusedGroup {
   std::vector<Slot*> members;
   std::vector<std::uint64_t> numbers;  // the members' trial numbers (kept: their slots go as they are concluded)
   GroupReportSplitter splitter;
-  bool closed = false;  // the channel's end was given to every member (their slots may be gone after)
+  bool closed = false;           // the channel's end was given to every member (their slots may be gone after)
+  bool failure_counted = false;  // its process's failure counted once for the failure breaker, not once a member
 };
 
 // How long a trial asked to stop (SIGTERM) after its timeout may take to write its checkpoint before it is killed:
@@ -137,7 +141,7 @@ void ReadGroupReport(FusedGroup& group, TrialGang& process, bool at_eof) {
   const std::vector<std::string> lines = group.splitter.Split(bytes);
   for (std::size_t m = 0; m < group.members.size(); ++m) {
     Slot& member = *group.members[m];
-    if (!member.lease_lost) member.sink->Feed(lines[m], ended);
+    if (!member.lease_lost && !member.concluded) member.sink->Feed(lines[m], ended);
   }
   group.closed = ended;
 }
@@ -195,6 +199,11 @@ void EnforceTimeout(Slot& slot, double now, RunObserver& observer) {
 // group's collective waiting on a rank already gone, a thread that never joins); it is recorded by its end line.
 void EnforceEndGrace(Slot& slot, double now, double grace, RunObserver& observer) {
   if (slot.lease_lost || slot.hung_after_end || !slot.sink || !slot.sink->end()) return;
+  if (slot.group) {  // a member that ended early waits for its mates: the grace runs from the group's last end
+    for (const Slot* member : slot.group->members) {
+      if (!member->lease_lost && (!member->sink || !member->sink->end())) return;
+    }
+  }
   if (slot.end_seen_at == 0) slot.end_seen_at = now;
   if (now - slot.end_seen_at <= grace) return;
   slot.hung_after_end = true;
@@ -302,6 +311,7 @@ class Worker {
         }
         PollReports(slots_);
         UpdateGpus(now);
+        ConcludeEndedMembers();
         ReapFinished();
         EnforceTimeouts();
         HeartbeatAll();
@@ -338,6 +348,7 @@ class Worker {
       gpus_.UsePackingsMeasuredBefore(session.spec(), options_.mps);
     }
     std::size_t limit = gang_ ? 0 : FuseLimit(session.spec(), options_.fuse_auto);
+    if (TrainsAloneAfterItsGroup(claimed->trial)) limit = 0;
     // A trial with checkpoints joins a group only to resume with the group it was stopped in.
     const std::optional<std::int64_t> resumes_from = limit < 2 ? std::nullopt : NewestCheckpointStep(claimed->trial);
     if (limit >= 2 && !resumes_from) limit = ShareOfFreeSlots(session, limit);
@@ -357,6 +368,7 @@ class Worker {
     const std::string key = FusionKey(claimed->trial.ParamsByName());
     const auto joins = [&](const ActiveTrial& next) {
       return FusionKey(next.ParamsByName()) == key && NewestCheckpointStep(next) == resumes_from &&
+             !TrainsAloneAfterItsGroup(next) &&
              (!resumes_from || FusedGroupOf(next.record().resources) == stopped_group);
     };
     std::vector<ActiveTrial> group;
@@ -412,6 +424,11 @@ class Worker {
   }
 
   // The step of the trial's newest checkpoint, which it resumes from; nullopt when it starts afresh.
+  // A trial whose fused group could not train together (recorded as a group of itself alone) trains alone since.
+  static bool TrainsAloneAfterItsGroup(const ActiveTrial& trial) {
+    return FusedGroupOf(trial.record().resources) == std::vector<std::uint64_t>{trial.record().number};
+  }
+
   std::optional<std::int64_t> NewestCheckpointStep(const ActiveTrial& trial) {
     std::optional<std::int64_t> newest;
     for (const CheckpointRecord& checkpoint : store_.ListCheckpoints(trial.lease().trial_id)) {
@@ -569,6 +586,9 @@ class Worker {
     AddMpsClient(command, first.gpu.has_value());
     command.argv = {dltune_.string(), "run-fused"};
     command.environment[kFusedTrialsVariable] = files;
+    std::string limits;  // each member's, as its lone trial's DLTUNE_RESUME_MAX_STEP
+    for (const Slot* member : group->members) limits += std::to_string(member->sink->ResumeLimit()) + "\n";
+    command.environment[kFusedResumeLimitsVariable] = limits;
     const double spawned_at = WallSeconds();
     for (auto& member : members) {
       member->sink->ProcessStarted(spawned_at);
@@ -647,7 +667,8 @@ class Worker {
   void HeartbeatAll() {
     const double now = WallSeconds();
     for (auto& slot : slots_) {
-      if (slot->lease_lost || now - std::max(slot->last_flush, slot->sink->last_written_at()) < heartbeat_every_) {
+      if (slot->lease_lost || slot->concluded ||
+          now - std::max(slot->last_flush, slot->sink->last_written_at()) < heartbeat_every_) {
         continue;
       }
       slot->last_flush = now;
@@ -661,7 +682,9 @@ class Worker {
 
   void Tick() {
     std::vector<TrialProgress> running;
-    for (const auto& slot : slots_) running.push_back(slot->progress);
+    for (const auto& slot : slots_) {
+      if (!slot->concluded) running.push_back(slot->progress);
+    }
     observer_.Tick(running);
   }
 
@@ -697,9 +720,30 @@ class Worker {
     }
   }
 
+  // A fused member that diverged is recorded infeasible at once, while its mates train on: a runner killed before
+  // the group ends must not leave it running, without checkpoints beside mates that have some (so that the group
+  // could never form again). Its end line says all: the group's exit status is its mates'.
+  void ConcludeEndedMembers() {
+    for (auto& slot : slots_) {
+      if (!slot->group || slot->concluded || slot->lease_lost || !slot->sink) continue;
+      const auto& end = slot->sink->end();
+      if (!end || end->state != EndState::kInfeasible) continue;
+      TrialEnding ending;
+      try {
+        slot->trial->SetResources(WithFusedGroup(slot->trial->resources(), slot->group->numbers));
+        ending = RecordEnding(*slot->trial, EndedTrialOf(*slot, ExitStatus{}));
+      } catch (const LeaseLostError& e) {
+        AbandonAttempt(*slot, e.what(), observer_);
+        continue;
+      }
+      slot->concluded = true;
+      Finished(*slot, ending);
+    }
+  }
+
   // Records how the trial ended, from its exit status and what it reported.
   void Conclude(Slot& slot, const ExitStatus& status) {
-    if (slot.lease_lost) {
+    if (slot.lease_lost || slot.concluded) {
       ReleaseGpus(slot, gpus_);
       return;
     }
@@ -715,6 +759,18 @@ class Worker {
         slot.trial->Stop(gpu_ending->reason);
         store_.ResumeStopped(slot.trial->record().study_id);  // back to pending at once, to run alone
         observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, gpu_ending->reason));
+        return;
+      }
+      if (slot.group && !slot.term_sent && !slot.kill_sent && !status.signal && status.code == kExitConflict &&
+          !slot.sink->end()) {
+        // The group could not form again (its members' checkpoints share no step): each member resumes alone, from
+        // its own checkpoints, rather than the group failing every time it is run.
+        const std::string reason = fmt::format("its fused group could not train together ({}): it resumes alone",
+                                               LastLineOf(TailOfFile(slot.trial_dir / "stderr.log")));
+        slot.trial->SetResources(WithFusedGroup(slot.trial->resources(), {slot.progress.number}));
+        slot.trial->Stop(reason);
+        store_.ResumeStopped(slot.trial->record().study_id);
+        observer_.Notice(fmt::format("{} trial {}: {}", slot.progress.study, slot.progress.number, reason));
         return;
       }
       if (slot.group) slot.trial->SetResources(WithFusedGroup(slot.trial->resources(), slot.group->numbers));
@@ -738,7 +794,10 @@ class Worker {
       case TrialState::kStopped: ++summary_.stopped; break;
       default: ++summary_.failed; break;
     }
-    if (breaker_.Count(ending.state, ending.cause)) Halt(slot, ending);
+    // A fused group's process that failed fails each member with it: one failure of the study's, counted once.
+    const bool counted_with_its_group =
+        slot.group && ending.state == TrialState::kFailed && std::exchange(slot.group->failure_counted, true);
+    if (!counted_with_its_group && breaker_.Count(ending.state, ending.cause)) Halt(slot, ending);
     observer_.TrialFinished({.trial = slot.progress,
                              .state = ending.state,
                              .reason = ending.reason,

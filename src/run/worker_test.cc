@@ -210,6 +210,28 @@ TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
   EXPECT_EQ(temp_.store().TrainSeries(Trial(0).id).size(), 2u);
 }
 
+// A trial asked to stop ends stopped however it exits: on a full disk the built-in trainer's last checkpoint fails
+// and it exits 74 (EX_IOERR) without a word on its standard error.
+TEST_F(WorkerTest, ATrialAskedToStopEndsStoppedWhateverItsExitStatus) {
+  (void)Study(kPrelude +
+                  "trap 'exit 74' TERM\n"
+                  "R '{\"type\":\"train\",\"step\":1}'\n"
+                  "while true; do sleep 0.05; done\n",
+              1);
+  std::atomic<int> stops{0};
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+    stops = 1;
+  });
+  const RunSummary summary = Run(1, &stops);
+  stopper.join();
+  EXPECT_EQ(summary.failed, 0);
+  EXPECT_EQ(summary.stopped, 1);
+  EXPECT_EQ(Trial(0).state, TrialState::kStopped);
+  EXPECT_NE(Trial(0).reason.find("stopped on request (it ended with exit status 74)"), std::string::npos)
+      << Trial(0).reason;
+}
+
 TEST_F(WorkerTest, ACompoundCommandStopsWithItsProgramsStatus) {
   // The shell of `cd ... && sh trial.sh` stays; on SIGTERM the program checkpoints and exits 75, and so does the shell.
   const auto script = temp_.dir() / "stoppable.sh";
@@ -550,6 +572,41 @@ TEST_F(WorkerTest, TrialsWaitPassivelyUnlessTheEnvironmentChooses) {
   std::string line;
   std::getline(out, line);
   EXPECT_EQ(line, "policy=" + expected);
+}
+
+// A checkpoint path that holds another recorded checkpoint of the trial (checkpoints, checkpoints/c2/..) or lies in
+// one is refused when reported: retiring the outer one would delete the inner one the store lists as kept.
+TEST_F(WorkerTest, ACheckpointHoldingOrInsideAnotherFailsItsTrialAndDeletesNothing) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"checkpoints", "checkpoints/c2"}, {"checkpoints/c2/..", "checkpoints/c2"}, {"checkpoints/c1", "checkpoints"}};
+  (void)Study(kPrelude +
+                  "mkdir -p \"$DLTUNE_TRIAL_DIR/checkpoints/c1\" \"$DLTUNE_TRIAL_DIR/checkpoints/c2\"\n"
+                  "echo x > \"$DLTUNE_TRIAL_DIR/checkpoints/c1/f\"\n"
+                  "echo x > \"$DLTUNE_TRIAL_DIR/checkpoints/c2/f\"\n"
+                  "case $DLTUNE_TRIAL_NUMBER in\n"
+                  "  0) a=checkpoints b=checkpoints/c2 ;;\n"
+                  "  1) a=checkpoints/c2/.. b=checkpoints/c2 ;;\n"
+                  "  *) a=checkpoints/c1 b=checkpoints ;;\n"
+                  "esac\n"
+                  "R '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":1,\"path\":\"'$a'\",\"objective\":0.5}'\n"
+                  "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.6}}'\n"
+                  "R '{\"type\":\"checkpoint\",\"step\":2,\"path\":\"'$b'\",\"objective\":0.6}'\n"
+                  "sleep 5\n",
+              static_cast<int>(cases.size()), "training: {keep_best_checkpoints: 0, keep_latest_checkpoints: 1}\n");
+  const RunSummary summary = Run(static_cast<int>(cases.size()));
+  EXPECT_EQ(summary.failed, static_cast<int>(cases.size()));
+  for (std::uint64_t n = 0; n < cases.size(); ++n) {
+    SCOPED_TRACE(cases[n].first + " then " + cases[n].second);
+    const TrialRecord trial = Trial(n);
+    EXPECT_EQ(trial.state, TrialState::kFailed);
+    EXPECT_NE(trial.reason.find("checkpoint path '" + cases[n].second + "'"), std::string::npos) << trial.reason;
+    const auto dir = temp_.dir() / "runs" / temp_.store().FindStudy("s")->uid / ("trial_" + std::to_string(n));
+    for (const char* file : {"checkpoints/c1/f", "checkpoints/c2/f"}) EXPECT_TRUE(std::filesystem::exists(dir / file));
+    const auto checkpoints = temp_.store().ListCheckpoints(trial.id);
+    ASSERT_EQ(checkpoints.size(), 1u);
+    EXPECT_FALSE(checkpoints[0].deleted);
+  }
 }
 
 }  // namespace

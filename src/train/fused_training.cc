@@ -214,7 +214,10 @@ class FusedLoop {
     for (const MemberState& member : members_) {
       std::set<std::int64_t> own;
       if (member.checkpoints) {
-        for (const CheckpointInfo& info : member.checkpoints->List()) own.insert(info.step);
+        for (const CheckpointInfo& info : member.checkpoints->List()) {
+          // One written after the last measurements its worker recorded would leave a gap in its series.
+          if (member.spec->max_resume_step < 0 || info.step <= member.spec->max_resume_step) own.insert(info.step);
+        }
       }
       steps.push_back(std::move(own));
     }

@@ -228,6 +228,9 @@ struct FusedMember {
   std::uint64_t data_seed = 0;
   std::string checkpoint_dir;  // "": no checkpoints
   nlohmann::json checkpoint_owner;
+  // Resume only from a checkpoint at or before this step (its worker recorded the measurements before it, as a lone
+  // trial's max_resume_step); -1: from any.
+  std::int64_t max_resume_step = -1;
 };
 
 // What a fused group reports as it trains, per member (its index in TrainFused's `members`), as a lone trial's
