@@ -3,6 +3,7 @@
 // its exported model read from Python; and round 2 of a study whose learning rates follow the playbook's rule.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "cli_runner.h"
 #include "core/eval_schedule.h"
 #include "core/schedule.h"
+#include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/instability.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
@@ -659,6 +661,11 @@ space:
   ASSERT_EQ(Dltune("run depth-warmup.yaml --no-report").exit_code, 0);
   const Result applied = Dltune("plan apply-warmup --from depth-warmup --warmup-steps 10");
   ASSERT_EQ(applied.exit_code, 0) << applied.err;
+  // A warmup given by hand is said to be so, never "found stable" by the study.
+  const std::string written =  // the spec's header comment as one line
+      std::regex_replace(Slurp(dir_ / "depth-warmup10.yaml"), std::regex("\n# ?"), " ");
+  EXPECT_THAT(written, HasSubstr("A warmup of 10 steps, given by --warmup-steps (study depth-warmup found"));
+  EXPECT_THAT(written, ::testing::Not(HasSubstr("the shortest warmup study depth-warmup found stable")));
   const Result ran = Dltune("run depth-warmup10.yaml --no-report");
   ASSERT_EQ(ran.exit_code, 0) << ran.out << ran.err;
   const auto store = OpenStore(StoreUrl());
@@ -806,6 +813,52 @@ space:
   EXPECT_TRUE(tuning.space->Find("weight_decay")->Varies());  // the spec's own space, to tune
   EXPECT_EQ(tuning.procedure.kind, "apply-steps");
   ASSERT_EQ(Dltune("run start-tuning.yaml --no-report").exit_code, 0);
+}
+
+// The instability probe is planned at the configuration of the sub-study whose instability the finding names, not at
+// the best overall: here Adam's trials are better and stable, and SGD's best sits just under the learning rate above
+// which its trials diverge.
+TEST_F(Procedures, TheInstabilityProbeTakesTheUnstableSubstudysBest) {
+  Write("u.yaml", R"(name: u
+workload: synthetic
+max_train_steps: 100
+trials: 12
+space:
+  optimizer: {values: [sgd, adam], role: scientific}
+  learning_rate: {min: 0.001, max: 1, scale: log}
+  batch_size: 32
+)");
+  const auto store = OpenStore(StoreUrl());
+  const StudySpec spec = LoadStudySpec((dir_ / "u.yaml").string());
+  const StudySession session = StudySession::OpenOrCreate(*store, spec, "");
+  // Records as a run would leave them: SGD diverges at a learning rate of 0.1 and above, and is best just under it;
+  // every Adam trial beats every SGD one.
+  while (auto claimed = store->ClaimNext(session.study().id, "w")) {
+    const auto& [trial, lease] = *claimed;
+    const auto params = ParamsByName(*spec.space, trial.params);
+    const bool sgd = FormatValue(params.at("optimizer")) == "sgd";
+    const double rate = *NumericValue(params.at("learning_rate"));
+    if (sgd && rate >= 0.1) {
+      store->Finish(lease, {.state = TrialState::kInfeasible, .reason = "diverged"});
+      continue;
+    }
+    const double error = sgd ? 0.5 - rate : 0.1 + rate / 100;
+    store->Record(lease, {.evals = {{.step = 100, .split = "valid", .metric = "error_rate", .value = error}},
+                          .best_step = 100,
+                          .best_value = error});
+    store->Finish(lease, {.state = TrialState::kCompleted, .final_value = error});
+  }
+  const StudyData data = LoadStudyData(*store, "u");
+  const auto found = Diagnose(data);
+  const auto instability =
+      std::find_if(found.begin(), found.end(), [](const Diagnostic& d) { return d.id == "instability"; });
+  ASSERT_NE(instability, found.end()) << "the records must show SGD's instability";
+  const Result planned = Dltune("plan instability --from u -o probe.yaml");
+  ASSERT_EQ(planned.exit_code, 0) << planned.err;
+  const StudySpec probe = LoadStudySpec((dir_ / "probe.yaml").string());
+  const std::uint64_t from = probe.procedure.from_trials.at(0).trial;
+  EXPECT_EQ(FormatValue(ParamsByName(*spec.space, data.trials.at(from).params).at("optimizer")), "sgd");
+  EXPECT_EQ(from, instability->trials.back()) << "the best trial of the unstable sub-study";
 }
 
 }  // namespace

@@ -330,8 +330,9 @@ TEST_P(StoreContract, AnExtendedStudyKeepsItsTrials) {
   const StudyRecord study = NewStudyWithTrials(2);
   auto claim = store_->ClaimNext(study.id, "w");
   store_->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = 0.5});
-  store_->ExtendStudy(study.id, "trials: 4\n", "h4");
+  store_->ExtendStudy(study.id, "trials: 4\n", "h4", "four trials");
   const StudyRecord extended = *store_->FindStudy(study.name);
+  EXPECT_EQ(extended.description, "four trials");  // the description says what the study now is
   EXPECT_EQ(extended.id, study.id);
   EXPECT_EQ(extended.uid, study.uid);
   EXPECT_EQ(extended.spec_text, "trials: 4\n");
@@ -339,7 +340,7 @@ TEST_P(StoreContract, AnExtendedStudyKeepsItsTrials) {
   EXPECT_GE(extended.updated_at, study.updated_at);
   EXPECT_EQ(store_->CountTrials(study.id).made, 2);
   EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kCompleted);
-  EXPECT_THROW(store_->ExtendStudy(study.id + 1000, "x", "h"), Error);
+  EXPECT_THROW(store_->ExtendStudy(study.id + 1000, "x", "h", "x"), Error);
 }
 
 // A trial's configuration and replica, a study's parent and dirty flag, are kept as written.

@@ -11,6 +11,7 @@
 #include "core/files.h"
 #include "core/schedule.h"
 #include "core/strings.h"
+#include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
@@ -172,6 +173,19 @@ Chosen BestOverall(const StudyData& parent) {
   return *std::min_element(best.begin(), best.end(), [&](const Chosen& a, const Chosen& b) {
     return IsBetter(a.value, b.value, parent.spec.objective.direction);
   });
+}
+
+Chosen BestWhereUnstable(const StudyData& parent) {
+  for (const Diagnostic& d : Diagnose(parent)) {
+    if ((d.id != "instability" && d.id != "infeasible_share") || !d.handled.empty() || d.trials.empty()) continue;
+    const auto named = std::find_if(parent.trials.begin(), parent.trials.end(),
+                                    [&](const TrialRecord& t) { return t.number == d.trials.back(); });
+    if (named == parent.trials.end()) continue;
+    for (const Chosen& best : ChooseBest(parent, 1)) {
+      if (best.trial.substudy == named->substudy) return best;
+    }
+  }
+  return BestOverall(parent);
 }
 
 YamlTree GridSampler() {

@@ -45,6 +45,9 @@ std::vector<std::pair<std::string, Value>> ParamsByDisplayName(const SearchSpace
 YamlTree ConstantScheduleSpace(const StudyData& parent, const TrialRecord& trial, bool without_regularization);
 // The parent's best trial over all sub-studies.
 Chosen BestOverall(const StudyData& parent);
+// The configuration an instability is probed at: the best of the sub-study whose open `instability` (or mostly
+// infeasible) finding names it, else the best overall.
+Chosen BestWhereUnstable(const StudyData& parent);
 // `sampler: {name: grid}`: every value of the space's swept param once.
 YamlTree GridSampler();
 // The parent's `training:` block (empty when it has none), to be changed by the plan.

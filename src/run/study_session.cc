@@ -70,7 +70,7 @@ void ExtendRecordedStudy(Store& store, const StudyRecord& study, const StudySpec
           study.name, plan.TrialCount(), trial.number, raised.sampler.name));
     }
   }
-  store.ExtendStudy(study.id, raised.text, Sha256Hex(raised.text));
+  store.ExtendStudy(study.id, raised.text, Sha256Hex(raised.text), raised.description);
 }
 
 // A study makes its planned trials as it goes, this many at a time: a study of a million trials costs no more to

@@ -612,11 +612,13 @@ int SqlStore::ResumeStopped(std::int64_t study_id) {
   });
 }
 
-void SqlStore::ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) {
+void SqlStore::ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash,
+                           const std::string& description) {
   Transaction(true, [&] {
     const auto rows = connection_->Query(
-        Sql("UPDATE studies SET spec_text = ?, spec_hash = ?, updated_at = {now} WHERE id = ? RETURNING id"),
-        {spec_text, spec_hash, study_id});
+        Sql("UPDATE studies SET spec_text = ?, spec_hash = ?, description = ?, updated_at = {now} WHERE id = ? "
+            "RETURNING id"),
+        {spec_text, spec_hash, SanitizeUtf8(description), study_id});
     if (rows.empty()) throw Error(fmt::format("{}: no study with id {}", url_, study_id));
   });
 }

@@ -44,7 +44,8 @@ class SqlStore final : public Store {
   std::vector<ReclaimedTrial> ReclaimWorker(std::int64_t study_id, const std::string& worker) override;
   int ResumeStopped(std::int64_t study_id) override;
   int RetryFailed(std::int64_t study_id) override;
-  void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) override;
+  void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash,
+                   const std::string& description) override;
   std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) override;
   std::vector<EvalMeasurement> EvalSeries(std::int64_t trial_id) override;
   std::vector<StudyEvalRow> StudyEvaluations(std::int64_t study_id) override;

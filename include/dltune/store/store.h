@@ -330,9 +330,10 @@ class Store {
   // Failed trials of the study go back to pending, to be tried again (they resume from their latest checkpoint);
   // the one way out of `failed`, asked for explicitly (`dltune run --retry-failed`). Returns how many.
   virtual int RetryFailed(std::int64_t study_id) = 0;
-  // Records a new spec for the study whose trials it keeps (the caller checked that the new spec only appends
-  // trials: `dltune run --extend`); the trials it adds are made as workers ask, like the study's others.
-  virtual void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash) = 0;
+  // Records a new spec and its description for the study whose trials it keeps (the caller checked that the new spec
+  // only appends trials: `dltune run --extend`); the trials it adds are made as workers ask, like the study's others.
+  virtual void ExtendStudy(std::int64_t study_id, const std::string& spec_text, const std::string& spec_hash,
+                           const std::string& description) = 0;
 
   // Measurements, ordered by step (evals by step, split, metric).
   virtual std::vector<TrainMeasurement> TrainSeries(std::int64_t trial_id) = 0;
