@@ -75,6 +75,22 @@ class WithDltuneTest(unittest.TestCase):
         train_steps = sorted(row["step"] for row in rows if row["split"] == "train_step" and row["metric"] == "loss")
         self.assertEqual(train_steps, list(range(1, 61)))
 
+    def test_a_trial_whose_loss_diverges_is_recorded_infeasible_with_nothing_after_that_step(self):
+        # Step 3's loss is 10^4 times the first; the first evaluation would be at step 6.
+        command = f"MLP_TRIAL_EXPLODE_AT=3 MLP_TRIAL_FLUSH_SECONDS=3600 {PYTHON} {PROGRAM}"
+        (self.root / "study.yaml").write_text(spec("diverging", command, self.root / "runs", trials=1))
+        done = self.dltune("run", "study.yaml", "--no-report")
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        [trial] = dltune.study("diverging", storage=self.storage, executable=DLTUNE).trials()
+        self.assertEqual(trial["state"], "infeasible", trial)
+        self.assertEqual((trial["best_step"], trial["best_value"]), (None, None))  # no objective
+        self.assertRegex(trial["reason"], r"^diverged: training loss \S+ at step 3 is more than 100x the initial loss")
+        rows = dltune.study("diverging", storage=self.storage, executable=DLTUNE).measurements()
+        losses = [row for row in rows if row["split"] == "train_step" and row["metric"] == "loss"]
+        self.assertEqual(sorted(row["step"] for row in losses), [1, 2, 3])
+        self.assertEqual([row for row in rows if row["split"] == "valid"], [])  # no objective
+        self.assertEqual(list((self.root / "runs").rglob("step_*.pt")), [])
+
     def test_a_missing_study_is_a_clear_error(self):
         with self.assertRaisesRegex(RuntimeError, "no_such_study"):
             dltune.study("no_such_study", storage=self.storage, executable=DLTUNE).trials()
