@@ -595,5 +595,18 @@ TEST_F(RunCli, AMeasurementIsNeverDecidedOnOrLaunched) {
   EXPECT_THAT(Dltune("next smoke-throughput").out, ::testing::Not(HasSubstr("dltune decide")));
 }
 
+// A throughput sweep planned again from the same spec knows it measures again (what dltune next counts, so that it
+// measures twice at most), and each sweep knows the batch size the spec had (the one a busy machine's project keeps).
+TEST_F(RunCli, AThroughputSweepPlannedAgainFromASpecIsItsNextAttempt) {
+  const std::string spec = WriteSpec(1, 20, 10).string();
+  ASSERT_EQ(Dltune("plan throughput --from " + spec + " --batch-sizes 16:32 --steps 10 -o t1.yaml").exit_code, 0);
+  EXPECT_THAT(Slurp(dir_ / "t1.yaml"), HasSubstr("attempt: 1, from_batch_size: 32"));
+  ASSERT_EQ(Dltune("run t1.yaml --no-report").exit_code, 0);
+  const Result again =
+      Dltune("plan throughput --from " + spec + " --batch-sizes 16:32 --steps 10 --name smoke-throughput-2 -o t2.yaml");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_THAT(Slurp(dir_ / "t2.yaml"), HasSubstr("attempt: 2, from_batch_size: 32"));
+}
+
 }  // namespace
 }  // namespace dltune

@@ -273,11 +273,11 @@ void RegisterPlanThroughput(CLI::App* plan) {
                    "whether the machine's speed held")
       ->check(WholeNumberIn(1, 100));
   throughput->callback([args] {
-    // A spec file needs no store.
+    // A spec file needs no store; where there is one, it says how often the project's throughput was measured.
     std::error_code error;
-    const auto store = std::filesystem::is_regular_file(args->from, error)
-                           ? nullptr
-                           : OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+    const std::string url = StoreUrlOrDefault(args->storage);
+    const auto store =
+        !std::filesystem::is_regular_file(args->from, error) || StoreMayExist(url) ? OpenStoreReadOnly(url) : nullptr;
     const PlannedStudy planned = PlanThroughput(store.get(), {.parent = args->from,
                                                               .batch_sizes = args->batch_sizes,
                                                               .steps = args->steps,
