@@ -180,5 +180,43 @@ TEST_F(StoreCli, MistakesAreOneClearLine) {
   EXPECT_FALSE(std::filesystem::exists(*dir_ / "missing.db"));  // reading never creates a store
 }
 
+// Parent names in a cycle, made by ordinary commands: p is deleted while c, planned from it, keeps naming it, and a new
+// study planned from c takes the name p. The new p is not c's parent: `dltune next` reads one lineage, c then p, and
+// `dltune studies --tree` lists every study; `dltune delete` says what becomes of c.
+TEST(StoreCliLineage, ANewStudyTakingADeletedParentsNameIsNotItsChildrensParent) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_lineage_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string storage = " --storage sqlite://" + (dir / "runs.db").string();
+  const auto dltune = [&](const std::string& arguments) {
+    const test::Result result = RunDltune(arguments + storage, dir);
+    EXPECT_EQ(result.exit_code, 0) << "dltune " << arguments << "\n" << result.out << result.err;
+    return result;
+  };
+  std::ofstream(dir / "trial.sh")
+      << "printf '{\"type\":\"eval\",\"step\":1,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.1%s}}\\n' \"$1\" "
+         ">> \"$DLTUNE_REPORT\"\n";
+  std::ofstream(dir / "p.yaml") << "name: p\ncommand: sh " << (dir / "trial.sh").string()
+                                << " {trial_number}\nmax_train_steps: 1\ntrials: 2\n"
+                                   "space: {lr: {min: 0.01, max: 1, scale: log}}\n";
+  dltune("run p.yaml --no-report");
+  dltune("plan retrain --from p --replicas 2 --name c -o c.yaml");
+  dltune("run c.yaml --no-report");
+  const test::Result deleted = dltune("delete p --force --yes");
+  EXPECT_THAT(deleted.out, HasSubstr("studies planned from it keep their records, their parent shown as not here (a "
+                                     "study made later under the name p is not their parent): c\n"));
+  dltune("plan retrain --from c --replicas 2 --name p -o p2.yaml");
+  dltune("run p2.yaml --no-report");
+
+  for (const char* target : {"", " c", " p"}) {
+    const test::Result next = dltune(std::string("next") + target);
+    EXPECT_THAT(next.out, HasSubstr("study ")) << target;
+  }
+  const test::Result tree = dltune("studies --tree");
+  EXPECT_THAT(tree.out, HasSubstr("c (retrain)"));
+  EXPECT_THAT(tree.out, HasSubstr("[parent p not here: the study named p now is a later one]\n└─ p (retrain)"));
+  EXPECT_EQ(std::count(tree.out.begin(), tree.out.end(), '\n'), 2) << tree.out;
+  dltune::RemoveTree(dir);
+}
+
 }  // namespace
 }  // namespace dltune

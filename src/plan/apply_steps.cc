@@ -1,5 +1,6 @@
 // dltune plan apply-steps: the step budget a fit-steps sweep found, applied to the spec the project started from.
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -7,6 +8,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
+#include "store/tracking.h"
 
 namespace dltune {
 
@@ -18,20 +20,26 @@ namespace {
 // planned by a procedure.
 StudyData LineageOrigin(Store& store, const StudyData& study) {
   std::string from = study.spec.procedure.parent;
-  for (int depth = 0; depth < 1000; ++depth) {
+  StudyRecord child = study.study;
+  std::set<std::int64_t> seen = {child.id};
+  for (;;) {
     std::error_code error;
     if (std::filesystem::is_regular_file(from, error)) return ParentFromSpecFile(from);
-    if (!store.FindStudy(from)) {
+    const auto parent = FindParentStudy(store, child);
+    if (!parent) {
       throw Error(
           fmt::format("study {}'s lineage leads to {}, which is neither a spec file here nor a study in the "
                       "store: the spec to apply the step budget to is not found",
                       study.study.name, from));
     }
-    StudyData ancestor = LoadStudyData(store, from, /*with_measurements=*/false);
+    if (!seen.insert(parent->id).second) {
+      throw Error(fmt::format("study {}'s lineage does not end: its procedure parents form a cycle", study.study.name));
+    }
+    StudyData ancestor = LoadStudyData(store, parent->name, /*with_measurements=*/false);
     if (ancestor.spec.procedure.kind.empty()) return ancestor;
     from = ancestor.spec.procedure.parent;
+    child = ancestor.study;
   }
-  throw Error(fmt::format("study {}'s lineage does not end: its procedure parents form a cycle", study.study.name));
 }
 
 }  // namespace

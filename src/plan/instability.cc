@@ -11,6 +11,7 @@
 #include "dltune/analyze/instability.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
+#include "store/tracking.h"
 
 namespace dltune {
 
@@ -74,14 +75,14 @@ StabilityContext plan_internal::StabilityContextOf(Store& store, const StudyData
         LoadParent(store, options.value("baseline", study.spec.procedure.parent), /*with_measurements=*/true);
     context.unstable_learning_rate = options.value(kind == "warmup" ? "unstable_learning_rate" : "learning_rate", 0.0);
     context.probe_steps = kind == "clipping" ? study.spec.max_train_steps : 0;
-    if (kind == "warmup" && store.FindStudy(study.spec.procedure.parent)) {
-      const StudyData probe = LoadStudyData(store, study.spec.procedure.parent, /*with_measurements=*/false);
+    if (const auto parent = kind == "warmup" ? FindParentStudy(store, study.study) : std::nullopt) {
+      const StudyData probe = LoadStudyData(store, parent->name, /*with_measurements=*/false);
       if (probe.spec.procedure.kind == "instability") context.probe_steps = probe.spec.max_train_steps;
     }
   } else {
     context.baseline = LoadParent(store, study.study.name, /*with_measurements=*/true);
     for (const StudyRecord& other : store.ListStudies()) {  // the newest probe planned from it
-      if (other.parent != study.study.name) continue;
+      if (!IsParentOf(study.study, other)) continue;
       if (ParseStudySpec(other.spec_text, other.name).procedure.kind == "instability") {
         probe_of(LoadStudyData(store, other.name));
       }

@@ -1,5 +1,7 @@
 #include "dltune/report/study_data.h"
 
+#include <set>
+
 #include <fmt/format.h>
 
 #include "dltune/analyze/diagnostics.h"
@@ -20,7 +22,7 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
   data.trials = store.ListTrials(data.study.id);
   // A planned study's parent trials, for comparing against them; a parent no longer in this store leaves none.
   if (!data.spec.procedure.from_trials.empty()) {
-    if (const auto parent = store.FindStudy(data.spec.procedure.parent)) {
+    if (const auto parent = FindParentStudy(store, data.study)) {
       for (const ParentTrial& from : data.spec.procedure.from_trials) {
         if (auto trial = store.FindTrial(parent->id, from.trial)) data.parent_trials.push_back(std::move(*trial));
       }
@@ -30,7 +32,7 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
   data.launches = store.ListLaunches(data.study.id);
   data.evaluations = store.ListEvaluations(data.study.id);
   for (const StudyRecord& other : store.ListStudies()) {
-    if (other.parent == data.study.name) data.children.push_back(other.name);
+    if (IsParentOf(data.study, other)) data.children.push_back(other.name);
   }
   if (!with_measurements) return data;
   for (auto& row : store.StudyEvaluations(data.study.id)) data.evals[row.trial_number].push_back(std::move(row.eval));
@@ -39,25 +41,26 @@ StudyData LoadStudyData(Store& store, const std::string& name, bool with_measure
 }
 
 std::string LineageRootOf(Store& store, const std::string& name) {
-  std::string root = RequireStudy(store, name).name;
-  for (int depth = 0; depth < 1000; ++depth) {
-    const auto study = store.FindStudy(root);
-    const auto parent = study ? store.FindStudy(study->parent) : std::nullopt;
-    if (!parent) return root;
-    root = parent->name;
+  StudyRecord root = RequireStudy(store, name);
+  std::set<std::int64_t> seen = {root.id};
+  while (auto parent = FindParentStudy(store, root)) {
+    if (!seen.insert(parent->id).second) break;  // a cycle of parents: stop on it
+    root = std::move(*parent);
   }
-  return root;  // a cycle of parents: stop anywhere on it
+  return root.name;
 }
 
 namespace {
 
-LineageNode LoadLineageFrom(Store& store, const std::string& root, const std::vector<StudyRecord>& studies) {
+LineageNode LoadLineageFrom(Store& store, const StudyRecord& root, const std::vector<StudyRecord>& studies,
+                            std::set<std::int64_t>& seen) {
   LineageNode node;
-  node.data = LoadStudyData(store, root);
+  node.data = LoadStudyData(store, root.name);
   node.diagnostics = Diagnose(node.data);
+  seen.insert(root.id);
   for (const StudyRecord& other : studies) {  // by creation time: oldest child first
-    if (other.parent == root && other.name != root)
-      node.children.push_back(LoadLineageFrom(store, other.name, studies));
+    if (IsParentOf(root, other) && seen.count(other.id) == 0)
+      node.children.push_back(LoadLineageFrom(store, other, studies, seen));
   }
   return node;
 }
@@ -65,7 +68,8 @@ LineageNode LoadLineageFrom(Store& store, const std::string& root, const std::ve
 }  // namespace
 
 LineageNode LoadLineage(Store& store, const std::string& root) {
-  return LoadLineageFrom(store, RequireStudy(store, root).name, store.ListStudies());
+  std::set<std::int64_t> seen;
+  return LoadLineageFrom(store, RequireStudy(store, root), store.ListStudies(), seen);
 }
 
 }  // namespace dltune

@@ -151,21 +151,23 @@ std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& s
 
 std::string StudyTreeText(Store& store) {
   const auto studies = store.ListStudies();
-  std::map<std::string, std::vector<const StudyRecord*>> children;
+  std::map<std::int64_t, std::vector<const StudyRecord*>> children;
   std::set<std::string> names;
   for (const auto& study : studies) names.insert(study.name);
   std::vector<const StudyRecord*> roots;
   for (const auto& study : studies) {
     // A parent no longer in this store leaves its children as roots.
-    if (study.parent.empty() || names.count(study.parent) == 0) {
-      roots.push_back(&study);
+    if (const StudyRecord* parent = ParentAmong(studies, study)) {
+      children[parent->id].push_back(&study);
     } else {
-      children[study.parent].push_back(&study);
+      roots.push_back(&study);
     }
   }
   std::string out;
+  std::set<std::int64_t> drawn;
   const std::function<void(const StudyRecord&, const std::string&, bool, bool)> draw =
       [&](const StudyRecord& study, const std::string& prefix, bool last, bool root) {
+        drawn.insert(study.id);
         const StudySummary summary = SummarizeStudy(store, study, 0);
         std::string line = root ? "" : prefix + (last ? "└─ " : "├─ ");
         line += study.name;
@@ -177,14 +179,24 @@ std::string StudyTreeText(Store& store) {
         if (!kind.empty()) line += " (" + kind + ")";
         line += fmt::format("  {}; best {}", summary.StateText(),
                             summary.best ? summary.best->ValueText() : std::string("-"));
-        if (!study.parent.empty() && names.count(study.parent) == 0) line += " [parent " + study.parent + " not here]";
+        if (!study.parent.empty() && ParentAmong(studies, study) == nullptr) {
+          line += " [parent " + study.parent + " not here" +
+                  (names.count(study.parent) == 0 ? "]"
+                   : study.parent == study.name   ? ": it names itself]"
+                                                  : ": the study named " + study.parent + " now is a later one]");
+        }
         out += TerminalSafe(line, false) + "\n";
-        const auto& kids = children[study.name];
+        const auto& kids = children[study.id];
         for (std::size_t i = 0; i < kids.size(); ++i) {
+          if (drawn.count(kids[i]->id) != 0) continue;
           draw(*kids[i], root ? "" : prefix + (last ? "   " : "│  "), i + 1 == kids.size(), false);
         }
       };
   for (const StudyRecord* root : roots) draw(*root, "", true, true);
+  // Parents form no cycle in creation order; should a store's records say otherwise, every study is still listed.
+  for (const auto& study : studies) {
+    if (drawn.count(study.id) == 0) draw(study, "", true, true);
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/files.h"
 #include "dltune/core/error.h"
+#include "dltune/report/study_data.h"
 #include "report/text_table.h"
 
 namespace dltune {
@@ -62,6 +63,59 @@ TEST(StudyText, AdoptedChoiceNamesATrialOrAConfigurationTheStudyHas) {
   EXPECT_THROW(AdoptedChoice(data, "trial 3"), Error);
   EXPECT_THROW(AdoptedChoice(data, "config:2"), Error);
   EXPECT_THROW(AdoptedChoice(data, "the best"), Error);
+}
+
+// Parents named in a cycle make one lineage whose walks end, each study in it once: a study that took a deleted
+// parent's name after its child was made (c names p, the new p names c) is not that child's parent, nor is a study
+// named as a parent before it existed, nor a study itself.
+TEST(StudyLineage, ParentsNamedInACycleMakeALineageThatEnds) {
+  const fs::path dir = fs::temp_directory_path() / ("dltune_study_lineage_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    auto store = OpenStore("sqlite://" + (dir / "s.db").string());
+    const auto create = [&](const std::string& name, const std::string& parent) {
+      return store->CreateStudy(
+          {.name = name,
+           .spec_text = "name: " + name + "\nmax_train_steps: 1\nspace: {lr: {min: 0.1, max: 1}}\n",
+           .parent = parent});
+    };
+    const StudyRecord deleted = create("p", "");
+    create("c", "p");
+    store->DeleteStudy(deleted.id);
+    create("p", "c");
+    create("a", "b");
+    create("b", "a");
+    create("self", "self");
+
+    EXPECT_EQ(LineageRootOf(*store, "p"), "c");
+    EXPECT_EQ(LineageRootOf(*store, "c"), "c");
+    EXPECT_EQ(LineageRootOf(*store, "b"), "a");
+    EXPECT_EQ(LineageRootOf(*store, "self"), "self");
+    const LineageNode lineage = LoadLineage(*store, LineageRootOf(*store, "p"));
+    EXPECT_EQ(lineage.data.study.name, "c");
+    ASSERT_EQ(lineage.children.size(), 1u);
+    EXPECT_EQ(lineage.children[0].data.study.name, "p");
+    EXPECT_TRUE(lineage.children[0].children.empty());
+    EXPECT_EQ(LoadStudyData(*store, "c").children, std::vector<std::string>{"p"});
+    EXPECT_TRUE(LoadStudyData(*store, "p").children.empty());
+    EXPECT_TRUE(LoadLineage(*store, "self").children.empty());
+
+    std::istringstream tree(StudyTreeText(*store));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(tree, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), 5u) << tree.str();
+    const std::vector<std::pair<std::string, std::string>> expected = {
+        {"c ", "[parent p not here: the study named p now is a later one]"},
+        {"└─ p ", "best -"},
+        {"a ", "[parent b not here: the study named b now is a later one]"},
+        {"└─ b ", "best -"},
+        {"self ", "[parent self not here: it names itself]"}};
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      EXPECT_EQ(lines[i].rfind(expected[i].first, 0), 0u) << lines[i];
+      EXPECT_TRUE(lines[i].ends_with(expected[i].second)) << lines[i];
+    }
+  }
+  RemoveTree(dir);
 }
 
 }  // namespace

@@ -31,7 +31,10 @@ std::string StudyDeletion::Describe() const {
                             : fmt::format("its files: {} (trial directories, checkpoints, logs, exported models)\n",
                                           directory.string());
   if (!children.empty()) {
-    text += fmt::format("studies planned from it keep their records: {}\n", fmt::join(children, ", "));
+    text += fmt::format(
+        "studies planned from it keep their records, their parent shown as not here (a study made later under "
+        "the name {} is not their parent): {}\n",
+        study.name, fmt::join(children, ", "));
   }
   return text;
 }
@@ -50,7 +53,7 @@ StudyDeletion PlanStudyDeletion(Store& store, const std::string& name) {
   deletion.evaluations = static_cast<std::int64_t>(store.ListEvaluations(id).size());
   deletion.launches = static_cast<std::int64_t>(store.ListLaunches(id).size());
   for (const StudyRecord& other : store.ListStudies()) {
-    if (other.parent == deletion.study.name) deletion.children.push_back(other.name);
+    if (IsParentOf(deletion.study, other)) deletion.children.push_back(other.name);
   }
   try {
     const StudySpec spec =

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include "core/git.h"
 #include "core/sha256.h"
@@ -164,6 +165,25 @@ StudyRecord RequireStudy(Store& store, const std::string& name) {
     throw Error(fmt::format("{}: no study named '{}': the store has no studies yet", store.url(), name));
   throw Error(fmt::format("{}: no study named '{}'{}; studies: {}", store.url(), name, DidYouMean(name, names),
                           JoinAlternatives(names, false)));
+}
+
+bool IsParentOf(const StudyRecord& parent, const StudyRecord& child) {
+  if (child.parent.empty() || parent.name != child.parent || parent.id == child.id) return false;
+  return std::tie(parent.created_at, parent.id) < std::tie(child.created_at, child.id);
+}
+
+const StudyRecord* ParentAmong(const std::vector<StudyRecord>& studies, const StudyRecord& child) {
+  for (const StudyRecord& study : studies) {
+    if (IsParentOf(study, child)) return &study;
+  }
+  return nullptr;
+}
+
+std::optional<StudyRecord> FindParentStudy(Store& store, const StudyRecord& child) {
+  if (child.parent.empty()) return std::nullopt;
+  auto parent = store.FindStudy(child.parent);
+  if (!parent || !IsParentOf(*parent, child)) return std::nullopt;
+  return parent;
 }
 
 std::optional<CheckpointRecord> BestCheckpoint(const std::vector<CheckpointRecord>& checkpoints,

@@ -62,4 +62,14 @@ StudySummary SummarizeStudy(Store& store, const StudyRecord& study, std::size_t 
 // The study named `name`, or an Error naming the store and suggesting close names.
 StudyRecord RequireStudy(Store& store, const std::string& name);
 
+// Whether `parent` is the study `child` was planned from: the one its record names, created before it (the store's
+// creation order: created_at, then id). A study is planned from one that exists, so a study that later takes a
+// deleted parent's name is not that parent: the deleted one's children stay apart from it, and no two studies are
+// each other's ancestors.
+bool IsParentOf(const StudyRecord& parent, const StudyRecord& child);
+// The study `child` was planned from among `studies` (as ListStudies returns them); nullptr when it is not there.
+const StudyRecord* ParentAmong(const std::vector<StudyRecord>& studies, const StudyRecord& child);
+// The study `child` was planned from, read from the store; nullopt when it is not there.
+std::optional<StudyRecord> FindParentStudy(Store& store, const StudyRecord& child);
+
 }  // namespace dltune

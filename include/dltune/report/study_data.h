@@ -20,9 +20,11 @@ inline constexpr std::int64_t kMaxLoadedTrials = 100000;
 // no such study, its spec cannot be read by this dltune, or it has more than kMaxLoadedTrials trials.
 StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements = true);
 
-// The first study of study `name`'s lineage: up its procedure parents while they are studies in the store.
+// The first study of study `name`'s lineage: up its procedure parents while they are studies in the store (a study
+// created after its child under a deleted parent's name is not that parent).
 std::string LineageRootOf(Store& store, const std::string& name);
-// Study `root` with its findings and, recursively, the studies planned from it (what `dltune next` reads).
+// Study `root` with its findings and, recursively, the studies planned from it (what `dltune next` reads); each study
+// appears once.
 LineageNode LoadLineage(Store& store, const std::string& root);
 
 }  // namespace dltune
