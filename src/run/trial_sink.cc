@@ -4,6 +4,8 @@
 #include <chrono>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "core/clock.h"
 #include "core/files.h"
 
@@ -30,6 +32,12 @@ bool RemoveInsideTrialDirectory(const std::filesystem::path& trial_dir, const st
   }
   RemoveTree(real, error);
   return true;
+}
+
+// Whether `inner` lies strictly below `outer` (both normalized).
+bool Holds(const std::filesystem::path& outer, const std::filesystem::path& inner) {
+  const std::filesystem::path below = inner.lexically_relative(outer);
+  return !below.empty() && below != "." && *below.begin() != "..";
 }
 
 }  // namespace
@@ -132,6 +140,14 @@ void TrialSink::ToTensorBoard(const std::function<void(TfEventsWriter&)>& write)
 
 void TrialSink::HandleCheckpoint(const ReportCheckpoint& reported) {
   const std::filesystem::path path = CheckpointPathOf(trial_dir_, reported.path);  // or ProtocolError
+  // A checkpoint that holds another kept one, or lies in one, would take it along when retired.
+  for (const auto& other : checkpoints_) {
+    if (reported.deleted || !(Holds(path, other.path) || Holds(other.path, path))) continue;
+    throw ProtocolError(fmt::format(
+        "checkpoint path '{}' {} the checkpoint of step {} recorded at {}: a checkpoint is a file or directory of "
+        "its own, apart from the trial's other checkpoints",
+        reported.path, Holds(path, other.path) ? "holds" : "lies inside", other.step, other.path.string()));
+  }
   // A checkpoint saved again at the same place replaces the files of the one recorded there, and a deletion
   // removes them: either way, every record of that place is done with.
   for (auto it = checkpoints_.begin(); it != checkpoints_.end();) {
