@@ -81,7 +81,10 @@ function resetCharts() {
       chartsToDraw.delete(entry.target);
       chartObserver.unobserve(entry.target);
       // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
-      vegaEmbed(entry.target.querySelector('.chart-body'), chart.spec, { renderer: 'canvas', actions: false })
+      // The chart's element keeps its view (for the console, and the browser tests that read what it drew).
+      const body = entry.target.querySelector('.chart-body');
+      vegaEmbed(body, chart.spec, { renderer: 'canvas', actions: false })
+        .then((result) => { body.vegaView = result.view; })
         .catch((error) => { entry.target.append(el('p', {}, `Could not draw this chart: ${error.message}`)); });
     }
   }, { rootMargin: '200px 0px' });
@@ -128,19 +131,29 @@ function addSections(container, sections) {
   }
 }
 
+// The findings, most serious first; one a note marks handled (dltune note --resolves) as doctor shows it: handled,
+// by that note, without its evidence and suggestion.
 function diagnosticsList(diagnostics) {
   if (!diagnostics.length) return el('p', { class: 'muted' }, 'No finding.');
-  return el('div', {}, ...diagnostics.map((d) => el('div', { class: `diagnostic ${d.severity}` },
-    el('div', {}, el('span', { class: 'severity' }, d.severity), el('span', { class: 'title' }, d.title),
-      d.substudy ? el('span', { class: 'muted' }, ` [${d.substudy}]`) : null),
-    el('div', {}, d.detail), el('div', {}, `Suggestion: ${d.suggestion}`),
-    el('div', { class: 'muted' }, `Playbook: “${d.section}”`))));
+  return el('div', {}, ...diagnostics.map((d) => {
+    const severity = d.handled ? 'handled' : d.severity;
+    const head = el('div', {}, el('span', { class: 'severity' }, severity), el('span', { class: 'title' }, d.title),
+      d.substudy ? el('span', { class: 'muted' }, ` [${d.substudy}]`) : null);
+    if (d.handled) {
+      return el('div', { class: 'diagnostic handled', 'data-finding': d.id }, head,
+        el('div', { class: 'muted' }, `Marked handled by ${d.handled} (${d.id})`));
+    }
+    return el('div', { class: `diagnostic ${d.severity}`, 'data-finding': d.id }, head,
+      el('div', {}, d.detail), el('div', {}, `Suggestion: ${d.suggestion}`),
+      el('div', { class: 'muted' }, `Playbook: “${d.section}”`));
+  }));
 }
 
 function showStudies(data) {
   setCrumbs({ text: 'studies' });
+  // A throughput sweep's result is the batch size it recommends, never a best validation error.
   const rows = data.studies.map((s) => [s.name, s.description, statesText(s.states),
-    s.best ? `${fmt(s.best.value)} (trial ${s.best.trial})` : '-', time(s.updated_at)]);
+    s.result ?? (s.best ? `${fmt(s.best.value)} (trial ${s.best.trial})` : '-'), time(s.updated_at)]);
   main.replaceChildren(el('h1', {}, 'Studies'), el('p', { class: 'muted' }, data.store),
     data.studies.length ? table(['study', 'description', 'trials', 'best', 'updated'], rows,
       (i) => { location.hash = `#/study/${encodeURIComponent(data.studies[i].name)}`; })
@@ -158,7 +171,7 @@ async function showStudy(data) {
     ['created', `${time(data.created_at)} by dltune ${data.dltune_version}${data.git_commit ? `, commit ${data.git_commit}${data.git_dirty ? ' with uncommitted changes' : ''}` : ''}`],
     ['objective', `${data.direction} ${data.objective}`], ['max_train_steps', data.max_train_steps],
     ['trials', statesText(data.states)],
-    ['best', data.best ? bestText(data.best) : '-']];
+    data.result ? ['batch size', data.result] : ['best', data.best ? bestText(data.best) : '-']];
   for (const b of data.best_per_substudy || []) facts.push([`  ${b.substudy}`, bestText(b)]);
   // Lineage, decisions and launches: where the study comes from, what was decided, what was launched.
   const studyLink = (name) => el('a', { href: `#/study/${encodeURIComponent(name)}` }, name);

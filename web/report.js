@@ -5,7 +5,10 @@
   var charts = JSON.parse(document.getElementById('dltune-chart-specs').textContent);
   var drawn = charts.map(function (chart) {
     var element = document.getElementById(chart.id);
-    return vegaEmbed(element, chart.spec, {actions: false, renderer: 'svg'}).catch(function (error) {
+    // The element keeps its view (for the console, and the browser tests that read what it drew).
+    return vegaEmbed(element, chart.spec, {actions: false, renderer: 'svg'}).then(function (result) {
+      element.vegaView = result.view;
+    }).catch(function (error) {
       element.textContent = 'This chart could not be drawn: ' + error;
       element.className += ' failed';
       console.error('dltune: ' + chart.id + ': ' + error);

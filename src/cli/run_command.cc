@@ -170,6 +170,11 @@ class RunView final : public RunObserver {
 // The study's tracking row, and for each sub-study its best trial: value, best step, checkpoint, reproduction.
 void PrintOutcome(Store& store, const StudySession& session) {
   std::printf("\n%s", TrackingTable(store, {session.study()}).c_str());
+  // A throughput sweep measures speed: its result is the batch size it recommends, not a best validation error.
+  if (const std::optional<StudyResult> result = ThroughputResultOf(store, session.study())) {
+    std::printf("\nthroughput: %s\n", TerminalSafe(result->text).c_str());
+    return;
+  }
   constexpr std::size_t kShownBests = 20;
   const StudySummary summary = SummarizeStudy(store, session.study(), kShownBests);
   if (summary.best_per_substudy.empty()) {

@@ -10,6 +10,7 @@
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
 #include "report/study_page.h"
+#include "report/study_text.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
 
@@ -68,12 +69,14 @@ json StudiesJson(Store& store) {
   json studies = json::array();
   for (const auto& study : store.ListStudies()) {
     const StudySummary summary = SummarizeStudy(store, study, 0);
+    const std::optional<StudyResult> result = ThroughputResultOf(store, study);
     studies.push_back({{"name", study.name},
                        {"description", study.description},
                        {"spec_path", study.spec_path},
                        {"trials", summary.trial_count},
                        {"states", StatesJson(summary)},
-                       {"best", BestJson(summary.best)},
+                       {"best", result ? json(nullptr) : BestJson(summary.best)},
+                       {"result", result ? json(result->text) : json(nullptr)},
                        {"objective", summary.objective.Name()},
                        {"updated_at", study.updated_at}});
   }
@@ -91,15 +94,20 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
                              {"detail", d.detail},
                              {"suggestion", d.suggestion},
                              {"section", d.section},
-                             {"substudy", d.substudy}});
+                             {"substudy", d.substudy},
+                             {"handled", d.handled}});
     }
     return {{"updated_at", data.study.updated_at},
             {"diagnostics", diagnostics},
             {"sections", SectionsJson(data, PageParts::kMeasurements)}};
   }
   const StudySummary summary = SummarizeStudy(data.study, data.trials);
+  // A throughput sweep's result is the batch size it recommends, read from the step times, not a best trial.
+  const std::optional<StudyResult> result = ThroughputResultOf(store, data.study);
   json per_substudy = json::array();
-  for (const auto& best : summary.best_per_substudy) per_substudy.push_back(BestJson(best));
+  if (!result) {
+    for (const auto& best : summary.best_per_substudy) per_substudy.push_back(BestJson(best));
+  }
   json trials = json::array();
   for (const auto& trial : data.trials) {
     trials.push_back({{"number", trial.number},
@@ -156,7 +164,8 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
           {"direction", DirectionName(data.spec.objective.direction)},
           {"max_train_steps", data.spec.max_train_steps},
           {"states", StatesJson(summary)},
-          {"best", BestJson(summary.best)},
+          {"best", result ? json(nullptr) : BestJson(summary.best)},
+          {"result", result ? json(result->text) : json(nullptr)},
           {"best_per_substudy", per_substudy},
           {"sections", SectionsJson(data, PageParts::kRecords)},
           {"trials", trials}};

@@ -221,17 +221,23 @@ void RenderDiagnostics(Page& page, const std::vector<Diagnostic>& diagnostics) {
   Section(page, "diagnostics", "Checklist",
           "The playbook's questions about a study, answered from its records: search-space boundaries, infeasible "
           "trials, overfitting, noise late in training, the step budget, input pipeline and clipping. Most serious "
-          "first.");
+          "first; those a note marks handled (dltune note STUDY --resolves ID) last.");
   if (diagnostics.empty()) {
     page.Element("p", "Nothing to report: no check of the checklist found a problem in this study's records.",
                  "class=\"ok\"");
   } else {
     page.Raw("<ol class=\"diagnostics\">\n");
     for (const Diagnostic& d : diagnostics) {
-      const std::string severity = SeverityName(d.severity);
-      page.Raw(fmt::format("<li class=\"{}\">", HtmlEscape(severity)));
+      // A finding a note marks handled (dltune note --resolves) is shown as doctor shows it: handled, by that note.
+      const std::string severity = d.handled.empty() ? SeverityName(d.severity) : "handled";
+      page.Raw(fmt::format("<li class=\"{}\" data-finding=\"{}\">", HtmlEscape(severity), HtmlEscape(d.id)));
       page.Element("span", severity, "class=\"badge\"");
       page.Element("span", d.title, "class=\"diag-title\"");
+      if (!d.handled.empty()) {
+        page.Element("p", fmt::format("Marked handled by {} ({})", d.handled, d.id), "class=\"diag-handled\"");
+        page.Raw("</li>\n");
+        continue;
+      }
       if (!d.detail.empty()) page.Element("p", d.detail, "class=\"diag-detail\"");
       if (!d.suggestion.empty()) page.Element("p", d.suggestion, "class=\"diag-suggestion\"");
       page.Raw("<p class=\"diag-source\">");

@@ -222,6 +222,36 @@ TEST(RenderReport, EscapesEveryUserStringAndEmbedsChartsAsData) {
   }
 }
 
+// The dashboard asks for the records' sections first, read without the measurements (LoadStudyData without them),
+// and the measurements' second: together, the same page as the report's, each section knowing its place in it.
+void ExpectTheDashboardsPartsMakeThePage(const StudyData& data) {
+  StudyData records = data;
+  records.evals.clear();
+  records.train.clear();
+  std::vector<std::string> parts;
+  const std::vector<std::pair<PageParts, const StudyData*>> asked = {{PageParts::kRecords, &records},
+                                                                     {PageParts::kMeasurements, &data}};
+  for (const auto& [part, read] : asked) {
+    for (const auto& section : StudyPageSections(*read, {}, part)) {
+      const auto json = PageSectionJson(section);
+      parts.push_back(json.at("id").get<std::string>() + ":" + json.at("position").dump() + ":" +
+                      std::to_string(json.at("charts").size()));
+    }
+  }
+  const auto sections = StudyPageSections(data, {});
+  std::vector<std::string> whole;
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT(sections[i - 1].position, sections[i].position) << "the report's sections in page order";
+    }
+    whole.push_back(sections[i].id + ":" + std::to_string(sections[i].position) + ":" +
+                    std::to_string(sections[i].charts.size()));
+  }
+  std::sort(parts.begin(), parts.end());
+  std::sort(whole.begin(), whole.end());
+  EXPECT_EQ(parts, whole);
+}
+
 // The report is a loop over the study page model: every section in its order, with its title and explanation, and
 // every chart under its id — or the section's empty text. The dashboard's two parts are the same sections.
 TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
@@ -256,23 +286,48 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   EXPECT_TRUE(axis->charts.empty());
   EXPECT_THAT(html, HasSubstr("No hyperparameter varies in this study."));
 
-  // The dashboard asks for the records' sections first and the measurements' second: together, the same page, each
-  // section knowing its place in it.
-  std::vector<std::string> parts;
-  for (const auto part : {PageParts::kRecords, PageParts::kMeasurements}) {
-    for (const auto& section : StudyPageSections(data, {}, part)) {
-      const auto json = PageSectionJson(section);
-      parts.push_back(json.at("id").get<std::string>() + ":" + json.at("position").dump() + ":" +
-                      std::to_string(json.at("charts").size()));
-    }
+  ExpectTheDashboardsPartsMakeThePage(data);
+}
+
+// A throughput sweep (dltune plan throughput) and a learning-rate sweep (dltune plan fit-steps): their sections read
+// the measurements, so the dashboard's second part draws them, as the report does.
+TEST(StudyPage, TheDashboardDrawsAThroughputAndAStepBudgetSweepAsTheReportDoes) {
+  StudyData throughput = HostileStudy();
+  const std::string sweep_yaml =
+      "name: t\nworkload: synthetic\nmax_train_steps: 10\nsampler: grid\n"
+      "space:\n  batch_size: {values: [32, 64, 128]}\nprocedure: {kind: throughput, parent: t.yaml}\n";
+  throughput.spec = ParseStudySpec(sweep_yaml, "t.yaml");
+  throughput.evals.clear();
+  throughput.train.clear();
+  throughput.trials.resize(3);
+  for (std::uint64_t i = 0; i < 3; ++i) {
+    throughput.trials[i].params = {{"batch_size", Value(std::int64_t{32} << i)}};
+    throughput.trials[i].state = TrialState::kCompleted;
+    throughput.trials[i].substudy = 0;
+    throughput.trials[i].substudy_label = "all";
+    for (std::int64_t step = 1; step <= 10; ++step) throughput.train[i].push_back({.step = step, .step_time = 0.01});
   }
-  std::vector<std::string> whole;
-  for (std::size_t i = 0; i < sections.size(); ++i) {
-    whole.push_back(sections[i].id + ":" + std::to_string(i) + ":" + std::to_string(sections[i].charts.size()));
+  const auto sweep = StudyPageSections(throughput, {});
+  ASSERT_FALSE(sweep.empty());
+  EXPECT_EQ(sweep[0].id, "throughput");
+  EXPECT_EQ(sweep[0].charts.size(), 3u);
+  ExpectTheDashboardsPartsMakeThePage(throughput);
+
+  StudyData fit = HostileStudy();
+  fit.spec = ParseStudySpec(
+      "name: f\nworkload: synthetic\nmax_train_steps: 100\ntrials: 4\n"
+      "space:\n  learning_rate: {min: 0.001, max: 1.0, scale: log}\n"
+      "procedure: {kind: fit-steps, parent: hostile, options: {fit: 'train/error_rate<=0.75'}}\n",
+      "f.yaml");
+  for (auto& [number, evals] : fit.evals) {
+    for (auto& e : evals) e.split = "train";
   }
-  std::sort(parts.begin(), parts.end());
-  std::sort(whole.begin(), whole.end());
-  EXPECT_EQ(parts, whole);
+  const auto steps = StudyPageSections(fit, {});
+  const auto budget = std::find_if(steps.begin(), steps.end(), [](const auto& s) { return s.id == "fit-steps"; });
+  ASSERT_NE(budget, steps.end());
+  ASSERT_EQ(budget->charts.size(), 1u);
+  EXPECT_THAT(budget->charts[0].caption, HasSubstr("candidate max_train_steps"));
+  ExpectTheDashboardsPartsMakeThePage(fit);
 }
 
 // The learning-rate schedule as training applied it, beside the loss; the per-class charts folded away until opened;
@@ -298,7 +353,7 @@ TEST(RenderReport, DrawsTheScheduleAndFoldsThePerClassCharts) {
   ASSERT_EQ(curves->folded_charts.size(), 3u);
   EXPECT_EQ(curves->folded_charts[0].id, "curves_valid_correct_class_0");
   for (const auto& chart : curves->more_charts) EXPECT_THAT(chart.id, Not(HasSubstr("correct_class")));
-  EXPECT_EQ(curves->charts[0].spec.at("config").at("axisQuantitative").at("format"), "~g");
+  EXPECT_EQ(curves->charts[0].spec.at("config").at("axisQuantitative").at("format"), "~r");  // 150, not 1.5e+2
 
   const fs::path dir = FakeWebDir();
   ReportOptions options;

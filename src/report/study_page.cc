@@ -559,8 +559,6 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (records) {
     if (data.spec.replicas > 1 && judged) sections.push_back(VarianceSection(data, sizes));
     if (data.spec.procedure.ComparesWithParent()) sections.push_back(ParentSection(data, sizes));
-    if (data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
-    if (data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
     if (judged) {
       sections.push_back(IsolationSection(data, sizes));
       sections.push_back(AxisPlotSection(data, sizes));
@@ -570,6 +568,9 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   // The curves of the best trials only, when there are too many to draw one line each.
   const StudyData shown =
       measurements ? SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials)) : StudyData{};
+  // The step budget reads the training split's evaluations, the throughput the training steps' times.
+  if (measurements && data.spec.procedure.kind == "fit-steps") sections.push_back(StepBudgetSection(data, sizes));
+  if (measurements && data.spec.procedure.kind == "throughput") sections.push_back(ThroughputSection(data, sizes));
   if (measurements && data.spec.procedure.kind == "instability") sections.push_back(ProbeSection(data, sizes));
   if (measurements && data.spec.procedure.kind == "warmup") sections.push_back(WarmupSection(data, sizes));
   if (measurements && data.spec.procedure.kind == "clipping") sections.push_back(ClippingSection(data, sizes));
@@ -594,6 +595,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   for (auto& section : sections) {
     section.position = static_cast<int>(std::find(order.begin(), order.end(), section.id) - order.begin());
   }
+  std::stable_sort(sections.begin(), sections.end(),
+                   [](const PageSection& a, const PageSection& b) { return a.position < b.position; });
   return sections;
 }
 

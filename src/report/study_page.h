@@ -35,7 +35,7 @@ struct PageSection {
 };
 
 // Which sections: those drawn from the trial records alone, those that need every measurement (training curves,
-// gradient norms: the dashboard loads them second), or all of them.
+// gradient norms, the step budget, throughput, stability: the dashboard loads them second), or all of them.
 enum class PageParts { kRecords, kMeasurements, kAll };
 
 struct StudyPageOptions {

@@ -13,7 +13,9 @@
 
 #include "analyze/time_split.h"
 #include "core/strings.h"
+#include "dltune/analyze/throughput.h"
 #include "dltune/core/error.h"
+#include "dltune/report/study_data.h"
 #include "dltune/study/study_spec.h"
 #include "report/text_table.h"
 #include "store/tracking.h"
@@ -58,6 +60,35 @@ std::string BestText(const std::optional<BestTrial>& best) {
 
 }  // namespace
 
+std::optional<StudyResult> ThroughputResultOf(const StudyData& data) {
+  if (data.spec.procedure.kind != "throughput") return std::nullopt;
+  const Throughput throughput = AnalyzeThroughput(data);
+  if (!throughput.untrustworthy.empty()) {
+    return StudyResult{.text = "no batch size recommended: " + throughput.untrustworthy, .brief = "no batch size"};
+  }
+  const auto row = std::find_if(throughput.rows.begin(), throughput.rows.end(), [&](const ThroughputRow& r) {
+    return throughput.worth_using && r.batch_size == *throughput.worth_using;
+  });
+  if (row == throughput.rows.end() || !row->examples_per_second) {
+    return StudyResult{.text = "- (not measured yet)", .brief = "-"};
+  }
+  std::string text = fmt::format("batch size {} ({:.0f} examples/s", row->batch_size, *row->examples_per_second);
+  if (throughput.perfect_until) text += fmt::format("; perfect scaling up to {}", *throughput.perfect_until);
+  if (throughput.input_bound) text += "; input-bound";
+  return StudyResult{.text = text + ")", .brief = fmt::format("batch size {}", row->batch_size)};
+}
+
+std::optional<StudyResult> ThroughputResultOf(Store& store, const StudyRecord& study) {
+  // Most studies are not sweeps: their spec is not parsed for it (the dashboard lists every study every few seconds).
+  if (study.spec_text.find("throughput") == std::string::npos) return std::nullopt;
+  try {
+    if (ParseStudySpec(study.spec_text, study.name).procedure.kind != "throughput") return std::nullopt;
+    return ThroughputResultOf(LoadStudyData(store, study.name));
+  } catch (const Error&) {
+    return std::nullopt;  // a spec this dltune cannot read: the table shows what the store's summary gives
+  }
+}
+
 std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies) {
   TextTable table({"study", "goal", "spec", "trials", "best", "decision", "reproduce with"});
   for (const auto& study : studies) {
@@ -66,10 +97,13 @@ std::string TrackingTable(Store& store, const std::vector<StudyRecord>& studies)
     for (const StudyNote& note : store.ListNotes(study.id)) {
       if (note.kind == NoteKind::kDecision) decision = NoteText(note);
     }
+    const std::optional<StudyResult> result = ThroughputResultOf(store, study);
     table.AddRow({study.name, summary.goal.empty() ? study.description : summary.goal, study.spec_path,
                   summary.StateText(),
-                  summary.best ? fmt::format("{} {}", summary.objective.Name(), BestText(summary.best)) : "-", decision,
-                  summary.reproduce});
+                  result         ? result->text
+                  : summary.best ? fmt::format("{} {}", summary.objective.Name(), BestText(summary.best))
+                                 : "-",
+                  decision, summary.reproduce});
   }
   return table.Render();
 }
@@ -117,7 +151,9 @@ std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& s
   for (const auto& study : studies) {
     const StudySummary summary = SummarizeStudy(store, study, 0);
     std::string best = "-";
-    if (summary.best) {
+    if (const std::optional<StudyResult> result = ThroughputResultOf(store, study)) {
+      best = result->brief;
+    } else if (summary.best) {
       best = summary.best->stats && summary.best->stats->HalfWidth()
                  ? fmt::format("{:.4g} ±{:.2g} t{}", summary.best->value, *summary.best->stats->HalfWidth(),
                                summary.best->number)
@@ -145,8 +181,9 @@ std::string CompactTrackingTable(Store& store, const std::vector<StudyRecord>& s
     table.AddRow(rows[i]);
   }
   return table.Render() +
-         "best: the objective and its trial (± the 95% interval with replicas); tree: the git working tree the study "
-         "was\ncreated from. dltune studies --wide: goals, specs, decisions and the command that reproduces each.\n";
+         "best: the objective and its trial (± the 95% interval with replicas); a throughput sweep's batch size.\n"
+         "tree: the git working tree the study was created from. dltune studies --wide: goals, specs, decisions and\n"
+         "the command that reproduces each.\n";
 }
 
 std::string StudyTreeText(Store& store) {
@@ -177,8 +214,12 @@ std::string StudyTreeText(Store& store) {
         } catch (const Error&) {
         }
         if (!kind.empty()) line += " (" + kind + ")";
-        line += fmt::format("  {}; best {}", summary.StateText(),
-                            summary.best ? summary.best->ValueText() : std::string("-"));
+        if (const std::optional<StudyResult> result = ThroughputResultOf(store, study)) {
+          line += fmt::format("  {}; {}", summary.StateText(), result->text);
+        } else {
+          line += fmt::format("  {}; best {}", summary.StateText(),
+                              summary.best ? summary.best->ValueText() : std::string("-"));
+        }
         if (!study.parent.empty() && ParentAmong(studies, study) == nullptr) {
           line += " [parent " + study.parent + " not here" +
                   (names.count(study.parent) == 0 ? "]"
@@ -243,9 +284,13 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
   facts.AddRow({"updated", FormatTime(study.updated_at)});
   facts.AddRow({"objective", summary.objective.Describe()});
   facts.AddRow({"trials", summary.StateText()});
-  facts.AddRow({"best", BestText(summary.best)});
-  for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
-  if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
+  if (const std::optional<StudyResult> result = ThroughputResultOf(store, study)) {
+    facts.AddRow({"batch size", result->text});  // a sweep measures speed: no batch size is best by the objective
+  } else {
+    facts.AddRow({"best", BestText(summary.best)});
+    for (const auto& best : summary.best_per_substudy) facts.AddRow({"  " + best.substudy_label, BestText(best)});
+    if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
+  }
   facts.AddRow({"reproduce with", summary.reproduce});
   // Summing every trial's record costs a read of all of them: done up to a size that reads in a moment.
   constexpr std::int64_t kMaxTrialsTimed = 20000;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,20 @@
 #include "dltune/store/store.h"
 
 namespace dltune {
+
+// What a throughput sweep (a study planned by dltune plan throughput) found, in the words the tables that list
+// studies give it instead of a best trial: a sweep measures speed, so its result is the batch size it recommends and
+// that batch size's examples per second, never the validation error of a batch size.
+struct StudyResult {
+  std::string text;   // "batch size 256 (25600 examples/s; perfect scaling up to 128)", "no batch size recommended:
+                      // ...", or "- (not measured yet)"
+  std::string brief;  // "batch size 256", "no batch size", "-": for a narrow column
+};
+// The result of study `study` when it is a throughput sweep; nullopt for any other study (its best trial is its
+// result) and for a spec this dltune cannot read. Reads the sweep's measurements (a few trials).
+std::optional<StudyResult> ThroughputResultOf(Store& store, const StudyRecord& study);
+// The same from a study's records, already read with their measurements.
+std::optional<StudyResult> ThroughputResultOf(const StudyData& data);
 
 // The tracking record of `studies`, one row each, every column (`dltune studies --wide`, the end of `dltune run`).
 // Safe to print.

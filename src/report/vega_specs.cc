@@ -33,8 +33,9 @@ json Base(const ChartOptions& options, int default_width, int default_height) {
           {"config",
            {{"font", "DejaVu Sans, Helvetica, Arial, sans-serif"},
             {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}, {"titleFontWeight", "normal"}, {"grid", true}}},
-            // Tick labels at the precision they need: 0.3, not 0.30000000000000004 nor 0.300000.
-            {"axisQuantitative", {{"format", "~g"}}},
+            // Tick labels at the precision their spacing needs, in decimals: 0.3, not 0.30000000000000004 nor
+            // 0.300000, and 150, not 1.5e+2 ("~g" at the 2 digits a spacing of 50 needs).
+            {"axisQuantitative", {{"format", "~r"}}},
             // Below the plot, one entry per line: sub-study labels can be long, and charts sit two abreast.
             {"legend",
              {{"orient", "bottom"},
@@ -114,6 +115,54 @@ json LogAxis(double lo, double hi) {
   return axis;
 }
 
+// The axis of a quantity that is a whole number (steps, counts of steps or trials): whole-number ticks only, written
+// as integers with thousands separators ("1,500", never "1.5e+3" nor "2.5").
+json IntegerAxis() { return {{"format", ",d"}, {"tickMinStep", 1}}; }
+
+// Roughly how wide a label of `text` is drawn at the axes' 11 px font, in pixels.
+double LabelWidth(const std::string& text) {
+  std::size_t points = 0;
+  for (const char c : text) points += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  return 7.0 * static_cast<double>(points);
+}
+
+// The axis of a nominal x over `width` pixels: labels level while each fits its band, else upright (read from below)
+// so that neighbours never overlap; each cut at `limit` pixels.
+json NominalAxis(const json& labels, int width, int limit) {
+  double widest = 0;
+  for (const auto& label : labels) widest = std::max(widest, LabelWidth(label.get<std::string>()));
+  const double band = static_cast<double>(width) / static_cast<double>(std::max<std::size_t>(labels.size(), 1));
+  if (std::min(widest, static_cast<double>(limit)) + 8 <= band) return {{"labelAngle", 0}, {"labelLimit", limit}};
+  return {{"labelAngle", -90},
+          {"labelAlign", "right"},
+          {"labelBaseline", "middle"},
+          {"labelLimit", limit},
+          {"labelOverlap", "greedy"}};
+}
+
+// Labels for the values of a discrete param: numbers at the fewest significant digits (at least 4) that keep them
+// apart, "0.08345" rather than "0.08345234782", other values as they are.
+std::vector<std::string> CategoryLabels(const std::vector<std::string>& categories) {
+  std::vector<double> numbers;
+  for (const std::string& category : categories) {
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(category, &used);
+    } catch (const std::exception&) {
+      return categories;
+    }
+    if (used != category.size() || !std::isfinite(value)) return categories;
+    numbers.push_back(value);
+  }
+  for (int digits = 4; digits <= 17; ++digits) {
+    std::vector<std::string> labels;
+    for (const double value : numbers) labels.push_back(fmt::format("{:.{}g}", value, digits));
+    if (std::set<std::string>(labels.begin(), labels.end()).size() == labels.size()) return labels;
+  }
+  return categories;
+}
+
 // A continuous scale: log, or linear not forced to include zero (Vega-Lite rejects `zero` on log scales).
 json ContinuousScale(bool log) {
   // A log scale's "nice" domain runs to whole decades, leaving most of the plot empty.
@@ -129,11 +178,9 @@ json StepAxis(const ChartOptions& options) {
             {"scale", {{"type", "log"}, {"nice", false}}},
             {"axis", {{"format", "~s"}}}};
   }
-  return {{"field", "step"},
-          {"type", "quantitative"},
-          {"title", "step"},
-          {"scale", {{"zero", true}}},
-          {"axis", {{"tickCount", 10}}}};
+  json axis = IntegerAxis();
+  axis["tickCount"] = 10;
+  return {{"field", "step"}, {"type", "quantitative"}, {"title", "step"}, {"scale", {{"zero", true}}}, {"axis", axis}};
 }
 
 bool AllPositive(const std::vector<double>& values) {
@@ -149,6 +196,7 @@ std::string ObjectiveTitle(const Objective& objective) {
 
 json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartOptions& options) {
   json spec = Base(options, 330, 210);
+  const std::vector<std::string> categories = CategoryLabels(plot.categories);
   SeenOrder substudies;
   json completed = json::array();
   json infeasible_at_value = json::array();
@@ -162,7 +210,7 @@ json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartO
                 {"state", point.infeasible ? "infeasible" : "completed"}};
     if (plot.categorical) {
       const auto index = static_cast<std::size_t>(point.position);
-      row["x"] = index < plot.categories.size() ? plot.categories[index] : FormatValue(point.value);
+      row["x"] = index < categories.size() ? categories[index] : FormatValue(point.value);
       // Spread the points of one category sideways, deterministically, so they do not hide each other.
       row["jitter"] = std::fmod(static_cast<double>(point.trial) * 0.6180339887498949, 1.0) - 0.5;
     } else {
@@ -183,8 +231,8 @@ json AxisPlotSpec(const AxisPlot& plot, const Objective& objective, const ChartO
     x = {{"field", "x"},
          {"type", "nominal"},
          {"title", plot.param_name},
-         {"scale", {{"domain", plot.categories}, {"paddingInner", 0.3}}},
-         {"axis", {{"labelAngle", 0}, {"labelLimit", 140}}}};
+         {"scale", {{"domain", categories}, {"paddingInner", 0.3}}},
+         {"axis", NominalAxis(categories, spec["width"].get<int>(), 140)}};
   } else {
     json scale = ContinuousScale(plot.log_scale);
     scale["nice"] = false;
@@ -263,11 +311,15 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
   json labels = json::array();
   bool intervals = false;
   std::vector<double> values;
-  for (const IsolationPoint& point : plot.points) {
-    labels.push_back(point.label);
+  std::vector<std::string> raw_labels;
+  for (const IsolationPoint& point : plot.points) raw_labels.push_back(point.label);
+  const std::vector<std::string> shown = CategoryLabels(raw_labels);
+  for (std::size_t i = 0; i < plot.points.size(); ++i) {
+    const IsolationPoint& point = plot.points[i];
+    labels.push_back(shown[i]);
     intervals = intervals || (point.low && point.high);
     if (point.best) values.push_back(*point.best);
-    rows.push_back({{"label", point.label},
+    rows.push_back({{"label", shown[i]},
                     {"y", Number(point.best)},
                     {"low", Number(point.low)},
                     {"high", Number(point.high)},
@@ -281,7 +333,7 @@ json IsolationPlotSpec(const IsolationPlot& plot, const Objective& objective, co
                   {"title", plot.param_name},
                   {"sort", labels},
                   {"scale", {{"domain", labels}}},
-                  {"axis", {{"labelAngle", 0}, {"labelLimit", 140}}}};
+                  {"axis", NominalAxis(labels, spec["width"].get<int>(), 140)}};
   json y = {{"field", "y"},
             {"type", "quantitative"},
             {"title", "best " + ObjectiveTitle(objective)},
@@ -355,7 +407,7 @@ json ReplicaSpec(const TrialVariance& variance, const Objective& objective, cons
                   {"title", nullptr},
                   {"sort", labels},
                   {"scale", {{"domain", labels}}},
-                  {"axis", {{"labelAngle", 0}, {"labelLimit", 220}}}};
+                  {"axis", NominalAxis(labels, spec["width"].get<int>(), 220)}};
   const json y = {{"field", "y"},
                   {"type", "quantitative"},
                   {"title", ObjectiveTitle(objective)},
@@ -447,9 +499,20 @@ json PairedDifferenceSpec(const TrialVariance& variance, const Objective& object
 json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objective, const std::string& parent,
                          const ChartOptions& options) {
   json spec = Base(options, 420, 300);
+  // Each point's label beside it, towards the middle of the plot (right of the points in the left half of the parent's
+  // values, left of the others), cut at half the plot's width: a label never runs over the axes.
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  for (const RoundRow& row : rounds.rows) {
+    if (std::isfinite(row.parent_value)) {
+      lo = std::min(lo, row.parent_value);
+      hi = std::max(hi, row.parent_value);
+    }
+  }
   json rows = json::array();
   for (const RoundRow& row : rounds.rows) {
+    const bool right_half = hi > lo && row.parent_value > (lo + hi) / 2;
     rows.push_back({{"label", row.label},
+                    {"side", right_half ? "right" : "left"},
                     {"tag", fmt::format("#{} {}", row.rank, row.label)},
                     {"x", Number(row.parent_value)},
                     {"y", Number(row.value)},
@@ -473,9 +536,24 @@ json RoundComparisonSpec(const RoundComparison& rounds, const Objective& objecti
       {"tooltip", json::array({Tooltip("label", "configuration"), Tooltip("trial", "parent trial"),
                                Tooltip("x", "parent", "quantitative", ".4~g"), Tooltip("parent_rank", "rank there"),
                                Tooltip("y", "here", "quantitative", ".4~g"), Tooltip("rank", "rank here")})}};
-  spec["layer"] = json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}}},
-                               {{"mark", {{"type", "text"}, {"dy", -11}, {"fontSize", 10}, {"color", "#333"}}},
-                                {"encoding", {{"text", {{"field", "tag"}, {"type", "nominal"}}}}}}});
+  const int limit = spec["width"].get<int>() / 2 - 24;
+  const auto tags = [&](const char* side, const char* align, int dx) {
+    return json{{"transform", json::array({{{"filter", fmt::format("datum.side == '{}'", side)}}})},
+                {"mark",
+                 {{"type", "text"},
+                  {"align", align},
+                  {"baseline", "middle"},
+                  {"dx", dx},
+                  {"limit", limit},
+                  {"fontSize", 10},
+                  {"color", "#333"}}},
+                {"encoding", {{"text", {{"field", "tag"}, {"type", "nominal"}}}}}};
+  };
+  spec["layer"] = json::array({{{"mark", {{"type", "point"}, {"filled", true}, {"size", 70}, {"color", "#4c78a8"}}}}});
+  for (const char* side : {"left", "right"}) {
+    const bool any = std::any_of(rows.begin(), rows.end(), [&](const json& row) { return row.at("side") == side; });
+    if (any) spec["layer"].push_back(side == std::string("left") ? tags(side, "left", 8) : tags(side, "right", -8));
+  }
   return spec;
 }
 
@@ -485,6 +563,7 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
   SeenOrder substudies;
   json faint = json::array();
   json strong = json::array();
+  json lone = json::array();  // the only point of its curve
   json best = json::array();
   std::vector<double> values;
   std::vector<double> strong_values;
@@ -492,11 +571,17 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
     if (curve.series != series || curve.source != source || curve.points.empty()) continue;
     substudies.Add(curve.substudy);
     json& rows = curve.highlighted ? strong : faint;
+    const std::size_t before = rows.size();
     for (const CurvePoint& point : curve.points) {
       if (!std::isfinite(point.value) || (options.log_steps && point.step < 1)) continue;
       values.push_back(point.value);
       if (curve.highlighted) strong_values.push_back(point.value);
       rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
+    }
+    if (rows.size() == before + 1) {  // a line through one point draws nothing: a dot instead
+      json dot = rows.back();
+      dot["opacity"] = curve.highlighted ? 1.0 : 0.35;
+      lone.push_back(std::move(dot));
     }
     if (mark_best_steps && curve.best_step) {
       // The curve's point nearest the best step (a long series is thinned, so the step itself may be gone).
@@ -567,6 +652,14 @@ json TrainingCurvesSpec(const std::vector<TrainingCurve>& curves, const std::str
   // Per-step series are noisy: thinner lines keep the strong curves apart.
   const double strong_width = source == CurveSource::kTrainingSteps ? 1.3 : 2.2;
   if (!strong.empty() || layers.empty()) layers.push_back(line(std::move(strong), 1.0, strong_width));
+  if (!lone.empty()) {
+    layers.push_back(Layer(std::move(lone), {{"type", "point"}, {"filled", true}, {"size", 30}, {"clip", zoomed}},
+                           {{"x", x},
+                            {"y", y},
+                            {"color", color},
+                            {"opacity", {{"field", "opacity"}, {"type", "quantitative"}, {"scale", nullptr}}},
+                            {"tooltip", tooltip}}));
+  }
   if (!best.empty()) {
     json tip = json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"), Tooltip("step", "best step"),
                             Tooltip("y", series.c_str(), "quantitative", ".4~g")});
@@ -600,7 +693,8 @@ json BestStepSpec(const std::vector<BestStepPoint>& points, std::int64_t max_tra
   const json x = {{"field", "step"},
                   {"type", "quantitative"},
                   {"title", fmt::format("best step (max_train_steps = {})", max_train_steps)},
-                  {"scale", {{"domain", {0, max_steps}}, {"nice", false}, {"padding", 8}}}};
+                  {"scale", {{"domain", {0, max_steps}}, {"nice", false}, {"padding", 8}}},
+                  {"axis", IntegerAxis()}};
   const json zones = json::array(
       {{{"x", 0},
         {"x2", 0.1 * max_steps},
@@ -643,13 +737,16 @@ json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& opti
   SeenOrder substudies;
   json rows = json::array();
   std::vector<double> values;
+  json lone = json::array();  // the only point of its curve
   for (const TrainingCurve& curve : norms.curves) {
     substudies.Add(curve.substudy);
+    const std::size_t before = rows.size();
     for (const CurvePoint& point : curve.points) {
       if (!std::isfinite(point.value) || (options.log_steps && point.step < 1)) continue;
       values.push_back(point.value);
       rows.push_back({{"trial", curve.trial}, {"substudy", curve.substudy}, {"step", point.step}, {"y", point.value}});
     }
+    if (rows.size() == before + 1) lone.push_back(rows.back());
   }
   const bool log_y = !values.empty() && AllPositive(values);
   json y = {{"field", "y"},
@@ -667,6 +764,13 @@ json GradientNormCurvesSpec(const GradientNorms& norms, const ChartOptions& opti
                           {"color", SubstudyColor(options, substudies.order())},
                           {"detail", {{"field", "trial"}, {"type", "nominal"}}},
                           {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study")})}}));
+  if (!lone.empty()) {  // a line through one point draws nothing: a dot instead
+    layers.push_back(Layer(std::move(lone), {{"type", "point"}, {"filled", true}, {"size", 30}},
+                           {{"x", StepAxis(options)},
+                            {"y", y},
+                            {"color", SubstudyColor(options, substudies.order())},
+                            {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study")})}}));
+  }
   if (norms.p90 && std::isfinite(*norms.p90) && (!log_y || *norms.p90 > 0)) {
     const json p90 = json::array({{{"y", *norms.p90}, {"label", fmt::format("90th percentile {:.3g}", *norms.p90)}}});
     layers.push_back(Layer(
@@ -704,7 +808,7 @@ json GradientNormHistogramSpec(const GradientNorms& norms, const ChartOptions& o
       std::move(rows), {{"type", "rect"}, {"color", "#4c78a8"}, {"stroke", "white"}, {"strokeWidth", 0.5}},
       {{"x", x},
        {"x2", {{"field", "upper"}}},
-       {"y", {{"field", "count"}, {"type", "quantitative"}, {"title", "steps"}}},
+       {"y", {{"field", "count"}, {"type", "quantitative"}, {"title", "steps"}, {"axis", IntegerAxis()}}},
        {"tooltip",
         json::array({Tooltip("lower", "from", "quantitative", ".3~g"), Tooltip("upper", "to", "quantitative", ".3~g"),
                      Tooltip("count", "steps", "quantitative")})}}));
@@ -715,11 +819,14 @@ json GradientNormHistogramSpec(const GradientNorms& norms, const ChartOptions& o
     layers.push_back(Layer(
         p90, {{"type", "rule"}, {"color", kThresholdColor}, {"strokeDash", {6, 4}}, {"strokeWidth", 1.5}},
         {{"x", {{"field", "x"}, {"type", "quantitative"}}}, {"tooltip", json::array({Tooltip("label", "rule")})}}));
+    // The rule's label on the side with room: left of a rule in the right part of the axis.
+    const auto at = [&](double v) { return log_x ? std::log10(v) : v; };
+    const bool right_part = hi > lo && at(*norms.p90) > at(lo) + 0.6 * (at(hi) - at(lo));
     layers.push_back(Layer(p90,
                            {{"type", "text"},
-                            {"align", "left"},
+                            {"align", right_part ? "right" : "left"},
                             {"baseline", "top"},
-                            {"dx", 4},
+                            {"dx", right_part ? -4 : 4},
                             {"dy", 4},
                             {"fontSize", 11},
                             {"color", kThresholdColor}},
@@ -755,7 +862,7 @@ json BootstrapSpec(const BootstrapPlot& plot, const Objective& objective, const 
     x["axis"] = LogAxis(1, max_budget);
   } else {
     x["scale"] = {{"domain", {0.5, max_budget + 0.5}}, {"nice", false}, {"zero", false}};
-    x["axis"] = {{"format", "d"}, {"tickMinStep", 1}};
+    x["axis"] = IntegerAxis();
   }
   spec["data"] = {{"values", std::move(rows)}};
   spec["encoding"] = {
@@ -831,23 +938,37 @@ json StepBudgetSpec(const StepBudget& budget, std::int64_t max_train_steps, cons
        {{"field", "lr"},
         {"type", "quantitative"},
         {"title", "learning rate (constant)"},
-        {"scale", {{"type", "log"}}}}},
+        {"scale", {{"type", "log"}}},
+        {"axis",
+         [&] {
+           double lo = std::numeric_limits<double>::infinity(), hi = 0;
+           for (const FitRow& row : budget.rows) {
+             lo = std::min(lo, row.learning_rate);
+             hi = std::max(hi, row.learning_rate);
+           }
+           return LogAxis(lo, hi);
+         }()}}},
       {"y",
        {{"field", "y"},
         {"type", "quantitative"},
         {"title", "first step that fits " + budget.condition.Text()},
-        {"scale", {{"zero", true}}}}},
+        {"scale", {{"zero", true}}},
+        {"axis", IntegerAxis()}}},
       {"tooltip", json::array({Tooltip("trial", "trial"), Tooltip("lr", "learning rate", "quantitative", ".3~g"),
                                Tooltip("y", "first fitting step"), Tooltip("fits", "fits?"),
                                Tooltip("last", "last value", "quantitative", ".4~g")})}};
   spec["layer"] = json::array(
-      {{{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"strokeWidth", 1.5}}},
-        {"transform", json::array({{{"filter", "datum.fits == 'fits'"}}})}},
-       {{"mark", {{"type", "point"}, {"size", 80}, {"filled", true}}},
+      {{{"mark", {{"type", "point"}, {"size", 80}, {"filled", true}}},
         {"encoding",
          {{"shape", {{"field", "fits"}, {"type", "nominal"}, {"title", nullptr}}},
           {"color",
            {{"condition", {{"test", "datum.fastest"}, {"value", kThresholdColor}}}, {"value", "#4c78a8"}}}}}}});
+  // The line through the learning rates that fit, when any does: Vega warns of the infinite extent of an empty layer.
+  if (std::any_of(budget.rows.begin(), budget.rows.end(), [](const FitRow& r) { return r.first_fit_step; })) {
+    const json line = {{"mark", {{"type", "line"}, {"color", "#4c78a8"}, {"strokeWidth", 1.5}}},
+                       {"transform", json::array({{{"filter", "datum.fits == 'fits'"}}})}};
+    spec["layer"].insert(spec["layer"].begin(), line);
+  }
   return spec;
 }
 
@@ -968,13 +1089,16 @@ json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOp
   json rises = json::array();
   json labels = json::array();
   std::vector<double> values;
+  json lone = json::array();  // the only point of its run
   for (const LabelledCurve& curve : curves) {
     labels.push_back(curve.label);
+    const std::size_t before = rows.size();
     for (const auto& [step, loss] : curve.points) {
       if (step < 1 || !std::isfinite(loss)) continue;
       values.push_back(loss);
       rows.push_back({{"run", curve.label}, {"trial", curve.trial}, {"step", step}, {"y", loss}});
     }
+    if (rows.size() == before + 1) lone.push_back(rows.back());
     if (!curve.rise_step || *curve.rise_step < 1) continue;
     // The rise marked on the curve: its point nearest the step.
     const auto nearest = std::min_element(curve.points.begin(), curve.points.end(), [&](const auto& a, const auto& b) {
@@ -1002,6 +1126,10 @@ json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOp
   json layers = json::array();
   layers.push_back(Layer(rows, {{"type", "line"}, {"strokeWidth", 1.2}, {"opacity", 0.85}},
                          {{"x", StepAxis(log_steps)}, {"y", y}, {"color", color}, {"tooltip", tooltip}}));
+  if (!lone.empty()) {  // a line through one point draws nothing: a dot instead
+    layers.push_back(Layer(std::move(lone), {{"type", "point"}, {"filled", true}, {"size", 30}},
+                           {{"x", StepAxis(log_steps)}, {"y", y}, {"color", color}, {"tooltip", tooltip}}));
+  }
   if (!rises.empty()) {
     layers.push_back(
         Layer(rises, {{"type", "point"}, {"shape", "triangle-up"}, {"size", 90}, {"filled", true}},
@@ -1014,8 +1142,9 @@ json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOp
   return spec;
 }
 
+// 420 wide: with the phases' labels beside it, the chart fits a report's column (about 530 px).
 json TimeTotalsSpec(const TimeSplit& total, const ChartOptions& options) {
-  json spec = Base(options, 520, 240);
+  json spec = Base(options, 420, 240);
   const double wall = TotalSeconds(total);
   json rows = json::array();
   json order = json::array();
@@ -1045,7 +1174,7 @@ json TimeTotalsSpec(const TimeSplit& total, const ChartOptions& options) {
 }
 
 json TrialTimesSpec(const std::vector<TrialRecord>& trials, const ChartOptions& options) {
-  json spec = Base(options, 520, std::clamp(static_cast<int>(trials.size()) * 14, 120, 900));
+  json spec = Base(options, 420, std::clamp(static_cast<int>(trials.size()) * 14, 120, 900));
   json rows = json::array();
   json order = json::array();
   for (const TimePhase& phase : TimePhases()) {

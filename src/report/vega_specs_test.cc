@@ -276,5 +276,88 @@ TEST(VegaSpecs, NonFiniteNumbersBecomeNull) {
   EXPECT_NO_THROW((void)spec.dump());
 }
 
+// The instability probe's learning rates are a list of products (0.08345234782...): labels at the digits that keep
+// them apart, level while they fit, upright when they would overlap.
+TEST(AxisPlotSpec, NumericChoicesGetShortLabelsThatDoNotOverlap) {
+  AxisPlot plot{.param_id = "lr", .param_name = "learning_rate", .categorical = true};
+  plot.categories = {"0.016690469564", "0.041726173910", "0.083452347820"};
+  plot.points = {{.trial = 0, .substudy = "all", .value = 0.041726173910, .position = 1, .objective = 0.3}};
+  const json x = FindLayer(AxisPlotSpec(plot, ErrorRate()), "point")->at("encoding").at("x");
+  EXPECT_EQ(x.at("scale").at("domain"), json::array({"0.01669", "0.04173", "0.08345"}));
+  EXPECT_EQ(FindLayer(AxisPlotSpec(plot, ErrorRate()), "point")->at("data").at("values")[0].at("x"), "0.04173");
+  EXPECT_EQ(x.at("axis").at("labelAngle"), 0);
+  plot.categories = {"1.0000001", "1.0000002"};  // apart only at 8 digits
+  EXPECT_EQ(FindLayer(AxisPlotSpec(plot, ErrorRate()), "point")->at("encoding").at("x").at("scale").at("domain"),
+            json::array({"1.0000001", "1.0000002"}));
+  plot.categories.clear();
+  for (int i = 0; i < 12; ++i) plot.categories.push_back("a long choice " + std::to_string(i));
+  plot.points[0].value = std::string("a long choice 1");
+  EXPECT_EQ(FindLayer(AxisPlotSpec(plot, ErrorRate()), "point")->at("encoding").at("x").at("axis").at("labelAngle"),
+            -90);
+}
+
+// Steps and counts are whole numbers: their axes say so ("1,500", not "1.5e+3"); other axes write decimals.
+TEST(VegaSpecs, StepAndCountAxesAreIntegers) {
+  const std::vector<TrainingCurve> curves = {
+      {.trial = 0, .substudy = "a", .series = "valid/error_rate", .points = {{0, 0.9}, {150, 0.3}}}};
+  const json curve = TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, false);
+  EXPECT_EQ(curve.at("layer")[0].at("encoding").at("x").at("axis").at("format"), ",d");
+  EXPECT_EQ(curve.at("config").at("axisQuantitative").at("format"), "~r");
+  const json best = BestStepSpec({{.trial = 0, .substudy = "a", .best_step = 150, .objective = 0.3}}, 200, ErrorRate());
+  EXPECT_EQ(FindLayer(best, "point")->at("encoding").at("x").at("axis").at("format"), ",d");
+  GradientNorms norms;
+  norms.histogram = {{.lower = 1, .upper = 2, .count = 150}};
+  EXPECT_EQ(FindLayer(GradientNormHistogramSpec(norms), "rect")->at("encoding").at("y").at("axis").at("format"), ",d");
+}
+
+// A curve of one point (a trial that evaluated once) is drawn as a dot: a line through one point draws nothing.
+TEST(TrainingCurvesSpec, AOnePointCurveIsADot) {
+  const std::vector<TrainingCurve> curves = {
+      {.trial = 0, .substudy = "a", .series = "valid/error_rate", .points = {{100, 0.3}}, .highlighted = true},
+      {.trial = 1,
+       .substudy = "a",
+       .series = "valid/error_rate",
+       .points = {{0, 0.9}, {100, 0.4}},
+       .highlighted = true}};
+  const json spec = TrainingCurvesSpec(curves, "valid/error_rate", CurveSource::kEvaluation, false);
+  const json* dots = FindLayer(spec, "point");
+  ASSERT_NE(dots, nullptr);
+  ASSERT_EQ(dots->at("data").at("values").size(), 1u);
+  EXPECT_EQ(dots->at("data").at("values")[0].at("trial"), 0);
+  GradientNorms norms{.steps = 1};
+  norms.curves = {{.trial = 0, .substudy = "a", .series = "train/grad_norm", .points = {{1, 0.5}}}};
+  ASSERT_NE(FindLayer(GradientNormCurvesSpec(norms), "point"), nullptr);
+  const json probe = StabilityCurvesSpec({{.label = "2x", .trial = 0, .points = {{1, 2.0}}}});
+  ASSERT_NE(FindLayer(probe, "point"), nullptr);
+}
+
+// Against the parent study: each label beside its point, towards the middle, so none runs over an axis.
+TEST(RoundComparisonSpec, LabelsPointTowardsTheMiddle) {
+  RoundComparison rounds;
+  rounds.rows = {
+      {.configuration = 0, .label = "lr=0.1", .parent_value = 0.2, .value = 0.25, .parent_rank = 1, .rank = 2},
+      {.configuration = 1, .label = "lr=0.3", .parent_value = 0.4, .value = 0.2, .parent_rank = 2, .rank = 1}};
+  const json spec = RoundComparisonSpec(rounds, ErrorRate(), "p");
+  EXPECT_EQ(spec.at("data").at("values")[0].at("side"), "left");
+  EXPECT_EQ(spec.at("data").at("values")[1].at("side"), "right");
+  std::vector<std::string> aligns;
+  for (const auto& layer : spec.at("layer")) {
+    if (layer.at("mark").at("type") == "text") {
+      aligns.push_back(layer.at("mark").at("align"));
+      EXPECT_LE(layer.at("mark").at("limit").get<int>(), spec.at("width").get<int>() / 2);
+    }
+  }
+  EXPECT_EQ(aligns, (std::vector<std::string>{"left", "right"}));
+}
+
+// A sweep whose learning rates have not fit the training set yet: no line layer over no data ("Infinite extent").
+TEST(StepBudgetSpec, NoLineBeforeAnyLearningRateFits) {
+  StepBudget budget;
+  budget.rows = {{.trial = 0, .learning_rate = 0.01}, {.trial = 1, .learning_rate = 0.1}};
+  EXPECT_EQ(FindLayer(StepBudgetSpec(budget, 100), "line"), nullptr);
+  budget.rows[1].first_fit_step = 40;
+  EXPECT_NE(FindLayer(StepBudgetSpec(budget, 100), "line"), nullptr);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -16,6 +16,12 @@
 //   --timeout MS           how long charts may take to draw (default 30000)
 //   --then-wait-for TEXT   a live page: TEXT must NOT be shown once the charts first draw, then must appear without
 //                          a reload within the timeout (the page updating itself), its charts drawn again
+//   --forbid-text TEXT     TEXT must not appear in the page as text (repeatable), e.g. a section's empty text
+//   --readable-charts      every chart can be read (from its Vega scene graph, whichever renderer drew it): the tick
+//                          labels of an axis do not overlap, no text is in exponent notation ("1.5e+2"), text and bars
+//                          drawn as data stay inside the plot (not over its axes), a series of one point draws a
+//                          dot, and no chart nor the page runs past what shows it (cut off, or scrolled sideways)
+//   --viewport WxH         the browser window's size in CSS pixels (default 1280x900)
 //
 // Fails (exit status 1, a line per problem) on: a console error or warning, an uncaught page error, a JavaScript
 // dialog (alert, confirm, prompt: an injected script ran), a request to another origin (a file:// page may load
@@ -39,13 +45,14 @@ const chromiumArgs = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-
 function usage(message) {
   console.error(`check_page: ${message}\nusage: node check_page.mjs URL SCREENSHOT [--selector CSS] [--min-charts N] ` +
     '[--expect-text TEXT]... [--forbid-selector CSS]... [--allow-warnings] [--allow-origin ORIGIN]... [--timeout MS] ' +
-    '[--then-wait-for TEXT]');
+    '[--then-wait-for TEXT] [--forbid-text TEXT]... [--readable-charts] [--viewport WxH]');
   process.exit(2);
 }
 
 function parseArgs(argv) {
   const options = { selector: '.chart', minCharts: 1, expectTexts: [], forbidSelectors: [], allowWarnings: false,
-    allowOrigins: [], timeout: 30000, thenWaitFor: null, positional: [] };
+    allowOrigins: [], timeout: 30000, thenWaitFor: null, forbidTexts: [], readableCharts: false,
+    viewport: { width: 1280, height: 900 }, positional: [] };
   for (let i = 0; i < argv.length; ++i) {
     const arg = argv[i];
     const value = () => {
@@ -60,6 +67,13 @@ function parseArgs(argv) {
     else if (arg === '--allow-origin') options.allowOrigins.push(value());
     else if (arg === '--timeout') options.timeout = Number(value());
     else if (arg === '--then-wait-for') options.thenWaitFor = value();
+    else if (arg === '--forbid-text') options.forbidTexts.push(value());
+    else if (arg === '--readable-charts') options.readableCharts = true;
+    else if (arg === '--viewport') {
+      const match = /^(\d+)x(\d+)$/.exec(value());
+      if (!match) usage('--viewport must be WIDTHxHEIGHT, e.g. 1400x900');
+      options.viewport = { width: Number(match[1]), height: Number(match[2]) };
+    }
     else if (arg.startsWith('--')) usage(`unknown option ${arg}`);
     else options.positional.push(arg);
   }
@@ -100,7 +114,7 @@ async function main() {
   const problems = [];
   const browser = await chromium.launch({ executablePath: chromiumPath, args: chromiumArgs, headless: true });
   try {
-    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const page = await browser.newPage({ viewport: options.viewport });
     page.on('console', (message) => {
       const type = message.type();
       if (type === 'error' || (type === 'warning' && !options.allowWarnings)) {
@@ -191,6 +205,12 @@ async function main() {
     for (const expected of options.expectTexts) {
       if (!text.includes(expected)) problems.push(`text not shown on the page: ${JSON.stringify(expected)}`);
     }
+    for (const forbidden of options.forbidTexts) {
+      if (text.includes(forbidden)) problems.push(`text shown on the page that must not be: ${JSON.stringify(forbidden)}`);
+    }
+    if (options.readableCharts) {
+      for (const problem of await page.evaluate(unreadable, options.selector)) problems.push(problem);
+    }
     for (const selector of options.forbidSelectors) {
       const count = await page.evaluate((s) => document.querySelectorAll(s).length, selector);
       if (count > 0) problems.push(`${count} element(s) match the forbidden selector ${JSON.stringify(selector)}`);
@@ -213,6 +233,90 @@ async function main() {
     process.exit(1);
   }
   console.log('check_page: ok');
+}
+
+// What makes the charts matching `selector` hard to read, one line per problem; runs in the page. Each chart's element
+// (or one inside it) holds its Vega view as `vegaView` (web/report.js, web/dashboard.js): the scene graph gives every
+// drawn item's bounds whichever renderer drew it. Bounds are in the coordinates of the item's group; the absolute ones
+// add the groups' offsets. The plot is the root group's rectangle (0, 0, width, height).
+function unreadable(selector) {
+  const problems = [];
+  const viewOf = (box) => [box, ...box.querySelectorAll('*')].map((e) => e.vegaView).find(Boolean);
+  const overlap = (a, b) => Math.min(a.x2, b.x2) - Math.max(a.x1, b.x1) > 0.5 &&
+    Math.min(a.y2, b.y2) - Math.max(a.y1, b.y1) > 0.5;
+  const round = (b) => `[${[b.x1, b.y1, b.x2, b.y2].map((v) => Math.round(v)).join(', ')}]`;
+  for (const box of document.querySelectorAll(selector)) {
+    const name = box.id || box.dataset.chart || box.className;
+    const view = viewOf(box);
+    if (!view) { problems.push(`${name}: no Vega view to read`); continue; }
+    const root = view.scenegraph().root.items[0];
+    const plot = { x1: 0, y1: 0, x2: root.width || 0, y2: root.height || 0 };
+    const axes = new Map();  // axis group item → its visible labels
+    const lines = [];        // the points of lines drawn through a single point
+    const dots = [];         // the centres of symbols
+    const walk = (scene, ox, oy, axis) => {
+      for (const item of scene.items || []) {
+        const b = item.bounds;
+        const at = b ? { x1: ox + b.x1, y1: oy + b.y1, x2: ox + b.x2, y2: oy + b.y2 } : null;
+        const visible = item.opacity !== 0 && item.fillOpacity !== 0;
+        if (scene.marktype === 'text' && visible && item.text !== undefined && item.text !== '') {
+          const text = [].concat(item.text).join(' ');
+          if (/\de\+\d/.test(text)) problems.push(`${name}: ${scene.role} in exponent notation: "${text}"`);
+          if (scene.role === 'axis-label' && axis) axes.get(axis).push({ text, at });
+          if (scene.role === 'mark' && at && !(at.x1 >= plot.x1 - 1 && at.x2 <= plot.x2 + 1 &&
+              at.y1 >= plot.y1 - 1 && at.y2 <= plot.y2 + 1)) {
+            problems.push(`${name}: text "${text}" at ${round(at)} runs out of the plot ${round(plot)}`);
+          }
+        }
+        if (scene.marktype === 'rect' && scene.role === 'mark' && visible && at &&
+            !(at.x1 >= plot.x1 - 1 && at.x2 <= plot.x2 + 1 && at.y1 >= plot.y1 - 1 && at.y2 <= plot.y2 + 1)) {
+          problems.push(`${name}: a bar at ${round(at)} runs out of the plot ${round(plot)}`);
+        }
+        if (scene.marktype === 'symbol' && scene.role === 'mark') dots.push({ x: ox + item.x, y: oy + item.y });
+        if (scene.marktype === 'group') {
+          const childAxis = scene.role === 'axis' ? item : axis;
+          if (scene.role === 'axis' && !axes.has(item)) axes.set(item, []);
+          for (const child of item.items || []) walk(child, ox + (item.x || 0), oy + (item.y || 0), childAxis);
+        }
+      }
+      if (scene.marktype === 'line' && scene.role === 'mark') {
+        const drawn = (scene.items || []).filter((i) => Number.isFinite(i.x) && Number.isFinite(i.y));
+        if (drawn.length === 1) lines.push({ x: ox + drawn[0].x, y: oy + drawn[0].y });
+      }
+    };
+    walk(view.scenegraph().root, 0, 0, null);
+    for (const labels of axes.values()) {
+      for (let i = 0; i < labels.length; ++i) {
+        for (let j = i + 1; j < labels.length; ++j) {
+          if (labels[i].at && labels[j].at && overlap(labels[i].at, labels[j].at)) {
+            problems.push(`${name}: tick labels "${labels[i].text}" and "${labels[j].text}" overlap`);
+          }
+        }
+      }
+    }
+    for (const point of lines) {
+      if (!dots.some((d) => Math.abs(d.x - point.x) < 2 && Math.abs(d.y - point.y) < 2)) {
+        problems.push(`${name}: a series of one point at (${Math.round(point.x)}, ${Math.round(point.y)}) draws nothing`);
+      }
+    }
+    // The drawing within what shows it: the nearest element that clips or scrolls, else the window.
+    const drawing = box.querySelector('svg, canvas');
+    if (drawing) {
+      let clip = drawing.parentElement;
+      while (clip && getComputedStyle(clip).overflowX === 'visible') clip = clip.parentElement;
+      const right = clip && clip !== document.documentElement && clip !== document.body
+        ? clip.getBoundingClientRect().left + clip.clientWidth : document.documentElement.clientWidth;
+      const drawn = drawing.getBoundingClientRect();
+      if (drawn.right > right + 1) {
+        problems.push(`${name}: the chart is ${Math.round(drawn.right - right)} px wider than what shows it (cut off)`);
+      }
+    }
+  }
+  if (document.documentElement.scrollWidth > document.documentElement.clientWidth + 1) {
+    problems.push(`the page is ${document.documentElement.scrollWidth - document.documentElement.clientWidth} px ` +
+      'wider than the window: part of it is cut off');
+  }
+  return problems;
 }
 
 // The whole page, else its first screen. Chromium now and then never finishes a screenshot (microsoft/playwright#28995):

@@ -67,9 +67,11 @@ if (studies.studies[0].description !== '<img src=x onerror=alert(1)> & \"quotes\
   { console.error('the description changed on its way'); process.exit(1); }
 " "$url" || fail "the server's answers"
 
+# Every page's charts must be readable too (--readable-charts: tick labels apart, no "1.5e+2", text and bars inside
+# their plots, a dot for a series of one point, nothing cut off).
 check() {
   node "$source_dir/tests/browser/check_page.mjs" "$@" --forbid-selector 'main img' --forbid-selector 'main b' \
-    --forbid-selector 'main i' --forbid-selector 'main script'
+    --forbid-selector 'main i' --forbid-selector 'main script' --readable-charts
 }
 check "$url" studies.png --min-charts 0 --expect-text '<img src=x onerror=alert(1)> & "quotes"'
 check "${url}#/study/hostile_dashboard" study.png --min-charts 8 \
@@ -88,6 +90,31 @@ check "${url}#/study/hostile_retrain" retrain.png --min-charts 8 \
   --expect-text 'Trial variance: is the difference larger than the noise?' --expect-text 'planned from' \
   --expect-text '<b>bolder</b> beats it' --expect-text '(95% CI, 3 replicas)'
 check "${url}#/study/hostile_dashboard" parent.png --min-charts 8 --expect-text 'planned from it'
+
+# A throughput sweep and a learning-rate sweep: the dashboard draws their sections from the same analyses as the report
+# (not "No batch size has recorded its step times yet" nor "no learning rate fits"), the sweep's result is the batch
+# size it recommends, never a best validation error, and a finding marked handled shows as handled.
+"$dltune" plan throughput --from hostile.yaml --batch-sizes 16:64 --steps 20 -o throughput.yaml >plan.log 2>&1 ||
+  { cat plan.log; fail "dltune plan throughput failed"; }
+"$dltune" run throughput.yaml --storage "$storage" --no-report >throughput.log 2>&1 ||
+  { cat throughput.log; fail "dltune run of the throughput sweep failed"; }
+grep -q '^throughput: batch size 64 (' throughput.log || { cat throughput.log; fail "the run's summary names no batch size"; }
+if grep -q '^best of ' throughput.log; then cat throughput.log; fail "the run's summary ranks the sweep by its objective"; fi
+check "${url}#/study/hostile_dashboard-throughput" throughput.png --min-charts 4 \
+  --expect-text 'Throughput: which batch sizes pay?' --expect-text 'recommended batch size 64' \
+  --expect-text 'batch size 64 (' --forbid-text 'No batch size has recorded its step times yet'
+check "$url" studies-throughput.png --min-charts 0 --expect-text 'batch size 64 ('
+"$dltune" plan fit-steps --from hostile_dashboard --fit 'train/error_rate<=0.2' --steps 200 \
+  --learning-rates 0.01:0.3:4 -o fit.yaml --storage "$storage" >plan.log 2>&1 ||
+  { cat plan.log; fail "dltune plan fit-steps failed"; }
+"$dltune" run fit.yaml --storage "$storage" --parallel 2 --no-report >fit.log 2>&1 ||
+  { cat fit.log; fail "dltune run of the fit-steps study failed"; }
+"$dltune" note hostile_dashboard-fit-steps --resolves fit_steps_edge 'checked: <b>fine</b>' --storage "$storage" >/dev/null ||
+  fail "dltune note --resolves failed"
+check "${url}#/study/hostile_dashboard-fit-steps" fit.png --min-charts 4 \
+  --expect-text 'Steps to fit the training set: a candidate max_train_steps' \
+  --expect-text 'candidate max_train_steps' --forbid-text 'no learning rate fits' \
+  --expect-text 'Marked handled by note' --expect-text 'checked: <b>fine</b> (fit_steps_edge)'
 
 # Live: the study page, opened while the first trials train, follows the study to its end by itself.
 cat >live.yaml <<EOF2

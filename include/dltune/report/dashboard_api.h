@@ -27,7 +27,9 @@
 namespace dltune {
 
 // {"store": URL, "studies": [{"name", "description", "spec_path", "trials", "states": {state: count}, "best":
-//  {"value", "trial", "step"} | null, "objective", "updated_at"}]}
+//  {"value", "trial", "step"} | null, "result": text | null, "objective", "updated_at"}]}. A throughput sweep's
+// "result" is the batch size it recommends, and it has no "best" (its batch sizes are not ranked by the objective);
+// any other study's "result" is null.
 nlohmann::json StudiesJson(Store& store);
 
 // The study page comes in two parts, so that the page shows what the trial records alone tell while the
@@ -37,13 +39,17 @@ enum class StudyPart {
   //  "author", "created_at"}], "launches": [{"id", "trial", "step", "metrics", "reason", "author", "git_commit",
   //  "export_path", "created_at"}], "test_evaluations", "replicas", "spec_path", "spec_hash", "dltune_version",
   //  "git_commit", "git_dirty", "created_at", "updated_at", "objective", "direction", "max_train_steps", "states",
-  //  "best", "best_per_substudy": [{"value", "trial", "substudy", "step", "text", and with replicas "replicas",
-  //  "low", "high"}], "sections": [PageSectionJson] (study_page.h: trial variance, against the parent, isolation,
+  //  "best", "result" (as in StudiesJson: a throughput sweep's recommended batch size, with no "best" nor
+  //  "best_per_substudy"), "best_per_substudy": [{"value", "trial", "substudy", "step", "text", and with replicas
+  //  "replicas", "low", "high"}], "sections": [PageSectionJson] (study_page.h: trial variance, against the parent,
+  //  isolation,
   //  axis plots, best steps, have we sampled enough?), "trials": [{"number", "configuration", "replica", "substudy",
   //  "state", "best", "best_step", "final", "reason", "params": {name: value}}]}.
   kRecords,
-  // {"updated_at", "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy"}],
-  //  "sections": [...] (training curves, gradient norms)}.
+  // {"updated_at", "diagnostics": [{"id", "severity", "title", "detail", "suggestion", "section", "substudy",
+  //  "handled" (the note that marks it handled, as Diagnostic::handled; "" while open)}],
+  //  "sections": [...] (what reads the measurements: a step budget, throughput, instability, warmup or clipping
+  //  study's section, training curves, gradient norms)}.
   kMeasurements,
 };
 // Throws Error for an unknown study.
