@@ -157,6 +157,7 @@ std::vector<std::string> CategoryLabels(const std::vector<std::string>& categori
   }
   for (int digits = 4; digits <= 17; ++digits) {
     std::vector<std::string> labels;
+    labels.reserve(numbers.size());
     for (const double value : numbers) labels.push_back(fmt::format("{:.{}g}", value, digits));
     if (std::set<std::string>(labels.begin(), labels.end()).size() == labels.size()) return labels;
   }
