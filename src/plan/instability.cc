@@ -112,7 +112,7 @@ PlannedStudy PlanInstability(Store& store, const InstabilityRequest& request) {
   const std::int64_t steps =
       request.steps > 0 ? request.steps : std::min<std::int64_t>(500, parent.spec.max_train_steps);
   if (steps < 10) throw Error(fmt::format("--steps must be at least 10, not {}", steps));
-  const Chosen best = BestOverall(parent);
+  const Chosen best = BestWhereUnstable(parent);
   const double rate = LearningRateOf(parent, best.trial);
 
   SpecParts parts;
@@ -205,7 +205,7 @@ PlannedStudy PlanWarmup(Store& store, const WarmupRequest& request) {
                       parent.study.name, parent.study.name));
     }
     baseline = parent;
-    from = BestOverall(parent);
+    from = BestWhereUnstable(parent);
     configuration = from.trial;
   }
   std::vector<std::int64_t> warmups = request.warmup_steps;
@@ -306,6 +306,12 @@ PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request) {
     length = *study.shortest_stable;
   }
   if (length < 1) throw Error("--warmup-steps must be 1 or more");
+  // A warmup given by hand is said to be so, with what the study found (never "found stable" when it was not).
+  const bool chosen_by_hand = request.warmup_steps > 0;
+  const std::string found = !study.finished         ? fmt::format(" (study {} has not finished)", warmup.study.name)
+                            : study.shortest_stable ? fmt::format(" (study {} found {} the shortest stable)",
+                                                                  warmup.study.name, *study.shortest_stable)
+                                                    : fmt::format(" (study {} found none stable)", warmup.study.name);
   const std::string baseline_name = warmup.spec.procedure.options.value("baseline", std::string());
   const StudyData baseline = LoadParent(store, baseline_name);
   const auto trial_number = warmup.spec.procedure.options.value("baseline_trial", std::int64_t{-1});
@@ -331,12 +337,14 @@ PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request) {
   parts.name = name;
   parts.header = fmt::format(
       "Planned by: dltune plan apply-warmup --from {}{}{}\n"
-      "The warmup found by study {} prepended to the baseline, as the playbook's \"How to apply learning rate "
+      "{} prepended to the baseline, as the playbook's \"How to apply learning rate "
       "warmup\" says: the best configuration of study {} (trial {}) with warmup_steps {}{}, and max_train_steps {} "
       "instead of {}, so that after the warmup its schedule runs as before. Compare it with the baseline's trial "
       "(retrospective optimal checkpoint selection: each trial's best evaluation).{}",
       warmup.study.name, request.warmup_steps > 0 ? fmt::format(" --warmup-steps {}", length) : "",
-      request.replicas > 1 ? fmt::format(" --replicas {}", request.replicas) : "", warmup.study.name,
+      request.replicas > 1 ? fmt::format(" --replicas {}", request.replicas) : "",
+      chosen_by_hand ? fmt::format("A warmup of {} steps, given by --warmup-steps{},", length, found)
+                     : fmt::format("The shortest warmup study {} found stable", warmup.study.name),
       baseline.study.name, trial.number, length,
       before.warmup_steps > 0 ? fmt::format(" (instead of {})", before.warmup_steps) : "", steps,
       baseline.spec.max_train_steps,
@@ -362,7 +370,8 @@ PlannedStudy PlanApplyWarmup(Store& store, const ApplyWarmupRequest& request) {
     warmup_param.Set("name", YamlTree::Of(std::string(ScheduleParamNames::kWarmupSteps)));
   }
   warmup_param.Set("value", YamlTree::Of(length));
-  warmup_param.comment = fmt::format("the shortest warmup study {} found stable", warmup.study.name);
+  warmup_param.comment = chosen_by_hand ? std::string("--warmup-steps") + found
+                                        : fmt::format("the shortest warmup study {} found stable", warmup.study.name);
   parts.space.Set(warmup_id, warmup_param);
   YamlTree config = ConfigOf(*baseline.spec.space, trial.params);
   config.Erase(warmup_id);
@@ -395,7 +404,7 @@ PlannedStudy PlanClipping(Store& store, const ClippingRequest& request) {
                     "--from {}), or pass --unstable-lr",
                     baseline.study.name, baseline.study.name));
   }
-  const Chosen best = BestOverall(baseline);
+  const Chosen best = BestWhereUnstable(baseline);
   std::vector<double> norms;
   for (const TrainMeasurement& m : baseline.train.count(best.trial.number) ? baseline.train.at(best.trial.number)
                                                                            : std::vector<TrainMeasurement>{}) {

@@ -303,12 +303,20 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
     }
   }
   for (const StudyNote& logged : store.ListNotes(study.id)) facts.AddRow({NoteLabel(logged), NoteText(logged)});
+  std::set<std::int64_t> launched;  // the evaluations that were launches
   for (const LaunchRecord& launch : store.ListLaunches(study.id)) {
+    launched.insert(launch.evaluation.id);
     facts.AddRow({fmt::format("launch {}", launch.id),
                   fmt::format("{} by {}: trial {} step {}, test {}; {} ({})", FormatTime(launch.created_at),
                               launch.author, launch.evaluation.trial, launch.evaluation.step,
                               FormatMetric(launch.evaluation.metrics, summary.objective.metric), launch.reason,
                               launch.export_path)});
+  }
+  for (const CheckpointEvaluation& e : store.ListEvaluations(study.id)) {  // every look at the test set is listed
+    if (e.split != "test" || launched.count(e.id) != 0) continue;
+    facts.AddRow({fmt::format("test evaluation {}", e.id),
+                  fmt::format("{}: trial {} step {}, test {} (dltune evaluate --split test)", FormatTime(e.created_at),
+                              e.trial, e.step, FormatMetric(e.metrics, summary.objective.metric))});
   }
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
@@ -475,15 +483,28 @@ const char* ChecksumText(bool verified) {
   return verified ? "checksum verified" : "no SHA-256 checksum recorded: the file was not verified";
 }
 
-std::string LaunchesTable(const std::vector<LaunchRecord>& launches) {
-  TextTable table({"launch", "when", "who", "study", "trial", "step", "test", "commit", "model", "reason"});
+std::string LaunchesTable(const std::vector<LaunchRecord>& launches,
+                          const std::vector<std::pair<std::string, CheckpointEvaluation>>& evaluations) {
+  std::vector<std::pair<double, std::vector<std::string>>> rows;
   for (const LaunchRecord& l : launches) {
-    table.AddRow(
-        {std::to_string(l.id), FormatClockTime(l.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), l.author, l.study,
-         std::to_string(l.evaluation.trial), std::to_string(l.evaluation.step), MetricsText(l.evaluation.metrics),
-         l.git_commit.empty() ? "-" : l.git_commit.substr(0, 12) + (l.git_dirty.value_or(false) ? "+dirty" : ""),
-         l.export_path, l.reason});
+    rows.push_back(
+        {l.created_at,
+         {fmt::format("launch {}", l.id), FormatClockTime(l.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), l.author,
+          l.study, std::to_string(l.evaluation.trial), std::to_string(l.evaluation.step),
+          MetricsText(l.evaluation.metrics),
+          l.git_commit.empty() ? "-" : l.git_commit.substr(0, 12) + (l.git_dirty.value_or(false) ? "+dirty" : ""),
+          l.export_path, l.reason}});
   }
+  for (const auto& [study, e] : evaluations) {
+    rows.push_back(
+        {e.created_at,
+         {fmt::format("evaluation {}", e.id), FormatClockTime(e.created_at, "%Y-%m-%d %H:%M", TimeZone::kLocal), "-",
+          study, std::to_string(e.trial), std::to_string(e.step), MetricsText(e.metrics), "-", "-",
+          "dltune evaluate --split test"}});
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  TextTable table({"look", "when", "who", "study", "trial", "step", "test", "commit", "model", "reason"});
+  for (auto& row : rows) table.AddRow(std::move(row.second));
   return table.Render();
 }
 

@@ -55,9 +55,11 @@ std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t numb
 std::string MetricsText(const std::map<std::string, double>& metrics);
 // Whether a checkpoint's file was checked against the checksum recorded when it was written.
 const char* ChecksumText(bool verified);
-// Every launch of `launches` as a table: when, who, trial, step, test metrics, commit, model and reason. Safe to
-// print.
-std::string LaunchesTable(const std::vector<LaunchRecord>& launches);
+// Every look at the test split as a table, oldest first: each launch of `launches` (when, who, trial, step, test
+// metrics, commit, model and reason) and each test evaluation of `evaluations` (study name, evaluation) that was
+// no launch's. Safe to print.
+std::string LaunchesTable(const std::vector<LaunchRecord>& launches,
+                          const std::vector<std::pair<std::string, CheckpointEvaluation>>& evaluations = {});
 
 // What a decision adopts, as the decision log records it: "trial 12 (optimizer=adam)" or "configuration 3 (...)",
 // from a trial (12, trial:12) or a configuration (configuration:3, config:3, c3). Throws Error when `choice` is
