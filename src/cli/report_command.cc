@@ -22,7 +22,7 @@ struct ReportArgs {
 
 void PrintWrittenReport(Store& store, const std::string& study, const std::string& output, std::size_t top) {
   const WrittenReport report = WriteStudyReport(store, study, output, top);
-  std::printf("wrote %s: study %s, %zu trials, %zu finding%s of the checklist\n", report.path.c_str(),
+  std::printf("wrote %s: study %s, %zu trials, %zu open finding%s of the checklist\n", report.path.c_str(),
               report.study.c_str(), report.trials, report.findings, report.findings == 1 ? "" : "s");
 }
 

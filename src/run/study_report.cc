@@ -1,5 +1,6 @@
 #include "run/study_report.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "core/files.h"
@@ -26,13 +27,15 @@ WrittenReport WriteStudyReport(Store& store, const std::string& study, const std
     }
   }
   const std::string html = RenderReport(data, options);
+  const std::vector<Diagnostic> diagnostics = Diagnose(data);
 
   const std::filesystem::path path = output.empty() ? std::filesystem::path(data.study.name + "-report.html") : output;
   WriteFileAtomically(path, html);
   return {.path = std::filesystem::absolute(path).lexically_normal(),
           .study = data.study.name,
           .trials = data.trials.size(),
-          .findings = Diagnose(data).size()};
+          .findings = static_cast<std::size_t>(std::count_if(
+              diagnostics.begin(), diagnostics.end(), [](const Diagnostic& d) { return d.handled.empty(); }))};
 }
 
 std::filesystem::path WriteComparison(Store& store, const std::string& a, const std::string& b,

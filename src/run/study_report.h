@@ -14,7 +14,7 @@ struct WrittenReport {
   std::filesystem::path path;  // absolute
   std::string study;
   std::size_t trials = 0;
-  std::size_t findings = 0;  // of the playbook checklist (Diagnose)
+  std::size_t findings = 0;  // of the playbook checklist (Diagnose) still open: not marked handled by a note
 };
 
 // Renders the report of study `study` (`top` best trials listed per sub-study) and writes it whole to `output`, or to
