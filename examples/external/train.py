@@ -22,11 +22,13 @@ train and the valid split (or its fixed sample, training.valid_sample_examples, 
 when training.test_at_end; then a checkpoint.
 
 The client does the rest: params and settings, report lines, checkpoints and resuming, the stop on SIGTERM (exit
-75), divergence (an infeasible trial). Standalone, without dltune:
+75), divergence (an infeasible trial), and warm trials: the imports and the decoded data set are the program's
+set-up, done once, and each trial (`train`) starts in a process forked from there. Standalone, without dltune:
 
   /usr/bin/python3 examples/external/train.py --params '{"learning_rate": 0.05}'   # reports on stdout
 """
 import argparse
+import functools
 import gzip
 import os
 
@@ -98,8 +100,8 @@ class Standardize(nn.Module):
         return (x - MEAN) / STD
 
 
-def main():
-    trial = dltune.trial(max_train_steps=1000)  # first: it takes --params out of sys.argv
+def train(trial, data):
+    """One trial: everything that depends on its params, seed and settings, from the decoded data set."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--hidden", type=int, help="hidden layer width (default: param hidden, else 256)")
     args = parser.parse_args()
@@ -114,14 +116,14 @@ def main():
     model = nn.Sequential(Standardize(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device)
     optimizer = build_optimizer(params, model.parameters())
 
-    train_x, train_y = (t.to(device) for t in load_split("train", 60_000))
+    train_x, train_y = (t.to(device) for t in data["train"])
     valid = train_x[50_000:], train_y[50_000:]
     train_x, train_y = train_x[:50_000], train_y[:50_000]
     splits = {"train": fixed_sample(train_x, train_y, 10_000, trial.seed ^ 1), "valid": valid}
     if trial.training.get("valid_sample_examples", 0) > 0:
         splits["valid_sample"] = fixed_sample(*valid, trial.training["valid_sample_examples"], trial.seed ^ 2)
     if trial.training.get("test_at_end") or (trial.evaluating and trial.evaluating.split == "test"):
-        splits["test"] = tuple(t.to(device) for t in load_split("t10k", 10_000))
+        splits["test"] = tuple(t.to(device) for t in data["test"])
 
     if trial.evaluating:  # dltune evaluate / launch: one split of one checkpoint
         step = dltune.torch.load(trial.evaluating.checkpoint, model)
@@ -155,6 +157,14 @@ def main():
             dltune.torch.save(trial, step, model, optimizer)
         if trial.should_stop():
             trial.stop(step)
+
+
+def main():
+    # The set-up, which depends on no trial: under dltune it runs once in a program server, and every trial is a
+    # process forked from there (dltune.run; docs/python.md, "Warm trials"). It decodes the data set on the CPU
+    # and starts nothing on a GPU: each trial moves what it needs to its own device.
+    data = {"train": load_split("train", 60_000), "test": load_split("t10k", 10_000)}
+    dltune.run(functools.partial(train, data=data), max_train_steps=1000)
 
 
 if __name__ == "__main__":

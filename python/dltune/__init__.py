@@ -12,9 +12,19 @@
         if trial.should_stop():
             trial.stop(step)
 
+Or, for trials that start warm (forked from a process that has done the set-up once, docs/python.md "Warm trials"):
+
+    # set-up: imports, data; nothing that depends on the trial
+    def train(trial):
+        ...
+    dltune.run(train, max_train_steps=1000)
+
 Standard library only; `dltune.torch`, `dltune.lightning` and `dltune.huggingface` import their frameworks when
 imported themselves.
 """
+import os
+import sys
+
 from ._study import Study
 from ._trial import EXIT_STOPPED, Evaluation, Trial
 
@@ -22,6 +32,11 @@ __version__ = "0.1.0"  # dltune's version (CMakeLists.txt project())
 PROTOCOL = 1
 
 _current = None
+
+if os.environ.get("DLTUNE_WARM_SERVER"):
+    # In a program server, torch.cuda.is_available() asks NVML and leaves CUDA unstarted, so its forked trials can
+    # start it (the trials' environment is their own, without this).
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def trial(defaults=None, max_train_steps=None, **options):
@@ -38,9 +53,41 @@ def trial(defaults=None, max_train_steps=None, **options):
     return _current
 
 
+def run(train, **trial_options):
+    """Runs one trial: `train(trial)` with the trial dltune.trial(**trial_options) makes, and returns its result.
+
+    Everything the program does before calling it is its set-up, which must not depend on the trial (read the
+    params in `train`). Under dltune its trials may then start warm: the worker starts the program once more as a
+    server (DLTUNE_WARM_SERVER), which does the set-up and forks each trial from there, a process that returns from
+    here as a cold one would (docs/python.md, "Warm trials"). Standalone it runs one trial.
+    """
+    global _current
+    if os.environ.get("DLTUNE_WARM_SERVER"):
+        from . import _warm
+
+        _warm.serve(refusal=_warm.cold_only_reason(_current is not None))  # returns in a forked trial only
+        _current = None  # the trial's own, from its own environment
+    made_before = _current is not None
+    current = trial(**trial_options)
+    if os.environ.get("DLTUNE_WARM_OFFER") == "1" and current.world_size == 1 and not _launched():
+        from . import _warm
+
+        reason = _warm.cold_only_reason(made_before)
+        if reason is None:
+            current._offer_warm()
+        else:
+            print(f"dltune: trials of this program start cold: {reason}", file=sys.stderr)
+    return train(current)
+
+
+def _launched():
+    """Whether a launcher (torchrun) started this process: a server started the same way would not be reached."""
+    return any(name in os.environ for name in ("TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"))
+
+
 def study(name, storage=None, executable=None):
     """A study of a store, for reading its trials and measurements as dicts."""
     return Study(name, storage=storage, executable=executable)
 
 
-__all__ = ["trial", "study", "Trial", "Study", "Evaluation", "EXIT_STOPPED", "PROTOCOL"]
+__all__ = ["trial", "run", "study", "Trial", "Study", "Evaluation", "EXIT_STOPPED", "PROTOCOL"]

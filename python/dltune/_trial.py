@@ -294,6 +294,11 @@ class Trial:
         except (OSError, ValueError):
             pass  # the channel may be gone with dltune
 
+    def _offer_warm(self):
+        """Tells the worker that the program's trials may start warm (dltune.run; docs/trial-protocol.md)."""
+        if self._channel is not None:
+            self._channel.write({"type": "warm"})
+
     def _register_saver(self, saver):
         self._saver = saver
 

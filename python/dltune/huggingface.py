@@ -1,13 +1,17 @@
 """Hugging Face Transformers on the client: a TrainerCallback that reports, evaluates, checkpoints and stops the
 dltune way.
 
-    trial = dltune.trial()
-    args = TrainingArguments(output_dir=str(trial.dir / "checkpoints"), max_steps=trial.max_train_steps,
-                             eval_strategy="steps", eval_steps=trial.eval_every, save_strategy="steps",
-                             save_steps=trial.eval_every, logging_steps=trial.log_every, seed=trial.seed,
-                             learning_rate=trial.params["learning_rate"])
-    trainer = Trainer(model=model, args=args, ..., callbacks=[dltune.huggingface.DltuneCallback(trial)])
-    trainer.train(resume_from_checkpoint=dltune.huggingface.resume_checkpoint(trial))
+    dataset = ...                        # the set-up: imports, tokenized data; nothing that depends on the trial
+
+    def train(trial):                    # one trial, forked warm from the set-up where dltune offers it
+        args = TrainingArguments(output_dir=str(trial.dir / "checkpoints"), max_steps=trial.max_train_steps,
+                                 eval_strategy="steps", eval_steps=trial.eval_every, save_strategy="steps",
+                                 save_steps=trial.eval_every, logging_steps=trial.log_every, seed=trial.seed % 2**32,
+                                 learning_rate=trial.params["learning_rate"])
+        trainer = Trainer(model=build_model(), args=args, ..., callbacks=[dltune.huggingface.DltuneCallback(trial)])
+        trainer.train(resume_from_checkpoint=dltune.huggingface.resume_checkpoint(trial))
+
+    dltune.run(train)
 
 The Trainer's logs become training lines (loss, learning_rate, grad_norm), its evaluations `eval` lines of split
 `valid` (`eval_error_rate` is the metric `error_rate`), and each of its checkpoints (`checkpoint-N` directories) a

@@ -1,10 +1,14 @@
 """PyTorch Lightning on the client: a callback that reports, evaluates, checkpoints and stops the dltune way.
 
-    trial = dltune.trial()
-    callback = dltune.lightning.DltuneCallback(trial)
-    trainer = lightning.Trainer(max_steps=trial.max_train_steps, val_check_interval=trial.eval_every,
-                                check_val_every_n_epoch=None, callbacks=[callback], enable_checkpointing=False)
-    trainer.fit(model, datamodule, ckpt_path=dltune.lightning.resume_path(trial))
+    datamodule = ...                     # the set-up: imports, data; nothing that depends on the trial
+
+    def train(trial):                    # one trial, forked warm from the set-up where dltune offers it
+        callback = dltune.lightning.DltuneCallback(trial)
+        trainer = lightning.Trainer(max_steps=trial.max_train_steps, val_check_interval=trial.eval_every,
+                                    check_val_every_n_epoch=None, callbacks=[callback], enable_checkpointing=False)
+        trainer.fit(build_model(trial.params), datamodule, ckpt_path=dltune.lightning.resume_path(trial))
+
+    dltune.run(train)
 
 Training losses come from `training_step`'s returned loss; evaluations from the logged metrics after each validation
 (`val_error_rate` or `val/error_rate` is the metric `error_rate` of split `valid`); a checkpoint
