@@ -305,24 +305,25 @@ CheckpointEvaluation EvaluateChosen(const StudyData& data, const ChosenCheckpoin
 
 std::vector<StudyRecord> LineageOf(Store& store, const StudyRecord& study) {
   const std::vector<StudyRecord> studies = store.ListStudies();
-  std::multimap<std::string, std::string> links;  // each way: parent -> child and child -> parent
+  std::multimap<std::int64_t, std::int64_t> links;  // each way: parent -> child and child -> parent (IsParentOf)
   for (const StudyRecord& other : studies) {
-    if (other.parent.empty()) continue;
-    links.emplace(other.parent, other.name);
-    links.emplace(other.name, other.parent);
+    if (const StudyRecord* parent = ParentAmong(studies, other)) {
+      links.emplace(parent->id, other.id);
+      links.emplace(other.id, parent->id);
+    }
   }
-  // A walk that visits each name once, so a cycle of parents ends like any other lineage.
-  std::set<std::string> members = {study.name};
-  for (std::vector<std::string> frontier = {study.name}; !frontier.empty();) {
-    const std::string name = frontier.back();
+  // A walk that visits each study once.
+  std::set<std::int64_t> members = {study.id};
+  for (std::vector<std::int64_t> frontier = {study.id}; !frontier.empty();) {
+    const std::int64_t id = frontier.back();
     frontier.pop_back();
-    for (auto [it, end] = links.equal_range(name); it != end; ++it) {
+    for (auto [it, end] = links.equal_range(id); it != end; ++it) {
       if (members.insert(it->second).second) frontier.push_back(it->second);
     }
   }
   std::vector<StudyRecord> lineage;
   for (const StudyRecord& other : studies) {
-    if (members.count(other.name) != 0) lineage.push_back(other);
+    if (members.count(other.id) != 0) lineage.push_back(other);
   }
   std::sort(lineage.begin(), lineage.end(), [](const StudyRecord& a, const StudyRecord& b) { return a.id < b.id; });
   return lineage;
