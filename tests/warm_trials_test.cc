@@ -121,5 +121,41 @@ TEST_F(WarmTrials, ACrashKillOrLeakTouchesNoOtherTrial) {
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
 }
 
+// A Python program on the client's dltune.run (examples/external/train.py): its first trial starts cold and answers
+// the offer, and the worker then starts the program once as its trials' server; every later trial is forked from
+// there, and each trains exactly as the same trial started cold (DLTUNE_WARM_TRIALS=0).
+TEST_F(WarmTrials, APythonProgramsTrialsStartWarmAfterItsFirstAndTrainAsColdOnes) {
+  std::ofstream(dir_ / "study.yaml") << "name: warm\n"
+                                        "command: /usr/bin/python3 "
+                                     << DLTUNE_SOURCE_DIR
+                                     << "/examples/external/train.py --hidden {hidden}\n"
+                                        "max_train_steps: 40\n"
+                                        "training: {eval_every_steps: 20, threads: 1, valid_sample_examples: 0}\n"
+                                        "trials: 4\n"
+                                        "space:\n"
+                                        "  optimizer: nesterov\n"
+                                        "  learning_rate: {min: 0.01, max: 0.3, scale: log}\n"
+                                        "  one_minus_momentum: 0.1\n"
+                                        "  hidden: 32\n"
+                                        "  batch_size: 64\n";
+  ASSERT_EQ(RunStudy("warm", ""), 0) << Slurp(dir_ / "warm" / "run.out");
+  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0"), 0) << Slurp(dir_ / "cold" / "run.out");
+  const auto warm = Results("warm");
+  const auto cold = Results("cold");
+  ASSERT_EQ(warm.size(), 4U);
+  int started_warm = 0;
+  for (const auto& [number, result] : warm) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_EQ(result.losses, cold.at(number).losses);  // bit for bit
+    EXPECT_EQ(result.evals, cold.at(number).evals);
+    EXPECT_THAT(TrialLog("cold", number), Not(HasSubstr("started warm")));
+    started_warm += TrialLog("warm", number).find("started warm: forked by program server") != std::string::npos;
+  }
+  EXPECT_THAT(TrialLog("warm", 0), Not(HasSubstr("started warm")));  // the first answers the offer, cold
+  EXPECT_EQ(started_warm, 3);
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
 }  // namespace
 }  // namespace dltune

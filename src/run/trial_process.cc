@@ -170,10 +170,13 @@ std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string,
 
 void BecomeSubreaper() { ::prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
+std::vector<std::string> CommandLineOf(const TrialCommand& command) {
+  return command.argv.empty() ? std::vector<std::string>{"/bin/sh", "-c", command.shell_command} : command.argv;
+}
+
 TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : token_(NewToken()) {
   // Everything the child needs is prepared before fork: after it, only async-signal-safe calls are allowed.
-  std::vector<std::string> args = command.argv;
-  if (args.empty()) args = {"/bin/sh", "-c", command.shell_command};
+  std::vector<std::string> args = CommandLineOf(command);
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (auto& arg : args) argv.push_back(arg.data());
@@ -201,7 +204,7 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
     // Held until the pid is a leader's, so that ReapOrphans cannot take a warm trial that ends at once.
     std::unique_lock<std::mutex> lock(leaders_mutex);
     std::optional<pid_t> warm;
-    if (server != nullptr && command.warm_start) {
+    if (server != nullptr && (command.warm_start || command.warm_program)) {
       warm = server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1],
                            LoadEnvironmentOf(command.environment));
     }

@@ -21,6 +21,9 @@ struct TrialCommand {
   std::filesystem::path stdout_path;               // appended to
   std::filesystem::path stderr_path;               // appended to
   bool warm_start = false;                         // a built-in trial (`dltune run-trial`): a TrialServer may fork it
+  // A command: program that serves its trials warm (docs/trial-protocol.md, "Warm trial processes (Python
+  // programs)"): the server given to TrialProcess is the program's own, and may fork it.
+  bool warm_program = false;
 };
 
 class TrialServer;
@@ -75,6 +78,9 @@ class TrialProcess {
 // starts CUDA (CUDA_*, CUBLAS_*, NCCL_*: the GPUs a trial is given, MPS's pipes), which a server never does and its
 // trials do after the fork. So trials on different GPUs share one server.
 std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string, std::string>& trial_environment);
+
+// The command line a trial process runs: `command.argv`, or /bin/sh -c and its shell command.
+std::vector<std::string> CommandLineOf(const TrialCommand& command);
 
 // The last `max_lines` lines (at most `max_bytes` bytes) of a text file; "" when it cannot be read.
 std::string TailOfFile(const std::filesystem::path& path, std::size_t max_lines = 20, std::size_t max_bytes = 4096);

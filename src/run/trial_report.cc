@@ -188,6 +188,8 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
       timing.seconds[phase] = value.get<double>();
     }
     result.timing = std::move(timing);
+  } else if (type == "warm") {
+    result.warm = true;
   } else if (type == "end") {
     const std::string state = p.Text("state", true);
     const auto known =
@@ -283,7 +285,7 @@ std::optional<ReportLine> ReportReader::Next(bool at_eof) {
     if (parsed.start && measured_) {
       throw ProtocolError(fmt::format("report line {}: start must come before any measurement, once", line_number_));
     }
-    measured_ = true;  // a start line counts too: a second one is refused
+    if (!parsed.warm) measured_ = true;  // a start line counts too: a second one is refused
     if (parsed.end) ended_ = true;
     return parsed;
   }

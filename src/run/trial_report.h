@@ -64,6 +64,9 @@ struct ReportLine {
   std::optional<ReportCheckpoint> checkpoint;
   std::optional<ReportEnd> end;
   std::optional<ReportTiming> timing;
+  // {"type": "warm"}: the program answers DLTUNE_WARM_OFFER, and can serve the study's next trials warm
+  // (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Not a measurement: start may follow it.
+  bool warm = false;
 };
 
 // Parses one line (without its newline). Accepts NaN, Infinity and -Infinity for a training loss, as Python's

@@ -117,6 +117,23 @@ TEST(TrialReport, ReaderSplitsLinesAndEnforcesOrder) {
   EXPECT_THROW(late_start.Next(), ProtocolError);
 }
 
+// A program that serves its trials warm says so before its start line, which may still follow.
+TEST(TrialReport, TheWarmLineComesBeforeTheStart) {
+  ReportReader reader;
+  reader.Feed(R"({"type":"warm"})"
+              "\n"
+              R"({"type":"start","step":0})"
+              "\n");
+  const auto warm = reader.Next();
+  ASSERT_TRUE(warm);
+  EXPECT_TRUE(warm->warm);
+  EXPECT_FALSE(warm->start || warm->train || warm->end);
+  const auto start = reader.Next();
+  ASSERT_TRUE(start);
+  EXPECT_TRUE(start->start);
+  EXPECT_FALSE(start->warm);
+}
+
 TEST(TrialReport, WrittenLinesParseBack) {
   const TrainMeasurement m{.step = 3, .loss = std::nan(""), .learning_rate = 0.5, .clipped = false, .step_time = 0.1};
   const auto train = ParseReportLine(TrainLine(m), 1).train;

@@ -252,9 +252,16 @@ void TrialServer::Shutdown() {
   pid_ = -1;
 }
 
-bool TrialServer::EnsureRunning(const std::string& executable,
+bool TrialServer::EnsureRunning(const std::vector<std::string>& argv, const std::string& working_dir,
                                 const std::map<std::string, std::string>& load_environment) {
-  if (control_fd_ >= 0 && executable == executable_ && load_environment == load_environment_) return true;
+  // The built-in server is one executable's; a program's is its working directory's (it is started with the command
+  // line of the trial it is first asked for, and serves the others of its study, whose params differ).
+  const bool program = !program_log_.empty();
+  const std::vector<std::string> key = program ? std::vector<std::string>{} : std::vector<std::string>{argv.front()};
+  const std::string directory = program ? working_dir : std::string();
+  if (control_fd_ >= 0 && key == argv_ && directory == working_dir_ && load_environment == load_environment_) {
+    return true;
+  }
   Shutdown();
   int sockets[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sockets) != 0) return false;
@@ -264,14 +271,27 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   for (const char* name : kThreadCountVariables) server_environment.insert_or_assign(name, std::string(1, '1'));
   // Its trials' OpenMP reads its wait policy when the server loads, not when a trial is forked.
   if (const auto wait = PassiveWaitEnvironment()) server_environment.insert(*wait);
+  if (program) {
+    server_environment[kWarmServerVariable] = std::to_string(kServerControlFd);
+    // torch.cuda.is_available() in a set-up then asks NVML, and does not start CUDA, which the server must not.
+    server_environment.insert({"PYTORCH_NVML_BASED_CUDA_CHECK", "1"});
+  }
   std::vector<std::string> env_strings = EnvironmentWith(server_environment);
   std::vector<char*> envp;
   envp.reserve(env_strings.size() + 1);
   for (auto& entry : env_strings) envp.push_back(entry.data());
   envp.push_back(nullptr);
-  std::string program = executable;
-  std::string subcommand = "trial-server";
-  std::array<char*, 3> argv{program.data(), subcommand.data(), nullptr};
+  std::vector<std::string> args = program ? argv : std::vector<std::string>{argv.front(), "trial-server"};
+  std::vector<char*> server_argv;
+  for (auto& arg : args) server_argv.push_back(arg.data());
+  server_argv.push_back(nullptr);
+  const int log_fd =
+      program ? ::open(program_log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644) : -1;  // NOLINT
+  if (program && log_fd < 0) {
+    ::close(sockets[0]);
+    ::close(sockets[1]);
+    return false;
+  }
   const pid_t parent = ::getpid();
 
   const pid_t pid = ::fork();
@@ -282,15 +302,20 @@ bool TrialServer::EnsureRunning(const std::string& executable,
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    // An ignored signal stays ignored across exec: a program's server, and so its trials, start as a cold trial does.
+    for (const int signal : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(signal, SIG_DFL);
     const int null_fd = ::open("/dev/null", O_RDWR);
     if (null_fd >= 0) {
       ::dup2(null_fd, 0);
-      ::dup2(null_fd, 1);
+      ::dup2(program ? log_fd : null_fd, 1);
     }
+    if (program) ::dup2(log_fd, 2);
     ::dup2(sockets[1], kServerControlFd);
-    ::execve(argv[0], argv.data(), envp.data());
+    if (!directory.empty() && ::chdir(directory.c_str()) != 0) ::_exit(126);
+    ::execve(server_argv[0], server_argv.data(), envp.data());
     ::_exit(127);
   }
+  if (log_fd >= 0) ::close(log_fd);
   ::close(sockets[1]);
   if (pid < 0) {
     ::close(sockets[0]);
@@ -299,7 +324,8 @@ bool TrialServer::EnsureRunning(const std::string& executable,
   pid_ = pid;
   ++servers_started_;
   control_fd_ = sockets[0];
-  executable_ = executable;
+  argv_ = key;
+  working_dir_ = directory;
   load_environment_ = load_environment;
   return true;
 }
@@ -314,7 +340,7 @@ bool TrialServer::WarmStartsHere() const {
 void TrialServer::Warm(const std::string& executable, const std::map<std::string, std::string>& load_environment,
                        const std::map<std::string, std::string>& prepare_environment) {
   if (!WarmStartsHere()) return;
-  if (!EnsureRunning(executable, load_environment)) {
+  if (!EnsureRunning({executable}, "", load_environment)) {
     failed_ = true;
     return;
   }
@@ -322,30 +348,58 @@ void TrialServer::Warm(const std::string& executable, const std::map<std::string
   SendMessage(control_fd_, nlohmann::json{{"prepare", prepare_environment}}.dump(), {});
 }
 
+void TrialServer::StartAhead(const std::vector<std::string>& argv, const std::string& working_dir,
+                             const std::map<std::string, std::string>& load_environment) {
+  if (!argv.empty() && WarmStartsHere() && !EnsureRunning(argv, working_dir, load_environment)) failed_ = true;
+}
+
+std::optional<pid_t> TrialServer::Ask(const std::string& request, int out_fd, int err_fd, int report_fd, bool& stale,
+                                      bool& died) {
+  std::string text;
+  std::vector<int> fds;
+  pollfd ready{control_fd_, POLLIN, 0};
+  if (!SendMessage(control_fd_, request, {out_fd, err_fd, report_fd}) || ::poll(&ready, 1, kReplyTimeoutMs) != 1 ||
+      !ReceiveMessage(control_fd_, kMaxReply, text, fds)) {
+    CloseAll(fds);
+    Shutdown();
+    died = true;  // it died or hangs
+    return std::nullopt;
+  }
+  CloseAll(fds);
+  const nlohmann::json reply = nlohmann::json::parse(text, nullptr, false);
+  if (reply.is_object() && reply.contains("pid") && reply["pid"].is_number_integer()) return reply["pid"].get<pid_t>();
+  stale = reply.is_object() && reply.value("stale", false);
+  if (stale) Shutdown();  // it exits: a fresh one is started for the next trial
+  return std::nullopt;    // this one failed; the next may not
+}
+
 std::optional<pid_t> TrialServer::Start(const std::vector<std::string>& argv,
                                         const std::vector<std::string>& environment, const std::string& working_dir,
                                         int out_fd, int err_fd, int report_fd,
                                         const std::map<std::string, std::string>& load_environment) {
   if (argv.empty() || !WarmStartsHere()) return std::nullopt;
-  if (!EnsureRunning(argv[0], load_environment)) {
-    failed_ = true;
-    return std::nullopt;
+  const std::string request =
+      nlohmann::json{{"argv", argv}, {"env", environment}, {"cwd", working_dir}, {"parent", ::getpid()}}.dump();
+  // A program's server that is stale or died is replaced once for the trial at hand; dltune trial-server is not.
+  const int attempts = program_log_.empty() ? 1 : 2;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    const int started_before = servers_started_;
+    if (!EnsureRunning(argv, working_dir, load_environment)) {
+      failed_ = true;
+      return std::nullopt;
+    }
+    const bool fresh = servers_started_ != started_before;
+    bool stale = false, died = false;
+    if (const auto pid = Ask(request, out_fd, err_fd, report_fd, stale, died)) return pid;
+    if (!stale && !died) return std::nullopt;
+    // Stale as soon as it started (CUDA started by its set-up, say), or dead twice: it would be every time. Exec from
+    // now on.
+    if ((stale && fresh) || (died && attempt + 1 == attempts)) {
+      failed_ = true;
+      return std::nullopt;
+    }
   }
-  const nlohmann::json request = {{"argv", argv}, {"env", environment}, {"cwd", working_dir}, {"parent", ::getpid()}};
-  std::string text;
-  std::vector<int> fds;
-  pollfd ready{control_fd_, POLLIN, 0};
-  if (!SendMessage(control_fd_, request.dump(), {out_fd, err_fd, report_fd}) ||
-      ::poll(&ready, 1, kReplyTimeoutMs) != 1 || !ReceiveMessage(control_fd_, kMaxReply, text, fds)) {
-    CloseAll(fds);
-    Shutdown();
-    failed_ = true;  // it died or hangs: exec from now on
-    return std::nullopt;
-  }
-  CloseAll(fds);
-  const nlohmann::json reply = nlohmann::json::parse(text, nullptr, false);
-  if (!reply.is_object() || !reply.contains("pid")) return std::nullopt;  // this one failed; the next may not
-  return reply.at("pid").get<pid_t>();
+  return std::nullopt;
 }
 
 }  // namespace dltune

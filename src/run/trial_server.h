@@ -11,16 +11,21 @@
 //     copy exists when it forks: it decodes data on one thread, and each trial sets its own thread count;
 //   - a crash, a leak or a kill of one trial touches no other and not the server: they share no writable memory
 //     (copy-on-write). If the server itself dies, the worker starts trials by exec as before.
-// External programs (a spec's command:) are always started by exec.
+// A program of the user's own that serves its trials warm (a command: program calling the Python client's
+// dltune.run) has a server of its own: the program itself, started once with the socket on descriptor 3
+// (TrialServer's program constructor; docs/trial-protocol.md, "Warm trial processes (Python programs)"). Other external
+// programs are always started by exec.
 #pragma once
 
 #include <sys/types.h>
 
 #include <array>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dltune {
@@ -48,10 +53,20 @@ bool WaitToBecomeChildOf(pid_t worker, double timeout_seconds);
 inline constexpr std::array<const char*, 2> kThreadCountVariables = {"OMP_NUM_THREADS", "MKL_NUM_THREADS"};
 bool IsThreadCountVariable(const std::string& name);
 
+// The environment variable that tells a program it was started as its trials' server, and the descriptor of its
+// socket ("3").
+inline constexpr const char* kWarmServerVariable = "DLTUNE_WARM_SERVER";
+
 // The worker's side: starts the server on first use, asks it for trial processes, and shuts it down.
 class TrialServer {
  public:
+  // The built-in trials' server, `dltune trial-server`.
   TrialServer() = default;
+  // A program's own server: started as the first trial Start is asked for (its command line, working directory and
+  // load environment, without the trial's own variables), its output appended to `log`. It is replaced when it
+  // answers that it is stale (its code changed, or CUDA started in it), and when it dies once; a trial it cannot
+  // fork starts by exec.
+  explicit TrialServer(std::filesystem::path log) : program_log_(std::move(log)) {}
   ~TrialServer();
   TrialServer(const TrialServer&) = delete;
   TrialServer& operator=(const TrialServer&) = delete;
@@ -72,6 +87,11 @@ class TrialServer {
   void Warm(const std::string& executable, const std::map<std::string, std::string>& load_environment,
             const std::map<std::string, std::string>& prepare_environment);
 
+  // A program's server: starts it now for trials of `argv` in `working_dir` with `load_environment` (as Start's),
+  // so that its set-up runs while other trials train; nothing is forked.
+  void StartAhead(const std::vector<std::string>& argv, const std::string& working_dir,
+                  const std::map<std::string, std::string>& load_environment);
+
   // Server processes started so far (one unless a change of load environment or a death replaced it).
   int servers_started() const { return servers_started_; }
 
@@ -79,12 +99,19 @@ class TrialServer {
   // Whether trials start warm here: not disabled (DLTUNE_WARM_TRIALS=0), this process a child subreaper, and no
   // server failed before.
   bool WarmStartsHere() const;
-  bool EnsureRunning(const std::string& executable, const std::map<std::string, std::string>& load_environment);
+  // Starts the server unless one runs for `argv` (a program's: its whole command line; the built-in one: its
+  // executable), `working_dir` and `load_environment`.
+  bool EnsureRunning(const std::vector<std::string>& argv, const std::string& working_dir,
+                     const std::map<std::string, std::string>& load_environment);
+  // Asks the running server for a trial; nullopt when it could not fork one, `stale` set when it said it is stale.
+  std::optional<pid_t> Ask(const std::string& request, int out_fd, int err_fd, int report_fd, bool& stale, bool& died);
   void Shutdown();
 
+  std::filesystem::path program_log_;  // a program's server: where its output goes; empty for dltune trial-server
   pid_t pid_ = -1;
   int control_fd_ = -1;
-  std::string executable_;
+  std::vector<std::string> argv_;
+  std::string working_dir_;
   std::map<std::string, std::string> load_environment_;
   int servers_started_ = 0;
   bool failed_ = false;  // could not start, or died: exec from then on

@@ -287,6 +287,9 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
                          {"OMP_NUM_THREADS", threads},
                          {"MKL_NUM_THREADS", threads}};
   for (const auto& [name, value] : SharedTrialEnvironment(spec.command.empty())) command.environment[name] = value;
+  // A program of one process may answer that it serves its trials warm (docs/trial-protocol.md, "Warm trial
+  // processes (Python programs)"); a launcher's ranks (training.processes) always start cold.
+  if (!spec.command.empty() && spec.training.processes == 1) command.environment["DLTUNE_WARM_OFFER"] = "1";
   if (gpus) {
     // By UUID, in the order NVML lists them: what the trial sees is what it was given, whatever CUDA's own order.
     std::string visible;

@@ -96,6 +96,8 @@ void TrialSink::Handle(const ReportLine& line) {
     end_ = line.end;
   } else if (line.timing) {
     trial_.AddTime(line.timing->seconds);
+  } else if (line.warm) {
+    warm_offered_ = true;
   }
 }
 

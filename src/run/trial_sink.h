@@ -69,6 +69,8 @@ class TrialSink {
   const std::string& disk_fault() const { return disk_fault_; }
   // Its end line, if it sent one.
   const std::optional<ReportEnd>& end() const { return end_; }
+  // Whether the program answered the offer of warm trials ({"type": "warm"}): it can serve the study's next trials.
+  bool warm_offered() const { return warm_offered_; }
   // When the trial's measurements were last written to the store (at an evaluation); -infinity before.
   double last_written_at() const { return last_written_at_; }
 
@@ -102,6 +104,7 @@ class TrialSink {
   std::vector<KeptCheckpoint> checkpoints_;    // by step
   std::optional<TfEventsWriter> tensorboard_;  // gone after a write fails
   std::optional<ReportEnd> end_;
+  bool warm_offered_ = false;
   std::string protocol_error_;
   std::string disk_fault_;
   bool lease_lost_ = false;

@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -60,8 +62,10 @@ struct Slot {
   bool concluded = false;
   double last_flush = 0;
   TrialProgress progress;
-  std::unique_ptr<TrialSink> sink;   // its report; null until the trial is prepared
-  std::optional<GpuAssignment> gpu;  // its GPUs; none on the CPU
+  std::unique_ptr<TrialSink> sink;        // its report; null until the trial is prepared
+  TrialCommand command;                   // what it was started with
+  std::optional<GpuAssignment> gpu;       // its GPUs; none on the CPU
+  std::unique_ptr<KeptLease> kept_alive;  // its heartbeat, stamped by the store's thread while this one is busy
 };
 
 // The members of a fused group (training.fuse), by their index in it, and its process's report channel split among
@@ -310,6 +314,7 @@ class Worker {
           announced_wait = true;
         }
         PollReports(slots_);
+        NoteWarmPrograms();
         UpdateGpus(now);
         ConcludeEndedMembers();
         ReapFinished();
@@ -454,6 +459,7 @@ class Worker {
                       .substudy = trial.record().substudy_label,
                       .max_steps = TrialMaxTrainSteps(spec, trial.record().params),
                       .started_at = WallSeconds()};
+    slot->kept_alive = store_.KeepAlive(trial.lease(), heartbeat_every_);
     slot->trial.emplace(std::move(trial));
     return slot;
   }
@@ -505,13 +511,14 @@ class Worker {
     const double spawned_at = WallSeconds();
     slot.sink->ProcessStarted(spawned_at);
     active.AddTime({{"scheduling", spawned_at - free_since}});
+    slot.command = command;
     if (gang_) {
       // The other ranks start on the other workers of the gang; this machine runs rank 0.
       command = gang_->Publish(command, slot.trial_dir);
       slot.process = std::make_shared<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
     } else {
       slot.process = std::make_shared<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
-                                                 &TrialServerToUse());
+                                                 ServerFor(*slot.session, command));
     }
     if (slot.gpu) gpus_.Started(*slot.gpu, slot.process->pids());
     return prepared.resuming;
@@ -713,6 +720,7 @@ class Worker {
       }
       while (slot.process->report_fd() >= 0) ReadReport(slot, false);
       ReadReport(slot, true);
+      NoteWarmProgram(slot);
       if (!slot.lease_lost) slot.sink->AccountProcessTime(WallSeconds());
       Conclude(slot, *status);
       free_slots_.Release(slot.processes, WallSeconds());
@@ -843,15 +851,47 @@ class Worker {
 
   TrialServer& TrialServerToUse() { return options_.trial_server != nullptr ? *options_.trial_server : trial_server_; }
 
+  // The server that may fork the trial of `command`: dltune's for a built-in trial; for a command: program that
+  // answered the offer of warm trials (one process, not a launcher's ranks), the program's own, started on first use.
+  TrialServer* ServerFor(const StudySession& session, TrialCommand& command) {
+    if (!session.spec().command.empty() && session.spec().training.processes == 1 &&
+        warm_programs_.count(session.study().id) != 0) {
+      auto& server = program_servers_[session.study().id];
+      if (!server) {
+        server = std::make_unique<TrialServer>(StudyDirectory(session.spec(), session.study()) / "warm-server.log");
+      }
+      command.warm_program = true;
+      return server.get();
+    }
+    return &TrialServerToUse();
+  }
+
+  // The studies whose program answered the offer of warm trials in a report read so far. The first answer starts
+  // the program's server at once, for the trials it offered: its set-up runs while they train.
+  void NoteWarmPrograms() {
+    for (const auto& slot : slots_) NoteWarmProgram(*slot);
+  }
+  void NoteWarmProgram(Slot& slot) {
+    if (!slot.sink || !slot.sink->warm_offered() || !warm_programs_.insert(slot.session->study().id).second) return;
+    TrialCommand command = slot.command;
+    if (TrialServer* server = ServerFor(*slot.session, command); command.warm_program) {
+      server->StartAhead(CommandLineOf(command), command.working_dir.string(), LoadEnvironmentOf(command.environment));
+    }
+  }
+
   Store& store_;
   const WorkerOptions& options_;
   RunObserver& observer_;
   const std::atomic<int>& stops_;
   std::string worker_id_;
   std::filesystem::path dltune_;
-  TrialServer trial_server_;    // forks built-in trials warm; declared before slots_, so it outlives their processes
-  bool told_of_mps_ = false;    // that --mps would let the trials sharing a GPU run side by side
-  bool packings_read_ = false;  // the packings measured before on these GPUs (UsePackingsMeasuredBefore)
+  TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
+  // The studies whose command: program answered the offer of warm trials, and each one's server (its own program),
+  // by study id; declared before slots_ too.
+  std::set<std::int64_t> warm_programs_;
+  std::map<std::int64_t, std::unique_ptr<TrialServer>> program_servers_;
+  bool told_of_mps_ = false;          // that --mps would let the trials sharing a GPU run side by side
+  bool packings_read_ = false;        // the packings measured before on these GPUs (UsePackingsMeasuredBefore)
   std::unique_ptr<MpsDaemon> mps_;    // --mps; declared before slots_, so it outlives their processes too
   std::unique_ptr<GangLeader> gang_;  // rank 0 of a launcher job's gang of workers; null when alone
   double heartbeat_every_ = 5;
