@@ -12,6 +12,7 @@
 #include <random>
 #include <regex>
 #include <thread>
+#include <tuple>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -81,7 +82,8 @@ class Fault : public ::testing::Test {
   // Waits until the trial worker `index` runs has recorded a step of at least `step` and a checkpoint (the trainer
   // reports one once it is written, a few steps after its step, and later under load), then kills the worker.
   // Whether that was mid-trial: under load the store lags, and the worker may have recorded the trial completed
-  // between the reading and the kill.
+  // between the reading and the kill. A trial taken over from a lost worker is killed only once it got further than
+  // that worker had (the step its reclaim names): a worker lost before that counts against the trial, by design.
   bool KillMidTrial(std::size_t index, std::int64_t step, Store& store, std::int64_t study_id) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -91,7 +93,12 @@ class Fault : public ::testing::Test {
         const auto checkpoints = store.ListCheckpoints(trial.id);
         const bool checkpointed =
             std::any_of(checkpoints.begin(), checkpoints.end(), [](const CheckpointRecord& c) { return !c.deleted; });
-        if (!series.empty() && series.back().step >= step && checkpointed) {
+        std::smatch reclaimed;
+        const std::int64_t taken_over_at =
+            std::regex_search(trial.reason, reclaimed, std::regex(" at step (\\d+); it resumes"))
+                ? std::stoll(reclaimed[1])
+                : -1;
+        if (!series.empty() && series.back().step >= step && series.back().step > taken_over_at && checkpointed) {
           EXPECT_EQ(kill(workers_[index].pid, SIGKILL), 0);
           waitpid(workers_[index].pid, nullptr, 0);
           workers_[index].pid = -1;
@@ -179,6 +186,99 @@ TEST_F(Fault, KilledWorkersLoseNoTrialAndNoStep) {
     }
   }
   for (const auto& trial : trials) EXPECT_EQ(completions[trial.number], 1) << "trial " << trial.number;
+}
+
+// A trial program that keeps its checkpoints and behaves as a trainer ahead of its worker does. Attempt 1 trains to
+// 300 (a checkpoint every 100), then deletes its checkpoints 200 and 300 (their deletions never reach the worker:
+// the runner is killed). Attempt 2 resumes from the newest checkpoint on disk at or before DLTUNE_RESUME_MAX_STEP,
+// 100, trains to 250 and saves checkpoint 300 before its worker read its steps (the runner is killed again).
+// Attempt 3 resumes the same way and trains to 500. Each attempt touches ready_<attempt> once it waits to be killed.
+constexpr const char* kTrainerAheadOfItsWorker = R"(dir=$DLTUNE_TRIAL_DIR
+n=$(( $(cat "$dir/attempts" 2>/dev/null || echo 0) + 1 )); echo $n > "$dir/attempts"
+from=0
+for c in $(ls "$dir" | sed -n 's/^ck_//p' | sort -n); do [ "$c" -le "$DLTUNE_RESUME_MAX_STEP" ] && from=$c; done
+echo "attempt $n resumes from $from"
+stop=500; [ $n -eq 1 ] && stop=300; [ $n -eq 2 ] && stop=250
+report() { printf '%s\n' "$1" >> "$DLTUNE_REPORT"; }
+report "{\"type\":\"start\",\"step\":$from,\"manages_checkpoints\":true}"
+s=$from
+while [ $s -lt $stop ]; do
+  s=$((s + 1))
+  report "{\"type\":\"train\",\"step\":$s,\"loss\":1}"
+  if [ $((s % 100)) -eq 0 ]; then
+    report "{\"type\":\"eval\",\"step\":$s,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.5}}"
+    touch "$dir/ck_$s"
+    report "{\"type\":\"checkpoint\",\"step\":$s,\"path\":\"ck_$s\"}"
+  fi
+done
+[ $n -eq 1 ] && rm -f "$dir/ck_200" "$dir/ck_300"
+[ $n -eq 2 ] && touch "$dir/ck_300"
+[ $n -le 2 ] && touch "$dir/ready_$n" && exec sleep 600
+exit 0
+)";
+
+// `dltune run` of one trial of kTrainerAheadOfItsWorker on the store at `url`, the runner killed (SIGKILL) as each
+// of the first two attempts waits, once the store has what it reported; the third run completes it. Returns the
+// trial's directory.
+std::filesystem::path RunTrainerAheadOfItsWorker(const std::filesystem::path& dir, const std::string& url,
+                                                 const std::string& name) {
+  std::ofstream(dir / "ahead.sh") << kTrainerAheadOfItsWorker;
+  std::ofstream(dir / "ahead.yaml") << "name: " << name << "\ncommand: sh " << (dir / "ahead.sh").string()
+                                    << "\nmax_train_steps: 500\ntrials: 1\nrun_dir: " << (dir / "runs").string()
+                                    << "\nspace: {lr: {min: 0.01, max: 1, scale: log}}\n";
+  const std::string command = "exec " + std::string(DLTUNE_CLI) + " run " + (dir / "ahead.yaml").string() +
+                              " --no-report --storage '" + url + "' >> " + (dir / "ahead.out").string() + " 2>&1";
+  const auto store = OpenStore(url);
+  // Whether attempt `n` waits, and the store holds its steps up to `step` and its checkpoint of `checkpoint`.
+  const auto waiting = [&](int n, std::int64_t step, std::int64_t checkpoint) {
+    const auto study = store->FindStudy(name);
+    if (!study) return false;
+    const auto trial = store->FindTrial(study->id, 0);
+    const auto series = store->TrainSeries(trial->id);
+    const auto checkpoints = store->ListCheckpoints(trial->id);
+    return std::filesystem::exists(dir / "runs" / study->uid / "trial_0" / ("ready_" + std::to_string(n))) &&
+           !series.empty() && series.back().step == step &&
+           std::any_of(checkpoints.begin(), checkpoints.end(),
+                       [&](const CheckpointRecord& c) { return c.step == checkpoint && !c.deleted; });
+  };
+  for (const auto& [attempt, step, checkpoint] : {std::tuple{1, 300, 300}, std::tuple{2, 250, 200}}) {
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    pid_t run = 0;
+    EXPECT_EQ(posix_spawn(&run, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ), 0);
+    for (int i = 0; i < 600 && !waiting(attempt, step, checkpoint); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(waiting(attempt, step, checkpoint)) << "attempt " << attempt << " never waited:\n"
+                                                    << Slurp(dir / "ahead.out");
+    kill(run, SIGKILL);
+    waitpid(run, nullptr, 0);
+  }
+  EXPECT_EQ(std::system(command.c_str()), 0) << Slurp(dir / "ahead.out");
+  return dir / "runs" / store->FindStudy(name)->uid / "trial_0";
+}
+
+// A checkpoint is never recorded ahead of the steps before it, on either backend: an attempt that resumed from an
+// older checkpoint than the newest recorded one (whose files were gone) forgets the newer records with the steps it
+// trains again; its runner killed before it recorded them again, the next attempt resumes from a checkpoint whose
+// steps are all recorded, not from the newer one the trainer saved meanwhile. The series ends whole, each step once.
+TEST_F(Fault, AnAttemptKilledAfterResumingFurtherBackLeavesNoGap) {
+  const std::string sqlite = "sqlite://" + (dir_ / "ahead.db").string();
+  for (const std::string& url : {url_, sqlite}) {
+    const std::string name = name_ + (url == sqlite ? "_sqlite" : "_postgres");
+    const auto case_dir = dir_ / name;
+    std::filesystem::create_directories(case_dir);
+    const std::filesystem::path trial_dir = RunTrainerAheadOfItsWorker(case_dir, url, name);
+    const std::string out = Slurp(trial_dir / "stdout.log");
+    EXPECT_THAT(out, HasSubstr("attempt 2 resumes from 100"));
+    EXPECT_THAT(out, HasSubstr("attempt 3 resumes from 200")) << url;
+    const auto store = OpenStore(url);
+    const auto trial = store->FindTrial(store->FindStudy(name)->id, 0);
+    EXPECT_EQ(trial->state, TrialState::kCompleted) << url << ": " << trial->reason;
+    EXPECT_EQ(trial->retries, 0) << url;
+    const auto series = store->TrainSeries(trial->id);
+    ASSERT_EQ(series.size(), 500u) << url << ": steps lost\n" << out;
+    for (std::size_t i = 0; i < series.size(); ++i) ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1)) << url;
+  }
 }
 
 // A database restart in the middle of a study is not the trials' fault: `dltune run` rides it out — its trials keep

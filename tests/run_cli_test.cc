@@ -608,5 +608,19 @@ TEST_F(RunCli, AThroughputSweepPlannedAgainFromASpecIsItsNextAttempt) {
   EXPECT_THAT(Slurp(dir_ / "t2.yaml"), HasSubstr("attempt: 2, from_batch_size: 32"));
 }
 
+// A study deleted (dltune delete --force) while a runner runs it is a conflict with the store's records, not an I/O
+// error: the runner stops its trials and exits 76, saying the study was deleted.
+TEST_F(RunCli, AStudyDeletedWhileItRunsEndsItsRunnerWithAConflict) {
+  const auto spec = WriteSpec(1, 100000, 500);
+  const pid_t run = StartRun(spec);
+  WaitForRunningTrials(1, 500);
+  const Result deleted = Dltune("delete smoke --force --yes");
+  ASSERT_EQ(deleted.exit_code, 0) << deleted.out << deleted.err;
+  EXPECT_EQ(Wait(run), 76) << Slurp(dir_ / "run.out") << Slurp(dir_ / "run.err");
+  const std::string err = Slurp(dir_ / "run.err");
+  EXPECT_THAT(err, HasSubstr("study 'smoke' was deleted (dltune delete) while this command was using it"));
+  EXPECT_THAT(err, Not(HasSubstr("FOREIGN KEY")));
+}
+
 }  // namespace
 }  // namespace dltune

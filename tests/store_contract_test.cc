@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -674,6 +675,159 @@ TEST_P(StoreContract, KilledWorkerLeavesAConsistentStoreAndItsTrialIsReclaimed) 
   EXPECT_EQ(again->first.retries, 0);  // it had recorded steps: its lost worker does not count against it
   reopened->Finish(again->second, {.state = TrialState::kCompleted, .final_value = 0.1});
   EXPECT_EQ(reopened->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+}
+
+// The newest step a trial taken over may resume from (DLTUNE_RESUME_MAX_STEP): its newest recorded evaluation or
+// kept checkpoint.
+std::int64_t ResumeLimit(Store& store, std::int64_t trial_id) {
+  std::int64_t limit = 0;
+  for (const auto& eval : store.EvalSeries(trial_id)) limit = std::max(limit, eval.step);
+  for (const auto& checkpoint : store.ListCheckpoints(trial_id)) {
+    if (!checkpoint.deleted) limit = std::max(limit, checkpoint.step);
+  }
+  return limit;
+}
+
+// Every training step up to the resume limit is recorded, once: resuming there leaves no gap.
+void ExpectNothingAheadOfTheSteps(Store& store, std::int64_t trial_id, const std::string& when) {
+  const std::int64_t limit = ResumeLimit(store, trial_id);
+  const auto series = store.TrainSeries(trial_id);
+  ASSERT_GE(static_cast<std::int64_t>(series.size()), limit)
+      << when << ": a checkpoint or evaluation of step " << limit << " stands ahead of the " << series.size()
+      << " steps recorded";
+  for (std::int64_t step = 1; step <= limit; ++step) {
+    ASSERT_EQ(series[static_cast<std::size_t>(step - 1)].step, step) << when << ": step " << step << " is missing";
+  }
+}
+
+// A resumed attempt that begins before the newest recorded checkpoint (its files were gone: the trainer had deleted
+// them before its worker recorded them) discards the checkpoints after its step with the measurements: killed before
+// it trained that far again, the next attempt must not resume from one of them, past the steps recorded.
+TEST_P(StoreContract, AResumedTrialForgetsTheCheckpointsItTrainsAgain) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  auto first = store_->ClaimNext(study.id, "first");
+  MeasurementBatch batch;
+  for (int step = 1; step <= 500; ++step) batch.train.push_back({.step = step, .loss = 1.0});
+  for (int step = 100; step <= 500; step += 100) batch.evals.push_back({step, "valid", "error_rate", 0.5, 10});
+  store_->Record(first->second, batch);
+  for (int step = 100; step <= 500; step += 100) {
+    store_->AddCheckpoint(first->second, {.step = step, .path = "/c/" + std::to_string(step), .checksum = "x"});
+  }
+  ASSERT_EQ(store_->ReclaimWorker(study.id, "first").size(), 1u);  // its worker died
+
+  auto second = store_->ClaimNext(study.id, "second");
+  store_->TruncateAfter(second->second, 300);  // resumed from 300: 400 and 500 were gone
+  for (const auto& checkpoint : store_->ListCheckpoints(second->first.id)) EXPECT_LE(checkpoint.step, 300);
+  batch = {};
+  for (int step = 301; step <= 350; ++step) batch.train.push_back({.step = step, .loss = 2.0});
+  store_->Record(second->second, batch);
+  ASSERT_EQ(store_->ReclaimWorker(study.id, "second").size(), 1u);  // killed at 350, before 400 and 500 again
+
+  ExpectNothingAheadOfTheSteps(*store_, second->first.id, "after the second attempt");
+  EXPECT_EQ(ResumeLimit(*store_, second->first.id), 300);
+  EXPECT_EQ(store_->TrainSeries(second->first.id).size(), 350u);
+}
+
+// Workers killed with SIGKILL at any moment, some attempts resuming from an older checkpoint than the newest
+// recorded one: after every kill, no checkpoint and no evaluation stands ahead of the training steps recorded, and
+// the last attempt completes the series, each step once.
+TEST_P(StoreContract, KilledWorkersNeverLeaveACheckpointAheadOfItsSteps) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  const auto trial_id = store_->FindTrial(study.id, 0)->id;
+  std::mt19937 random(static_cast<unsigned>(::getpid()));
+  int attempt = 0;
+  // Runs an attempt from `from` to step 1000 (a checkpoint every 100) and kills it once it recorded checkpoint
+  // `after` (where it waits), or `delay_ms` after its claim, unless it ended first.
+  const auto attempt_from = [&](std::int64_t from, std::int64_t after, int delay_ms) {
+    const std::string worker = "w" + std::to_string(++attempt);
+    Child child = Spawn({DLTUNE_STORE_WORKER, url_, study.name, worker, "train", std::to_string(from), "1000", "100",
+                         std::to_string(after)});
+    const std::string wanted = after > 0 ? "checkpoint " + std::to_string(after) + "\n" : "claimed 0\n";
+    char line[64];
+    bool seen = false;
+    while (!seen && std::fgets(line, sizeof line, child.out) != nullptr) seen = wanted == line;
+    EXPECT_TRUE(seen) << "attempt " << attempt << " ended before it printed " << wanted;
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    kill(child.pid, SIGKILL);
+    const int status = Wait(child.pid);
+    EXPECT_TRUE(status == 0 || status == 128 + SIGKILL) << "attempt " << attempt << " failed: " << status;
+    std::fclose(child.out);
+    // Its trial goes back once the server has ended the killed session's transaction (PostgreSQL may take a moment).
+    for (int i = 0; i < 500; ++i) {
+      store_->ReclaimWorker(study.id, worker);
+      const TrialRecord trial = *store_->FindTrial(study.id, 0);
+      if (trial.state != TrialState::kRunning || trial.worker != worker) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ExpectNothingAheadOfTheSteps(*store_, trial_id, "after attempt " + std::to_string(attempt));
+  };
+  attempt_from(0, 500, 0);
+  // The newest recorded checkpoints' files were gone: the next attempt resumes from 300 and dies at 400, before it
+  // records 500 again.
+  attempt_from(300, 400, 0);
+  // Kills at any moment, mid-transaction included, each attempt resuming from the newest checkpoint it may or from
+  // the one before.
+  for (int i = 0; i < 6 && store_->FindTrial(study.id, 0)->state != TrialState::kCompleted; ++i) {
+    const std::int64_t newest = ResumeLimit(*store_, trial_id) / 100 * 100;
+    attempt_from(i % 2 == 1 && newest >= 100 ? newest - 100 : newest, 0,
+                 std::uniform_int_distribution<int>(0, 40)(random));
+  }
+  if (store_->FindTrial(study.id, 0)->state != TrialState::kCompleted) {
+    Child last = Spawn({DLTUNE_STORE_WORKER, url_, study.name, "last", "train",
+                        std::to_string(ResumeLimit(*store_, trial_id) / 100 * 100), "1000", "100"});
+    ReadLines(last.out);
+    std::fclose(last.out);
+    ASSERT_EQ(Wait(last.pid), 0);
+  }
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kCompleted);
+  const auto series = store_->TrainSeries(trial_id);
+  ASSERT_EQ(series.size(), 1000u);
+  for (std::size_t i = 0; i < series.size(); ++i) ASSERT_EQ(series[i].step, static_cast<std::int64_t>(i + 1));
+}
+
+// A lease kept alive by the store stays fresh while its process sleeps (a worker busy starting a trial on a loaded
+// machine), on a thread of the store's own; killed, the process stops heartbeating, and the trial goes back after
+// the grace period, its retries untouched.
+TEST_P(StoreContract, AKeptLeaseLivesAsLongAsItsProcess) {
+  const StudyRecord study = NewStudyWithTrials(1);
+  Child child = Spawn({DLTUNE_STORE_WORKER, url_, study.name, "busy", "kept"});
+  char line[128] = {0};
+  ASSERT_NE(std::fgets(line, sizeof line, child.out), nullptr);
+  EXPECT_THAT(line, HasSubstr("holding 0"));
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_THAT(store_->ReclaimStale(study.id, 0.5, 3), ::testing::IsEmpty()) << "a live worker's trial went stale";
+  }
+  kill(child.pid, SIGKILL);
+  EXPECT_EQ(Wait(child.pid), 128 + SIGKILL);
+  std::fclose(child.out);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const auto reclaimed = store_->ReclaimStale(study.id, 0.5, 3);
+  ASSERT_EQ(reclaimed.size(), 1u);
+  EXPECT_FALSE(reclaimed[0].counted);
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->retries, 0);
+}
+
+// The store keeps a lease alive only while it is held and its worker holds the trial: let go, it goes stale;
+// reclaimed, the trial's heartbeat is left as it is.
+TEST_P(StoreContract, AKeptLeaseStopsWithItsHoldAndItsTrial) {
+  const StudyRecord study = NewStudyWithTrials(2);
+  auto first = store_->ClaimNext(study.id, "w");
+  auto second = store_->ClaimNext(study.id, "w");
+  auto kept_first = store_->KeepAlive(first->second, 0.05);
+  auto kept_second = store_->KeepAlive(second->second, 0.05);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_THAT(store_->ReclaimStale(study.id, 0.2, 3), ::testing::IsEmpty());
+  kept_second.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto stale = store_->ReclaimStale(study.id, 0.2, 3);
+  ASSERT_EQ(stale.size(), 1u);
+  EXPECT_EQ(stale[0].number, 1u);
+  ASSERT_EQ(store_->ReclaimWorker(study.id, "w").size(), 1u);  // the worker was presumed gone
+  const auto heartbeat = store_->FindTrial(study.id, 0)->heartbeat_at;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->heartbeat_at, heartbeat);  // no longer its lease: not stamped
+  EXPECT_EQ(store_->FindTrial(study.id, 0)->state, TrialState::kPending);
 }
 
 // Two launches at once must not both evaluate the test split: whoever holds it (another process, here) makes every

@@ -6,6 +6,15 @@
 //                                              then wait to be killed.
 //   store_worker URL STUDY WORKER test-split   hold the study's test split (Store::LockTestSplit), print "held"
 //                                              (or "busy" when another holds it), then wait to be killed.
+//   store_worker URL STUDY WORKER kept         as hold, with the lease kept alive by the store (Store::KeepAlive,
+//                                              every 0.05 s) while this thread sleeps, until killed.
+//   store_worker URL STUDY WORKER train FROM TO EVERY [PAUSE]
+//                                              claim a trial ("claimed N") and record it as a worker records a
+//                                              resumed trial: begin at FROM (TruncateAfter), then steps FROM+1..TO in
+//                                              small batches, an evaluation every EVERY steps written with the steps
+//                                              before it, then that step's checkpoint, printing "checkpoint N";
+//                                              finish it completed at TO. After checkpoint PAUSE, wait to be
+//                                              killed instead.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +26,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: store_worker URL STUDY WORKER drain ROWS | hold | test-split\n");
+    std::fprintf(stderr,
+                 "usage: store_worker URL STUDY WORKER drain ROWS | hold | kept | test-split | train FROM TO EVERY\n");
     return 2;
   }
   try {
@@ -40,15 +50,46 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::hours(1));
       return 0;
     }
-    if (mode == "hold") {
+    if (mode == "hold" || mode == "kept") {
       const auto claim = store->ClaimNext(study->id, worker);
       if (!claim) return 3;
       dltune::MeasurementBatch batch;
       for (int step = 1; step <= 10; ++step) batch.train.push_back({.step = step, .loss = 1.0 / step});
       store->Record(claim->second, batch);
+      const auto kept = mode == "kept" ? store->KeepAlive(claim->second, 0.05) : nullptr;
       std::printf("holding %llu\n", static_cast<unsigned long long>(claim->first.number));
       std::fflush(stdout);
       std::this_thread::sleep_for(std::chrono::hours(1));
+      return 0;
+    }
+    if (mode == "train") {
+      if (argc < 8) throw dltune::Error("train needs FROM TO EVERY");
+      const std::int64_t from = std::atoll(argv[5]), to = std::atoll(argv[6]), every = std::atoll(argv[7]);
+      const std::int64_t pause = argc > 8 ? std::atoll(argv[8]) : -1;
+      const auto claim = store->ClaimNext(study->id, worker);
+      if (!claim) return 3;
+      std::printf("claimed %llu\n", static_cast<unsigned long long>(claim->first.number));
+      std::fflush(stdout);
+      const auto& lease = claim->second;
+      store->TruncateAfter(lease, from);
+      dltune::MeasurementBatch batch;
+      for (std::int64_t step = from + 1; step <= to; ++step) {
+        batch.train.push_back({.step = step, .loss = 1.0 / static_cast<double>(step)});
+        if (step % every == 0) {
+          batch.evals.push_back({step, "valid", "error_rate", 1.0 / static_cast<double>(step), 100});
+          store->Record(lease, batch);
+          batch = {};
+          store->AddCheckpoint(lease, {.step = step, .path = "/c/" + std::to_string(step), .checksum = "x"});
+          std::printf("checkpoint %lld\n", static_cast<long long>(step));
+          std::fflush(stdout);
+          if (step == pause) std::this_thread::sleep_for(std::chrono::hours(1));
+        } else if (step % 7 == 0) {
+          store->Record(lease, batch);
+          batch = {};
+        }
+      }
+      store->Record(lease, batch);
+      store->Finish(lease, {.state = dltune::TrialState::kCompleted, .final_value = 0.5});
       return 0;
     }
     const int rows = argc > 5 ? std::atoi(argv[5]) : 10;

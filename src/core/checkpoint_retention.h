@@ -45,9 +45,10 @@ RetainedCheckpoints RetainCheckpoints(const std::vector<RetentionCandidate>& che
 
 // The step of the newest checkpoint of a trial that manages its own (the built-in trainer) that its worker has
 // recorded in the store, which the worker writes to this file of the trial directory (docs/trial-protocol.md). The
-// trainer's retention keeps that checkpoint as well: a worker that dies takes the measurements it had not recorded
-// yet with it, and the trial taken over resumes at or before the last recorded ones (DLTUNE_RESUME_MAX_STEP) — from
-// that checkpoint when the trainer had saved more than its `latest` pool since.
+// trainer's retention keeps that checkpoint as well, and every newer one (the worker, behind, may record it next): a
+// worker that dies takes the measurements it had not recorded yet with it, and the trial taken over resumes at or
+// before the last recorded ones (DLTUNE_RESUME_MAX_STEP) — from that checkpoint when the trainer had saved more than
+// its `latest` pool since. A new attempt's worker writes 0 until the trial says where it resumed (keep them all).
 inline constexpr const char* kRecordedCheckpointFile = "recorded_checkpoint";
 // Writes `step` to `file` (atomically). Throws IoError; the caller may ignore it (the file only keeps one more).
 void WriteRecordedCheckpointStep(const std::filesystem::path& file, std::int64_t step);

@@ -57,6 +57,8 @@ TrialSink::TrialSink(ActiveTrial& trial, TrialProgress& progress, std::filesyste
       checkpoints_.push_back({checkpoint.id, checkpoint.step, checkpoint.objective, checkpoint.path});
   }
   tensorboard_.emplace(trial_dir_);
+  // A trial that keeps its checkpoints: until it says where this attempt resumed, it keeps every one it has.
+  if (std::filesystem::exists(trial_dir_ / kRecordedCheckpointFile)) TellRecorded(0);
 }
 
 std::int64_t TrialSink::ResumeLimit() const {
@@ -107,8 +109,13 @@ void TrialSink::HandleStart(const ReportStart& start) {
   trial_.Begin(start.step);
   manages_checkpoints_ = start.manages_checkpoints;
   progress_.step = start.step;
-  // Checkpoints after the resume point belong to a future that will be trained again.
+  // Checkpoints after the resume point belong to a future that will be trained again (Begin forgot their records).
   std::erase_if(checkpoints_, [&](const KeptCheckpoint& c) { return c.step > start.step; });
+  if (manages_checkpoints_) {
+    std::int64_t newest = 0;
+    for (const auto& checkpoint : checkpoints_) newest = std::max(newest, checkpoint.step);
+    TellRecorded(newest);
+  }
 }
 
 void TrialSink::HandleEval(const ReportEval& eval) {
@@ -171,13 +178,18 @@ void TrialSink::HandleCheckpoint(const ReportCheckpoint& reported) {
   if (!manages_checkpoints_) {
     ApplyRetention();
   } else if (reported.step >= recorded_step_told_) {
-    // The trial's retention keeps this one until a newer one is recorded (core/checkpoint_retention.h).
-    try {
-      WriteRecordedCheckpointStep(trial_dir_ / kRecordedCheckpointFile, reported.step);
-      recorded_step_told_ = reported.step;
-    } catch (const Error&) {
-      // Not told: the trial keeps its usual pools, and a takeover may start further back.
-    }
+    TellRecorded(reported.step);
+  }
+}
+
+void TrialSink::TellRecorded(std::int64_t step) {
+  // The trial's retention keeps this one and the newer ones until a newer one is recorded
+  // (core/checkpoint_retention.h).
+  try {
+    WriteRecordedCheckpointStep(trial_dir_ / kRecordedCheckpointFile, step);
+    recorded_step_told_ = step;
+  } catch (const Error&) {
+    // Not told: the trial keeps its usual pools, and a takeover may start further back.
   }
 }
 

@@ -89,6 +89,8 @@ class TrialSink {
   void HandleCheckpoint(const ReportCheckpoint& reported);
   // Keeps the checkpoints the retention rule keeps; deletes the rest that lie inside the trial directory.
   void ApplyRetention();
+  // Writes `step` to the trial's recorded_checkpoint file, for a trial that keeps its checkpoints itself.
+  void TellRecorded(std::int64_t step);
   // Writes the trial's TensorBoard scalars; a write that fails is a disk fault, and ends them.
   void ToTensorBoard(const std::function<void(TfEventsWriter&)>& write);
 

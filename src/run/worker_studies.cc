@@ -76,7 +76,12 @@ std::optional<WorkerStudies::Claimed> WorkerStudies::Claim(const std::string& wo
   for (const auto& name : Names()) {
     StudySession* session = SessionIfReadable(name);
     if (session == nullptr || !CanTrain(name, *session) || !fits(*session)) continue;
-    if (auto trial = session->Ask(worker)) return Claimed{session, std::move(*trial)};
+    try {
+      if (auto trial = session->Ask(worker)) return Claimed{session, std::move(*trial)};
+    } catch (const StudyDeletedError&) {
+      if (!options_.study.empty()) throw;  // the study this worker runs: a conflict that ends it
+      sessions_.erase(name);               // one of every study, deleted since listed (a new one may take its name)
+    }
   }
   return std::nullopt;
 }
@@ -87,12 +92,17 @@ int WorkerStudies::SweepLostTrials(bool at_start) {
     StudySession* session = SessionIfReadable(name);
     if (session == nullptr) continue;
     const std::int64_t study_id = session->study().id;
-    for (const auto& r : ReclaimLost(study_id)) {
-      observer_.Notice(fmt::format("{} trial {}: worker {} was lost; {}", name, r.number, r.worker,
-                                   r.new_state == TrialState::kPending ? "it will resume from its latest checkpoint"
-                                                                       : "retried too often, recorded as failed"));
+    try {
+      for (const auto& r : ReclaimLost(study_id)) {
+        observer_.Notice(fmt::format("{} trial {}: worker {} was lost; {}", name, r.number, r.worker,
+                                     r.new_state == TrialState::kPending ? "it will resume from its latest checkpoint"
+                                                                         : "retried too often, recorded as failed"));
+      }
+      if (at_start) retried += ResumeAtStart(name, study_id);
+    } catch (const StudyDeletedError&) {
+      if (!options_.study.empty()) throw;
+      sessions_.erase(name);
     }
-    if (at_start) retried += ResumeAtStart(name, study_id);
   }
   return retried;
 }
@@ -129,7 +139,14 @@ bool WorkerStudies::TrialsLeft(bool announced) {
   std::int64_t running_elsewhere = 0, pending = 0;
   for (const auto& name : Names()) {
     if (!sessions_.count(name)) continue;
-    const TrialCounts counts = store_.CountTrials(Session(name).study().id);
+    TrialCounts counts;
+    try {
+      counts = store_.CountTrials(Session(name).study().id);
+    } catch (const StudyDeletedError&) {
+      if (!options_.study.empty()) throw;
+      sessions_.erase(name);
+      continue;
+    }
     running_elsewhere += counts.Count(TrialState::kRunning);
     pending += counts.Count(TrialState::kPending);
   }

@@ -378,6 +378,10 @@ class PostgresConnection final : public SqlConnection {
     }
   }
 
+  std::unique_ptr<SqlConnection> OpenAnother() const override {
+    return std::make_unique<PostgresConnection>(uri_, read_only_);
+  }
+
   std::unique_ptr<StoreLock> TryLock(std::int64_t key) override {
     // A connection of the lock's own: reconnecting this one after an outage would drop the lock unnoticed, and
     // closing it (or the process's death) releases the lock.

@@ -72,6 +72,10 @@ class SqlConnection {
   virtual void Commit() = 0;
   virtual void Rollback() = 0;
 
+  // Opens another connection to the same database, with the same settings, for use on another thread; nullptr for
+  // a database no other connection can reach (a SQLite copy in memory). Safe to call from any thread.
+  virtual std::unique_ptr<SqlConnection> OpenAnother() const = 0;
+
   // Takes this database's advisory lock `key` for as long as the returned object lives, or returns nullptr at once
   // when another holder has it. A holder's death releases it. SQLite: an open file description's lock on byte `key`
   // of "<database file>.locks" beside it; PostgreSQL: a session advisory lock on a connection of its own.

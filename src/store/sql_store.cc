@@ -188,6 +188,13 @@ SqlStore::SqlStore(std::unique_ptr<SqlConnection> connection, std::string url, b
   skip_locked_ = sqlite ? "" : "FOR UPDATE SKIP LOCKED";
   if (!read_only) {
     Migrate(*connection_, kStoreSchemaVersion);
+    keeper_ = std::make_unique<LeaseKeeper>(
+        [connection = connection_.get(), url = url_] {
+          std::unique_ptr<SqlConnection> another = connection->OpenAnother();
+          if (!another) throw Error(url + ": no second connection to keep leases alive on");
+          return another;
+        },
+        now_);
     return;
   }
   const int version = SchemaVersion();
@@ -263,7 +270,9 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
       if (!study.parent.empty()) {
         connection_->Execute(Sql("UPDATE studies SET updated_at = {now} WHERE name = ?"), {study.parent});
       }
-      return StudyFromRow(rows.front());
+      StudyRecord created = StudyFromRow(rows.front());
+      study_names_[created.id] = created.name;
+      return created;
     } catch (const SqlUniqueViolation&) {
       throw Error(fmt::format("{}: a study named '{}' already exists", url_, study.name));
     }
@@ -275,7 +284,9 @@ std::optional<StudyRecord> SqlStore::FindStudy(const std::string& name) {
     const auto rows =
         connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE name = ?", {name});
     if (rows.empty()) return std::nullopt;
-    return StudyFromRow(rows.front());
+    StudyRecord found = StudyFromRow(rows.front());
+    study_names_[found.id] = found.name;
+    return found;
   });
 }
 
@@ -285,6 +296,7 @@ std::vector<StudyRecord> SqlStore::ListStudies() {
     for (const auto& row :
          connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies ORDER BY created_at, id")) {
       studies.push_back(StudyFromRow(row));
+      study_names_[studies.back().id] = studies.back().name;
     }
     return studies;
   });
@@ -292,6 +304,7 @@ std::vector<StudyRecord> SqlStore::ListStudies() {
 
 void SqlStore::AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) {
   Transaction(true, [&] {
+    RequireStudy(study_id);
     std::vector<SqlRow> rows;
     rows.reserve(trials.size());
     for (const auto& trial : trials) {
@@ -358,6 +371,7 @@ std::optional<TrialRecord> SqlStore::FindTrial(std::int64_t study_id, std::uint6
 
 TrialCounts SqlStore::CountTrials(std::int64_t study_id) {
   return Transaction(false, [&] {
+    RequireStudy(study_id);
     TrialCounts counts;
     for (const auto& row : connection_->Query("SELECT state, count FROM trial_counts WHERE study_id = ?", {study_id})) {
       const std::int64_t count = AsInt(row[1]);
@@ -439,7 +453,10 @@ std::optional<std::pair<TrialRecord, TrialLease>> SqlStore::ClaimNext(std::int64
                                kTrialColumns,
                            substudy ? std::vector<SqlValue>{worker, study_id, static_cast<std::int64_t>(*substudy)}
                                     : std::vector<SqlValue>{worker, study_id});
-    if (rows.empty()) return std::nullopt;
+    if (rows.empty()) {
+      RequireStudy(study_id);  // none pending, or no study any more
+      return std::nullopt;
+    }
     CountMove(study_id, TrialTransition::kClaim, TrialState::kRunning);
     TouchStudy(study_id);
     TrialRecord trial = TrialFromRow(rows.front());
@@ -454,7 +471,9 @@ std::int64_t SqlStore::CheckLease(const TrialLease& lease) {
   const auto rows = connection_->Query(std::string("SELECT study_id, state, worker, number FROM trials WHERE id = ?") +
                                            (connection_->dialect() == SqlDialect::kPostgres ? " FOR UPDATE" : ""),
                                        {lease.trial_id});
-  if (rows.empty()) throw LeaseLostError(fmt::format("{}: trial id {} does not exist", url_, lease.trial_id));
+  if (rows.empty()) {
+    throw LeaseLostError(fmt::format("{}: trial id {} does not exist: its study was deleted", url_, lease.trial_id));
+  }
   const std::string state = AsText(rows.front()[1]);
   const std::string holder = AsText(rows.front()[2]);
   const bool running = state == TrialStateName(TrialState::kRunning);
@@ -466,11 +485,32 @@ std::int64_t SqlStore::CheckLease(const TrialLease& lease) {
   return AsInt(rows.front()[0]);
 }
 
+void SqlStore::RequireStudy(std::int64_t study_id) {
+  if (!connection_->Query("SELECT id FROM studies WHERE id = ?", {study_id}).empty()) return;
+  const auto name = study_names_.find(study_id);
+  throw StudyDeletedError(
+      fmt::format("{}: study {} was deleted (dltune delete) while this command was using it; its records are gone",
+                  url_, name != study_names_.end() ? "'" + name->second + "'" : "id " + std::to_string(study_id)));
+}
+
 void SqlStore::Heartbeat(const TrialLease& lease) {
   Transaction(true, [&] {
     CheckLease(lease);
     connection_->Execute(Sql("UPDATE trials SET heartbeat_at = {now} WHERE id = ?"), {lease.trial_id});
   });
+  if (keeper_) keeper_->Stamped(lease.trial_id);
+}
+
+namespace {
+
+// What KeepAlive returns where no lease is kept.
+class NotKept final : public KeptLease {};
+
+}  // namespace
+
+std::unique_ptr<KeptLease> SqlStore::KeepAlive(const TrialLease& lease, double every_seconds) {
+  if (!keeper_) return std::make_unique<NotKept>();
+  return keeper_->Keep(lease, every_seconds);
 }
 
 void SqlStore::Record(const TrialLease& lease, const MeasurementBatch& batch) {
@@ -514,6 +554,7 @@ void SqlStore::Record(const TrialLease& lease, const MeasurementBatch& batch) {
     }
     TouchStudy(study_id);
   });
+  if (keeper_) keeper_->Stamped(lease.trial_id);
 }
 
 void SqlStore::TruncateAfter(const TrialLease& lease, std::int64_t step) {
@@ -521,6 +562,8 @@ void SqlStore::TruncateAfter(const TrialLease& lease, std::int64_t step) {
     CheckLease(lease);
     connection_->Execute("DELETE FROM train_measurements WHERE trial_id = ? AND step > ?", {lease.trial_id, step});
     connection_->Execute("DELETE FROM eval_measurements WHERE trial_id = ? AND step > ?", {lease.trial_id, step});
+    // Checkpoints of the discarded future go with its measurements: none may stand ahead of them (a resume limit).
+    connection_->Execute("DELETE FROM checkpoints WHERE trial_id = ? AND step > ?", {lease.trial_id, step});
   });
 }
 
@@ -565,6 +608,7 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
                                               const SqlValue& condition_arg, const std::string& why,
                                               std::optional<int> max_retries) {
   return Transaction(true, [&] {
+    RequireStudy(study_id);
     const auto stale = connection_->Query(
         Sql("SELECT id, number, worker, retries, furthest_step, "
             "(SELECT MAX(step) FROM train_measurements m WHERE m.trial_id = trials.id) "
@@ -602,6 +646,7 @@ std::vector<ReclaimedTrial> SqlStore::Reclaim(std::int64_t study_id, const std::
 
 int SqlStore::ResumeStopped(std::int64_t study_id) {
   return Transaction(true, [&] {
+    RequireStudy(study_id);
     const auto rows = connection_->Query("UPDATE trials SET " + TargetAssignment(TrialTransition::kResume) +
                                              ", worker = '' WHERE study_id = ? AND " +
                                              FromCondition(TrialTransition::kResume) + " RETURNING id",
@@ -625,6 +670,7 @@ void SqlStore::ExtendStudy(std::int64_t study_id, const std::string& spec_text, 
 
 int SqlStore::RetryFailed(std::int64_t study_id) {
   return Transaction(true, [&] {
+    RequireStudy(study_id);
     const auto rows = connection_->Query("UPDATE trials SET " + TargetAssignment(TrialTransition::kRetry) +
                                              ", worker = '', ended_at = NULL, retries = 0, "
                                              "reason = 'retried after it failed: ' || reason WHERE study_id = ? AND " +
@@ -789,6 +835,7 @@ CheckpointEvaluation EvaluationFromRow(const SqlRow& row, std::size_t first = 0)
 
 StudyNote SqlStore::AddNote(std::int64_t study_id, const StudyNote& note) {
   return Transaction(true, [&] {
+    RequireStudy(study_id);
     const auto rows = connection_->Query(
         Sql("INSERT INTO study_notes (study_id, kind, adopt, text, author, resolves, created_at) VALUES (?, ?, ?, ?, "
             "?, ?, {now}) RETURNING id, created_at"),
@@ -822,6 +869,7 @@ std::vector<StudyNote> SqlStore::ListNotes(std::int64_t study_id) {
 }
 
 std::int64_t SqlStore::InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) {
+  RequireStudy(study_id);
   const auto trial = connection_->Query("SELECT id FROM trials WHERE study_id = ? AND number = ?",
                                         {study_id, static_cast<std::int64_t>(evaluation.trial)});
   if (trial.empty()) throw Error(fmt::format("{}: the study has no trial {}", url_, evaluation.trial));

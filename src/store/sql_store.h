@@ -1,10 +1,12 @@
 // Internal: the Store implementation shared by every SQL backend.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "dltune/store/store.h"
+#include "lease_keeper.h"
 #include "sql_connection.h"
 
 namespace dltune::internal {
@@ -37,6 +39,7 @@ class SqlStore final : public Store {
   std::optional<std::pair<TrialRecord, TrialLease>> ClaimNext(std::int64_t study_id, const std::string& worker,
                                                               std::optional<std::size_t> substudy) override;
   void Heartbeat(const TrialLease& lease) override;
+  std::unique_ptr<KeptLease> KeepAlive(const TrialLease& lease, double every_seconds) override;
   void Record(const TrialLease& lease, const MeasurementBatch& batch) override;
   void TruncateAfter(const TrialLease& lease, std::int64_t step) override;
   void Finish(const TrialLease& lease, const TrialOutcome& outcome) override;
@@ -74,6 +77,8 @@ class SqlStore final : public Store {
                                       const SqlValue& condition_arg, const std::string& why,
                                       std::optional<int> max_retries);
   std::int64_t CheckLease(const TrialLease& lease);
+  // Inside a transaction: throws StudyDeletedError unless the study is in the store.
+  void RequireStudy(std::int64_t study_id);
   void TouchStudy(std::int64_t study_id);
   // Inside a write transaction: inserts the evaluation and returns its id; ReadEvaluation reads one back.
   std::int64_t InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation);
@@ -86,6 +91,8 @@ class SqlStore final : public Store {
   std::string url_;
   std::string now_;
   std::string skip_locked_;
+  std::unique_ptr<LeaseKeeper> keeper_;  // after connection_, which it opens another of; null when read-only
+  std::map<std::int64_t, std::string> study_names_;  // of the studies read through this store, for messages
 };
 
 }  // namespace dltune::internal

@@ -23,7 +23,8 @@ constexpr int kBusyTimeoutMs = 60000;
 
 class SqliteConnection final : public SqlConnection {
  public:
-  SqliteConnection(const std::string& path, bool read_only) : name_("sqlite://" + path), path_(path) {
+  SqliteConnection(const std::string& path, bool read_only)
+      : name_("sqlite://" + path), path_(path), read_only_(read_only) {
     if (!read_only) {
       Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
       // WAL needs the write lock once, when the file is new; retry past a concurrent creator.
@@ -112,6 +113,11 @@ class SqliteConnection final : public SqlConnection {
   }
   void Rollback() override {
     if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+
+  std::unique_ptr<SqlConnection> OpenAnother() const override {
+    if (path_.empty()) return nullptr;
+    return std::make_unique<SqliteConnection>(path_, read_only_);
   }
 
   std::unique_ptr<StoreLock> TryLock(std::int64_t key) override {
@@ -272,6 +278,7 @@ class SqliteConnection final : public SqlConnection {
 
   std::string name_;
   std::string path_;  // the database file; empty for a copy in memory
+  bool read_only_ = false;
   sqlite3* db_ = nullptr;
   std::map<std::string, sqlite3_stmt*> statements_;
 };

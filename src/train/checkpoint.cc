@@ -382,13 +382,14 @@ SavedCheckpoint CheckpointManager::Save(std::int64_t step, std::optional<double>
 
 std::vector<fs::path> CheckpointManager::ApplyRetention(std::int64_t keep_step) {
   const auto [latest, best] = Pools(objectives_, options_);
-  // The newest one the worker has recorded, if it says so: a trial taken over resumes from it.
+  // The newest one the worker has recorded, if it says so: a trial taken over resumes from it. And every newer one:
+  // the worker may be behind, and record one of them next (a record whose files are gone leaves nothing to resume).
   const std::optional<std::int64_t> recorded =
       options_.recorded_step_file.empty() ? std::nullopt : ReadRecordedCheckpointStep(options_.recorded_step_file);
   std::vector<fs::path> deleted;
   for (auto it = objectives_.begin(); it != objectives_.end();) {
     const std::int64_t step = it->first;
-    if (step == keep_step || latest.contains(step) || best.contains(step) || step == recorded) {
+    if (step == keep_step || latest.contains(step) || best.contains(step) || (recorded && step >= *recorded)) {
       ++it;
       continue;
     }

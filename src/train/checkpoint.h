@@ -35,7 +35,7 @@ struct CheckpointOptions {
   // listed, loaded, ranked or deleted. null: checkpoints of any owner are this manager's.
   nlohmann::json owner;
   // Where the worker says the step of the newest checkpoint it has recorded (core/checkpoint_retention.h): retention
-  // keeps that one too. "": none (a trial trained by hand).
+  // keeps that one too, and every newer one (the worker may record it next). "": none (a trial trained by hand).
   std::string recorded_step_file;
 };
 
@@ -126,8 +126,8 @@ class CheckpointManager {
   CheckpointInfo Describe(std::int64_t step) const;
   // Empty when the checkpoint of `step` verifies, else why not (one line).
   std::string Verify(std::int64_t step) const;
-  // Deletes every checkpoint in neither pool except `keep_step` and the one the worker recorded last
-  // (options.recorded_step_file); returns the deleted directories.
+  // Deletes every checkpoint in neither pool except `keep_step`, the one the worker recorded last
+  // (options.recorded_step_file) and the newer ones; returns the deleted directories.
   std::vector<std::filesystem::path> ApplyRetention(std::int64_t keep_step);
   // Prints `message` to stderr unless it was printed before by this manager.
   void Warn(const std::string& message);

@@ -17,6 +17,9 @@
 // - Errors: a user's mistake or an unusable database (bad URL, unreachable server, schema too new) throws
 //   dltune::Error with a message naming the database; a database that cannot be reached or written in the middle of
 //   its use (a server restart, a lost connection, a full disk) throws StoreUnavailableError.
+// - A study deleted while it is used: the calls that write about it as a whole (trials added, claimed, reclaimed,
+//   resumed or retried; notes, evaluations) and CountTrials throw StudyDeletedError naming it; a write about one of
+//   its trials throws LeaseLostError.
 #pragma once
 
 #include <array>
@@ -45,6 +48,12 @@ class StoreUnavailableError : public Error {
 class LeaseLostError : public Error {
  public:
   explicit LeaseLostError(const std::string& message) : Error(message, ErrorKind::kConflict) {}
+};
+
+// The study is no longer in the store: it was deleted (dltune delete) while the command was using it.
+class StudyDeletedError : public Error {
+ public:
+  explicit StudyDeletedError(const std::string& message) : Error(message, ErrorKind::kConflict) {}
 };
 
 // A study as the store records it.
@@ -268,6 +277,12 @@ class StoreLock {
   virtual ~StoreLock() = default;
 };
 
+// A lease the store keeps alive on its own (Store::KeepAlive) for as long as this object lives.
+class KeptLease {
+ public:
+  virtual ~KeptLease() = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -308,9 +323,19 @@ class Store {
       std::int64_t study_id, const std::string& worker, std::optional<std::size_t> substudy = std::nullopt) = 0;
   // Stamps the trial's heartbeat. Throws LeaseLostError if the lease is gone.
   virtual void Heartbeat(const TrialLease& lease) = 0;
+  // Keeps the lease alive while the returned object lives, whatever the calling thread is doing: a thread and a
+  // connection of the store's own stamp the trial's heartbeat at once, then whenever `every_seconds` passed without a
+  // stamp (Heartbeat, Record), as long as the trial is running for the lease's worker. So only a worker whose process
+  // is gone (or whose machine or connection is) goes stale, never one busy starting a trial on a loaded machine. The
+  // object may be destroyed on any thread, also after the store; the store stops keeping leases when destroyed. A
+  // store opened read-only keeps none.
+  virtual std::unique_ptr<KeptLease> KeepAlive(const TrialLease& lease, double every_seconds) = 0;
   // Writes a batch of measurements (and the best so far) and stamps the heartbeat, in one transaction.
   virtual void Record(const TrialLease& lease, const MeasurementBatch& batch) = 0;
-  // Deletes the trial's measurements after `step` (a resumed trial restarts from its checkpoint at `step`).
+  // Deletes the trial's measurements after `step` (a resumed trial restarts from its checkpoint at `step`), and the
+  // records of its checkpoints after `step` with them: a future trained again is recorded again, so that no
+  // checkpoint or evaluation stands ahead of the measurements before it (the newest of them is where a trial taken
+  // over may resume).
   virtual void TruncateAfter(const TrialLease& lease, std::int64_t step) = 0;
   // Ends the lease with a final state: completed, infeasible, failed, or stopped (resumable).
   virtual void Finish(const TrialLease& lease, const TrialOutcome& outcome) = 0;

@@ -69,8 +69,8 @@ struct TrainerOptions {
   // newer one on disk is ignored and later replaced); -1: from the newest checkpoint.
   std::int64_t max_resume_step = -1;
   // A file where the caller writes the step of the newest checkpoint it has recorded (the worker does,
-  // docs/trial-protocol.md): retention keeps that checkpoint too, so a resume within max_resume_step finds one. "":
-  // none.
+  // docs/trial-protocol.md): retention keeps that checkpoint and the newer ones too, so a resume within
+  // max_resume_step finds one. "": none.
   std::string recorded_checkpoint_file;
   std::uint64_t init_seed = 0;  // model initialization (shared across hosts)
   std::uint64_t data_seed = 0;  // data order and dropout (differs across hosts)
