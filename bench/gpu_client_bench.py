@@ -15,11 +15,16 @@ Five runs, one after the other on the same GPU:
   builtin   dltune run examples/quickstart.yaml: the same study on dltune's built-in trainer (training.device auto:
             the GPU dltune places each trial on), packed by measurement
 
-It prints the GPU, CUDA and driver, each run's wall time, trials per minute, best valid error, and the throughput
-ratios packed / one and packed / optuna (the goal: packed at least 6x one, best valid error within 0.5 points of one)
-and builtin / optuna and builtin / optuna8. A run that fails is reported and the others still run; --out FILE
-writes the results as JSON after every run. Run from the repository root on the GPU machine
-(../shared/device/README.md):
+The dltune runs start their trials warm (dltune's default, whatever DLTUNE_WARM_TRIALS says in this environment):
+each slot's first trial of the program by exec, the later ones forked from its program server; the built-in
+trainer's from dltune's trial server. It prints the GPU, CUDA and driver, each run's wall time, trials per minute,
+best valid error, and the throughput ratios packed / one and packed / optuna (the goal: packed at least 6x one, best
+valid error within 0.5 points of one) and builtin / optuna and builtin / optuna8; for each dltune run, as
+bench/client_bench.py does on the CPU, its trials' start-up and training medians from the store (the start-up's
+over the trials after the first ones as well), how many started warm, and the share of its slots' time (slots: the
+most trials that ran at once) spent training, starting up, scheduling and idle. A run that fails is reported and the
+others still run; --out FILE writes the results as JSON after every run. Run from the repository root on the GPU
+machine (../shared/device/README.md):
 
   python3 bench/gpu_client_bench.py --dltune build/cuda/bin/dltune --out $OUT/gpu_client_bench.json
 
@@ -38,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from client_bench import dltune_environment, most_at_once, print_split, split_summary, trial_splits
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -82,7 +89,8 @@ def run_study(args, directory, name, spec_text, parallel):
         command += ["--parallel", str(parallel)]
     print(f"gpu_client_bench: {directory.name}: {' '.join(command)}", flush=True)
     began = time.perf_counter()
-    done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False,
+                          env=dltune_environment(warm=True))
     wall = time.perf_counter() - began
     (directory / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -93,8 +101,11 @@ def run_study(args, directory, name, spec_text, parallel):
     trials = json.loads(exported.stdout)
     best = min((t["best_value"] for t in trials if t["best_value"] is not None), default=None)
     packing = [line for line in done.stdout.splitlines() if "GPU" in line]
+    splits = trial_splits(directory / "store.db", directory / "runs")
+    split = split_summary(splits, wall, max(1, most_at_once(splits)))  # slots: the most trials at once
+    print_split(directory.name, split, trials=False)
     return {"wall_seconds": wall, "trials": len(trials), "completed": sum(t["state"] == "completed" for t in trials),
-            "best_valid_error": best, "gpu_lines": packing[-6:]}
+            "best_valid_error": best, "gpu_lines": packing[-6:], "split": split}
 
 
 def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel):
