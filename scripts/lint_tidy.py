@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Runs clang-tidy on the given sources, skipping those it already found clean with the same inputs.
 
-Usage: scripts/lint_tidy.py BUILD_DIR SOURCE...   (from the project's root; BUILD_DIR holds compile_commands.json)
+Usage: scripts/lint_tidy.py [--share K/N] [--jobs J] BUILD_DIR SOURCE...
+  (from the project's root; BUILD_DIR holds compile_commands.json)
+--share K/N analyses the K-th of N shares of the sources (every N-th of them in path order, from the K-th), so that N
+processes, or N ctest tests, cover each source exactly once; --jobs J runs J clang-tidy processes at once (default:
+the cores this process may use).
 
 A source's inputs are what decide clang-tidy's answer: its compile command (with the checkout's path taken out, so
 that another clone of the same commit shares the answer), the contents of every file its object was compiled from (the
@@ -124,11 +128,47 @@ def prune(cache):
             pass
 
 
-def main(argv):
+def share_of(sources, share):
+    """The K-th of N shares of `sources` (K from 1): every N-th source in path order, starting with the K-th."""
+    part, _, count = share.partition("/")
+    if not (part.isdigit() and count.isdigit() and 1 <= int(part) <= int(count)):
+        raise ValueError(f"--share {share}: expected K/N with 1 <= K <= N, such as 2/6")
+    return sorted(set(sources))[int(part) - 1 :: int(count)]
+
+
+def parse_arguments(argv):
+    """(share, jobs, build_dir, sources), or None after printing what is wrong."""
+    share, jobs = None, len(os.sched_getaffinity(0)) or 1
+    while argv and argv[0].startswith("--"):
+        option, value = argv[0], argv[1] if len(argv) > 1 else ""
+        if option == "--share":
+            share = value
+        elif option == "--jobs" and value.isdigit() and int(value) >= 1:
+            jobs = int(value)
+        else:
+            sys.stderr.write(f"lint_tidy.py: bad option {option} {value}\n{__doc__}")
+            return None
+        argv = argv[2:]
     if len(argv) < 2:
         sys.stderr.write(__doc__)
+        return None
+    return share, jobs, argv[0], argv[1:]
+
+
+def main(argv):
+    arguments = parse_arguments(argv)
+    if arguments is None:
         return 2
-    build_dir, sources = argv[0], argv[1:]
+    share, jobs, build_dir, sources = arguments
+    whole = f"{len(sources)} files of src/"
+    if share:
+        try:
+            sources = share_of(sources, share)
+        except ValueError as error:
+            sys.stderr.write(f"lint_tidy.py: {error}\n")
+            return 2
+        whole = f"{len(sources)} files of share {share} of the {whole}"
+    started = time.monotonic()
     cache = cache_dir()
     try:
         cache.mkdir(parents=True, exist_ok=True)
@@ -138,9 +178,9 @@ def main(argv):
         cache, keys = None, dict.fromkeys(sources)
     to_analyse = [source for source in sources if not (keys[source] and remember(cache / keys[source]))]
     skipped = f" (the others were found clean with the same inputs: {cache})" if len(to_analyse) < len(sources) else ""
-    print(f"lint: clang-tidy on {len(to_analyse)} of {len(sources)} files of src/{skipped}", flush=True)
+    print(f"lint: clang-tidy on {len(to_analyse)} of {whole}{skipped}, {jobs} at a time", flush=True)
     failed = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         for source, (status, findings) in zip(to_analyse, pool.map(lambda s: tidy(build_dir, s), to_analyse)):
             if status == 0:
                 if keys[source]:
@@ -150,6 +190,7 @@ def main(argv):
                 sys.stdout.write(findings or f"{source}: clang-tidy exited with status {status}\n")
     if cache:
         prune(cache)
+    print(f"lint: clang-tidy took {time.monotonic() - started:.0f} s")
     if failed:
         print(f"lint: clang-tidy found problems in {failed} files")
     return 1 if failed else 0
