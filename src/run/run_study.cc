@@ -124,6 +124,11 @@ RunSummary RunLoop(Store& store, const WorkerOptions& options, std::int64_t stud
   for (auto& study : store.ListStudies()) {
     if (study_id != 0 ? study.id == study_id : WorkerCanTrain(study)) run.studies.push_back(std::move(study));
   }
+  if (study_id != 0 && run.studies.empty()) {
+    throw StudyDeletedError(
+        fmt::format("{}: study '{}' was deleted (dltune delete) while this command was using it; its records are gone",
+                    store.url(), options.study));
+  }
   run.exit_status = ExitStatusOf(store, run, run.studies);
   return run;
 }

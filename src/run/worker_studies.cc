@@ -139,14 +139,7 @@ bool WorkerStudies::TrialsLeft(bool announced) {
   std::int64_t running_elsewhere = 0, pending = 0;
   for (const auto& name : Names()) {
     if (!sessions_.count(name)) continue;
-    TrialCounts counts;
-    try {
-      counts = store_.CountTrials(Session(name).study().id);
-    } catch (const StudyDeletedError&) {
-      if (!options_.study.empty()) throw;
-      sessions_.erase(name);
-      continue;
-    }
+    const TrialCounts counts = store_.CountTrials(Session(name).study().id);
     running_elsewhere += counts.Count(TrialState::kRunning);
     pending += counts.Count(TrialState::kPending);
   }

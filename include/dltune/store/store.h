@@ -18,8 +18,8 @@
 //   dltune::Error with a message naming the database; a database that cannot be reached or written in the middle of
 //   its use (a server restart, a lost connection, a full disk) throws StoreUnavailableError.
 // - A study deleted while it is used: the calls that write about it as a whole (trials added, claimed, reclaimed,
-//   resumed or retried; notes, evaluations) and CountTrials throw StudyDeletedError naming it; a write about one of
-//   its trials throws LeaseLostError.
+//   resumed or retried; notes, evaluations) throw StudyDeletedError naming it; a write about one of its trials
+//   throws LeaseLostError; reads find nothing.
 #pragma once
 
 #include <array>
