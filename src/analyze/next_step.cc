@@ -496,7 +496,17 @@ class StudyStep {
 
 }  // namespace
 
-NextStep RecommendNextStep(const LineageNode& root) { return StudyStep(root).Recommend(0); }
+NextStep RecommendNextStep(const LineageNode& root) {
+  NextStep step = StudyStep(root).Recommend(0);
+  // Handed back at the root: the study it was planned from is not in this lineage (deleted, its name perhaps taken
+  // by a later study that is not its parent), so no command can name it.
+  if (step.id == "back_to_parent") {
+    step.why += fmt::format("; the study it was planned from ({}) is no longer in this store's lineage",
+                            root.data.spec.procedure.parent);
+    step.command = "dltune studies --tree";
+  }
+  return step;
+}
 
 NextStep RecommendNextStep(const StudyData& data, const std::vector<Diagnostic>& diagnostics) {
   return RecommendNextStep(LineageNode{.data = data, .diagnostics = diagnostics, .children = {}});

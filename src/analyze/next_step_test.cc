@@ -190,6 +190,13 @@ const std::vector<Situation>& Situations() {
                      {Node(Finished("b-instability", "instability", "b"), {handled})});
        },
        "round2", "b", "dltune plan round2 --from b", "decide"},
+      {"a probe whose baseline is gone hands back to no study: it names none",
+       [] {
+         Diagnostic handled = Finding("instability_probe");
+         handled.handled = "note 3: known";
+         return Node(Finished("b-instability", "instability", "b"), {handled});
+       },
+       "back_to_parent", "b-instability", "dltune studies --tree", "dltune next"},
       {"clipping most steps after apply-clipping: lower the learning rate, not retrain",
        [] {
          return Node(Finished("b-clipped", "apply-clipping", "b-clipping"),

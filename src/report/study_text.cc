@@ -486,6 +486,7 @@ const char* ChecksumText(bool verified) {
 std::string LaunchesTable(const std::vector<LaunchRecord>& launches,
                           const std::vector<std::pair<std::string, CheckpointEvaluation>>& evaluations) {
   std::vector<std::pair<double, std::vector<std::string>>> rows;
+  rows.reserve(launches.size() + evaluations.size());
   for (const LaunchRecord& l : launches) {
     rows.push_back(
         {l.created_at,

@@ -376,6 +376,7 @@ TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again) 
   const std::vector<TestLook> looks = TestLooks(store, study);
   if (!looks.empty() && !again) {
     std::vector<std::string> seen;
+    seen.reserve(looks.size());
     for (const TestLook& look : looks) {
       seen.push_back(look.launch ? fmt::format("launch {} of study '{}'", *look.launch, look.study)
                                  : fmt::format("dltune evaluate --split test of study '{}'", look.study));

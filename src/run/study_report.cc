@@ -34,8 +34,8 @@ WrittenReport WriteStudyReport(Store& store, const std::string& study, const std
   return {.path = std::filesystem::absolute(path).lexically_normal(),
           .study = data.study.name,
           .trials = data.trials.size(),
-          .findings = static_cast<std::size_t>(std::count_if(
-              diagnostics.begin(), diagnostics.end(), [](const Diagnostic& d) { return d.handled.empty(); }))};
+          .findings = static_cast<std::size_t>(std::count_if(diagnostics.begin(), diagnostics.end(),
+                                                             [](const Diagnostic& d) { return d.handled.empty(); }))};
 }
 
 std::filesystem::path WriteComparison(Store& store, const std::string& a, const std::string& b,

@@ -283,6 +283,7 @@ bool TrialServer::EnsureRunning(const std::vector<std::string>& argv, const std:
   envp.push_back(nullptr);
   std::vector<std::string> args = program ? argv : std::vector<std::string>{argv.front(), "trial-server"};
   std::vector<char*> server_argv;
+  server_argv.reserve(args.size() + 1);
   for (auto& arg : args) server_argv.push_back(arg.data());
   server_argv.push_back(nullptr);
   const int log_fd =
