@@ -36,7 +36,8 @@ writes the results as JSON after every run. Run from anywhere, with Debian's int
   /usr/bin/python3 bench/client_bench.py --out /tmp/client_bench.json
 
 Options: --dltune (default build/release/bin/dltune when it exists, else build/dev/bin/dltune, a RelWithDebInfo
-build; the one used is printed), --python (the trials' interpreter, default /usr/bin/python3), --parallel P,
+build; the one used is printed), --python (the trials' interpreter, default /usr/bin/python3), --program (the dltune
+runs' program instead of examples/external/train.py: a variant, to measure a change; the peer stays), --parallel P,
 --trials-per-optimizer N, --steps N, --skip warm,cold,optuna1,optuna2, --keep (the work directory stays).
 """
 import argparse
@@ -62,10 +63,10 @@ RUNS = ("warm", "cold", "optuna1", "optuna2")
 NOT_TRAINING = ("scheduling", "startup", "store", "data_wait")
 
 
-def spec(name, python, trials, steps, run_dir, resources=""):
+def spec(name, python, trials, steps, run_dir, resources="", program=ROOT / "examples/external/train.py"):
     return f"""name: {name}
-command: {python} {ROOT / 'examples/external/train.py'} --hidden 256
-evaluate_command: {python} {ROOT / 'examples/external/train.py'} --hidden 256
+command: {python} {program} --hidden 256
+evaluate_command: {python} {program} --hidden 256
 run_dir: {run_dir}
 max_train_steps: {steps}
 objective: {{metric: valid/error_rate, direction: minimize}}
@@ -119,6 +120,7 @@ def timed_run(command, **options):
     every process it waited for: its trials, servers and workers) and own_cpu (the command's own, sampled until it
     exits: for dltune, the worker's)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    epoch = time.time()
     began = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
     own = 0.0
@@ -140,7 +142,7 @@ def timed_run(command, **options):
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return argparse.Namespace(returncode=process.returncode, stdout=outputs["out"], stderr=outputs["err"], wall=wall,
-                              cpu=cpu, own_cpu=own)
+                              cpu=cpu, own_cpu=own, began=epoch)
 
 
 # --- the trials' time splits, from the store and the trial directories ----------------------------------------------
@@ -181,8 +183,10 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def split_summary(trials, wall, slots):
-    """The start-up/training split of a dltune run over SLOTS slots for WALL seconds."""
+def split_summary(trials, wall, slots, began=None):
+    """The start-up/training split of a dltune run over SLOTS slots for WALL seconds from BEGAN (time.time(), when
+    dltune was started; with it, the idle time is split into before the first trial, after the last one and
+    between)."""
     after_first = trials[slots:]  # in start order: each slot's first trial is cold by design
     slot_seconds = wall * slots
     startup = sum(t["startup"] for t in trials)
@@ -192,8 +196,16 @@ def split_summary(trials, wall, slots):
     for t in trials:
         for phase, value in t["split"].items():
             phases[phase] = phases.get(phase, 0.0) + value
+    idle = slot_seconds - startup - scheduling - training
+    lead = tail = None
+    if began is not None and trials:
+        lead = min(t["started_at"] for t in trials) - began  # dltune's start: the layout, the store, the study
+        tail = began + wall - max(t["ended_at"] for t in trials)  # its end: the summary, closing the store
     return {
         "slots": slots,
+        "lead_seconds": lead,
+        "tail_seconds": tail,
+        "idle_between_share": None if lead is None else (idle - slots * (lead + tail)) / slot_seconds,
         "warm_started": sum(t["warm"] for t in trials),
         "startup_median": median([t["startup"] for t in trials]),
         "startup_median_after_first": median([t["startup"] for t in after_first]),
@@ -227,9 +239,14 @@ def print_split(name, split, trials=True):
           + f" after the first {split['slots']} (each slot's first trial starts cold: {first} s); "
           f"{split['warm_started']} trials forked warm; training median {split['training_median']:.2f} s")
     phases = ", ".join(f"{k} {v:.1f}" for k, v in sorted(split["phase_seconds"].items()))
+    idle = f"idle {100 * split['idle_share']:.1f}%"
+    if split.get("lead_seconds") is not None:
+        between = 100 * split["idle_between_share"]
+        idle += (f" (before the first trial {split['lead_seconds']:.2f} s and after the last "
+                 f"{split['tail_seconds']:.2f} s in each slot, between trials {between:.1f}%)")
     print(f"  {name}: of {split['slots']} slots x the wall time: training {100 * split['training_share']:.1f}%, "
           f"start-up {100 * split['startup_share']:.1f}%, scheduling {100 * split['scheduling_share']:.1f}%, "
-          f"idle (dltune's start and end, gaps) {100 * split['idle_share']:.1f}%; phases summed (s): {phases}")
+          f"{idle}; phases summed (s): {phases}")
 
 
 # --- the runs ---------------------------------------------------------------------------------------------------------
@@ -238,7 +255,8 @@ def run_dltune(args, work, name, warm):
     directory = work / name
     directory.mkdir()
     run_dir = directory / "runs"
-    (directory / "study.yaml").write_text(spec(name, args.python, args.trials_per_optimizer, args.steps, run_dir))
+    (directory / "study.yaml").write_text(spec(name, args.python, args.trials_per_optimizer, args.steps, run_dir,
+                                               program=args.program))
     store = directory / "store.db"
     command = [args.dltune, "run", "study.yaml", "--no-report", "--storage", f"sqlite:///{store}",
                "--parallel", str(args.parallel)]
@@ -255,7 +273,7 @@ def run_dltune(args, work, name, warm):
         "SELECT best_value FROM trials WHERE state = 'completed' AND best_value IS NOT NULL")), default=None)
     return {"wall_seconds": wall, "trials": len(trials), "completed": sum(t["state"] == "completed" for t in trials),
             "best_valid_error": best, "load_before": load_before, "load_after": load(), "cpu_seconds": done.cpu,
-            "worker_cpu_seconds": done.own_cpu, "split": split_summary(trials, wall, args.parallel)}
+            "worker_cpu_seconds": done.own_cpu, "split": split_summary(trials, wall, args.parallel, done.began)}
 
 
 def run_optuna(args, work, name, jobs, mode):
@@ -391,6 +409,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dltune", default=default_dltune())
     parser.add_argument("--python", default="/usr/bin/python3")
+    parser.add_argument("--program", default=str(ROOT / "examples/external/train.py"),
+                        help="the dltune runs' program (default examples/external/train.py): a variant of it, to "
+                             "measure a change")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--trials-per-optimizer", type=int, default=8)
     parser.add_argument("--steps", type=int, default=200)
@@ -399,6 +420,7 @@ def main():
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     args.dltune = str(pathlib.Path(args.dltune).resolve())  # the studies run in their own directories
+    args.program = str(pathlib.Path(args.program).resolve())
     skip = set(filter(None, args.skip.split(",")))
     if skip - set(RUNS):
         parser.error(f"--skip: unknown runs {sorted(skip - set(RUNS))}")
@@ -412,7 +434,7 @@ def main():
           f"{args.parallel} at once; load average {load()}", flush=True)
     work = pathlib.Path(tempfile.mkdtemp(prefix="client_bench."))
     results = {"machine": facts, "trials_per_optimizer": args.trials_per_optimizer, "steps": args.steps,
-               "parallel": args.parallel}
+               "parallel": args.parallel, "program": args.program}
     runs = {
         "warm": lambda: run_dltune(args, work, "warm", True),
         "cold": lambda: run_dltune(args, work, "cold", False),

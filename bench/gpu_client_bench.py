@@ -88,6 +88,7 @@ def run_study(args, directory, name, spec_text, parallel):
     if parallel:
         command += ["--parallel", str(parallel)]
     print(f"gpu_client_bench: {directory.name}: {' '.join(command)}", flush=True)
+    epoch = time.time()
     began = time.perf_counter()
     done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False,
                           env=dltune_environment(warm=True))
@@ -102,7 +103,7 @@ def run_study(args, directory, name, spec_text, parallel):
     best = min((t["best_value"] for t in trials if t["best_value"] is not None), default=None)
     packing = [line for line in done.stdout.splitlines() if "GPU" in line]
     splits = trial_splits(directory / "store.db", directory / "runs")
-    split = split_summary(splits, wall, max(1, most_at_once(splits)))  # slots: the most trials at once
+    split = split_summary(splits, wall, max(1, most_at_once(splits)), epoch)  # slots: the most at once
     print_split(directory.name, split, trials=False)
     return {"wall_seconds": wall, "trials": len(trials), "completed": sum(t["state"] == "completed" for t in trials),
             "best_valid_error": best, "gpu_lines": packing[-6:], "split": split}
