@@ -331,7 +331,7 @@ def machine(python):
     facts.update(json.loads(subprocess.run([python, "-c", probe], capture_output=True, text=True,
                                            check=True).stdout))
     facts["cores"] = os.cpu_count()
-    facts["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE", "(unset: OpenBLAS's own choice)")
+    facts["OPENBLAS_CORETYPE"] = os.environ.get("OPENBLAS_CORETYPE")
     return facts
 
 
@@ -345,7 +345,20 @@ def ok(result):
     return result is not None and "failed" not in result
 
 
+def describe_machine(facts):
+    cpu = f"{facts['cpu']} (family {facts['cpu_family']}, model {facts['cpu_model_number']}"
+    cpu += ", AVX-512)" if facts["avx512"] else ")"
+    return (f"{cpu}, {facts['cores']} cores; torch {facts['torch']}, optuna {facts['optuna']}; OpenBLAS kernels "
+            f"{facts['openblas_core'] or '- (not OpenBLAS)'} ("
+            + (f"OPENBLAS_CORETYPE={facts['OPENBLAS_CORETYPE']}" if facts["OPENBLAS_CORETYPE"] is not None
+               else "OPENBLAS_CORETYPE unset: OpenBLAS's own choice") + "); "
+            f"dltune {facts['dltune']} ({facts['dltune_build']})")
+
+
 def summarize(results):
+    print(f"\nmachine: {describe_machine(results['machine'])}")
+    print(f"{results['trials_per_optimizer']} trials per optimizer of {results['steps']} steps, "
+          f"{results['parallel']} at once; program {results['program']}")
     print(f"\n{'run':8} {'trials':>6} {'wall s':>8} {'trials/min':>11} {'best valid error':>17}  "
           f"CPU s used                 load before -> after")
     for name in RUNS:
@@ -400,6 +413,19 @@ def summarize(results):
     results["goals"] = {goal: {"met": met, "figure": figure} for goal, (met, figure) in goals.items()}
 
 
+def build_type(dltune):
+    """The CMake build type of DLTUNE (BUILD/bin/dltune, from BUILD/CMakeCache.txt), or "unknown build type"."""
+    cache = pathlib.Path(dltune).parent.parent / "CMakeCache.txt"
+    try:
+        for line in cache.read_text(errors="replace").splitlines():
+            if line.startswith("CMAKE_BUILD_TYPE:"):
+                kind = line.split("=", 1)[1]
+                return f"{cache.parent.name} build, {kind}" + (" (-O2)" if kind == "RelWithDebInfo" else "")
+    except OSError:
+        pass
+    return "unknown build type"
+
+
 def default_dltune():
     release = ROOT / "build/release/bin/dltune"
     return str(release if release.exists() else ROOT / "build/dev/bin/dltune")
@@ -425,10 +451,8 @@ def main():
     if skip - set(RUNS):
         parser.error(f"--skip: unknown runs {sorted(skip - set(RUNS))}")
     facts = machine(args.python)
-    build = "release" if "/build/release/" in args.dltune else "dev (RelWithDebInfo, -O2)" \
-        if "/build/dev/" in args.dltune else "as given"
     facts["dltune"] = args.dltune
-    facts["dltune_build"] = build
+    facts["dltune_build"] = build_type(args.dltune)
     print(f"client_bench: {facts}", flush=True)
     print(f"client_bench: {args.trials_per_optimizer} trials per optimizer, {args.steps} steps, "
           f"{args.parallel} at once; load average {load()}", flush=True)
