@@ -343,5 +343,51 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual([s for s in range(1, 1001) if _evaluates("log:4", s, 100, 1000)], [1, 10, 100, 1000])
 
 
+
+RUN_PROGRAM = """import atexit, pathlib, sys
+import dltune
+atexit.register(lambda: pathlib.Path(sys.argv[1]).write_text("exit handlers ran"))
+def train(trial):
+    trial.report(1, loss=0.5)
+    if sys.argv[2] == "raise":
+        raise SystemExit(3)
+    return "trained"
+print("run returned", dltune.run(train, max_train_steps=1), flush=True)
+"""
+
+
+class RunTest(unittest.TestCase):
+    """dltune.run: under dltune the process ends with its trial, as the interpreter would end it (exit handlers, output,
+    status), without returning; standalone it returns what the trial returned."""
+
+    def setUp(self):
+        self.root = tempfile.TemporaryDirectory(prefix="dltune-run-")
+        self.addCleanup(self.root.cleanup)
+        self.program = pathlib.Path(self.root.name) / "program.py"
+        self.program.write_text(RUN_PROGRAM)
+
+    def test_under_dltune_the_process_ends_with_its_trial(self):
+        trial = ProtocolHarness(pathlib.Path(self.root.name) / "managed", steps=1)
+        marker = pathlib.Path(self.root.name) / "managed.marker"
+        for how, status in (("return", 0), ("raise", 3)):
+            done = trial.run(program=self.program, argv=(str(marker), how))
+            self.assertEqual(done.returncode, status, done.stderr)
+            self.assertNotIn("run returned", done.stdout)  # run did not return
+            self.assertEqual(marker.read_text(), "exit handlers ran")
+            self.assertEqual(trial.lines("train")[-1]["step"], 1)  # the trial's last lines were written
+            marker.unlink()
+
+    def test_standalone_run_returns_what_the_trial_returned(self):
+        marker = pathlib.Path(self.root.name) / "alone.marker"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DLTUNE_")}
+        env["PYTHONPATH"] = str(CLIENT)
+        env["DLTUNE_TRIAL_DIR"] = str(pathlib.Path(self.root.name) / "alone")
+        done = subprocess.run([PYTHON, str(self.program), str(marker), "return"], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("run returned trained", done.stdout)
+        self.assertEqual(marker.read_text(), "exit handlers ran")
+
+
 if __name__ == "__main__":
     unittest.main()
