@@ -46,13 +46,12 @@ class WarmTrials : public test::InOwnDirectory {
 
   // Runs the study in directory `name` (its store, runs and output there) with `environment` (VAR=value ...) before
   // the command; returns its exit code.
-  int RunStudy(const std::string& name, const std::string& environment, int parallel = 1) {
+  int RunStudy(const std::string& name, const std::string& environment) {
     fs::create_directories(dir_ / name);
     fs::copy_file(dir_ / "study.yaml", dir_ / name / "study.yaml", fs::copy_options::overwrite_existing);
     const std::string command = "cd '" + (dir_ / name).string() + "' && env " + environment + " " + DLTUNE_CLI +
-                                " run study.yaml --parallel " + std::to_string(parallel) +
-                                " --no-report --storage sqlite://" + (dir_ / name / "dltune.db").string() +
-                                " > run.out 2>&1";
+                                " run study.yaml --parallel 1 --no-report --storage sqlite://" +
+                                (dir_ / name / "dltune.db").string() + " > run.out 2>&1";
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -123,9 +122,8 @@ TEST_F(WarmTrials, ACrashKillOrLeakTouchesNoOtherTrial) {
 }
 
 // A Python program on the client's dltune.run (examples/external/train.py): its first trial starts cold and answers
-// the offer, and the worker then starts the program once more as its trials' server; every later trial is forked from
-// there — two at a time, the second slot waiting for the first trial's answer rather than starting cold beside it —
-// and each trains exactly as the same trial started cold (DLTUNE_WARM_TRIALS=0).
+// the offer, and the worker then starts the program once as its trials' server; every later trial is forked from
+// there, and each trains exactly as the same trial started cold (DLTUNE_WARM_TRIALS=0).
 TEST_F(WarmTrials, APythonProgramsTrialsStartWarmAfterItsFirstAndTrainAsColdOnes) {
   std::ofstream(dir_ / "study.yaml") << "name: warm\n"
                                         "command: /usr/bin/python3 "
@@ -140,8 +138,8 @@ TEST_F(WarmTrials, APythonProgramsTrialsStartWarmAfterItsFirstAndTrainAsColdOnes
                                         "  one_minus_momentum: 0.1\n"
                                         "  hidden: 32\n"
                                         "  batch_size: 64\n";
-  ASSERT_EQ(RunStudy("warm", "", 2), 0) << Slurp(dir_ / "warm" / "run.out");
-  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0", 2), 0) << Slurp(dir_ / "cold" / "run.out");
+  ASSERT_EQ(RunStudy("warm", ""), 0) << Slurp(dir_ / "warm" / "run.out");
+  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0"), 0) << Slurp(dir_ / "cold" / "run.out");
   const auto warm = Results("warm");
   const auto cold = Results("cold");
   ASSERT_EQ(warm.size(), 4U);

@@ -331,13 +331,12 @@ bool TrialServer::EnsureRunning(const std::vector<std::string>& argv, const std:
   return true;
 }
 
-bool WarmTrialsEnabled() {
+bool TrialServer::WarmStartsHere() const {
+  if (failed_) return false;
   if (const char* warm = std::getenv("DLTUNE_WARM_TRIALS"); warm && std::string(warm) == "0") return false;
   int subreaper = 0;
   return ::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper != 0;
 }
-
-bool TrialServer::WarmStartsHere() const { return !failed_ && WarmTrialsEnabled(); }
 
 void TrialServer::Warm(const std::string& executable, const std::map<std::string, std::string>& load_environment,
                        const std::map<std::string, std::string>& prepare_environment) {

@@ -53,10 +53,6 @@ bool WaitToBecomeChildOf(pid_t worker, double timeout_seconds);
 inline constexpr std::array<const char*, 2> kThreadCountVariables = {"OMP_NUM_THREADS", "MKL_NUM_THREADS"};
 bool IsThreadCountVariable(const std::string& name);
 
-// Whether trials may start warm in this process: not turned off (DLTUNE_WARM_TRIALS=0), and the process a child
-// subreaper, whose children the forked trials become.
-bool WarmTrialsEnabled();
-
 // The environment variable that tells a program it was started as its trials' server, and the descriptor of its
 // socket ("3").
 inline constexpr const char* kWarmServerVariable = "DLTUNE_WARM_SERVER";

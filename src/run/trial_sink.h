@@ -71,8 +71,6 @@ class TrialSink {
   const std::optional<ReportEnd>& end() const { return end_; }
   // Whether the program answered the offer of warm trials ({"type": "warm"}): it can serve the study's next trials.
   bool warm_offered() const { return warm_offered_; }
-  // Whether its start line arrived (a program's warm line comes before it: after it, it offers nothing).
-  bool start_seen() const { return start_seen_; }
   // When the trial's measurements were last written to the store (at an evaluation); -infinity before.
   double last_written_at() const { return last_written_at_; }
 

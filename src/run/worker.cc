@@ -344,7 +344,7 @@ class Worker {
     auto claimed = studies_.Claim(worker_id_, [this](const StudySession& session) {
       const int processes = session.spec().training.processes;
       return (UsedProcesses() == 0 || UsedProcesses() + processes <= parallel_) &&
-             gpus_.Fits(session.spec(), session.study().id) && !WaitsForTheOffer(session);
+             gpus_.Fits(session.spec(), session.study().id);
     });
     if (!claimed) return false;
     StudySession& session = *claimed->session;
@@ -720,7 +720,7 @@ class Worker {
       }
       while (slot.process->report_fd() >= 0) ReadReport(slot, false);
       ReadReport(slot, true);
-      NoteWarmProgram(slot, /*ended=*/true);
+      NoteWarmProgram(slot);
       if (!slot.lease_lost) slot.sink->AccountProcessTime(WallSeconds());
       Conclude(slot, *status);
       free_slots_.Release(slot.processes, WallSeconds());
@@ -866,33 +866,13 @@ class Worker {
     return &TrialServerToUse();
   }
 
-  // A command: program's first trial tells whether the program serves its trials warm (its warm line comes before
-  // its start line). Until it has, the study's other trials wait, so that they start warm from the program's server
-  // rather than cold beside the first: a program that offers nothing costs one slot the first trial's start-up, once.
-  bool WaitsForTheOffer(const StudySession& session) const {
-    const StudySpec& spec = session.spec();
-    const std::int64_t study = session.study().id;
-    if (spec.command.empty() || spec.training.processes != 1 || !WarmTrialsEnabled() ||
-        warm_programs_.count(study) != 0 || cold_programs_.count(study) != 0) {
-      return false;
-    }
-    return std::any_of(slots_.begin(), slots_.end(),
-                       [&](const auto& slot) { return slot->session->study().id == study; });
-  }
-
-  // The studies whose program answered the offer of warm trials in a report read so far, and those whose program
-  // did not. The first answer starts the program's server at once: its set-up runs while the first trial trains.
+  // The studies whose program answered the offer of warm trials in a report read so far. The first answer starts
+  // the program's server at once, for the trials it offered: its set-up runs while they train.
   void NoteWarmPrograms() {
     for (const auto& slot : slots_) NoteWarmProgram(*slot);
   }
-  void NoteWarmProgram(Slot& slot, bool ended = false) {
-    if (!slot.sink || slot.session->spec().command.empty()) return;
-    const std::int64_t study = slot.session->study().id;
-    if (!slot.sink->warm_offered()) {
-      if (slot.sink->start_seen() || ended) cold_programs_.insert(study);
-      return;
-    }
-    if (!warm_programs_.insert(study).second) return;
+  void NoteWarmProgram(Slot& slot) {
+    if (!slot.sink || !slot.sink->warm_offered() || !warm_programs_.insert(slot.session->study().id).second) return;
     TrialCommand command = slot.command;
     if (TrialServer* server = ServerFor(*slot.session, command); command.warm_program) {
       server->StartAhead(CommandLineOf(command), command.working_dir.string(), LoadEnvironmentOf(command.environment));
@@ -909,7 +889,6 @@ class Worker {
   // The studies whose command: program answered the offer of warm trials, and each one's server (its own program),
   // by study id; declared before slots_ too.
   std::set<std::int64_t> warm_programs_;
-  std::set<std::int64_t> cold_programs_;  // whose program's trial started without answering the offer
   std::map<std::int64_t, std::unique_ptr<TrialServer>> program_servers_;
   bool told_of_mps_ = false;          // that --mps would let the trials sharing a GPU run side by side
   bool packings_read_ = false;        // the packings measured before on these GPUs (UsePackingsMeasuredBefore)
