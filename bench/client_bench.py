@@ -41,7 +41,6 @@ runs' program instead of examples/external/train.py: a variant, to measure a cha
 --trials-per-optimizer N, --steps N, --skip warm,cold,optuna1,optuna2, --keep (the work directory stays).
 """
 import argparse
-import ctypes
 import json
 import os
 import pathlib
@@ -306,25 +305,9 @@ def cpu_model():
             "avx512": "avx512f" in fields.get("flags", "")}
 
 
-def openblas_core():
-    """The OpenBLAS kernel set of this process's torch, as the peer reports it."""
-    import torch  # pylint: disable=import-outside-toplevel
-    torch.ones(2, 2) @ torch.ones(2, 2)
-    with open("/proc/self/maps", encoding="utf-8") as maps:
-        paths = sorted({line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line})
-    for path in paths:
-        try:
-            corename = ctypes.CDLL(path).openblas_get_corename
-        except (OSError, AttributeError):
-            continue
-        corename.restype = ctypes.c_char_p
-        return corename().decode()
-    return ""
-
-
 def machine(python):
-    probe = (f"import sys, json, torch, optuna; sys.path.insert(0, {str(ROOT / 'bench')!r}); "
-             "from client_bench import openblas_core; "
+    probe = (f"import sys, json, torch, optuna; sys.path.insert(0, {str(ROOT / 'bench/peers')!r}); "
+             "from optuna_quickstart import openblas_core; "
              "print(json.dumps({'torch': torch.__version__, 'optuna': optuna.__version__, "
              "'openblas_core': openblas_core()}))")
     facts = cpu_model()

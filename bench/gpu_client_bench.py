@@ -44,39 +44,9 @@ import sys
 import tempfile
 import time
 
-from client_bench import dltune_environment, most_at_once, print_split, split_summary, trial_splits
+from client_bench import RunFailed, dltune_environment, most_at_once, print_split, spec, split_summary, trial_splits
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def spec(name, python, trials, steps, trials_per_gpu, run_dir):
-    return f"""name: {name}
-command: {python} {ROOT / 'examples/external/train.py'} --hidden 256
-evaluate_command: {python} {ROOT / 'examples/external/train.py'} --hidden 256
-run_dir: {run_dir}
-max_train_steps: {steps}
-objective: {{metric: valid/error_rate, direction: minimize}}
-trials: {trials}
-seed: 0
-sampler: halton
-resources: {{gpus_per_trial: 1, trials_per_gpu: {trials_per_gpu}}}
-training:
-  eval_every_steps: {max(1, steps // 10)}
-  threads: 1
-space:
-  optimizer: {{values: [nesterov, adam], role: scientific}}
-  nesterov_learning_rate: {{name: learning_rate, when: {{optimizer: nesterov}}, min: 0.001, max: 1.0, scale: log}}
-  one_minus_momentum: {{when: {{optimizer: nesterov}}, min: 0.01, max: 0.5, scale: log}}
-  adam_learning_rate: {{name: learning_rate, when: {{optimizer: adam}}, min: 0.00001, max: 0.01, scale: log}}
-  one_minus_beta1: {{when: {{optimizer: adam}}, min: 0.01, max: 0.5, scale: log}}
-  epsilon: {{when: {{optimizer: adam}}, value: 1.0e-8}}
-  batch_size: 128
-  weight_decay: 0.0
-"""
-
-
-class RunFailed(Exception):
-    pass
 
 
 def run_study(args, directory, name, spec_text, parallel):
@@ -111,7 +81,8 @@ def run_study(args, directory, name, spec_text, parallel):
 
 def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel):
     return run_study(args, work / name, name,
-                     spec(name, args.python, trials_per_optimizer, args.steps, trials_per_gpu, work / name / "runs"),
+                     spec(name, args.python, trials_per_optimizer, args.steps, work / name / "runs",
+                          resources=f"resources: {{gpus_per_trial: 1, trials_per_gpu: {trials_per_gpu}}}\n"),
                      parallel)
 
 

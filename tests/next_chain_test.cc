@@ -76,6 +76,21 @@ class NextChain : public test::InOwnDirectory {
     return steps;
   }
 
+  // The synthetic workload, large enough that a training step takes milliseconds (a throughput sweep of
+  // sub-millisecond steps measures the machine's jitter, and says so), as proj.yaml.
+  void WriteSyntheticProject() {
+    std::ofstream(dir_ / "proj.yaml") << R"(name: proj
+workload: {name: synthetic, args: {features: 64, hidden_sizes: [512, 512]}}
+max_train_steps: 300
+trials: 6
+space:
+  learning_rate: {min: 0.01, max: 0.3, scale: log}
+  optimizer: nesterov
+  weight_decay: {min: 0.00001, max: 0.001, scale: log}
+  batch_size: 64
+)";
+  }
+
   // The chain ended in a launch that carried out the latest decision on its study.
   void ExpectLaunchOfTheDecision(const std::vector<Step>& steps) {
     ASSERT_FALSE(steps.empty());
@@ -107,19 +122,8 @@ class NextChain : public test::InOwnDirectory {
   }
 };
 
-// The synthetic workload, large enough that a training step takes milliseconds (a throughput sweep of sub-millisecond
-// steps measures the machine's jitter, and says so).
 TEST_F(NextChain, FromAnEmptyStoreToALaunchOnTheSyntheticWorkload) {
-  std::ofstream(dir_ / "proj.yaml") << R"(name: proj
-workload: {name: synthetic, args: {features: 64, hidden_sizes: [512, 512]}}
-max_train_steps: 300
-trials: 6
-space:
-  learning_rate: {min: 0.01, max: 0.3, scale: log}
-  optimizer: nesterov
-  weight_decay: {min: 0.00001, max: 0.001, scale: log}
-  batch_size: 64
-)";
+  WriteSyntheticProject();
   const Step start = Next("");  // no store yet: where to start, not an error
   EXPECT_THAT(start.text, HasSubstr("No study yet"));
   const std::vector<Step> steps = Follow("proj.yaml", 25);
@@ -140,16 +144,7 @@ space:
 // A machine too busy to measure: every sweep's smallest batch size has bimodal step times (the `jitter` fault), so
 // no sweep is trusted. `next` measures again once, then goes on at the spec's batch size, and reaches a launch.
 TEST_F(NextChain, OnAMachineTooBusyToMeasureGoesOnAtTheSpecsBatchSize) {
-  std::ofstream(dir_ / "proj.yaml") << R"(name: proj
-workload: {name: synthetic, args: {features: 64, hidden_sizes: [512, 512]}}
-max_train_steps: 300
-trials: 6
-space:
-  learning_rate: {min: 0.01, max: 0.3, scale: log}
-  optimizer: nesterov
-  weight_decay: {min: 0.00001, max: 0.001, scale: log}
-  batch_size: 64
-)";
+  WriteSyntheticProject();
   environment_ = "DLTUNE_INJECT_FAULT='jitter@0:1'";
   const std::vector<Step> steps = Follow("proj.yaml", 25);
   ASSERT_GE(steps.size(), 4u);

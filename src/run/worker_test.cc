@@ -55,6 +55,29 @@ class WorkerTest : public ::testing::Test {
     return RunWorker(temp_.store(), options, recorder_, stops ? *stops : no_stop);
   }
 
+  // Runs one trial at a time, and asks the worker to stop once a trial's script has started (kStarted): however
+  // slow the machine, the stop meets a running trial.
+  RunSummary RunStoppedOnceStarted() {
+    std::atomic<int> stops{0};
+    std::thread stopper([&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      const auto started = [&] {
+        std::error_code error;
+        for (const auto& entry : std::filesystem::recursive_directory_iterator(temp_.dir(), error)) {
+          if (entry.path().filename() == "started") return true;
+        }
+        return false;
+      };
+      while (!started() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      stops = 1;
+    });
+    const RunSummary summary = Run(1, &stops);
+    stopper.join();
+    return summary;
+  }
+
   TrialRecord Trial(std::uint64_t number) { return *temp_.store().FindTrial(temp_.store().FindStudy("s")->id, number); }
 
   TempStore temp_;
@@ -64,6 +87,8 @@ class WorkerTest : public ::testing::Test {
 
 // Report lines a script writes; `R` appends one line to the report channel.
 const std::string kPrelude = "R() { printf '%s\\n' \"$1\" >> \"$DLTUNE_REPORT\"; }\n";
+// A script's line that says it is running (RunStoppedOnceStarted waits for it).
+const std::string kStarted = "touch \"$DLTUNE_TRIAL_DIR/started\"\n";
 const std::string kTrains = kPrelude +
                             "for s in 1 2 3 4; do R '{\"type\":\"train\",\"step\":'$s',\"loss\":0.5}'; done\n"
                             "R '{\"type\":\"eval\",\"step\":2,\"split\":\"valid\",\"metrics\":{\"error_rate\":0.3}}'\n"
@@ -193,16 +218,10 @@ TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
   // The trial checkpoints when asked to stop (SIGTERM), like the built-in trainer.
   (void)Study(kPrelude +
                   "trap 'R \"{\\\"type\\\":\\\"train\\\",\\\"step\\\":2}\"; exit 75' TERM\n"
-                  "R '{\"type\":\"train\",\"step\":1}'\n"
-                  "while true; do sleep 0.05; done\n",
+                  "R '{\"type\":\"train\",\"step\":1}'\n" +
+                  kStarted + "while true; do sleep 0.05; done\n",
               2);
-  std::atomic<int> stops{0};
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    stops = 1;
-  });
-  const RunSummary summary = Run(1, &stops);
-  stopper.join();
+  const RunSummary summary = RunStoppedOnceStarted();
   EXPECT_TRUE(summary.interrupted);
   EXPECT_EQ(summary.stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kStopped);
@@ -215,16 +234,10 @@ TEST_F(WorkerTest, AStopRequestStopsRunningTrialsResumably) {
 TEST_F(WorkerTest, ATrialAskedToStopEndsStoppedWhateverItsExitStatus) {
   (void)Study(kPrelude +
                   "trap 'exit 74' TERM\n"
-                  "R '{\"type\":\"train\",\"step\":1}'\n"
-                  "while true; do sleep 0.05; done\n",
+                  "R '{\"type\":\"train\",\"step\":1}'\n" +
+                  kStarted + "while true; do sleep 0.05; done\n",
               1);
-  std::atomic<int> stops{0};
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    stops = 1;
-  });
-  const RunSummary summary = Run(1, &stops);
-  stopper.join();
+  const RunSummary summary = RunStoppedOnceStarted();
   EXPECT_EQ(summary.failed, 0);
   EXPECT_EQ(summary.stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kStopped);
@@ -238,16 +251,10 @@ TEST_F(WorkerTest, ACompoundCommandStopsWithItsProgramsStatus) {
   std::ofstream(script) << kPrelude
                         << "trap 'R \"{\\\"type\\\":\\\"train\\\",\\\"step\\\":2}\"; exit 75' TERM\n"
                            "R '{\"type\":\"train\",\"step\":1}'\n"
-                           "while true; do sleep 0.05; done\n";
+                        << kStarted << "while true; do sleep 0.05; done\n";
   spec_ = CommandSpec("s", "cd " + temp_.dir().string() + " && sh " + script.string(), temp_.dir(), 1);
   (void)StudySession::OpenOrCreate(temp_.store(), spec_, "");
-  std::atomic<int> stops{0};
-  std::thread stopper([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));
-    stops = 1;
-  });
-  EXPECT_EQ(Run(1, &stops).stopped, 1);
-  stopper.join();
+  EXPECT_EQ(RunStoppedOnceStarted().stopped, 1);
   EXPECT_EQ(Trial(0).state, TrialState::kStopped);
   EXPECT_NE(Trial(0).reason.find("stopped on request at step 2"), std::string::npos) << Trial(0).reason;
 }
