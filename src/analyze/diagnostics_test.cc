@@ -401,6 +401,21 @@ TEST(DiagnosticsTest, AggressiveClippingQuietAtHalf) {
   EXPECT_TRUE(WithId(ClippedStudy(5), "aggressive_clipping").empty());
 }
 
+// A clipping study (dltune plan clipping) clips on purpose, and its configurations are one parent trial's at several
+// thresholds: neither aggressive clipping nor a changed winner applies to it.
+TEST(DiagnosticsTest, AClippingStudyIsNotToldItClipsOrThatItsWinnerChanged) {
+  StudyData data = ClippedStudy(6);
+  data.spec.procedure.kind = "clipping";
+  data.spec.procedure.parent = "b";
+  data.spec.procedure.from_trials = {{.trial = 0}, {.trial = 0}};
+  data.spec.procedure.options = {{"learning_rate", 0.01}, {"percentile_90", 5.0}, {"baseline", "b"}};
+  EXPECT_TRUE(WithId(data, "aggressive_clipping").empty());
+  EXPECT_TRUE(WithId(data, "winner_changed").empty());
+  EXPECT_FALSE(data.spec.procedure.ComparesWithParent());
+  data.spec.procedure.kind = "apply-clipping";  // a study that tunes with clipping is told
+  EXPECT_EQ(WithId(data, "aggressive_clipping").size(), 1u);
+}
+
 // ---- the list as a whole ----
 
 TEST(DiagnosticsTest, NothingToSayAboutAHealthyStudy) {

@@ -1,10 +1,13 @@
 #include "dltune/analyze/trial_variance.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "analyze_test_util.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/next_step.h"
 
 namespace dltune {
 namespace {
@@ -70,6 +73,25 @@ TEST(TrialVariance, ADifferenceWithinTheNoiseIsSaid) {
     EXPECT_THAT(d.detail, HasSubstr("95% CI"));
   }
   EXPECT_TRUE(found);
+}
+
+// dltune doctor and dltune next give a retrain within the noise the same way on: more replicas of this study, by
+// extending it, not a new study.
+TEST(TrialVariance, DoctorAndNextExtendARetrainWithinTheNoiseAlike) {
+  StudyData data = Replicated({{0.30, 0.36, 0.27, 0.33}, {0.31, 0.29, 0.34, 0.30}});
+  data.spec.procedure.kind = "retrain";
+  data.spec.procedure.parent = "base";
+  data.study.spec_path = "r.yaml";
+  const std::string more = MoreReplicasCommand(data);
+  EXPECT_EQ(more,
+            "dltune plan retrain --from base --top 1 --replicas 8 --name r -o r.yaml --force && dltune run r.yaml "
+            "--extend");
+  const std::vector<Diagnostic> diagnostics = Diagnose(data);
+  const auto within =
+      std::find_if(diagnostics.begin(), diagnostics.end(), [](const Diagnostic& d) { return d.id == "within_noise"; });
+  ASSERT_NE(within, diagnostics.end());
+  EXPECT_THAT(within->suggestion, HasSubstr(more));
+  EXPECT_EQ(RecommendNextStep(data, diagnostics).command, more);
 }
 
 TEST(TrialVariance, IsolationPlotsShowIntervalsWithReplicasOnly) {
