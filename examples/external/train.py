@@ -128,7 +128,7 @@ def train(trial, data):
     if trial.evaluating:  # dltune evaluate / launch: one split of one checkpoint
         step = dltune.torch.load(trial.evaluating.checkpoint, model)
         x, y = splits[trial.evaluating.split]
-        trial.evaluate(step, trial.evaluating.split, examples=len(x), **evaluate(model, x, y, 2 * batch_size))
+        trial.record_evaluation(step, trial.evaluating.split, examples=len(x), **evaluate(model, x, y, 2 * batch_size))
         return
 
     per_epoch = train_x.shape[0] // batch_size  # an epoch's last partial batch is dropped
@@ -153,7 +153,7 @@ def train(trial, data):
             for split, (x, y) in splits.items():
                 if split == "test" and not last or split == "valid" and "valid_sample" in splits and not last:
                     continue
-                trial.evaluate(step, split, examples=len(x), **evaluate(model, x, y, 2 * batch_size))
+                trial.record_evaluation(step, split, examples=len(x), **evaluate(model, x, y, 2 * batch_size))
             dltune.torch.save(trial, step, model, optimizer)
         if trial.should_stop():
             trial.stop(step)

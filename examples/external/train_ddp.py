@@ -83,7 +83,8 @@ def main():
         trial.report(step, loss=global_loss / world, learning_rate=trial.params["learning_rate"])
         if trial.evaluates_at(step):
             if trial.is_main:
-                trial.evaluate(step, "valid", examples=len(valid_x), **evaluate(model, valid_x, valid_y, 2 * batch))
+                metrics = evaluate(model, valid_x, valid_y, 2 * batch)
+                trial.record_evaluation(step, "valid", examples=len(valid_x), **metrics)
             dltune.torch.save(trial, step, model, optimizer)
             dist.barrier()  # the others wait for rank 0's evaluation and checkpoint
         if trial.should_stop():

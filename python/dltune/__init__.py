@@ -7,7 +7,7 @@
         ...
         trial.report(step, loss=loss)
         if trial.evaluates_at(step):
-            trial.evaluate(step, "valid", error_rate=error_rate)
+            trial.record_evaluation(step, "valid", error_rate=error_rate)
             dltune.torch.save(trial, step, model, optimizer)
         if trial.should_stop():
             trial.stop(step)
@@ -20,20 +20,25 @@ Or, for trials that start warm (forked from a process that has done the set-up o
     dltune.run(train, max_train_steps=1000)
 
 Standard library only; `dltune.torch`, `dltune.lightning` and `dltune.huggingface` import their frameworks when
-imported themselves.
+imported themselves. Typed (py.typed): mypy and other checkers read the client's annotations.
 """
+from __future__ import annotations
+
 import atexit
 import os
 import sys
 import traceback
+from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
+from ._channel import Scalar
 from ._study import Study
 from ._trial import EXIT_STOPPED, Evaluation, Trial
 
 __version__ = "0.1.0"  # dltune's version (CMakeLists.txt project())
 PROTOCOL = 1
 
-_current = None
+_current: Trial | None = None
+_Result = TypeVar("_Result")
 
 if os.environ.get("DLTUNE_WARM_SERVER"):
     # In a program server, torch.cuda.is_available() asks NVML and leaves CUDA unstarted, so its forked trials can
@@ -41,21 +46,24 @@ if os.environ.get("DLTUNE_WARM_SERVER"):
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
-def trial(defaults=None, max_train_steps=None, **options):
+def trial(defaults: Mapping[str, Any] | None = None, max_train_steps: int | None = None, *,
+          argv: list[str] | None = None, stop_check_every: int = 10, flush_seconds: float = 1.0) -> Trial:
     """The trial this process runs, made once (later calls return the same one).
 
     Under dltune everything comes from the DLTUNE_* environment. Standalone, the params are `--params FILE_OR_JSON`
-    (taken out of sys.argv), else the file in DLTUNE_PARAMS, over `defaults`; the step budget is `max_train_steps`;
-    reports go to standard output and checkpoints to ./dltune-trial (or DLTUNE_TRIAL_DIR).
-    Options: stop_check_every (calls of should_stop between the ranks' agreements, 10), flush_seconds (1.0).
+    (taken out of `argv`, sys.argv by default), else the file in DLTUNE_PARAMS, over `defaults`; the step budget is
+    `max_train_steps`; reports go to standard output and checkpoints to ./dltune-trial (or DLTUNE_TRIAL_DIR).
+    stop_check_every: calls of should_stop between the ranks' agreements; flush_seconds: how often reported steps
+    are written.
     """
     global _current
     if _current is None:
-        _current = Trial(defaults=defaults, max_train_steps=max_train_steps, **options)
+        _current = Trial(defaults=defaults, max_train_steps=max_train_steps, argv=argv,
+                         stop_check_every=stop_check_every, flush_seconds=flush_seconds)
     return _current
 
 
-def run(train, **trial_options):
+def run(train: Callable[[Trial], _Result], **trial_options: Any) -> _Result:
     """Runs one trial: `train(trial)` with the trial dltune.trial(**trial_options) makes.
 
     Everything the program does before calling it is its set-up, which must not depend on the trial (read the
@@ -95,7 +103,7 @@ def run(train, **trial_options):
     _end_process(status)
 
 
-def _exit_status(code):
+def _exit_status(code: object) -> int:
     """The exit status SystemExit(code) gives, as the interpreter computes it (printing a message it carries)."""
     if code is None:
         return 0
@@ -105,10 +113,10 @@ def _exit_status(code):
     return 1
 
 
-def _end_process(status):
+def _end_process(status: int) -> NoReturn:
     """Ends the process as the interpreter would at its end, less the teardown of its modules: the exit handlers
     (the trial's own last report lines among them), then the output streams, then the exit."""
-    atexit._run_exitfuncs()  # pylint: disable=protected-access
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -117,14 +125,14 @@ def _end_process(status):
     os._exit(status)
 
 
-def _launched():
+def _launched() -> bool:
     """Whether a launcher (torchrun) started this process: a server started the same way would not be reached."""
     return any(name in os.environ for name in ("TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK"))
 
 
-def study(name, storage=None, executable=None):
+def study(name: str, storage: str | None = None, executable: str | None = None) -> Study:
     """A study of a store, for reading its trials and measurements as dicts."""
     return Study(name, storage=storage, executable=executable)
 
 
-__all__ = ["trial", "run", "study", "Trial", "Study", "Evaluation", "EXIT_STOPPED", "PROTOCOL"]
+__all__ = ["trial", "run", "study", "Trial", "Study", "Evaluation", "Scalar", "EXIT_STOPPED", "PROTOCOL"]

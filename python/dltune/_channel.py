@@ -1,11 +1,24 @@
 """The report channel: where a trial's JSON lines go (docs/trial-protocol.md, "Report lines")."""
+from __future__ import annotations
+
 import json
 import math
 import os
 import sys
+from typing import IO, Any, Protocol, SupportsFloat, Union, cast
 
 
-def _open_inherited_descriptor(path):
+class SupportsItem(Protocol):
+    """A one-element value read with .item(): a tensor, a NumPy scalar."""
+
+    def item(self) -> Any: ...
+
+
+# What a report takes as a number: a Python number, a NumPy scalar, a one-element tensor (on any device).
+Scalar = Union[SupportsFloat, SupportsItem]
+
+
+def _open_inherited_descriptor(path: str) -> IO[str]:
     """Opens DLTUNE_REPORT when it names one of dltune's descriptors (/dev/fd/N) that this process no longer has.
 
     A launcher between dltune and the program (torchrun, or any Python launcher using subprocess's default
@@ -31,7 +44,7 @@ def _open_inherited_descriptor(path):
     raise FileNotFoundError(f"{path}: closed in this process and held by none of its launchers")
 
 
-def _parent_of(pid):
+def _parent_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             # The command name (field 2) is in parentheses and may hold spaces: the parent is after its last ')'.
@@ -43,15 +56,15 @@ def _parent_of(pid):
 class Channel:
     """Writes report lines: to DLTUNE_REPORT under dltune, else (standalone) to standard output."""
 
-    def __init__(self, path):
-        self._file = None
+    def __init__(self, path: str | None) -> None:
+        self._file: IO[str] | None = None
         if path:
             try:
                 self._file = open(path, "a", encoding="utf-8")
             except OSError:
                 self._file = _open_inherited_descriptor(path)
 
-    def write(self, record):
+    def write(self, record: dict[str, Any]) -> None:
         # allow_nan: a training loss may be NaN or Infinity (the protocol's one exception); the caller keeps other
         # fields finite.
         line = json.dumps(record, allow_nan=True, separators=(",", ":")) + "\n"
@@ -59,20 +72,21 @@ class Channel:
         target.write(line)
         target.flush()
 
-    def close(self):
+    def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
 
-def finite_or_none(value):
+def finite_or_none(value: Scalar) -> float | None:
     """A report's number as a float, or None when it is not finite (never sent: it would break the protocol)."""
     number = to_float(value)
     return number if math.isfinite(number) else None
 
 
-def to_float(value):
+def to_float(value: Scalar) -> float:
     """A Python number, a NumPy scalar or a one-element tensor as a float (a tensor is read from its device here)."""
-    if hasattr(value, "item"):
-        value = value.item()
-    return float(value)
+    item = getattr(value, "item", None)
+    if item is not None:
+        return float(item())
+    return float(cast(SupportsFloat, value))

@@ -1,12 +1,19 @@
 """What the framework integrations share about checkpoint files: which one a trial may resume from, and checksums."""
+from __future__ import annotations
+
 import hashlib
 import os
+import pathlib
 import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._trial import Trial
 
 SUMS = "SHA256SUMS"  # the checksums of a trial's checkpoint files, by name, in sha256sum's format
 
 
-def resumable(trial, directory, pattern):
+def resumable(trial: Trial, directory: pathlib.Path, pattern: str) -> list[tuple[int, pathlib.Path]]:
     """The checkpoints in `directory` this trial may resume from, newest first: names matching `pattern` (a regular
     expression whose group 1 is the step), at or before DLTUNE_RESUME_MAX_STEP; [] when the trial starts fresh (dltune
     did not say it resumes)."""
@@ -14,7 +21,7 @@ def resumable(trial, directory, pattern):
         return []
     if not directory.is_dir():
         return []
-    found = []
+    found: list[tuple[int, pathlib.Path]] = []
     for path in directory.iterdir():
         match = re.fullmatch(pattern, path.name)
         if match is None:
@@ -25,18 +32,18 @@ def resumable(trial, directory, pattern):
     return [(step, path) for step, path in sorted(found, reverse=True)]
 
 
-def resume_from(trial, directory, pattern):
+def resume_from(trial: Trial, directory: pathlib.Path, pattern: str) -> str | None:
     """The newest checkpoint in `directory` a framework resumes from (its path as text), having told dltune where
     training starts; None to start fresh."""
     found = resumable(trial, directory, pattern)
     if not found:
         return None
     step, path = found[0]
-    trial.started(step)
+    trial.record_start(step)
     return str(path)
 
 
-def sha256(path):
+def sha256(path: str | os.PathLike[str]) -> str:
     """"sha256:" and the hex digest of the file, as the protocol's checkpoint line carries it."""
     digest = hashlib.sha256()
     with open(path, "rb") as file:
@@ -45,14 +52,14 @@ def sha256(path):
     return "sha256:" + digest.hexdigest()
 
 
-def recorded_checksums(directory):
+def recorded_checksums(directory: pathlib.Path) -> dict[str, str]:
     """The checksums recorded in `directory`/SHA256SUMS ("sha256:" and the hex digest) by file name; {} without it.
     A line that is not "<64 hex digits>  <name>" records nothing."""
     try:
         text = (directory / SUMS).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return {}
-    sums = {}
+    sums: dict[str, str] = {}
     for line in text.splitlines():
         digest, separator, name = line.partition("  ")
         if separator and name and re.fullmatch(r"[0-9a-f]{64}", digest):
@@ -60,7 +67,7 @@ def recorded_checksums(directory):
     return sums
 
 
-def record_checksum(directory, name, checksum):
+def record_checksum(directory: pathlib.Path, name: str, checksum: str) -> None:
     """Records `checksum` for the file `name` of `directory` in its SHA256SUMS, replaced whole (temporary file, fsync,
     rename, directory fsync); the lines of files no longer there are dropped. `sha256sum -c --ignore-missing
     SHA256SUMS` checks the files with it."""
@@ -76,7 +83,7 @@ def record_checksum(directory, name, checksum):
     sync_directory(directory)
 
 
-def damage(path, recorded):
+def damage(path: pathlib.Path, recorded: dict[str, str]) -> str | None:
     """Why the file at `path` is not the one whose checksum `recorded` (by name) holds, or None when it is; "" when no
     checksum of it is recorded."""
     expected = recorded.get(path.name)
@@ -88,7 +95,7 @@ def damage(path, recorded):
     return f"its SHA-256 {actual} is not the {expected} recorded in {SUMS} when it was saved"
 
 
-def sync_directory(directory):
+def sync_directory(directory: pathlib.Path) -> None:
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -9,6 +9,8 @@ environment and command line, and run() goes on as in a cold process. In the ser
 exits (without running the rest of the program) when the worker closes the socket, or after answering that it is
 stale. The messages are those of dltune's own trial server (src/run/trial_server.cc).
 """
+from __future__ import annotations
+
 import ctypes
 import fcntl
 import json
@@ -24,6 +26,8 @@ import struct
 import sys
 import threading
 import time
+from types import ModuleType
+from typing import Any, Callable, Iterable, Mapping, NoReturn, cast
 
 SERVER_VARIABLE = "DLTUNE_WARM_SERVER"
 OFFER_VARIABLE = "DLTUNE_WARM_OFFER"
@@ -54,7 +58,9 @@ class Program:
     """What a Python process runs: a script (its file), a module (-m) or code (-c), and the interpreter words before
     it (the interpreter and its options, as on its command line)."""
 
-    def __init__(self, kind, interpreter, path=None, modules=(), argv0=None, code=None, executable=None):
+    def __init__(self, kind: str | None, interpreter: Iterable[str], path: str | None = None,
+                 modules: Iterable[str] = (), argv0: str | None = None, code: str | None = None,
+                 executable: str | None = None) -> None:
         self.kind = kind  # "script", "module", "code", or None (standard input)
         self.interpreter = list(interpreter)
         self.path = path  # script: its real path
@@ -64,7 +70,7 @@ class Program:
         self.executable = os.path.realpath(executable or sys.executable)
 
     @classmethod
-    def of_this_process(cls):
+    def of_this_process(cls) -> Program:
         argv = original_argv()
         interpreter, kind, value, _ = split_python_command(argv)
         main = sys.modules.get("__main__")
@@ -73,7 +79,7 @@ class Program:
             return cls("script", interpreter, path=os.path.realpath(main_file))
         if kind == "module" and main_file:
             spec = getattr(main, "__spec__", None)
-            names = {value}
+            names = {cast(str, value)}  # -m's module name
             if spec is not None and spec.name:
                 names.add(spec.name)
                 if spec.name.endswith(".__main__"):
@@ -83,12 +89,13 @@ class Program:
             return cls("code", interpreter, code=value)
         return cls(None, interpreter)
 
-    def describe(self):
-        return {"script": lambda: self.path, "module": lambda: "-m " + sorted(self.modules)[0],
-                "code": lambda: "-c ..."}.get(self.kind, lambda: "a program read from standard input")()
+    def describe(self) -> str:
+        described: dict[str | None, Callable[[], str | None]] = {
+            "script": lambda: self.path, "module": lambda: "-m " + sorted(self.modules)[0], "code": lambda: "-c ..."}
+        return str(described.get(self.kind, lambda: "a program read from standard input")())
 
 
-def original_argv():
+def original_argv() -> list[str]:
     """The interpreter's own command line: sys.orig_argv (Python 3.10), else /proc/self/cmdline."""
     if hasattr(sys, "orig_argv"):
         return list(sys.orig_argv)
@@ -96,7 +103,7 @@ def original_argv():
         return [os.fsdecode(word) for word in cmdline.read().split(b"\0")[:-1]]
 
 
-def split_python_command(words):
+def split_python_command(words: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
     """A Python command line's parts: (interpreter and options, kind, value, the program's arguments). kind is
     "script" (value: its path as written), "module" (-m NAME), "code" (-c CODE) or None (no program: standard
     input). Options are CPython's: -X and -W take a value, -c and -m end them, flags may be combined (-uB)."""
@@ -133,7 +140,8 @@ def split_python_command(words):
     return list(words[:i]), "script", words[i], list(words[i + 1:])
 
 
-def trial_command(argv, cwd, program, path=None):
+def trial_command(argv: list[str], cwd: str, program: Program,
+                  path: str | None = None) -> tuple[list[str], dict[str, str]]:
     """The trial's sys.argv and the variables its command line assigns, from a request's argv: the worker's
     ["/bin/sh", "-c", COMMAND] or a program's argv. The command is one program: `[exec] [NAME=value ...] [env
     NAME=value ...] INTERPRETER [OPTIONS] PROGRAM [ARGS...]` (the worker's `trap : TERM;` before it is allowed), with
@@ -163,17 +171,18 @@ def trial_command(argv, cwd, program, path=None):
         raise Unsupported(f"its command runs {shlex.join(interpreter)}, not this server's interpreter "
                           f"{shlex.join(program.interpreter)}")
     if kind == "script" and program.kind == "script" and _same_file(where, value, program.path):
-        return [value, *rest], assignments
+        return [cast(str, value), *rest], assignments  # a script's path, which _same_file found
     if kind == "module" and program.kind == "module" and value in program.modules:
-        return [program.argv0, *rest], assignments
+        return [cast(str, program.argv0), *rest], assignments  # a module's Program has its argv0
     if kind == "code" and program.kind == "code" and value == program.code:
         return ["-c", *rest], assignments
-    runs = {"script": lambda: value, "module": lambda: f"-m {value}", "code": lambda: "-c ..."}.get(
-        kind, lambda: "a program read from standard input")()
+    described: dict[str | None, Callable[[], str | None]] = {
+        "script": lambda: value, "module": lambda: f"-m {value}", "code": lambda: "-c ..."}
+    runs = described.get(kind, lambda: "a program read from standard input")()
     raise Stale(f"the trial runs {runs}, not this server's program {program.describe()}")
 
 
-def simple_command(command):
+def simple_command(command: str) -> list[str]:
     """The words of a shell command that is one simple command (after the worker's `trap : TERM;`); Unsupported
     for anything a program server cannot do as the shell would: lists, pipes, redirections, expansions."""
     if any(character in command for character in "$`"):
@@ -186,7 +195,8 @@ def simple_command(command):
         tokens = list(lexer)
     except ValueError as error:
         raise Unsupported(f"its command line cannot be read: {error}") from error
-    segments, separators = [[]], []
+    segments: list[list[str]] = [[]]
+    separators: list[str] = []
     for token in tokens:
         if token and all(character in OPERATOR_CHARACTERS for character in token):
             separators.append(token)
@@ -206,8 +216,8 @@ def simple_command(command):
     return words
 
 
-def _assignments(words):
-    assigned = {}
+def _assignments(words: list[str]) -> tuple[dict[str, str], list[str]]:
+    assigned: dict[str, str] = {}
     while words and ASSIGNMENT.match(words[0]):
         name, _, value = words[0].partition("=")
         assigned[name] = value
@@ -215,11 +225,13 @@ def _assignments(words):
     return assigned, list(words)
 
 
-def _same_file(cwd, word, real_path):
-    return bool(word) and os.path.realpath(os.path.join(cwd, word)) == real_path
+def _same_file(cwd: str, word: str | None, real_path: str | None) -> bool:
+    if not word:
+        return False
+    return os.path.realpath(os.path.join(cwd, word)) == real_path
 
 
-def _same_interpreter(words, program, cwd, path):
+def _same_interpreter(words: list[str], program: Program, cwd: str, path: str | None) -> bool:
     if words == program.interpreter:
         return True
     if not words or words[1:] != program.interpreter[1:]:
@@ -230,7 +242,7 @@ def _same_interpreter(words, program, cwd, path):
 
 # --- whether this process may serve or offer --------------------------------------------------------------------
 
-def cold_only_reason(made_before):
+def cold_only_reason(made_before: bool) -> str | None:
     """Why trials of this process's program must start cold, or None: checked after the set-up, before the offer."""
     if made_before:
         return ("its set-up made the trial (dltune.trial()) before dltune.run: the set-up must not depend on the "
@@ -252,7 +264,7 @@ def cold_only_reason(made_before):
     return None
 
 
-def _parent_shell_command():
+def _parent_shell_command() -> str | None:
     """The command of the `sh -c COMMAND` this process was started by, when its shell is still its parent."""
     try:
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
@@ -264,7 +276,7 @@ def _parent_shell_command():
     return None
 
 
-def _cuda_started(modules):
+def _cuda_started(modules: Mapping[str, ModuleType]) -> bool:
     torch = modules.get("torch")
     cuda = getattr(torch, "cuda", None) if torch is not None else None
     try:
@@ -273,7 +285,7 @@ def _cuda_started(modules):
         return False
 
 
-def _thread_count():
+def _thread_count() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
     except OSError:
@@ -284,9 +296,9 @@ class Snapshot:
     """The files of the modules this process imported (its program's included), as they were when it began to
     serve; and when the process started, for its main file, which it read first of all."""
 
-    def __init__(self, modules=None, main_file=None):
+    def __init__(self, modules: Mapping[str, ModuleType] | None = None, main_file: str | None = None) -> None:
         modules = sys.modules if modules is None else modules
-        self.files = {}
+        self.files: dict[str, tuple[int, int]] = {}
         for module in list(modules.values()):
             path = getattr(module, "__file__", None)
             if not isinstance(path, str) or path in self.files:
@@ -300,7 +312,7 @@ class Snapshot:
         self.main_file = main_file if main_file is not None else getattr(main, "__file__", None)
         self.started_ns = _latest_start_ns()
 
-    def stale_reason(self, modules=None):
+    def stale_reason(self, modules: Mapping[str, ModuleType] | None = None) -> str | None:
         """Why this server may no longer fork trials, or None: a file changed (its code is not the program's any
         more), or CUDA started in it."""
         for path, recorded in self.files.items():
@@ -320,7 +332,7 @@ class Snapshot:
         return None
 
 
-def _latest_start_ns():
+def _latest_start_ns() -> int | None:
     """The latest time this process may have started, in ns since the epoch (/proc/self/stat counts in clock ticks
     since boot); None where unknown."""
     try:
@@ -334,11 +346,11 @@ def _latest_start_ns():
         return None
 
 
-def _python_settings(entries):
+def _python_settings(entries: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in entries.items() if name.startswith("PYTHON")}
 
 
-def _start_environment():
+def _start_environment() -> dict[str, str]:
     """The environment this process was started with (what the interpreter read as it started)."""
     try:
         with open("/proc/self/environ", "rb") as environ:
@@ -348,8 +360,8 @@ def _start_environment():
     return environment_of(entries)
 
 
-def environment_of(entries):
-    environment = {}
+def environment_of(entries: Iterable[str]) -> dict[str, str]:
+    environment: dict[str, str] = {}
     for entry in entries:
         name, found, value = entry.partition("=")
         if found and name:
@@ -362,7 +374,7 @@ def environment_of(entries):
 class _Trial:
     """A request made ready before the fork: nothing in the forked trial may fail but the system calls."""
 
-    def __init__(self, argv, environment, cwd, parent):
+    def __init__(self, argv: list[str], environment: dict[str, str], cwd: str, parent: int) -> None:
         self.argv = argv
         self.environment = environment
         self.cwd = cwd
@@ -370,7 +382,7 @@ class _Trial:
 
 
 class Server:
-    def __init__(self, fd, refusal=None):
+    def __init__(self, fd: int, refusal: str | None = None) -> None:
         if fd < REPORT_FD:
             raise ValueError(f"{SERVER_VARIABLE}={fd}: the socket's descriptor is 3 or more")
         if not stat.S_ISSOCK(os.fstat(fd).st_mode):
@@ -387,7 +399,7 @@ class Server:
         self.program = Program.of_this_process()
         self.snapshot = Snapshot()
         self.python_settings = _python_settings(_start_environment())
-        self.signals = {}
+        self.signals: dict[int, Any] = {}
         for number in signal.valid_signals():
             try:
                 self.signals[number] = signal.getsignal(number)
@@ -396,7 +408,7 @@ class Server:
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         self.libc = ctypes.CDLL(None, use_errno=True)
 
-    def serve(self):
+    def serve(self) -> list[str]:
         """Serves until the worker closes the socket (then exits the process); returns in each forked trial."""
         while True:
             try:
@@ -427,7 +439,7 @@ class Server:
                 pid = self._fork(trial, fds)
                 if pid is None:
                     return trial.argv  # in the trial
-                reply = {"pid": pid}
+                reply: dict[str, Any] = {"pid": pid}
             except Stale as error:
                 reply, stale = {"error": str(error), "stale": True}, True
             except Exception as error:  # noqa: BLE001 - any failure is this request's answer, as in C++
@@ -444,7 +456,7 @@ class Server:
                 break
         self._exit()
 
-    def _exit(self):
+    def _exit(self) -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
@@ -453,7 +465,7 @@ class Server:
         os._exit(0)  # the rest of the program is the trials'
 
     @staticmethod
-    def _read(request, fds):
+    def _read(request: dict[str, Any] | None, fds: list[int]) -> _Trial:
         if request is None:
             raise ValueError("a request is a JSON object")
         try:
@@ -470,7 +482,7 @@ class Server:
             raise ValueError("a request carries three descriptors")
         return _Trial(argv, environment_of(entries), cwd, parent)
 
-    def _ready(self, trial):
+    def _ready(self, trial: _Trial) -> _Trial:
         argv, assignments = trial_command(trial.argv, trial.cwd, self.program, trial.environment.get("PATH"))
         environment = dict(trial.environment)
         environment.update(assignments)
@@ -482,7 +494,7 @@ class Server:
         environment[START_VARIABLE] = str(self.pid)
         return _Trial(argv, environment, trial.cwd, trial.parent)
 
-    def _fork(self, trial, fds):
+    def _fork(self, trial: _Trial, fds: list[int]) -> int | None:
         """Forks the trial through an intermediate process and returns its pid; None in the trial itself."""
         for stream in (sys.stdout, sys.stderr):
             try:
@@ -518,12 +530,12 @@ class Server:
                 break
             except InterruptedError:
                 continue
-        pid = struct.unpack("q", data)[0] if len(data) == 8 else -1
+        pid: int = struct.unpack("q", data)[0] if len(data) == 8 else -1
         if pid <= 0:
             raise RuntimeError("cannot fork a trial process")
         return pid
 
-    def _intermediate(self, read_end, write_end, trial, fds, generator):
+    def _intermediate(self, read_end: int, write_end: int, trial: _Trial, fds: list[int], generator: Any) -> None:
         """Forks the trial and exits at once, so that the trial is re-parented to the worker, its subreaper."""
         try:
             os.close(read_end)
@@ -545,7 +557,7 @@ class Server:
             pass
         os._exit(0)
 
-    def _become(self, trial, fds, generator):
+    def _become(self, trial: _Trial, fds: list[int], generator: Any) -> None:
         """In the forked trial: waits to be the worker's child, then takes on the trial's descriptors, directory,
         environment, command line and the process state a cold process has. Exits (127) when it cannot become the
         trial it was asked to be."""
@@ -584,7 +596,7 @@ class Server:
         except BaseException:  # noqa: BLE001 - a half-made trial never runs
             os._exit(127)
 
-    def _take_descriptors(self, fds):
+    def _take_descriptors(self, fds: list[int]) -> None:
         # Above 3 first: a received descriptor may have a number the others are about to take.
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in fds]
         self.socket.detach()  # its number may be the report's now: never closed by the socket object
@@ -604,7 +616,7 @@ class Server:
             os.close(null)
 
 
-def _set_threads(environment):
+def _set_threads(environment: Mapping[str, str]) -> None:
     """A cold process's torch takes its thread count from OMP_NUM_THREADS as it loads (dltune sets it to
     DLTUNE_THREADS, unless the command line assigns it); the server's has 1."""
     torch = sys.modules.get("torch")
@@ -615,7 +627,7 @@ def _set_threads(environment):
     torch.set_num_threads(threads)
 
 
-def _wait_to_become_child_of(worker, timeout):
+def _wait_to_become_child_of(worker: int, timeout: float) -> bool:
     """The intermediate process exits at once; until then it is this process's parent. Re-parented anywhere but to
     the worker, or with the worker gone, the worker died meanwhile."""
     intermediate = os.getppid()
@@ -635,7 +647,7 @@ def _wait_to_become_child_of(worker, timeout):
         time.sleep(0.0001)
 
 
-def _json_object(text):
+def _json_object(text: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
     except ValueError:
@@ -643,7 +655,7 @@ def _json_object(text):
     return value if isinstance(value, dict) else None
 
 
-def _close(fds):
+def _close(fds: Iterable[int]) -> None:
     for fd in fds:
         try:
             os.close(fd)
@@ -651,11 +663,11 @@ def _close(fds):
             pass
 
 
-def serving():
+def serving() -> bool:
     return bool(os.environ.get(SERVER_VARIABLE))
 
 
-def serve(refusal=None):
+def serve(refusal: str | None = None) -> list[str]:
     """Serves the worker's requests on the socket DLTUNE_WARM_SERVER names. Returns in each forked trial (its
     sys.argv); the server exits when the worker leaves. `refusal`: why no trial may be forked (answered to each)."""
     variable = os.environ.get(SERVER_VARIABLE, "")

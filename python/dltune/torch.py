@@ -9,37 +9,45 @@ A checkpoint is one file, trial.dir/checkpoints/step_NNNNNNNN.pt, written to a t
 reported to dltune with its SHA-256, which checkpoints/SHA256SUMS records too; dltune deletes the ones it does not keep.
 Only rank 0 writes; every rank restores, from the newest checkpoint whose file still has its recorded SHA-256.
 """
+from __future__ import annotations
+
 import os
+import pathlib
 import random
 import sys
 import time
+from typing import Any
 
 import torch
 
 from . import _checkpoints
+from ._trial import Trial
 
 FORMAT = "dltune.torch/1"
 
 
-def device(trial):
+def device(trial: Trial) -> torch.device:
     """The device this trial trains on: its rank's GPU when dltune gave it GPUs (or CUDA is there), else the CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda", trial.local_rank % torch.cuda.device_count())
     return torch.device("cpu")
 
 
-def save(trial, step, model, optimizer=None, scheduler=None, **extra):
+def save(trial: Trial, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
+         scheduler: Any = None, **extra: Any) -> pathlib.Path | None:
     """Saves the training state at `step` and reports the checkpoint (rank 0 only; other ranks return None).
 
     `extra` holds whatever else resuming needs (numbers, lists, tensors: e.g. the data loader's position); restore
     puts it in trial.restored. Returns the checkpoint's path.
     """
     _register(trial, model, optimizer, scheduler)
+    directory = trial.dir / "checkpoints"
+    path = directory / f"step_{int(step):08d}.pt"
     if not trial.is_main:
-        trial._last_saved_step = int(step)
+        trial.record_checkpoint(step, path.relative_to(trial.dir))  # rank 0 reports it; this rank notes the step
         return None
-    trial._write_pending()  # a loss still on a device is tested first: a diverged trial saves nothing
-    if trial._end_if_diverged():
+    trial.flush()  # a loss still on a device is tested first: a diverged trial saves nothing
+    if trial.divergence is not None:
         return None
     began = time.monotonic()
     state = {
@@ -51,11 +59,9 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "rng": _random_state(),
         "extra": extra,
-        "first_loss": trial._first_loss,  # the divergence test's reference survives a resume
+        "first_loss": trial.first_loss,  # the divergence test's reference survives a resume
     }
-    directory = trial.dir / "checkpoints"
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"step_{int(step):08d}.pt"
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "wb") as file:
         torch.save(state, file)
@@ -67,11 +73,12 @@ def save(trial, step, model, optimizer=None, scheduler=None, **extra):
     os.replace(temporary, path)
     _checkpoints.sync_directory(directory)
     trial.add_seconds("checkpoint", time.monotonic() - began)
-    trial.checkpoint(step, path.relative_to(trial.dir), checksum=checksum)
+    trial.record_checkpoint(step, path.relative_to(trial.dir), checksum=checksum)
     return path
 
 
-def restore(trial, model, optimizer=None, scheduler=None):
+def restore(trial: Trial, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
+            scheduler: Any = None) -> int:
     """Loads the newest checkpoint this trial may resume from into `model` (and `optimizer`, `scheduler`), restores
     the random generators, puts the checkpoint's extra state in trial.restored, tells dltune where training starts,
     and returns that step: 0 when there is nothing to resume.
@@ -93,25 +100,27 @@ def restore(trial, model, optimizer=None, scheduler=None):
                 print(f"dltune: resuming from {path} (step {step}); remove {trial.dir} to start afresh",
                       file=sys.stderr)
             break
-    trial.started(step)
+    trial.record_start(step)
     return step
 
 
-def load(path, model, optimizer=None, scheduler=None):
+def load(path: str | os.PathLike[str], model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None,
+         scheduler: Any = None) -> int:
     """Loads one checkpoint (for an evaluate_command: trial.evaluating.checkpoint) and returns its step."""
     state = _read(path)
     return _apply(state, model, optimizer, scheduler, None, restore_random=False)
 
 
-def _register(trial, model, optimizer, scheduler):
-    trial._register_saver(lambda step, extra: save(trial, step, model, optimizer, scheduler, **extra))
+def _register(trial: Trial, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, scheduler: Any) -> None:
+    trial.register_saver(lambda step, extra: save(trial, step, model, optimizer, scheduler, **extra))
 
 
-def _candidates(trial):
+def _candidates(trial: Trial) -> list[pathlib.Path]:
     return [path for _, path in _checkpoints.resumable(trial, trial.dir / "checkpoints", r"step_(\d+)\.pt")]
 
 
-def _load_if_intact_and_ours(trial, path, recorded):
+def _load_if_intact_and_ours(trial: Trial, path: pathlib.Path, recorded: dict[str, str]) -> dict[str, Any] | None:
+    damage: str | None
     try:
         damage = _checkpoints.damage(path, recorded)
     except OSError as error:
@@ -138,7 +147,8 @@ def _load_if_intact_and_ours(trial, path, recorded):
     return state
 
 
-def _apply(state, model, optimizer, scheduler, trial, restore_random=True):
+def _apply(state: dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, scheduler: Any,
+           trial: Trial | None, restore_random: bool = True) -> int:
     _unwrapped(model).load_state_dict(state["model"])
     if optimizer is not None and state.get("optimizer") is not None:
         optimizer.load_state_dict(state["optimizer"])
@@ -147,19 +157,18 @@ def _apply(state, model, optimizer, scheduler, trial, restore_random=True):
     if restore_random:
         _set_random_state(state.get("rng") or {})
     if trial is not None:
-        trial.restored = dict(state.get("extra") or {})
-        trial._first_loss = state.get("first_loss")
+        trial.set_resumed_state(state.get("extra") or {}, state.get("first_loss"))
     return int(state["step"])
 
 
-def _unwrapped(model):
+def _unwrapped(model: torch.nn.Module) -> torch.nn.Module:
     """The module inside DistributedDataParallel or DataParallel, so a checkpoint loads with or without them."""
     return model.module if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) \
         else model
 
 
-def _random_state():
-    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+def _random_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     numpy = sys.modules.get("numpy")
@@ -168,7 +177,7 @@ def _random_state():
     return state
 
 
-def _set_random_state(state):
+def _set_random_state(state: dict[str, Any]) -> None:
     if "torch" in state:
         torch.set_rng_state(state["torch"])
     if "python" in state:
@@ -180,7 +189,7 @@ def _set_random_state(state):
         numpy.random.set_state(state["numpy"])
 
 
-def _read(path):
+def _read(path: str | os.PathLike[str]) -> Any:
     # The file is the trial's own (its owner is checked): it holds Python and NumPy generator states, which
     # torch.load's weights-only default of torch 2.6 and later refuses.
     return torch.load(path, map_location="cpu", weights_only=False)

@@ -330,6 +330,7 @@ class PackagingTest(unittest.TestCase):
                                    cwd=root, env={"PATH": os.environ["PATH"]}, capture_output=True, text=True,
                                    check=True)
             self.assertIn(f"{root}/venv/", where.stdout)
+            self.assertTrue((pathlib.Path(where.stdout.strip()).parent / "py.typed").is_file())  # typed (PEP 561)
 
 
 class ScheduleTest(unittest.TestCase):
@@ -341,7 +342,6 @@ class ScheduleTest(unittest.TestCase):
         self.assertEqual([s for s in range(1, 21) if _evaluates("dense:3", s, 10, 20)], [1, 2, 3, 10, 20])
         # log:4 over 1000 steps: round(1000^(i/3)) = 1, 10, 100, 1000.
         self.assertEqual([s for s in range(1, 1001) if _evaluates("log:4", s, 100, 1000)], [1, 10, 100, 1000])
-
 
 
 RUN_PROGRAM = """import atexit, pathlib, sys

@@ -38,7 +38,8 @@ per_epoch = len(train_inputs) // batch
 
 def batch_at(step):
     epoch, position = divmod(step - 1, per_epoch)
-    order = torch.randperm(len(train_inputs), generator=torch.Generator().manual_seed((trial.seed * 1000003 + epoch) % 2**63))
+    generator = torch.Generator().manual_seed((trial.seed * 1000003 + epoch) % 2**63)
+    order = torch.randperm(len(train_inputs), generator=generator)
     chosen = order[position * batch:(position + 1) * batch]
     return train_inputs[chosen], train_labels[chosen]
 
@@ -48,7 +49,7 @@ if trial.evaluating:
     model.eval()
     with torch.no_grad():
         error = (model(valid_inputs).argmax(1) != valid_labels).float().mean()
-    trial.evaluate(step, trial.evaluating.split, error_rate=error)
+    trial.record_evaluation(step, trial.evaluating.split, error_rate=error)
     raise SystemExit(0)
 
 sigterm_at = int(os.environ.get("MLP_TRIAL_SIGTERM_AT", "0"))
@@ -67,7 +68,7 @@ for step in range(start + 1, trial.max_train_steps + 1):
         model.eval()
         with torch.no_grad():
             error = (model(valid_inputs).argmax(1) != valid_labels).float().mean()
-        trial.evaluate(step, "valid", error_rate=error)
+        trial.record_evaluation(step, "valid", error_rate=error)
         dltune.torch.save(trial, step, model, optimizer)
     if step == sigterm_at and not trial.resuming:
         os.kill(os.getpid(), signal.SIGTERM)

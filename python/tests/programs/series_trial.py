@@ -28,17 +28,17 @@ class DeviceLoss:
 trial = dltune.trial(flush_seconds=float(os.environ.get("SERIES_FLUSH_SECONDS", "3600")))
 losses = [float(loss) for loss in json.loads(os.environ["SERIES_LOSSES"])]
 on_device = os.environ.get("SERIES_ON_DEVICE") == "1"
-trial.started(0)
+trial.record_start(0)
 for step in range(1, trial.max_train_steps + 1):
     with open(trial.dir / "steps_done", "a", encoding="utf-8") as done:
         done.write(f"{step}\n")
     loss = losses[min(step, len(losses)) - 1]
     trial.report(step, loss=DeviceLoss(loss) if on_device else loss)
     if trial.evaluates_at(step):
-        trial.evaluate(step, "valid", error_rate=0.5)
+        trial.record_evaluation(step, "valid", error_rate=0.5)
         path = trial.dir / "checkpoints" / f"step_{step:08d}.txt"
         path.parent.mkdir(exist_ok=True)
         path.write_text(f"{step}\n")
-        trial.checkpoint(step, path.relative_to(trial.dir))
+        trial.record_checkpoint(step, path.relative_to(trial.dir))
     if trial.should_stop():
         trial.stop(step)

@@ -105,7 +105,7 @@ def train(trial):
             model.eval()
             with torch.no_grad():
                 error = (model(valid_inputs).argmax(1) != valid_labels).float().mean()
-            trial.evaluate(step, "valid", error_rate=error)
+            trial.record_evaluation(step, "valid", error_rate=error)
             dltune.torch.save(trial, step, model, optimizer)
         if step == pause_at and not trial.resuming:
             trial.flush()
