@@ -128,8 +128,8 @@ def timed_run(command, **options):
     def drain(name, stream):
         outputs[name] = stream.read()
 
-    readers = [threading.Thread(target=drain, args=(n, s)) for n, s in (("out", process.stdout),
-                                                                         ("err", process.stderr))]
+    readers = [threading.Thread(target=drain, args=(n, s))
+               for n, s in (("out", process.stdout), ("err", process.stderr))]
     for reader in readers:
         reader.start()
     while process.poll() is None:

@@ -1,7 +1,6 @@
 """The Lightning and Hugging Face callbacks, each driving a short study under the real `dltune` command. Skipped,
 with the reason printed, where the framework is not installed (Debian has neither; the GPU machine of
 ../shared/device/README.md has both): run with DLTUNE_TEST_PYTHON set to the interpreter that has them."""
-import importlib.util
 import os
 import pathlib
 import subprocess

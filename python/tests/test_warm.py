@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import re
-import select
 import shlex
 import shutil
 import signal
@@ -501,8 +500,8 @@ class CommandLineTest(unittest.TestCase):
     def test_a_module_and_code(self):
         module = _warm.Program("module", ["python3"], modules={"pkg.train"}, argv0="/work/pkg/train.py",
                                executable=sys.executable)
-        self.assertEqual(self.command("exec python3 -m pkg.train --lr 1", module), (["/work/pkg/train.py", "--lr", "1"],
-                                                                                   {}))
+        self.assertEqual(self.command("exec python3 -m pkg.train --lr 1", module),
+                         (["/work/pkg/train.py", "--lr", "1"], {}))
         code = _warm.Program("code", ["python3"], code="import t", executable=sys.executable)
         self.assertEqual(self.command("exec python3 -c 'import t' 7", code), (["-c", "7"], {}))
 
