@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -19,7 +20,7 @@
 #include "core/strings.h"
 #include "dltune/core/error.h"
 #include "dltune/version.h"
-#include "run/process_setup.h"
+#include "builtin/process_setup.h"
 #include "study/command_template.h"
 
 namespace {
@@ -27,6 +28,33 @@ namespace {
 void PrintError(const std::string& message) {
   std::fprintf(stderr, "dltune: error: %s\n", dltune::TerminalSafe(message).c_str());
 }
+
+// Commands that dltune starts itself (trial-server, probe-speed, run-trial, run-fused): accepted, never listed.
+bool Internal(const CLI::App* command) { return command->get_group().empty(); }
+
+// A command's description up to its first clause, for a list of commands one line each: a command's own --help
+// prints the whole of it.
+std::string Summary(const std::string& description, std::size_t width) {
+  std::size_t end = description.size();
+  for (const char* stop : {". ", ": ", " — ", "; ", " (", "\n"}) end = std::min(end, description.find(stop));
+  std::string summary = description.substr(0, end);
+  if (summary.size() <= width) return summary;
+  const std::size_t clause = summary.rfind(", ", width);
+  if (clause != std::string::npos && clause > width / 2) return summary.substr(0, clause);
+  const std::size_t word = summary.rfind(' ', width - 2);
+  return summary.substr(0, word == std::string::npos ? width - 2 : word) + " …";
+}
+
+// Lists each command on one line: its name and the first clause of its description.
+class OneLineFormatter : public CLI::Formatter {
+ public:
+  std::string make_subcommand(const CLI::App* command) const override {
+    constexpr std::size_t kLineWidth = 100;
+    const std::size_t name_width = std::max<std::size_t>(get_column_width(), command->get_name().size() + 3);
+    return fmt::format("  {:<{}}{}\n", command->get_name(), name_width - 2,
+                       Summary(command->get_description(), kLineWidth - name_width));
+  }
+};
 
 // CLI11 reports a mistyped or missing command as "A subcommand is required"; name the word and the choices instead.
 void CheckCommandWords(CLI::App& app, int argc, char** argv) {
@@ -37,7 +65,9 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
     if (commands.empty()) return;
     std::vector<std::string> names;
     names.reserve(commands.size());
-    for (const CLI::App* command : commands) names.push_back(command->get_name());
+    for (const CLI::App* command : commands) {
+      if (!Internal(command)) names.push_back(command->get_name());
+    }
     if (i >= argc || argv[i][0] == '-') {
       const bool help = i < argc && (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h" ||
                                      std::string(argv[i]) == "--version");
@@ -46,7 +76,9 @@ void CheckCommandWords(CLI::App& app, int argc, char** argv) {
           fmt::format("{} needs a command: {} (see {} --help)", path, dltune::JoinAlternatives(names, false), path));
     }
     const std::string word = argv[i];
-    if (std::find(names.begin(), names.end(), word) == names.end()) {
+    const bool known = std::any_of(commands.begin(), commands.end(),
+                                   [&word](const CLI::App* command) { return command->get_name() == word; });
+    if (!known) {
       throw dltune::Error(fmt::format("'{}' is not a command of {}{}; choose {}", word, path,
                                       dltune::DidYouMean(word, names), dltune::JoinAlternatives(names, false)));
     }
@@ -98,6 +130,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fmt::format("dltune {} ({})", dltune::kVersion,
                                                 *dltune::kBuildCommit ? dltune::kBuildCommit : "unknown commit"));
   app.require_subcommand(1);
+  app.formatter(std::make_shared<OneLineFormatter>());  // before the commands: they take their parent's formatter
   dltune::cli::RegisterSpaceCommands(app);
   dltune::cli::RegisterStoreCommands(app);
   dltune::cli::RegisterTrainCommand(app);

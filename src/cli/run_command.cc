@@ -18,8 +18,8 @@
 #include "dltune/run/study_session.h"
 #include "progress_view.h"
 #include "report/study_text.h"
-#include "run/builtin_trial.h"
-#include "run/fused_trial.h"
+#include "builtin/builtin_trial.h"
+#include "builtin/fused_trial.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 
@@ -325,7 +325,7 @@ void RegisterTrialServer(CLI::App& app) {
       "docs/trial-protocol.md). Started by dltune run and dltune worker on a socket of theirs, not by hand; "
       "DLTUNE_WARM_TRIALS=0 makes them start every trial by exec instead.\n\n"
       "Example (what a worker runs, its socket on descriptor 3):\n  dltune trial-server 3<&SOCKET");
-  trial_server->group("Internal");
+  trial_server->group("");
   trial_server->callback(
       [] { throw Error("dltune trial-server is started by a dltune worker, with its socket on descriptor 3"); });
 }
@@ -340,7 +340,7 @@ void RegisterProbeSpeed(CLI::App& app) {
       "(docs/parallel-layout.md). Started by them, not by hand.\n\n"
       "Example (what a layout probe runs):\n  DLTUNE_TRIAL=/tmp/probe/trial.json DLTUNE_THREADS=2 "
       "DLTUNE_REPORT=/dev/stdout dltune probe-speed");
-  probe->group("Internal");
+  probe->group("");
   probe->callback([] {
     const int status = RunSpeedProbe();
     std::fflush(nullptr);
@@ -357,7 +357,7 @@ void RegisterRunTrial(CLI::App& app) {
       "worker, not by hand: to train once by hand, use dltune train.\n\n"
       "Example (what a worker runs):\n  DLTUNE_TRIAL=runs/s/trial_0/trial.json DLTUNE_REPORT=/dev/fd/3 dltune "
       "run-trial");
-  run_trial->group("Internal");
+  run_trial->group("");
   run_trial->callback([] {
     std::signal(SIGTERM, RequestTrialStop);
     std::signal(SIGINT, RequestTrialStop);
@@ -380,7 +380,7 @@ void RegisterRunFused(CLI::App& app) {
       "worker for a study with training.fuse, not by hand.\n\n"
       "Example (what a worker runs):\n  DLTUNE_FUSED_TRIALS=$'runs/s/trial_0/trial.json\\nruns/s/trial_2/trial.json' "
       "DLTUNE_REPORT=/dev/fd/3 dltune run-fused");
-  run_fused->group("Internal");
+  run_fused->group("");
   run_fused->callback([] {
     std::signal(SIGTERM, RequestTrialStop);
     std::signal(SIGINT, RequestTrialStop);

@@ -12,7 +12,11 @@
 namespace dltune::cli {
 
 void RegisterSpaceCommands(CLI::App& app) {
-  auto* space = app.add_subcommand("space", "Check a study's search space and look at the trials it would run");
+  auto* space = app.add_subcommand("space",
+                                   "Check a study's search space and look at the trials it would run.\n\n"
+                                   "Examples:\n  dltune space check examples/quickstart.yaml\n"
+                                   "  dltune space sample examples/quickstart.yaml -n 4\n"
+                                   "  dltune space suggest --optimizer adam --trials 16");
   space->require_subcommand(1);
 
   struct CheckArgs {
