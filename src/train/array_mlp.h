@@ -5,8 +5,8 @@
 // the member dimension (ArrayLinear), giving logits [M, B, classes]. Each member's products are the very BLAS calls of
 // its lone model (the same operands, the same transposition flags; LibTorch's CPU baddbmm runs one addmm per member),
 // forward and backward, so a member's logits and gradients are bit-identical to the lone model's. The architecture is
-// the built-in MLP's without normalization layers: inputs flattened and optionally standardized inside the model,
-// Linear + ReLU (+ dropout) hidden layers, a Linear output.
+// ArrayNetwork::Kind::kMlp's (dltune/train/workload.h), the built-in MLP's without normalization layers: inputs
+// flattened and optionally standardized inside the model, Linear + ReLU (+ dropout) hidden layers, a Linear output.
 #pragma once
 
 #include <cstdint>

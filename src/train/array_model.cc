@@ -177,14 +177,29 @@ double DropoutOf(const std::vector<std::shared_ptr<Model>>& members) {
   return rate.value_or(0);
 }
 
-std::shared_ptr<ArrayModel> MakeArrayModel(const std::vector<std::shared_ptr<Model>>& members,
-                                           std::optional<InputStandardization> standardize,
+ArrayNetwork FusionOf(const Workload& workload) {
+  std::optional<ArrayNetwork> network = workload.Fusion();
+  if (!network) {
+    throw Error(
+        fmt::format("workload {} cannot train fused: it offers no array model (Workload::Fusion; "
+                    "docs/training.md, \"Fused trials\")",
+                    workload.name()));
+  }
+  return *network;
+}
+
+std::shared_ptr<ArrayModel> MakeArrayModel(const Workload& workload, const std::vector<std::shared_ptr<Model>>& members,
                                            const torch::Device& device) {
-  if (members.empty()) throw Error("array model: no members");
-  bool convolutional = false;
-  for (const auto& child : members.front()->named_children()) convolutional = convolutional || child.key() == "conv1";
-  if (convolutional) return std::make_shared<ArrayCnn>(members, standardize, device);
-  return std::make_shared<ArrayMlp>(members, standardize, device);
+  const ArrayNetwork network = FusionOf(workload);
+  try {
+    switch (network.kind) {
+      case ArrayNetwork::Kind::kMlp: return std::make_shared<ArrayMlp>(members, network.standardize, device);
+      case ArrayNetwork::Kind::kCnn: return std::make_shared<ArrayCnn>(members, network.standardize, device);
+    }
+  } catch (const Error& e) {
+    throw Error(fmt::format("workload {}: {}", workload.name(), e.what()));
+  }
+  throw Error(fmt::format("workload {} describes an array network dltune does not know", workload.name()));
 }
 
 }  // namespace dltune

@@ -1,12 +1,13 @@
-// Array models: M members of one built-in network trained as one model (HFTA, Wang et al., MLSys 2021), each member
+// Array models: M members of one network trained as one model (HFTA, Wang et al., MLSys 2021), each member
 // a lone model's parameters and buffers side by side.
 //
 // An array model is built from lone models (Workload::BuildModel, each after seeding torch's generator with the
-// member's init seed) and copies their parameters and buffers, so fused and lone training start from identical
-// weights. Each lone tensor of name n and shape S becomes one array tensor [M, S...], member m's slice holding its lone
-// tensor in the same layout; the array parameters come in the order of a lone model's parameters(), so the array
-// optimizer's state of member m is the lone optimizer's. CopyMemberInto writes a member back into a lone model (to
-// save it as a lone trial's checkpoint) and CopyMemberFrom reads one (to resume a group from its checkpoints).
+// member's init seed), as the workload's Fusion describes them, and copies their parameters and buffers, so fused and
+// lone training start from identical weights. Each lone tensor of name n and shape S becomes one array tensor [M,
+// S...], member m's slice holding its lone tensor in the same layout; the array parameters come in the order of a lone
+// model's parameters(), so the array optimizer's state of member m is the lone optimizer's. CopyMemberInto writes a
+// member back into a lone model (to save it as a lone trial's checkpoint) and CopyMemberFrom reads one (to resume a
+// group from its checkpoints).
 //
 // Dropout draws each member's mask from a generator of its own, seeded as its lone trial seeds torch's global one, in
 // the shape the lone model draws it: a member's masks are its lone trial's.
@@ -24,12 +25,6 @@
 #include "dltune/train/workload.h"
 
 namespace dltune {
-
-// (x - mean) / std applied to the inputs first, as the Fashion-MNIST models do with its pixel statistics.
-struct InputStandardization {
-  double mean = 0;
-  double std = 1;
-};
 
 class ArrayModel : public torch::nn::Module {
  public:
@@ -86,10 +81,12 @@ torch::Tensor ArrayLinear(const torch::Tensor& x, const torch::Tensor& weight, c
 // The lone models' dropout rate: their child module "dropout" (0 without one). Error when members differ.
 double DropoutOf(const std::vector<std::shared_ptr<Model>>& members);
 
-// The array version of the members' network, on `device`: ArrayCnn (array_cnn.h) for the built-in CNN, ArrayMlp
-// (array_mlp.h) for a chain of dense layers; Error for anything else.
-std::shared_ptr<ArrayModel> MakeArrayModel(const std::vector<std::shared_ptr<Model>>& members,
-                                           std::optional<InputStandardization> standardize,
+// How `workload`'s trials fuse (Workload::Fusion); Error naming the workload when it offers no fusion.
+ArrayNetwork FusionOf(const Workload& workload);
+
+// The array version of `members`, lone models `workload` built, on `device`: the network its Fusion describes,
+// ArrayMlp (array_mlp.h) or ArrayCnn (array_cnn.h). Error when it offers none or its models are not that network.
+std::shared_ptr<ArrayModel> MakeArrayModel(const Workload& workload, const std::vector<std::shared_ptr<Model>>& members,
                                            const torch::Device& device = torch::kCPU);
 
 }  // namespace dltune

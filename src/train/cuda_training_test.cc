@@ -71,6 +71,7 @@ class SyntheticMlp final : public Workload {
   std::shared_ptr<Model> BuildModel(const HyperParams& params) override {
     return std::make_shared<Mlp>(params.Real("dropout", 0.0));
   }
+  std::optional<ArrayNetwork> Fusion() const override { return ArrayNetwork{.kind = ArrayNetwork::Kind::kMlp}; }
 
  private:
   struct Mlp final : Model {

@@ -111,7 +111,7 @@ class FusedLoop {
       lone_models.push_back(member.lone);
       optimizers.push_back(member.hp.optimizer);
     }
-    model_ = MakeArrayModel(lone_models, options.standardize, device_);
+    model_ = MakeArrayModel(workload_, lone_models, device_);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       // As the lone trainer seeds torch's generator for dropout once its model is built.
       model_->DropoutGenerator(static_cast<std::int64_t>(m))

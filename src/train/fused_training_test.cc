@@ -20,7 +20,6 @@
 #include "dltune/train/trainer.h"
 #include "dltune/workloads/registry.h"
 #include "optimizer_kinds_test_util.h"
-#include "workloads/models.h"
 
 namespace dltune {
 namespace {
@@ -258,7 +257,6 @@ TEST_F(FusedTrainingTest, FashionMnistMembersTrainAsTheirLoneTrials) {
   options_.max_train_steps = 60;
   options_.training.eval_every_steps = 30;
   options_.training.valid_sample_examples = 500;
-  options_.standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd};
   const auto member = [](double learning_rate, std::uint64_t seed) {
     return FusedMember{Params({{"optimizer", Value("nesterov")},
                                {"learning_rate", Value(learning_rate)},
@@ -395,7 +393,6 @@ class FusedCnnTest : public FusedTrainingTest, public ::testing::WithParamInterf
     options_.max_train_steps = 30;
     options_.training.eval_every_steps = 15;
     options_.training.valid_sample_examples = 300;
-    options_.standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd};
   }
 
   FusedMember CnnMember(double learning_rate, std::uint64_t seed) const {
@@ -480,9 +477,6 @@ TEST_F(FusedTrainingTest, AProfileWindowRecordsTheGroupsStepsOnce) {
 }
 
 TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
-  options_.standardize = InputStandardization{0.5, 0.25};
-  EXPECT_THROW(TrainFused(*workload_, {Member({}, 1)}, options_), Error);
-  options_.standardize.reset();
   EXPECT_THROW(TrainFused(*workload_, {Member({}, 1), Member({{"batch_size", Value(std::int64_t{16})}}, 2)}, options_),
                Error);
   EXPECT_THROW(TrainFused(*workload_, {Member({{"grad_clip_norm", Value(1.0)}}, 1)}, options_), Error);

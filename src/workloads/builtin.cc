@@ -83,8 +83,12 @@ class FashionMnistMlp final : public FashionMnistWorkload {
     options.activation = params.Text("activation", "relu");
     options.dropout = params.Real("dropout", 0.0);
     options.outputs = 10;
-    options.standardize = true;
+    options.standardize = kFashionMnistStandardization;
     return MakeMlp(options);
+  }
+
+  std::optional<ArrayNetwork> Fusion() const override {
+    return ArrayNetwork{.kind = ArrayNetwork::Kind::kMlp, .standardize = kFashionMnistStandardization};
   }
 
   std::string DefaultSpace() const override {
@@ -107,7 +111,12 @@ class FashionMnistCnn final : public FashionMnistWorkload {
     options.virtual_batch_size = params.Int("virtual_batch_size", 32);
     options.activation = params.Text("activation", "relu");
     options.dropout = params.Real("dropout", 0.0);
+    options.standardize = kFashionMnistStandardization;
     return MakeCnn(options);
+  }
+
+  std::optional<ArrayNetwork> Fusion() const override {
+    return ArrayNetwork{.kind = ArrayNetwork::Kind::kCnn, .standardize = kFashionMnistStandardization};
   }
 };
 
@@ -148,6 +157,9 @@ class SyntheticWorkload final : public Workload {
     options.outputs = classes_;
     return MakeMlp(options);
   }
+
+  // Its MLP takes the generated features as they are.
+  std::optional<ArrayNetwork> Fusion() const override { return ArrayNetwork{.kind = ArrayNetwork::Kind::kMlp}; }
 
  private:
   std::int64_t examples_;

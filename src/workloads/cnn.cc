@@ -43,7 +43,8 @@ class Cnn final : public Model {
   }
 
   torch::Tensor Forward(const torch::Tensor& inputs) override {
-    torch::Tensor x = Standardize(inputs.view({-1, 1, 28, 28}), kFashionMnistMean, kFashionMnistStd);
+    torch::Tensor x = inputs.view({-1, 1, 28, 28});
+    if (options_.standardize) x = Standardize(x, options_.standardize->mean, options_.standardize->std);
     x = torch::max_pool2d(Activate(options_.activation, norm1_.forward(conv1_->forward(x))), 2);
     x = torch::max_pool2d(Activate(options_.activation, norm2_.forward(conv2_->forward(x))), 2);
     x = Activate(options_.activation, norm3_.forward(dense_->forward(x.flatten(1))));

@@ -40,7 +40,7 @@ class Mlp final : public Model {
 
   torch::Tensor Forward(const torch::Tensor& inputs) override {
     torch::Tensor x = inputs.flatten(1);
-    if (options_.standardize) x = Standardize(x, kFashionMnistMean, kFashionMnistStd);
+    if (options_.standardize) x = Standardize(x, options_.standardize->mean, options_.standardize->std);
     for (std::size_t i = 0; i < layers_.size(); ++i) {
       x = layers_[i]->forward(x);
       if (!norms_.empty()) x = norms_[i].forward(x);

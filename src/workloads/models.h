@@ -1,6 +1,7 @@
 // Internal: the networks of the built-in workloads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace dltune::internal {
 // Pixel statistics of Fashion-MNIST's training images, for standardizing inputs inside the models.
 inline constexpr double kFashionMnistMean = 0.2860;
 inline constexpr double kFashionMnistStd = 0.3530;
+inline constexpr InputStandardization kFashionMnistStandardization{kFashionMnistMean, kFashionMnistStd};
 
 // The activation named `name` (relu, gelu, tanh, sigmoid, silu, leaky_relu) applied to `x`; Error for other names.
 torch::Tensor Activate(const std::string& name, const torch::Tensor& x);
@@ -25,7 +27,7 @@ struct MlpOptions {
   std::string activation = "relu";
   double dropout = 0.0;
   std::string normalization = "none";  // none | batch | layer, after each hidden layer (before the activation)
-  bool standardize = false;            // subtract kFashionMnistMean and divide by kFashionMnistStd first
+  std::optional<InputStandardization> standardize;  // applied to the flattened inputs first
 };
 
 // A multilayer perceptron on flattened inputs.
@@ -38,7 +40,8 @@ struct CnnOptions {
   std::string normalization = "none";    // none | batch | ghost | layer
   std::int64_t virtual_batch_size = 32;  // ghost batch norm
   std::string activation = "relu";
-  double dropout = 0.0;  // before the last dense layer
+  double dropout = 0.0;                                                            // before the last dense layer
+  std::optional<InputStandardization> standardize = kFashionMnistStandardization;  // applied to the images first
 };
 
 // Two conv blocks and two dense layers on [N, 1, 28, 28] images.

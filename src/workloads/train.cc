@@ -10,7 +10,6 @@
 #include "core/clock.h"
 #include "dltune/core/error.h"
 #include "dltune/workloads/registry.h"
-#include "models.h"
 #include "train/fused_training.h"
 
 namespace dltune {
@@ -22,23 +21,20 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
   return TrainWorkload(*workload, params, options, callbacks);
 }
 
-bool FusibleWorkload(const std::string& workload_name) {
-  return workload_name == "fashion_mnist_mlp" || workload_name == "fashion_mnist_cnn";
+bool FusibleWorkload(const std::string& workload_name, const nlohmann::json& workload_args) {
+  const std::vector<std::string> names = WorkloadNames();
+  if (std::find(names.begin(), names.end(), workload_name) == names.end()) return false;
+  return MakeWorkload(workload_name, workload_args)->Fusion().has_value();
 }
 
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
                                           FusedCallbacks& callbacks) {
-  if (!FusibleWorkload(workload_name)) {
-    throw Error(
-        fmt::format("workload {} cannot train fused: only fashion_mnist_mlp and fashion_mnist_cnn have array models",
-                    workload_name));
-  }
   const auto workload = MakeWorkload(workload_name, workload_args);
+  FusionOf(*workload);  // refuses a workload that offers no fusion before any model is built
   FusedOptions options{.max_train_steps = shared.max_train_steps,
                        .training = shared.training,
                        .objective = shared.objective,
-                       .standardize = InputStandardization{internal::kFashionMnistMean, internal::kFashionMnistStd},
                        .device = shared.device,
                        .callbacks = &callbacks};
   std::vector<TrainResult> results;

@@ -15,13 +15,15 @@ namespace dltune {
 TrainResult Train(const std::string& workload_name, const nlohmann::json& workload_args, const HyperParams& params,
                   const TrainerOptions& options, TrainerCallbacks& callbacks);
 
-// Whether trials of workload `workload_name` can train fused (TrainFusedTrials): its model has an array version.
-bool FusibleWorkload(const std::string& workload_name);
+// Whether trials of workload `workload_name` can train fused (TrainFusedTrials): the workload made from
+// `workload_args` offers an array model (Workload::Fusion). False for a name no workload is registered under.
+bool FusibleWorkload(const std::string& workload_name, const nlohmann::json& workload_args = nlohmann::json::object());
 
 // Trains `members` of workload `workload_name` together as one array model in this process (a fused group,
 // dltune/train/trainer.h), with the max_train_steps, training settings and objective of `shared` (its seeds and
 // checkpoint directory are each member's own), reporting through `callbacks`. Returns each member's result. Throws
-// Error like Train, and for members that cannot train fused (docs/training.md, "Fused trials").
+// Error like Train, for a workload that offers no fusion (naming it), and for members that cannot train fused
+// (docs/training.md, "Fused trials").
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
                                           FusedCallbacks& callbacks);
