@@ -126,7 +126,7 @@ int Overhead(const fs::path& dir) {
 }
 
 // The kernel sets the trials of a run directory ran, from OpenBLAS's "Core:" line in each trial's stderr.log: "NAME
-// (n trials)", comma-separated. Trials forked by a trial server (include/dltune/run/trial_server.h) print none: the
+// (n trials)", comma-separated. Trials forked by a trial server (src/trial/trial_server.h) print none: the
 // server loaded OpenBLAS, and its "Core:" line is the last in the runner's output `runner_output`; "-" when neither
 // has one.
 std::string TrialCores(const fs::path& runs, const fs::path& runner_output) {

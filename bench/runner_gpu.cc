@@ -39,8 +39,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/strings.h"
-#include "run/trial_process.h"
 #include "runner_common.h"
+#include "trial/trial_process.h"
 
 namespace dltune::bench {
 namespace {

@@ -15,8 +15,8 @@
 #include <gtest/gtest.h>
 
 #include "core/files.h"
-#include "run/gpu_inventory.h"
-#include "run/nvml.h"
+#include "gpu/gpu_inventory.h"
+#include "gpu/nvml.h"
 
 namespace dltune {
 namespace {

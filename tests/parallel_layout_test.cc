@@ -20,9 +20,10 @@
 #include "core/machine.h"
 #include "dltune/store/store.h"
 #include "own_directory.h"
-#include "run/trial_process.h"
-#include "run/trial_server.h"
 #include "run/trial_setup.h"
+#include "trial/trial_environment.h"
+#include "trial/trial_process.h"
+#include "trial/trial_server.h"
 
 namespace dltune {
 namespace {

@@ -1,4 +1,4 @@
-// Warm trial processes (include/dltune/run/trial_server.h): built-in trials forked by the worker's trial server train
+// Warm trial processes (src/trial/trial_server.h): built-in trials forked by the worker's trial server train
 // exactly as exec'd ones do, and one that crashes, is killed or leaks memory touches no other trial, and no process
 // outlives the run. Faults are injected with DLTUNE_INJECT_FAULT (docs/trial-protocol.md, "Testing").
 #include <unistd.h>

@@ -23,6 +23,7 @@
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
 #include "dltune/run/run_study.h"
+#include "dltune/run/run_types.h"
 #include "dltune/run/study_session.h"
 #include "dltune/search/sampler.h"
 #include "dltune/space/param.h"

@@ -15,7 +15,7 @@
 #include "commands.h"
 #include "core/machine.h"
 #include "dltune/core/error.h"
-#include "run/train_by_hand.h"
+#include "builtin/train_by_hand.h"
 #include "space/yaml_node.h"
 
 namespace dltune::cli {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "dltune/core/error.h"
-#include "run/gpu_packing_cache.h"
+#include "gpu/gpu_packing_cache.h"
 #include "run/parallel_layout.h"
 #include "train/torch_build.h"
 

@@ -20,9 +20,9 @@
 
 #include "dltune/run/study_session.h"
 #include "dltune/study/study_spec.h"
-#include "run/gpu_inventory.h"
-#include "run/gpu_pool.h"
-#include "run/nvml.h"
+#include "gpu/gpu_inventory.h"
+#include "gpu/gpu_pool.h"
+#include "gpu/nvml.h"
 
 namespace dltune {
 

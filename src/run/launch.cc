@@ -15,19 +15,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "builtin/builtin_trial.h"
 #include "core/git.h"
 #include "core/sha256.h"
 #include "core/strings.h"
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/report/study_data.h"
 #include "dltune/workloads/train.h"
-#include "run/builtin_trial.h"
-#include "run/python_client.h"
-#include "run/trial_process.h"
-#include "run/trial_report.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 #include "study/command_template.h"
+#include "trial/python_client.h"
+#include "trial/trial_process.h"
+#include "trial/trial_report.h"
 
 namespace dltune {
 namespace {

@@ -16,10 +16,10 @@
 #include "dltune/core/error.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
-#include "run/machine_cache.h"
-#include "run/trial_process.h"
+#include "gpu/machine_cache.h"
 #include "run/trial_setup.h"
 #include "train/blas_kernels.h"
+#include "trial/trial_process.h"
 
 namespace dltune {
 namespace {
@@ -233,21 +233,7 @@ ParallelLayout PickMeasuredLayout(const std::vector<LayoutMeasurement>& measurem
   return {chosen->trials, chosen->threads, "measured"};
 }
 
-std::filesystem::path LayoutCacheFile() {
-  const auto from = [](const char* name) -> std::string {
-    const char* value = std::getenv(name);
-    return value && *value ? value : "";
-  };
-  std::filesystem::path dir;
-  if (const auto own = from("DLTUNE_CACHE_DIR"); !own.empty()) {
-    dir = own;
-  } else if (const auto xdg = from("XDG_CACHE_HOME"); !xdg.empty()) {
-    dir = std::filesystem::path(xdg) / "dltune";
-  } else {
-    dir = std::filesystem::path(from("HOME").empty() ? "/tmp" : from("HOME")) / ".cache" / "dltune";
-  }
-  return dir / "parallel-layouts.json";
-}
+std::filesystem::path LayoutCacheFile() { return MachineCacheDirectory() / "parallel-layouts.json"; }
 
 ParallelLayout ChooseParallelLayout(const StudySpec& spec, const LayoutRequest& request) {
   const int cores = request.cores > 0 ? request.cores : AvailableCores();

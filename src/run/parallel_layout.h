@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dltune/run/run_study.h"
+#include "dltune/run/run_types.h"
 #include "dltune/study/study_spec.h"
-#include "run/trial_server.h"
+#include "trial/trial_server.h"
 
 namespace dltune {
 
@@ -89,8 +89,8 @@ struct FusionChoice {
 // train apart, the basis saying why; never throws for it.
 FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout);
 
-// Where measured layouts are kept: $DLTUNE_CACHE_DIR, else $XDG_CACHE_HOME/dltune, else ~/.cache/dltune; the file
-// parallel-layouts.json there.
+// Where measured layouts are kept: parallel-layouts.json in MachineCacheDirectory() ($DLTUNE_CACHE_DIR, else
+// $XDG_CACHE_HOME/dltune, else ~/.cache/dltune).
 std::filesystem::path LayoutCacheFile();
 
 // The study's first trial as its trial.json describes it to a built-in trial (what the layout probe trains). Throws

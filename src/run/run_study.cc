@@ -10,12 +10,13 @@
 #include "dltune/run/study_session.h"
 #include "run/gpu_placement.h"
 #include "run/parallel_layout.h"
-#include "run/trial_process.h"
-#include "run/trial_server.h"
 #include "run/trial_setup.h"
 #include "run/worker.h"
 #include "run/worker_gang.h"
 #include "store/tracking.h"
+#include "trial/trial_environment.h"
+#include "trial/trial_process.h"
+#include "trial/trial_server.h"
 
 namespace dltune {
 namespace {

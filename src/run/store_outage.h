@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "dltune/run/run_study.h"
+#include "dltune/run/run_types.h"
 #include "dltune/store/store.h"
 
 namespace dltune {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "run_test_util.h"
+#include "run/run_test_util.h"
 
 namespace dltune {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "dltune/run/study_session.h"
 #include "dltune/store/store.h"
-#include "run/trial_process.h"
-#include "run/trial_report.h"
+#include "trial/trial_process.h"
+#include "trial/trial_report.h"
 
 namespace dltune {
 

@@ -16,12 +16,12 @@
 #include "dltune/core/hyperparams.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
-#include "run/checkpoint_owner.h"
-#include "run/python_client.h"
-#include "run/trial_report.h"
 #include "study/command_template.h"
 #include "train/blas_kernels.h"
 #include "train/torch_build.h"
+#include "trial/checkpoint_owner.h"
+#include "trial/python_client.h"
+#include "trial/trial_report.h"
 
 namespace dltune {
 namespace {

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/run/study_session.h"
-#include "run/nvml.h"
-#include "run/trial_process.h"
+#include "gpu/nvml.h"
+#include "trial/trial_process.h"
 
 namespace dltune {
 

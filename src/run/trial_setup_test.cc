@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "run/checkpoint_owner.h"
-#include "run_test_util.h"
+#include "run/run_test_util.h"
 #include "train/torch_build.h"
+#include "trial/checkpoint_owner.h"
 
 namespace dltune {
 namespace {

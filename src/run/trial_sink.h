@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "core/checkpoint_retention.h"
-#include "dltune/run/run_study.h"
+#include "dltune/run/run_types.h"
 #include "dltune/run/study_session.h"
 #include "dltune/store/store.h"
-#include "run/tfevents.h"
-#include "run/trial_report.h"
+#include "report/tfevents.h"
+#include "trial/trial_report.h"
 
 namespace dltune {
 

@@ -16,26 +16,27 @@
 
 #include <fmt/format.h>
 
+#include "builtin/fused_trial.h"
 #include "core/clock.h"
 #include "core/machine.h"
 #include "dltune/run/study_session.h"
 #include "dltune/study/study_spec.h"
+#include "gpu/mps_daemon.h"
 #include "run/failure_breaker.h"
 #include "run/fused_group.h"
-#include "run/fused_trial.h"
 #include "run/gpu_placement.h"
-#include "run/mps_daemon.h"
 #include "run/store_outage.h"
 #include "run/trial_ending.h"
-#include "run/trial_gang.h"
-#include "run/trial_process.h"
-#include "run/trial_server.h"
 #include "run/trial_setup.h"
 #include "run/trial_sink.h"
 #include "run/worker_gang.h"
 #include "run/worker_studies.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
+#include "trial/trial_environment.h"
+#include "trial/trial_gang.h"
+#include "trial/trial_process.h"
+#include "trial/trial_server.h"
 
 namespace dltune {
 namespace {

@@ -13,8 +13,8 @@
 #include "core/files.h"
 #include "core/machine.h"
 #include "dltune/core/error.h"
-#include "run/trial_gang.h"
 #include "train/rendezvous_store.h"
+#include "trial/trial_gang.h"
 
 namespace dltune {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "run/trial_process.h"
+#include "trial/trial_process.h"
 
 namespace dltune {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "dltune/run/run_study.h"
+#include "dltune/run/run_types.h"
 #include "dltune/run/study_session.h"
 #include "dltune/store/store.h"
-#include "run/worker.h"
+#include "run/worker_options.h"
 
 namespace dltune {
 

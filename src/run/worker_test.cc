@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "dltune/run/study_session.h"
-#include "run_test_util.h"
-#include "tfevents.h"
+#include "report/tfevents.h"
+#include "run/run_test_util.h"
 
 namespace dltune {
 namespace {

@@ -1,5 +1,5 @@
 // A stand-in for NVIDIA's libnvidia-ml.so.1, for tests on machines without a GPU: a shared library exporting the
-// NVML functions dltune calls (src/run/nvml.cc), with nvml.h's ABI, answering from files in the directory that
+// NVML functions dltune calls (src/gpu/nvml.cc), with nvml.h's ABI, answering from files in the directory that
 // $DLTUNE_FAKE_NVML_DIR names, re-read on every call so that a test can change the machine while it runs.
 //
 // $DLTUNE_FAKE_NVML_DIR/gpus, one item a line ('#' starts a comment):
