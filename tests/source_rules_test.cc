@@ -1,6 +1,7 @@
 // Rules the sources keep, checked by reading src/: a trial state's name appears in SQL only through the transition
 // table (src/study/trial.cc), a direction ("minimize", "maximize") is parsed only by src/core/objective.cc, the
-// dltune command (src/cli/) only parses and prints, and trees are removed only through RemoveTree.
+// dltune command (src/cli/) only parses and prints, trees are removed only through RemoveTree, and each training rule
+// the lone and fused loops share is defined once.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -140,6 +141,91 @@ TEST(SourceRules, TreesAreRemovedOnlyThroughRemoveTree) {
     }
   }
   EXPECT_TRUE(hits.empty()) << "std::filesystem::remove_all called, not RemoveTree:" << Describe(hits);
+}
+
+// The training rules the lone trainer (src/train/trainer.cc) and a fused group (src/train/fused_training.cc) share
+// (docs/training.md): each is defined in one file, which holds its tell-tale (a message, a key, a decision), and both
+// loops call it rather than say it again. Read in the trainer's modules, tests left out.
+struct TrainingRule {
+  std::string name;
+  std::string file;      // where it is defined
+  std::regex tell_tale;  // a line of code (comments blanked) that only its definition has
+  std::regex call;       // how each loop calls it
+};
+
+std::vector<TrainingRule> TrainingRules() {
+  return {
+      {"divergence", "src/train/training_rules.cc", std::regex(R"("diverged: training loss)"),
+       std::regex(R"(\bDivergence\s*\()")},
+      {"metrics from sums", "src/train/training_rules.cc", std::regex(R"("correct_class_|"error_rate"\s*,\s*1)"),
+       std::regex(R"(\bAddMetricsFromSums\s*\()")},
+      {"the objective or its sample", "src/train/training_rules.cc", std::regex(R"("_sample")"),
+       std::regex(R"(\bObjectiveValue\s*\()")},
+      {"the best step", "src/train/training_rules.cc", std::regex(R"(\bIsBetter\s*\()"),
+       std::regex(R"(\bRecord\s*\(\s*step_)")},
+      {"the splits to evaluate", "src/train/training_rules.cc",
+       std::regex(R"(\blast\b[^;]*\btest_at_end\b|\btest_at_end\b[^;]*\blast\b)"),
+       std::regex(R"(\bSplitsToEvaluate\s*\()")},
+      {"the checkpoint archive", "src/train/checkpoint_state.cc",
+       std::regex(R"re(\.(write|read|try_read)\s*\(\s*"(model|optimizer|step|best_step|best_value|initial_loss)")re"),
+       std::regex(R"(\b(Write|Read)TrainingState\s*\()")},
+      {"when a CUDA graph is refused", "src/train/cuda_graph.cc",
+       std::regex(R"(built without CUDA graphs|exchange their gradients through the host|draws its masks on the host|)"
+                  R"(records the eager step's operators)"),
+       std::regex(R"(\bCaptureUnlessRefused\s*\()")},
+  };
+}
+
+TEST(SourceRules, EachTrainingRuleIsDefinedOnceAndBothLoopsCallIt) {
+  const std::vector<TrainingRule> rules = TrainingRules();
+  ASSERT_EQ(rules.size(), 7u);
+  std::map<std::string, std::vector<Hit>> found;  // by rule: the lines of its tell-tale
+  std::map<std::string, Lexed> loops;
+  for (const auto& [file, lexed] : Sources({"src/train", "src/workloads"})) {
+    if (file.ends_with("_test.cc") || file.ends_with("_test_util.h")) continue;
+    if (file == "src/train/trainer.cc" || file == "src/train/fused_training.cc") loops[file] = lexed;
+    std::istringstream code(lexed.code);
+    std::string line;
+    for (int number = 1; std::getline(code, line); ++number) {
+      for (const TrainingRule& rule : rules) {
+        if (std::regex_search(line, rule.tell_tale)) found[rule.name].push_back({file, number, line});
+      }
+    }
+  }
+  ASSERT_EQ(loops.size(), 2u);
+  for (const TrainingRule& rule : rules) {
+    std::vector<Hit> elsewhere;
+    for (const Hit& hit : found[rule.name]) {
+      if (hit.file != rule.file) elsewhere.push_back(hit);
+    }
+    EXPECT_FALSE(found[rule.name].empty()) << rule.name << ": its tell-tale is not in " << rule.file;
+    EXPECT_TRUE(elsewhere.empty()) << rule.name << " is defined in " << rule.file
+                                   << " and said again:" << Describe(elsewhere);
+    for (const auto& [file, lexed] : loops) {
+      EXPECT_TRUE(std::regex_search(lexed.code, rule.call)) << file << " does not call the rule of " << rule.name;
+    }
+  }
+}
+
+// The tell-tales catch the code the loops held before the rules were shared, so that they cannot quietly match
+// nothing.
+TEST(SourceRules, TheTrainingRulesTellTalesCatchARepeatedRule) {
+  const std::vector<TrainingRule> rules = TrainingRules();
+  const std::vector<std::string> repeated = {
+      R"(diverged = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);)",
+      R"(metrics.push_back({name, fmt::format("correct_class_{}", k), per_class[k].item<double>(), examples});)",
+      R"(for (const std::string& split : {wanted.split, wanted.split + "_sample"}) {)",
+      R"(const bool better = !best_value_ || IsBetter(*objective, *best_value_, wanted.direction);)",
+      R"(if (last && settings_.test_at_end) AddSplitMetrics("test", test_, metrics);)",
+      R"(archive.write("model", model_archive);)",
+      R"(if (why_not.empty() && DropoutOf(lone) > 0) why_not = "dropout draws its masks on the host";)",
+  };
+  ASSERT_EQ(repeated.size(), rules.size());
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    EXPECT_TRUE(std::regex_search(Lex(repeated[i]).code, rules[i].tell_tale)) << rules[i].name << ": " << repeated[i];
+  }
+  EXPECT_FALSE(std::regex_search(Lex("if (settings_.test_at_end) test_ = OnDevice(data.test, device_);").code,
+                                 rules[4].tell_tale));
 }
 
 TEST(SourceLiterals, TheLexerSeparatesStringsFromComments) {

@@ -18,7 +18,7 @@ from . import _channel
 from ._channel import Scalar
 
 EXIT_STOPPED = 75  # EX_TEMPFAIL: stopped with a checkpoint, to resume (docs/exit-statuses.md)
-LOSS_FLOOR = 1e-12  # the divergence test's floor on the first loss, as the built-in trainer's (src/train/trainer.cc)
+LOSS_FLOOR = 1e-12  # the divergence test's floor on the first loss, as the built-in trainer's (training_rules.cc)
 
 # Saves the registered model at a step, with the extra state trial.stop(step, **extra) was given.
 Saver = Callable[[int, Dict[str, Any]], object]
@@ -452,17 +452,13 @@ class Trial:
         self._last_flush = time.monotonic()
 
     def _check_divergence(self, step: int, loss: float) -> bool:
-        """The built-in trainer's test (src/train/trainer.cc): a loss that is not finite, or above
-        training.divergence_factor times the first loss (floored at 1e-12). Returns whether this loss diverged."""
+        """divergence_reason with the trial's first loss (this one when it has none yet) and divergence_factor.
+        Returns whether this loss diverged."""
         if self._diverged:
             return False
         if self._first_loss is None:
             self._first_loss = loss
-        if not math.isfinite(loss):
-            self._diverged = f"diverged: training loss is {loss} at step {step}"
-        elif loss > self._divergence_factor * max(self._first_loss, LOSS_FLOOR):
-            self._diverged = (f"diverged: training loss {loss:.4g} at step {step} is more than "
-                              f"{_shortest(self._divergence_factor)}x the initial loss {self._first_loss:.4g}")
+        self._diverged = divergence_reason(self._first_loss, loss, step, self._divergence_factor)
         return self._diverged is not None
 
     # --- stopping and ending -------------------------------------------------------------------------------------
@@ -542,8 +538,22 @@ def _on_host(value: object) -> bool:
     return device is None or getattr(device, "type", device) == "cpu"
 
 
+def divergence_reason(first_loss: float, loss: float, step: int, factor: float) -> str | None:
+    """The built-in trainer's divergence rule (src/train/training_rules.cc, Divergence), word for word: a loss that is
+    not finite, or above `factor` times the run's first loss (floored at 1e-12), diverged. Returns the reason the
+    trial ends with, or None. Both rules are tested on src/train/testdata/divergence_cases.json."""
+    if not math.isfinite(loss):
+        return f"diverged: training loss is {_shortest(loss)} at step {step}"
+    if loss > factor * max(first_loss, LOSS_FLOOR):
+        return (f"diverged: training loss {loss:.4g} at step {step} is more than {_shortest(factor)}x the initial "
+                f"loss {first_loss:.4g}")
+    return None
+
+
 def _shortest(number: float) -> str:
-    """A float as fmt's "{}" writes it in the built-in trainer's messages: 100, 1e+06, 2.5."""
+    """A float as fmt's "{}" writes it in the built-in trainer's messages: 100, 1e+16, 2.5, inf, -nan."""
+    if math.isnan(number):
+        return "-nan" if math.copysign(1.0, number) < 0 else "nan"
     text = repr(float(number))
     return text[:-2] if text.endswith(".0") else text
 

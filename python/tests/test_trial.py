@@ -194,7 +194,36 @@ class ScheduleTest(TrialTestCase):
         self.assertEqual(self.evaluated(1000, eval_schedule="log:4"), [1, 10, 100, 1000])
 
 
+DIVERGENCE_CASES = CLIENT.parent / "src" / "train" / "testdata" / "divergence_cases.json"
+
+
+class DivergenceRuleTest(unittest.TestCase):
+    """The client's divergence rule is the built-in trainer's: the cases its C++ test reads (training_rules_test.cc)
+    give the same verdicts, word for word."""
+
+    def test_the_shared_cases(self):
+        cases = json.loads(DIVERGENCE_CASES.read_text())["cases"]
+        self.assertGreaterEqual(len(cases), 10)
+        for case in cases:
+            with self.subTest(case["name"]):
+                loss = float(case["loss"])  # "nan", "-nan", "inf" and "-inf" as float() reads them
+                first = loss if case["first_loss"] is None else float(case["first_loss"])
+                self.assertEqual(_trial.divergence_reason(first, loss, case["step"], float(case["factor"])),
+                                 case["diverged"])
+
+
 class DivergenceTest(TrialTestCase):
+    def test_a_trial_tests_its_losses_with_the_shared_rule(self):
+        # The shared cases through the trial's own test: its study's factor, its first loss (resumed, or this one).
+        for case in json.loads(DIVERGENCE_CASES.read_text())["cases"]:
+            with self.subTest(case["name"]):
+                trial = self.make(training={"divergence_factor": case["factor"]})
+                if case["first_loss"] is not None:
+                    trial.set_resumed_state({}, first_loss=float(case["first_loss"]))
+                self.assertEqual(trial._check_divergence(case["step"], float(case["loss"])),
+                                 case["diverged"] is not None)
+                self.assertEqual(trial.divergence, case["diverged"])
+
     def test_a_loss_above_the_factor_times_the_first_ends_the_trial_at_its_report(self):
         trial = self.make()
         trial.report(1, loss=2.0)

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/core/objective.h"
-#include "dltune/train/trainer.h"
+#include "dltune/train/training_reports.h"
 
 namespace dltune {
 

@@ -1,6 +1,7 @@
 #include "checkpoint_state.h"
 
 #include <cmath>
+#include <sstream>
 
 namespace dltune {
 
@@ -27,6 +28,39 @@ TrainingProgress ReadProgress(torch::serialize::InputArchive& archive) {
   if (const auto initial = read("initial_loss").item<double>(); !std::isnan(initial)) progress.initial_loss = initial;
   progress.cpu_generator = read("cpu_generator");
   return progress;
+}
+
+std::string WriteTrainingState(const torch::nn::Module& model,
+                               const std::function<void(torch::serialize::OutputArchive&)>& save_optimizer,
+                               const TrainingProgress& progress, std::int64_t threads,
+                               const std::function<void(torch::serialize::OutputArchive&)>& more) {
+  torch::serialize::OutputArchive archive;
+  torch::serialize::OutputArchive model_archive;
+  model.save(model_archive);
+  archive.write("model", model_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  save_optimizer(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  WriteProgress(archive, progress, threads);
+  if (more) more(archive);
+  std::ostringstream bytes;
+  archive.save_to(bytes);
+  return std::move(bytes).str();
+}
+
+TrainingProgress ReadTrainingState(const std::string& bytes, c10::optional<torch::Device> device,
+                                   torch::nn::Module& model,
+                                   const std::function<void(torch::serialize::InputArchive&)>& load_optimizer,
+                                   torch::serialize::InputArchive& archive) {
+  std::istringstream in(bytes);
+  archive.load_from(in, device);
+  torch::serialize::InputArchive model_archive;
+  archive.read("model", model_archive);
+  model.load(model_archive);
+  torch::serialize::InputArchive optimizer_archive;
+  archive.read("optimizer", optimizer_archive);
+  load_optimizer(optimizer_archive);
+  return ReadProgress(archive);
 }
 
 }  // namespace dltune

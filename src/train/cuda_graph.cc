@@ -109,6 +109,30 @@ CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed) {
   return captured;
 }
 
+std::string WhyTheStepIsNotCaptured(const char* who, const torch::Device& device, const StepGraphObstacles& obstacles) {
+  if (!device.is_cuda()) return fmt::format("the {} trains on {}", who, device.str());
+  if (!StepGraph::Available()) return "this dltune was built without CUDA graphs";
+  if (obstacles.data_parallel) return "data-parallel ranks exchange their gradients through the host";
+  if (obstacles.moving_average) return "the moving average's decay (ema_decay) changes on the host";
+  if (obstacles.host_dropout) return "dropout draws its masks on the host";
+  if (obstacles.profiled) return "training.profile_steps records the eager step's operators";
+  return "";
+}
+
+void CaptureUnlessRefused(const char* who, const std::string& setting, const torch::Device& device,
+                          const StepGraphObstacles& obstacles,
+                          const std::function<std::string(bool timed, std::optional<GraphTiming>& timing)>& capture) {
+  const bool timed = setting == "auto";
+  std::string why_not = WhyTheStepIsNotCaptured(who, device, obstacles);
+  if (!why_not.empty()) {
+    if (!timed) SayHowTheStepTrains(who, why_not, std::nullopt);
+    return;
+  }
+  std::optional<GraphTiming> timing;
+  why_not = capture(timed, timing);
+  SayHowTheStepTrains(who, why_not, timing);
+}
+
 void SayHowTheStepTrains(const char* who, const std::string& why_not, const std::optional<GraphTiming>& timing) {
   if (!why_not.empty()) {
     std::fprintf(stderr, "dltune: training.cuda_graph: the %s trains eagerly: %s\n", who, why_not.c_str());

@@ -63,6 +63,27 @@ struct CapturedStep {
 // in all and must leave the training as it was (the caller puts its tensors back). Throws Error as Capture does.
 CapturedStep CaptureStepGraph(const std::function<void()>& step, bool timed);
 
+// What keeps a step from being captured, known before trying.
+struct StepGraphObstacles {
+  bool data_parallel = false;   // ranks exchange their gradients through the host
+  bool moving_average = false;  // ema_decay's decay changes on the host
+  bool host_dropout = false;    // dropout masks drawn on the host (a fused group's)
+  bool profiled = false;        // a profile window records the eager step's operators
+};
+
+// When a step is refused a CUDA graph: why the step of a `who` ("trial", "group") training on `device` is not
+// captured, checked in this order: not on CUDA, a build without CUDA graphs, then `obstacles`; "" when it may be (its
+// capture may still fail, or find random draws).
+std::string WhyTheStepIsNotCaptured(const char* who, const torch::Device& device, const StepGraphObstacles& obstacles);
+
+// training.cuda_graph (`setting`: auto or true) for both trainers: unless WhyTheStepIsNotCaptured refuses, `capture`
+// tries (it returns why it did not capture, "" when it did, and sets auto's timing); then says how the step trains
+// (SayHowTheStepTrains), a refusal only where the setting asked for a graph: auto says nothing where there was
+// nothing to choose.
+void CaptureUnlessRefused(const char* who, const std::string& setting, const torch::Device& device,
+                          const StepGraphObstacles& obstacles,
+                          const std::function<std::string(bool timed, std::optional<GraphTiming>& timing)>& capture);
+
 // Says on stderr how a `who` ("trial", "group") trains its step: eagerly and why (`why_not`), or replaying its graph,
 // with auto's `timing` when it has one; nothing when there is neither a reason nor a timing.
 void SayHowTheStepTrains(const char* who, const std::string& why_not, const std::optional<GraphTiming>& timing);

@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -31,6 +30,7 @@
 #include "profile_trace.h"
 #include "threads.h"
 #include "training_hyperparams.h"
+#include "training_rules.h"
 
 namespace dltune {
 namespace {
@@ -46,8 +46,7 @@ struct MemberState {
   // Its checkpoint being written off the training thread (after `checkpoints`: a write ends before its manager).
   std::future<SavedCheckpoint> checkpoint_write;
   std::optional<double> initial_loss;
-  std::optional<std::int64_t> best_step;
-  std::optional<double> best_value;
+  BestObjective best;              // retrospective selection
   bool active = true;              // false once diverged: masked out of the updates
   std::int64_t saved_step = -1;    // the step of its last checkpoint
   std::size_t steps_reported = 0;  // out.steps given to the callbacks so far
@@ -151,6 +150,7 @@ class FusedLoop {
     seconds_["data_load"] = Seconds(Clock::now() - began);
     PlanProfile();
     if (deferred_ && settings_.cuda_graph != "false") CaptureStep();
+    interval_start_ = Clock::now();
     const std::int64_t end = options_.stop_after_step > 0 ? options_.stop_after_step : options_.max_train_steps;
     while (step_ < end && AnyActive()) {
       profile_.StartAt(step_, device_.is_cuda());
@@ -161,8 +161,11 @@ class FusedLoop {
       const bool last = step_ == options_.max_train_steps;
       const bool evaluate =
           last || eval_schedule_.Evaluates(step_, settings_.eval_every_steps, options_.max_train_steps);
-      if (!deferred_ || evaluate || step_ % settings_.log_every_steps == 0) ReadPendingSteps();
+      const bool read = !deferred_ || evaluate || step_ % settings_.log_every_steps == 0;
+      if (read) ReadPendingSteps();
       if (evaluate) Evaluate(last);
+      // The next interval's step times start after this read and evaluation, which are not steps.
+      if (read) interval_start_ = Clock::now();
       step_span.End();
       if (profile_.EndsAt(step_)) FinishProfile("window");
       if (callbacks_ && callbacks_->ShouldStop(step_)) break;
@@ -175,7 +178,7 @@ class FusedLoop {
     for (std::size_t m = 0; m < results.size(); ++m) results[m].result.profile_trace = ProfileOf(m);
     // The group's time split, as a lone trial's: the steps (the capture of a graph with them) are the rest.
     double accounted = 0;
-    for (const auto& [phase, seconds] : seconds_) accounted += seconds;
+    for (const auto& [phase, seconds] : seconds_) accounted += phase == "data_wait" ? 0 : seconds;  // part of train
     seconds_["train"] = std::max(0.0, Seconds(Clock::now() - began) - accounted);
     for (FusedMemberResult& result : results) result.result.seconds = seconds_;
     return results;
@@ -251,19 +254,13 @@ class FusedLoop {
   void RestoreMember(MemberState& member, const std::string& state) {
     const auto m = static_cast<std::int64_t>(Index(member));
     torch::serialize::InputArchive archive;
-    std::istringstream in(state);
-    archive.load_from(in);
-    torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
-    member.lone->load(model_archive);
+    const TrainingProgress progress = ReadTrainingState(
+        state, c10::nullopt, *member.lone,
+        [&](torch::serialize::InputArchive& saved) { optimizer_->LoadMember(m, saved); }, archive);
     model_->CopyMemberFrom(m, *member.lone);
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    optimizer_->LoadMember(m, optimizer_archive);
-    const TrainingProgress progress = ReadProgress(archive);
     member.saved_step = progress.step;
-    member.best_step = progress.best_step;
-    member.best_value = progress.best_value;
+    member.best.step = progress.best_step;
+    member.best.value = progress.best_value;
     member.initial_loss = progress.initial_loss;
     model_->DropoutGenerator(m).set_state(progress.cpu_generator);
   }
@@ -345,7 +342,9 @@ class FusedLoop {
     // The spans of a profile window, as the lone trainer's.
     std::optional<TraceSpan> span;
     span.emplace(profile_.tracing(), "data");
+    const Clock::time_point gather_start = Clock::now();
     const Batch batch = group_batches_->Next();
+    data_wait_ += Seconds(Clock::now() - gather_start);  // the training thread gathers its input itself
     span.emplace(profile_.tracing(), "forward");
     const torch::Tensor logits = model_->ForwardStacked(batch.inputs);
     // Each member's mean loss; their sum's gradient is each member's own, as the members share no weight.
@@ -363,38 +362,34 @@ class FusedLoop {
   // the capture fails, or (auto) where a replay is not faster than the eager step, the group trains eagerly. On
   // stderr: why not, where the setting asked for a graph, and auto's timing on CUDA.
   void CaptureStep() {
-    const bool timed = settings_.cuda_graph == "auto";
-    std::string why_not;
     std::vector<std::shared_ptr<Model>> lone;
     for (const MemberState& member : members_) lone.push_back(member.lone);
-    if (!device_.is_cuda()) why_not = "the group trains on " + device_.str();
-    if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
-    if (why_not.empty() && DropoutOf(lone) > 0) why_not = "dropout draws its masks on the host";
-    if (why_not.empty() && profile_.planned()) why_not = "training.profile_steps records the eager step's operators";
-    if (!why_not.empty() && timed) return;
-    std::optional<GraphTiming> timing;
-    if (why_not.empty()) {
-      const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
-      graphed_.rows = torch::zeros({count(), batch_size_}, on_device.dtype(torch::kInt64));
-      // Warm-up runs with every member masked (a learning rate of 0, nothing updated): only the batch-norm
-      // averages move, and they are put back.
-      graphed_.table =
-          optimizer_->CoefficientTable(std::vector<double>(members_.size(), 0.0), std::vector<bool>(members_.size()))
-              .to(device_);
-      graphed_.losses = torch::zeros({count()}, on_device.dtype(torch::kFloat));
-      graphed_.norms = torch::zeros({count()}, on_device.dtype(torch::kDouble));
-      const KeptTensors averages(model_->buffers());
-      try {
-        CapturedStep captured = CaptureStepGraph([this] { GraphedStep(); }, timed);
-        graph_ = std::move(captured.graph);
-        timing = captured.timing;
-        if (!graph_) why_not = "auto: " + timing->Text();
-      } catch (const std::exception& e) {
-        why_not = e.what();
-      }
-      averages.Restore();
-    }
-    SayHowTheStepTrains("group", why_not, timing);
+    CaptureUnlessRefused(
+        "group", settings_.cuda_graph, device_, {.host_dropout = DropoutOf(lone) > 0, .profiled = profile_.planned()},
+        [this](bool timed, std::optional<GraphTiming>& timing) {
+          const torch::TensorOptions on_device = torch::TensorOptions().device(device_);
+          graphed_.rows = torch::zeros({count(), batch_size_}, on_device.dtype(torch::kInt64));
+          // Warm-up runs with every member masked (a learning rate of 0, nothing updated): only the batch-norm
+          // averages move, and they are put back.
+          graphed_.table =
+              optimizer_
+                  ->CoefficientTable(std::vector<double>(members_.size(), 0.0), std::vector<bool>(members_.size()))
+                  .to(device_);
+          graphed_.losses = torch::zeros({count()}, on_device.dtype(torch::kFloat));
+          graphed_.norms = torch::zeros({count()}, on_device.dtype(torch::kDouble));
+          const KeptTensors averages(model_->buffers());
+          std::string why_not;
+          try {
+            CapturedStep captured = CaptureStepGraph([this] { GraphedStep(); }, timed);
+            graph_ = std::move(captured.graph);
+            timing = captured.timing;
+            if (!graph_) why_not = "auto: " + timing->Text();
+          } catch (const std::exception& e) {
+            why_not = e.what();
+          }
+          averages.Restore();
+          return why_not;
+        });
   }
 
   // The step as captured: gathers the rows in graphed_.rows, trains every member one step with graphed_.table's
@@ -418,6 +413,8 @@ class FusedLoop {
   // the steps after that one, until this read, are lost with it).
   void ReadPendingSteps() {
     if (pending_.empty()) return;
+    const double elapsed = Seconds(Clock::now() - interval_start_);
+    seconds_["data_wait"] += data_wait_;
     TraceSpan span(profile_.tracing(), "metrics");
     std::vector<torch::Tensor> losses, norms;
     for (const PendingStep& step : pending_) {
@@ -430,12 +427,16 @@ class FusedLoop {
     const auto loss_at = loss_values.accessor<double, 2>();
     const auto norm_at = norm_values.accessor<double, 2>();
     const std::int64_t first = step_ - static_cast<std::int64_t>(pending_.size()) + 1;
+    // Each step's share of the interval's time, as a lone trial's: the group's steps are each member's.
+    std::vector<StepMetrics> timed(pending_.size());
+    ShareIntervalTime(timed, elapsed, data_wait_, batch_size_);
+    data_wait_ = 0;
     for (std::size_t i = 0; i < pending_.size(); ++i) {
       const auto row = static_cast<std::int64_t>(i);
       for (std::int64_t m = 0; m < count(); ++m) {
         MemberState& member = members_[static_cast<std::size_t>(m)];
         if (!member.active) continue;
-        StepMetrics metrics;
+        StepMetrics metrics = timed[i];
         metrics.step = first + row;
         metrics.loss = loss_at[row][m];
         metrics.learning_rate = pending_[i].learning_rates[static_cast<std::size_t>(m)];
@@ -447,21 +448,14 @@ class FusedLoop {
     pending_.clear();
   }
 
-  // The lone trainer's divergence rule on the member's last step; a member that diverged is masked.
+  // The divergence rule on the member's last step; a member that diverged is masked.
   void CheckDivergence(MemberState& member) {
     const StepMetrics& m = member.out.steps.back();
-    if (!member.initial_loss) member.initial_loss = m.loss;
-    std::string reason;
-    if (!std::isfinite(m.loss)) {
-      reason = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
-    } else if (m.loss > settings_.divergence_factor * std::max(*member.initial_loss, 1e-12)) {
-      reason = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}", m.loss,
-                           m.step, settings_.divergence_factor, *member.initial_loss);
-    }
-    if (reason.empty()) return;
+    std::optional<std::string> reason = Divergence(member.initial_loss, m.loss, m.step, settings_.divergence_factor);
+    if (!reason) return;
     member.active = false;
     member.out.result.outcome = TrainOutcome::kInfeasible;
-    member.out.result.reason = reason;
+    member.out.result.reason = std::move(*reason);
     member.out.result.steps = m.step;
     ReportEnd(member);
   }
@@ -480,10 +474,7 @@ class FusedLoop {
     ReportSteps(member);
     if (!callbacks_ || member.ended) return;
     member.ended = true;
-    TrainResult result = member.out.result;
-    result.best_step = member.best_step;
-    result.best_value = member.best_value;
-    callbacks_->OnEnd(Index(member), result);
+    callbacks_->OnEnd(Index(member), Result(member));
   }
 
   std::size_t Index(const MemberState& member) const { return static_cast<std::size_t>(&member - members_.data()); }
@@ -505,7 +496,7 @@ class FusedLoop {
   struct Sums {
     torch::Tensor loss, correct, weight, class_correct;
   };
-  Sums SplitSums(const EvalSplit& split) {
+  Sums SumsOf(const EvalSplit& split) {
     torch::NoGradGuard no_grad;
     model_->eval();
     const std::int64_t classes = workload_.num_classes();
@@ -544,7 +535,7 @@ class FusedLoop {
   // Adds the metrics of split `name` to each active member's `metrics`.
   void AddSplitMetrics(const std::string& name, const EvalSplit& split, std::vector<std::vector<EvalMetric>>& metrics) {
     if (split.data.size() == 0) return;
-    const Sums sums = SplitSums(split);  // on the CPU
+    const Sums sums = SumsOf(split);  // on the CPU
     const auto weights = sums.weight.accessor<double, 1>();
     const auto losses = sums.loss.accessor<double, 1>();
     const auto corrects = sums.correct.accessor<double, 1>();
@@ -552,16 +543,9 @@ class FusedLoop {
     for (std::size_t m = 0; m < members_.size(); ++m) {
       if (!members_[m].active) continue;
       const auto member = static_cast<std::int64_t>(m);
-      const double weight = weights[member];
-      const double loss = losses[member] / weight;
-      const double accuracy = corrects[member] / weight;
-      const auto examples = static_cast<std::int64_t>(std::llround(weight));
-      metrics[m].push_back({name, "loss", loss, examples});
-      metrics[m].push_back({name, "error_rate", 1.0 - accuracy, examples});
-      metrics[m].push_back({name, "accuracy", accuracy, examples});
-      for (std::int64_t k = 0; k < class_corrects.size(1); ++k) {
-        metrics[m].push_back({name, fmt::format("correct_class_{}", k), class_corrects[member][k], examples});
-      }
+      SplitSums own{losses[member], corrects[member], weights[member], {}};
+      for (std::int64_t k = 0; k < class_corrects.size(1); ++k) own.class_correct.push_back(class_corrects[member][k]);
+      AddMetricsFromSums(name, own, metrics[m]);
     }
   }
 
@@ -571,24 +555,13 @@ class FusedLoop {
     const Clock::time_point began = Clock::now();
     const double checkpoints_before = seconds_["checkpoint"];
     std::vector<std::vector<EvalMetric>> metrics(members_.size());
-    const bool sampled = settings_.valid_sample_examples > 0;
-    AddSplitMetrics("train", train_subset_, metrics);
-    if (sampled) AddSplitMetrics("valid_sample", valid_sample_, metrics);
-    if (!sampled || last) AddSplitMetrics("valid", valid_, metrics);
-    if (last && settings_.test_at_end) AddSplitMetrics("test", test_, metrics);
+    for (const std::string& split : SplitsToEvaluate(settings_, last))
+      AddSplitMetrics(split, SplitNamed(split), metrics);
     for (std::size_t m = 0; m < members_.size(); ++m) {
       MemberState& member = members_[m];
       if (!member.active) continue;
-      const std::optional<double> objective = ObjectiveOf(metrics[m]);
-      if (objective) {
-        member.out.result.final_value = objective;
-        const bool better =
-            !member.best_value || IsBetter(*objective, *member.best_value, options_.objective.direction);
-        if (better && std::isfinite(*objective)) {
-          member.best_value = objective;
-          member.best_step = step_;
-        }
-      }
+      const std::optional<double> objective = ObjectiveValue(options_.objective, metrics[m]);
+      member.best.Record(step_, objective, options_.objective.direction);
       ReportSteps(member);
       if (callbacks_) callbacks_->OnEvaluation(m, step_, metrics[m]);
       member.out.evaluations.emplace_back(step_, std::move(metrics[m]));
@@ -597,15 +570,11 @@ class FusedLoop {
     seconds_["evaluation"] += Seconds(Clock::now() - began) - (seconds_["checkpoint"] - checkpoints_before);
   }
 
-  // The objective: the named split's metric, or its periodic sample's when the full split was not evaluated.
-  std::optional<double> ObjectiveOf(const std::vector<EvalMetric>& metrics) const {
-    const dltune::Objective& wanted = options_.objective;
-    for (const std::string& split : {wanted.split, wanted.split + "_sample"}) {
-      for (const EvalMetric& m : metrics) {
-        if (m.split == split && m.metric == wanted.metric) return m.value;
-      }
-    }
-    return std::nullopt;
+  // The split an evaluation names (SplitsToEvaluate), as the group holds it.
+  const EvalSplit& SplitNamed(const std::string& name) const {
+    if (name == "train") return train_subset_;
+    if (name == "valid_sample") return valid_sample_;
+    return name == "valid" ? valid_ : test_;
   }
 
   // Writes the member's checkpoint at this step in the lone trainer's format (trainer.cc, SaveCheckpoint): what it
@@ -625,20 +594,11 @@ class FusedLoop {
     member.checkpoint_write = SaveStateInBackground(
         *member.checkpoints, step_, objective,
         [lone = member.lone, optimizer = optimizer_->CopyMember(m),
-         progress = TrainingProgress{step_, member.best_step, member.best_value, member.initial_loss,
+         progress = TrainingProgress{step_, member.best.step, member.best.value, member.initial_loss,
                                      model_->DropoutGenerator(m).get_state()},
          threads = static_cast<std::int64_t>(torch::get_num_threads())] {
-          torch::serialize::OutputArchive archive;
-          torch::serialize::OutputArchive model_archive;
-          lone->save(model_archive);
-          archive.write("model", model_archive);
-          torch::serialize::OutputArchive optimizer_archive;
-          optimizer.Save(optimizer_archive);
-          archive.write("optimizer", optimizer_archive);
-          WriteProgress(archive, progress, threads);
-          std::ostringstream bytes;
-          archive.save_to(bytes);
-          return std::move(bytes).str();
+          return WriteTrainingState(
+              *lone, [&](torch::serialize::OutputArchive& archive) { optimizer.Save(archive); }, progress, threads);
         });
     seconds_["checkpoint"] += Seconds(Clock::now() - began);
   }
@@ -663,11 +623,19 @@ class FusedLoop {
         result.reason = fmt::format("stopped at step {}; resumable from its checkpoint", step_);
       }
     }
-    result.best_step = member.best_step;
-    result.best_value = member.best_value;
     result.threads = torch::get_num_threads();
     ReportEnd(member);
+    member.out.result = Result(member);
     return std::move(member.out);
+  }
+
+  // The member's result as its lone trial's: with its best and last objective values.
+  static TrainResult Result(const MemberState& member) {
+    TrainResult result = member.out.result;
+    result.best_step = member.best.step;
+    result.best_value = member.best.value;
+    result.final_value = member.best.last;
+    return result;
   }
 
   Workload& workload_;
@@ -695,6 +663,8 @@ class FusedLoop {
   std::shared_ptr<ArrayModel> model_;
   std::unique_ptr<ArrayOptimizer> optimizer_;
   std::int64_t step_ = 0;
+  Clock::time_point interval_start_;  // when the steps not read yet began (after the last read and evaluation)
+  double data_wait_ = 0;              // seconds of those steps spent gathering their batches
   FusedCallbacks* callbacks_ = options_.callbacks;
   ProfileRecorder profile_;                // training.profile_steps
   std::filesystem::path profile_written_;  // the group's trace, once written

@@ -61,8 +61,11 @@ struct FusedOptions {
 
 // What a member's lone trial would have reported.
 struct FusedMemberResult {
-  TrainResult result;              // outcome, reason, steps, best step and value, final value
-  std::vector<StepMetrics> steps;  // every step's loss, learning rate and gradient norm (no timings)
+  TrainResult result;  // outcome, reason, steps, best step and value, final value
+  // Every step's loss, learning rate and gradient norm, and its timings as a lone trial's: its share of the group's
+  // time between two reads of the steps (step_time, of which data_wait gathering the batches) and the member's
+  // examples per second at that step time.
+  std::vector<StepMetrics> steps;
   std::vector<std::pair<std::int64_t, std::vector<EvalMetric>>> evaluations;  // by step
   std::vector<std::string> checkpoints;                                       // the directories written
 };

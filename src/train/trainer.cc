@@ -13,7 +13,6 @@
 #include <iterator>
 #include <regex>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <torch/csrc/jit/frontend/tracer.h>
@@ -40,6 +39,7 @@
 #include "profile_trace.h"
 #include "threads.h"
 #include "training_hyperparams.h"
+#include "training_rules.h"
 
 namespace dltune {
 
@@ -61,6 +61,14 @@ using Clock = std::chrono::steady_clock;
 struct EvalSums {
   torch::Tensor loss, correct, weight, class_correct;
 };
+
+// The sums on the host.
+SplitSums OnHost(const EvalSums& sums) {
+  SplitSums host{sums.loss.item<double>(), sums.correct.item<double>(), sums.weight.item<double>(), {}};
+  const torch::Tensor per_class = sums.class_correct.to(torch::kCPU);
+  for (std::int64_t k = 0; k < per_class.size(0); ++k) host.class_correct.push_back(per_class[k].item<double>());
+  return host;
+}
 
 // A trainer's callbacks that listen to nothing (evaluating a stored checkpoint reports through its result).
 class NullCallbacks final : public TrainerCallbacks {};
@@ -284,9 +292,9 @@ class Loop {
     result.steps = step_;
     result.seconds = seconds_;
     result.threads = torch::get_num_threads();
-    result.best_step = best_step_;
-    result.best_value = best_value_;
-    result.final_value = final_value_;
+    result.best_step = best_.step;
+    result.best_value = best_.value;
+    result.final_value = best_.last;
     return result;
   }
 
@@ -370,20 +378,10 @@ class Loop {
   // is not faster than the eager step, the trial trains eagerly; the two launch the same kernels with the same inputs,
   // so they train alike. On stderr: why not, where the setting asked for a graph, and auto's timing on CUDA.
   void CaptureStep(const Dataset& train) {
-    const bool timed = settings_.cuda_graph == "auto";
-    std::string why_not;
-    if (!device_.is_cuda()) why_not = "the trial trains on " + device_.str();
-    if (why_not.empty() && !StepGraph::Available()) why_not = "this dltune was built without CUDA graphs";
-    if (why_not.empty() && parallel_) why_not = "data-parallel ranks exchange their gradients through the host";
-    if (why_not.empty() && !ema_.empty()) why_not = "the moving average's decay (ema_decay) changes on the host";
-    if (why_not.empty() && profile_.planned()) why_not = "training.profile_steps records the eager step's operators";
-    if (!why_not.empty()) {
-      if (!timed) SayHowTheStepTrains("trial", why_not, std::nullopt);
-      return;
-    }
-    std::optional<GraphTiming> timing;
-    why_not = CaptureOrSayWhyNot(train, timed, timing);
-    SayHowTheStepTrains("trial", why_not, timing);
+    CaptureUnlessRefused(
+        "trial", settings_.cuda_graph, device_,
+        {.data_parallel = parallel_ != nullptr, .moving_average = !ema_.empty(), .profiled = profile_.planned()},
+        [&](bool timed, std::optional<GraphTiming>& timing) { return CaptureOrSayWhyNot(train, timed, timing); });
   }
 
   // Captures the step and returns "", or returns why it was not captured (with `timed`, also where the eager step was
@@ -557,7 +555,6 @@ class Loop {
     const auto count = static_cast<std::int64_t>(pending_losses_.size());
     const torch::Tensor losses = torch::stack(pending_losses_).to(torch::kCPU, torch::kDouble);
     std::vector<StepMetrics> steps;
-    std::optional<std::string> diverged;
     const std::int64_t first_step = step_ - count + 1;
     for (std::int64_t i = 0; i < count; ++i) {
       StepMetrics m;
@@ -566,18 +563,13 @@ class Loop {
       m.learning_rate = pending_lrs_[static_cast<std::size_t>(i)];
       m.grad_norm = pending_norms_[static_cast<std::size_t>(i)];
       if (!pending_clipped_.empty()) m.clipped = pending_clipped_[static_cast<std::size_t>(i)];
-      m.step_time = elapsed / static_cast<double>(count);
-      m.data_wait = data_wait / static_cast<double>(count);
-      m.examples_per_second = m.step_time > 0 ? static_cast<double>(hp_.batch_size) / m.step_time : 0;
-      if (!initial_loss_) initial_loss_ = m.loss;
-      if (!diverged && !std::isfinite(m.loss)) {
-        diverged = fmt::format("diverged: training loss is {} at step {}", m.loss, m.step);
-      } else if (!diverged && m.loss > settings_.divergence_factor * std::max(*initial_loss_, 1e-12)) {
-        diverged = fmt::format("diverged: training loss {:.4g} at step {} is more than {}x the initial loss {:.4g}",
-                               m.loss, m.step, settings_.divergence_factor, *initial_loss_);
-      }
       steps.push_back(m);
-      if (diverged) break;
+    }
+    ShareIntervalTime(steps, elapsed, data_wait, hp_.batch_size);
+    std::optional<std::string> diverged;
+    for (std::size_t i = 0; i < steps.size() && !diverged; ++i) {
+      diverged = Divergence(initial_loss_, steps[i].loss, steps[i].step, settings_.divergence_factor);
+      if (diverged) steps.resize(i + 1);  // nothing after the step that diverged is reported
     }
     pending_losses_.clear();
     pending_norms_.clear();
@@ -627,18 +619,14 @@ class Loop {
 
   void AddSplitMetrics(const std::string& name, const Dataset& split, std::vector<EvalMetric>& metrics) {
     if (split.size() == 0) return;
-    const EvalSums sums = Sums(split);
-    const double weight = sums.weight.item<double>();
-    const double loss = sums.loss.item<double>() / weight;
-    const double accuracy = sums.correct.item<double>() / weight;
-    const auto examples = static_cast<std::int64_t>(std::llround(weight));
-    metrics.push_back({name, "loss", loss, examples});
-    metrics.push_back({name, "error_rate", 1.0 - accuracy, examples});
-    metrics.push_back({name, "accuracy", accuracy, examples});
-    const torch::Tensor per_class = sums.class_correct.to(torch::kCPU);
-    for (std::int64_t k = 0; k < per_class.size(0); ++k) {
-      metrics.push_back({name, fmt::format("correct_class_{}", k), per_class[k].item<double>(), examples});
-    }
+    AddMetricsFromSums(name, OnHost(Sums(split)), metrics);
+  }
+
+  // The split an evaluation names (SplitsToEvaluate), as this run holds it.
+  const Dataset& SplitNamed(const std::string& name) const {
+    if (name == "train") return train_subset_;
+    if (name == "valid_sample") return valid_sample_;
+    return name == "valid" ? valid_ : test_;
   }
 
   void Evaluate(bool last, TrainResult& result) {
@@ -647,30 +635,13 @@ class Loop {
     std::vector<EvalMetric> metrics;
     {
       const MovingAverageInModel averaged(*this);
-      AddSplitMetrics("train", train_subset_, metrics);
-      if (valid_sample_.size() > 0) AddSplitMetrics("valid_sample", valid_sample_, metrics);
-      if (valid_sample_.size() == 0 || last) AddSplitMetrics("valid", valid_, metrics);
-      if (last && settings_.test_at_end) AddSplitMetrics("test", test_, metrics);
+      for (const std::string& split : SplitsToEvaluate(settings_, last))
+        AddSplitMetrics(split, SplitNamed(split), metrics);
       ReportPredictions();
     }
-
-    // The objective: the named split's metric, or its periodic sample when the full split was not evaluated.
-    std::optional<double> objective;
-    const Objective& wanted = options_.objective;
-    for (const std::string& split : {wanted.split, wanted.split + "_sample"}) {
-      for (const auto& m : metrics) {
-        if (!objective && m.split == split && m.metric == wanted.metric) objective = m.value;
-      }
-    }
-    if (objective) {
-      final_value_ = objective;
-      const bool better = !best_value_ || IsBetter(*objective, *best_value_, wanted.direction);
-      if (better && std::isfinite(*objective)) {
-        best_value_ = objective;
-        best_step_ = step_;
-      }
-    }
-    callbacks_.OnEvaluation(step_, metrics, best_step_.value_or(0), best_value_.value_or(std::nan("")));
+    const std::optional<double> objective = ObjectiveValue(options_.objective, metrics);
+    best_.Record(step_, objective, options_.objective.direction);
+    callbacks_.OnEvaluation(step_, metrics, best_.step.value_or(0), best_.value.value_or(std::nan("")));
     span.End();  // the checkpoint is a span of its own, as it is a phase of its own in the time split
     SaveCheckpoint(objective);
     (void)result;
@@ -719,24 +690,19 @@ class Loop {
     }
     FinishCheckpointWrite();
     saved_step_ = step_;
-    torch::serialize::OutputArchive archive;
-    torch::serialize::OutputArchive model_archive;
-    model_->save(model_archive);
-    archive.write("model", model_archive);
-    torch::serialize::OutputArchive optimizer_archive;
-    optimizer_->Save(optimizer_archive);
-    archive.write("optimizer", optimizer_archive);
-    WriteProgress(archive, {step_, best_step_, best_value_, initial_loss_, GeneratorState()},
-                  static_cast<std::int64_t>(torch::get_num_threads()));
-    // Dropout on CUDA draws from the device's generator: kept, so that a resume on CUDA continues its stream.
-    if (device_.is_cuda()) archive.write("cuda_generator", GeneratorState(device_));
-    for (std::size_t i = 0; i < ema_.size(); ++i) archive.write(fmt::format("ema_{}", i), ema_[i]);
-    if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
-    if (rank_cuda_generators.defined()) archive.write("cuda_generator_ranks", rank_cuda_generators);
     // The bytes, taken now: the model's tensors change with the next step.
-    std::ostringstream bytes;
-    archive.save_to(bytes);
-    checkpoint_write_ = SaveStateInBackground(*checkpoints_, step_, objective, std::move(bytes).str());
+    std::string bytes = WriteTrainingState(
+        *model_, [&](torch::serialize::OutputArchive& archive) { optimizer_->Save(archive); },
+        {step_, best_.step, best_.value, initial_loss_, GeneratorState()},
+        static_cast<std::int64_t>(torch::get_num_threads()),
+        [&](torch::serialize::OutputArchive& archive) {
+          // Dropout on CUDA draws from the device's generator: kept, so that a resume on CUDA continues its stream.
+          if (device_.is_cuda()) archive.write("cuda_generator", GeneratorState(device_));
+          for (std::size_t i = 0; i < ema_.size(); ++i) archive.write(fmt::format("ema_{}", i), ema_[i]);
+          if (rank_generators.defined()) archive.write("cpu_generator_ranks", rank_generators);
+          if (rank_cuda_generators.defined()) archive.write("cuda_generator_ranks", rank_cuda_generators);
+        });
+    checkpoint_write_ = SaveStateInBackground(*checkpoints_, step_, objective, std::move(bytes));
   }
 
   // Waits for the checkpoint being written, if any, and reports it; rethrows the error it failed with.
@@ -834,8 +800,7 @@ class Loop {
                      static_cast<long long>(it->step), FirstLine(e.what()).c_str());
         // A half-read checkpoint may have changed the model: start again from the initialization.
         step_ = 0;
-        best_step_.reset();
-        best_value_.reset();
+        best_ = {};
         initial_loss_.reset();
         BuildModel();
       }
@@ -849,18 +814,11 @@ class Loop {
 
   void RestoreStateFrom(const std::string& state) {
     torch::serialize::InputArchive archive;
-    std::istringstream in(state);
-    archive.load_from(in, device_);
-    torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
-    model_->load(model_archive);
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    optimizer_->Load(optimizer_archive);
-    const TrainingProgress progress = ReadProgress(archive);
+    const TrainingProgress progress = ReadTrainingState(
+        state, device_, *model_, [&](torch::serialize::InputArchive& saved) { optimizer_->Load(saved); }, archive);
     step_ = progress.step;
-    best_step_ = progress.best_step;
-    best_value_ = progress.best_value;
+    best_.step = progress.best_step;
+    best_.value = progress.best_value;
     initial_loss_ = progress.initial_loss;
     SetGeneratorState(progress.cpu_generator);
     // A checkpoint written on the CPU has no CUDA stream: CUDA's dropout then goes on from its seed.
@@ -930,9 +888,7 @@ class Loop {
   std::int64_t step_ = 0;
   std::int64_t saved_step_ = -1;  // the step of the last checkpoint saved
   std::optional<double> initial_loss_;
-  std::optional<std::int64_t> best_step_;
-  std::optional<double> best_value_;
-  std::optional<double> final_value_;
+  BestObjective best_;       // retrospective selection
   ProfileRecorder profile_;  // training.profile_steps
   std::vector<torch::Tensor> pending_losses_;
   std::vector<double> pending_norms_;
