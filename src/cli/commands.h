@@ -17,6 +17,8 @@ namespace dltune::cli {
 void RegisterSpaceCommands(CLI::App& app);
 // `dltune studies`, `dltune show` and `dltune export`.
 void RegisterStoreCommands(CLI::App& app);
+// `dltune copy`.
+void RegisterCopyCommand(CLI::App& app);
 // `dltune train`.
 void RegisterTrainCommand(CLI::App& app);
 // `dltune run`, `dltune worker` and `dltune run-trial`.

@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   app.formatter(std::make_shared<OneLineFormatter>());  // before the commands: they take their parent's formatter
   dltune::cli::RegisterSpaceCommands(app);
   dltune::cli::RegisterStoreCommands(app);
+  dltune::cli::RegisterCopyCommand(app);
   dltune::cli::RegisterTrainCommand(app);
   dltune::cli::RegisterRunCommands(app);
   dltune::cli::RegisterDoctorCommand(app);

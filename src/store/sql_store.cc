@@ -774,22 +774,34 @@ void SqlStore::MarkCheckpointDeleted(const TrialLease& lease, std::int64_t check
   });
 }
 
+namespace {
+
+constexpr const char* kCheckpointColumns =
+    "c.id, c.step, c.path, c.objective, c.checksum, c.pool, c.deleted, c.created_at";
+
+// A checkpoints row whose columns `first`.. are kCheckpointColumns.
+CheckpointRecord CheckpointFromRow(const SqlRow& row, std::size_t first = 0) {
+  CheckpointRecord c;
+  c.id = AsInt(row[first]);
+  c.step = AsInt(row[first + 1]);
+  c.path = AsText(row[first + 2]);
+  c.objective = AsOptionalDouble(row[first + 3]);
+  c.checksum = AsText(row[first + 4]);
+  c.pool = AsText(row[first + 5]) == "best" ? CheckpointPool::kBest : CheckpointPool::kLatest;
+  c.deleted = AsInt(row[first + 6]) != 0;
+  c.created_at = AsDouble(row[first + 7]);
+  return c;
+}
+
+}  // namespace
+
 std::vector<CheckpointRecord> SqlStore::ListCheckpoints(std::int64_t trial_id) {
   return Transaction(false, [&] {
     std::vector<CheckpointRecord> checkpoints;
-    for (const auto& row : connection_->Query(
-             "SELECT id, step, path, objective, checksum, pool, deleted FROM checkpoints WHERE trial_id = ? "
-             "ORDER BY step, id",
-             {trial_id})) {
-      CheckpointRecord c;
-      c.id = AsInt(row[0]);
-      c.step = AsInt(row[1]);
-      c.path = AsText(row[2]);
-      c.objective = AsOptionalDouble(row[3]);
-      c.checksum = AsText(row[4]);
-      c.pool = AsText(row[5]) == "best" ? CheckpointPool::kBest : CheckpointPool::kLatest;
-      c.deleted = AsInt(row[6]) != 0;
-      checkpoints.push_back(std::move(c));
+    for (const auto& row : connection_->Query(std::string("SELECT ") + kCheckpointColumns +
+                                                  " FROM checkpoints c WHERE c.trial_id = ? ORDER BY c.step, c.id",
+                                              {trial_id})) {
+      checkpoints.push_back(CheckpointFromRow(row));
     }
     return checkpoints;
   });
@@ -848,23 +860,30 @@ StudyNote SqlStore::AddNote(std::int64_t study_id, const StudyNote& note) {
   });
 }
 
+namespace {
+
+// Inside a transaction: the study's notes, by id.
+std::vector<StudyNote> QueryNotes(SqlConnection& connection, std::int64_t study_id) {
+  std::vector<StudyNote> notes;
+  for (const auto& row : connection.Query(
+           "SELECT id, kind, adopt, text, author, created_at, resolves FROM study_notes WHERE study_id = ? "
+           "ORDER BY id",
+           {study_id})) {
+    notes.push_back({.id = AsInt(row[0]),
+                     .kind = AsText(row[1]) == "decision" ? NoteKind::kDecision : NoteKind::kNote,
+                     .adopt = AsText(row[2]),
+                     .text = AsText(row[3]),
+                     .author = AsText(row[4]),
+                     .resolves = AsText(row[6]),
+                     .created_at = AsDouble(row[5])});
+  }
+  return notes;
+}
+
+}  // namespace
+
 std::vector<StudyNote> SqlStore::ListNotes(std::int64_t study_id) {
-  return Transaction(false, [&] {
-    std::vector<StudyNote> notes;
-    for (const auto& row : connection_->Query(
-             "SELECT id, kind, adopt, text, author, created_at, resolves FROM study_notes WHERE study_id = ? "
-             "ORDER BY id",
-             {study_id})) {
-      notes.push_back({.id = AsInt(row[0]),
-                       .kind = AsText(row[1]) == "decision" ? NoteKind::kDecision : NoteKind::kNote,
-                       .adopt = AsText(row[2]),
-                       .text = AsText(row[3]),
-                       .author = AsText(row[4]),
-                       .resolves = AsText(row[6]),
-                       .created_at = AsDouble(row[5])});
-    }
-    return notes;
-  });
+  return Transaction(false, [&] { return QueryNotes(*connection_, study_id); });
 }
 
 std::int64_t SqlStore::InsertEvaluation(std::int64_t study_id, const CheckpointEvaluation& evaluation) {
@@ -893,17 +912,24 @@ CheckpointEvaluation SqlStore::AddEvaluation(std::int64_t study_id, const Checkp
   return Transaction(true, [&] { return ReadEvaluation(InsertEvaluation(study_id, evaluation)); });
 }
 
+namespace {
+
+// Inside a transaction: the study's checkpoint evaluations, by id.
+std::vector<CheckpointEvaluation> QueryEvaluations(SqlConnection& connection, std::int64_t study_id) {
+  std::vector<CheckpointEvaluation> evaluations;
+  for (const auto& row : connection.Query(std::string("SELECT ") + kEvaluationColumns +
+                                              " FROM checkpoint_evaluations e JOIN trials t ON t.id = e.trial_id "
+                                              "WHERE e.study_id = ? ORDER BY e.id",
+                                          {study_id})) {
+    evaluations.push_back(EvaluationFromRow(row));
+  }
+  return evaluations;
+}
+
+}  // namespace
+
 std::vector<CheckpointEvaluation> SqlStore::ListEvaluations(std::int64_t study_id) {
-  return Transaction(false, [&] {
-    std::vector<CheckpointEvaluation> evaluations;
-    for (const auto& row : connection_->Query(std::string("SELECT ") + kEvaluationColumns +
-                                                  " FROM checkpoint_evaluations e JOIN trials t ON t.id = e.trial_id "
-                                                  "WHERE e.study_id = ? ORDER BY e.id",
-                                              {study_id})) {
-      evaluations.push_back(EvaluationFromRow(row));
-    }
-    return evaluations;
-  });
+  return Transaction(false, [&] { return QueryEvaluations(*connection_, study_id); });
 }
 
 LaunchRecord SqlStore::AddLaunch(std::int64_t study_id, const LaunchRecord& launch) {
@@ -923,33 +949,40 @@ LaunchRecord SqlStore::AddLaunch(std::int64_t study_id, const LaunchRecord& laun
   throw Error(fmt::format("{}: launch {} was recorded but cannot be read back", url_, id));
 }
 
+namespace {
+
+// Inside a transaction: the study's launches (every study's when study_id is 0), by id.
+std::vector<LaunchRecord> QueryLaunches(SqlConnection& connection, std::int64_t study_id) {
+  std::vector<LaunchRecord> launches;
+  const std::string sql = std::string(
+                              "SELECT l.id, s.name, l.reason, l.author, l.git_commit, l.git_dirty, "
+                              "l.export_path, l.created_at, l.decision_id, ") +
+                          kEvaluationColumns +
+                          " FROM launches l JOIN studies s ON s.id = l.study_id JOIN checkpoint_evaluations e ON "
+                          "e.id = l.evaluation_id JOIN trials t ON t.id = l.trial_id" +
+                          (study_id != 0 ? " WHERE l.study_id = ?" : "") + " ORDER BY l.id";
+  const std::vector<SqlValue> args = study_id != 0 ? std::vector<SqlValue>{study_id} : std::vector<SqlValue>{};
+  for (const auto& row : connection.Query(sql, args)) {
+    LaunchRecord launch;
+    launch.id = AsInt(row[0]);
+    launch.study = AsText(row[1]);
+    launch.reason = AsText(row[2]);
+    launch.author = AsText(row[3]);
+    launch.git_commit = AsText(row[4]);
+    if (const auto dirty = AsOptionalInt(row[5])) launch.git_dirty = *dirty != 0;
+    launch.export_path = AsText(row[6]);
+    launch.created_at = AsDouble(row[7]);
+    launch.decision = AsOptionalInt(row[8]);
+    launch.evaluation = EvaluationFromRow(row, 9);
+    launches.push_back(std::move(launch));
+  }
+  return launches;
+}
+
+}  // namespace
+
 std::vector<LaunchRecord> SqlStore::ListLaunches(std::int64_t study_id) {
-  return Transaction(false, [&] {
-    std::vector<LaunchRecord> launches;
-    const std::string sql = std::string(
-                                "SELECT l.id, s.name, l.reason, l.author, l.git_commit, l.git_dirty, "
-                                "l.export_path, l.created_at, l.decision_id, ") +
-                            kEvaluationColumns +
-                            " FROM launches l JOIN studies s ON s.id = l.study_id JOIN checkpoint_evaluations e ON "
-                            "e.id = l.evaluation_id JOIN trials t ON t.id = l.trial_id" +
-                            (study_id != 0 ? " WHERE l.study_id = ?" : "") + " ORDER BY l.id";
-    const std::vector<SqlValue> args = study_id != 0 ? std::vector<SqlValue>{study_id} : std::vector<SqlValue>{};
-    for (const auto& row : connection_->Query(sql, args)) {
-      LaunchRecord launch;
-      launch.id = AsInt(row[0]);
-      launch.study = AsText(row[1]);
-      launch.reason = AsText(row[2]);
-      launch.author = AsText(row[3]);
-      launch.git_commit = AsText(row[4]);
-      if (const auto dirty = AsOptionalInt(row[5])) launch.git_dirty = *dirty != 0;
-      launch.export_path = AsText(row[6]);
-      launch.created_at = AsDouble(row[7]);
-      launch.decision = AsOptionalInt(row[8]);
-      launch.evaluation = EvaluationFromRow(row, 9);
-      launches.push_back(std::move(launch));
-    }
-    return launches;
-  });
+  return Transaction(false, [&] { return QueryLaunches(*connection_, study_id); });
 }
 
 void SqlStore::DeleteStudy(std::int64_t study_id) {
@@ -970,6 +1003,235 @@ std::unique_ptr<StoreLock> SqlStore::LockTestSplit(std::int64_t study_id) {
                 ErrorKind::kConflict);
   }
   return lock;
+}
+
+StudyCopy SqlStore::ReadStudyCopy(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    StudyCopy copy;
+    const auto study =
+        connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?", {study_id});
+    if (study.empty()) throw Error(fmt::format("{}: no study with id {}", url_, study_id));
+    copy.study = StudyFromRow(study.front());
+    std::map<std::int64_t, std::size_t> position;  // trial id -> index in copy.trials
+    for (const auto& row : connection_->Query(
+             std::string("SELECT ") + kTrialColumns + ", furthest_step FROM trials WHERE study_id = ? ORDER BY number",
+             {study_id})) {
+      StudyCopyTrial trial{.trial = TrialFromRow(row), .furthest_step = AsOptionalInt(row[23])};
+      position[trial.trial.id] = copy.trials.size();
+      copy.trials.push_back(std::move(trial));
+    }
+    for (const auto& row : connection_->Query(
+             "SELECT m.trial_id, m.step, m.loss, m.learning_rate, m.grad_norm, m.clipped, m.step_time, m.data_wait, "
+             "m.examples_per_second FROM train_measurements m JOIN trials t ON t.id = m.trial_id "
+             "WHERE t.study_id = ? ORDER BY t.number, m.step",
+             {study_id})) {
+      copy.trials[position.at(AsInt(row[0]))].train.push_back(TrainMeasurementOf(row, 1));
+    }
+    for (const auto& row : connection_->Query(
+             "SELECT e.trial_id, e.step, e.split, e.metric, e.value, e.examples FROM eval_measurements e "
+             "JOIN trials t ON t.id = e.trial_id WHERE t.study_id = ? ORDER BY t.number, e.step, e.split, e.metric",
+             {study_id})) {
+      copy.trials[position.at(AsInt(row[0]))].evals.push_back(
+          {AsInt(row[1]), AsText(row[2]), AsText(row[3]), AsDouble(row[4]), AsInt(row[5])});
+    }
+    for (const auto& row : connection_->Query(std::string("SELECT c.trial_id, ") + kCheckpointColumns +
+                                                  " FROM checkpoints c JOIN trials t ON t.id = c.trial_id "
+                                                  "WHERE t.study_id = ? ORDER BY t.number, c.step, c.id",
+                                              {study_id})) {
+      copy.trials[position.at(AsInt(row[0]))].checkpoints.push_back(CheckpointFromRow(row, 1));
+    }
+    copy.notes = QueryNotes(*connection_, study_id);
+    copy.evaluations = QueryEvaluations(*connection_, study_id);
+    copy.launches = QueryLaunches(*connection_, study_id);
+    return copy;
+  });
+}
+
+std::int64_t SqlStore::InsertStudyCopy(const StudyCopy& copy, const std::string& name, bool replace,
+                                       const std::function<void(std::size_t)>& on_trial_written,
+                                       std::size_t& trials_written) {
+  const StudyRecord& study = copy.study;
+  // No two studies of a store share a name, nor a uid (it names their trial directories).
+  for (const auto& row :
+       connection_->Query("SELECT id, name, uid FROM studies WHERE name = ? OR uid = ?", {name, study.uid})) {
+    const std::string other = AsText(row[1]);
+    if (other == name && replace) {
+      connection_->Execute("DELETE FROM studies WHERE id = ?", {AsInt(row[0])});
+    } else if (other == name) {
+      throw Error(fmt::format("{}: a study named '{}' already exists", url_, name), ErrorKind::kConflict);
+    } else {
+      throw Error(
+          fmt::format("{}: the store holds study '{}' already, as '{}' (uid {})", url_, study.name, other, study.uid),
+          ErrorKind::kConflict);
+    }
+  }
+  std::int64_t study_id = 0;
+  try {
+    study_id =
+        AsInt(connection_
+                  ->Query("INSERT INTO studies (name, uid, description, spec_text, spec_hash, spec_path, command_line, "
+                          "dltune_version, git_commit, git_dirty, parent, created_at, updated_at) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                          {name, study.uid, study.description, study.spec_text, study.spec_hash, study.spec_path,
+                           study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty),
+                           study.parent, study.created_at, study.updated_at})
+                  .front()
+                  .front());
+  } catch (const SqlUniqueViolation&) {
+    throw Error(fmt::format("{}: a study named '{}' already exists", url_, name), ErrorKind::kConflict);
+  }
+  // The parent's page lists the studies planned from it: it changed when this one was made.
+  if (!study.parent.empty()) {
+    connection_->Execute("UPDATE studies SET updated_at = ? WHERE name = ? AND updated_at < ?",
+                         {study.created_at, study.parent, study.created_at});
+  }
+
+  std::vector<SqlRow> trial_rows;
+  std::map<std::string, std::int64_t> counts;
+  trial_rows.reserve(copy.trials.size());
+  for (const StudyCopyTrial& trial : copy.trials) {
+    const TrialRecord& t = trial.trial;
+    trial_rows.push_back({study_id,
+                          static_cast<std::int64_t>(t.number),
+                          static_cast<std::int64_t>(t.substudy),
+                          t.substudy_label,
+                          ParamsToJson(t.params),
+                          static_cast<std::int64_t>(t.seed),
+                          static_cast<std::int64_t>(t.configuration),
+                          static_cast<std::int64_t>(t.replica),
+                          TrialStateName(t.state),
+                          t.worker,
+                          Optional(t.heartbeat_at),
+                          Optional(t.started_at),
+                          Optional(t.ended_at),
+                          t.reason,
+                          std::int64_t{t.retries},
+                          Optional(t.best_step),
+                          Optional(t.best_value),
+                          Optional(t.final_value),
+                          Optional(t.exit_status),
+                          t.stderr_tail,
+                          TimeSplitToJson(t.time_split),
+                          ResourcesJson(t.resources),
+                          Optional(trial.furthest_step)});
+    ++counts[TrialStateName(t.state)];
+  }
+  connection_->ExecuteMany(
+      "INSERT INTO trials (study_id, number, substudy, substudy_label, params, seed, configuration, replica, state, "
+      "worker, heartbeat_at, started_at, ended_at, reason, retries, best_step, best_value, final_value, exit_status, "
+      "stderr_tail, time_split, resources, furthest_step) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      trial_rows);
+  for (const auto& [state, count] : counts) {
+    connection_->Execute("INSERT INTO trial_counts (study_id, state, count) VALUES (?, ?, ?)",
+                         {study_id, state, count});
+  }
+  std::map<std::uint64_t, std::int64_t> trial_ids;  // by number
+  for (const auto& row : connection_->Query("SELECT number, id FROM trials WHERE study_id = ?", {study_id})) {
+    trial_ids[static_cast<std::uint64_t>(AsInt(row[0]))] = AsInt(row[1]);
+  }
+
+  for (const StudyCopyTrial& trial : copy.trials) {
+    const std::int64_t trial_id = trial_ids.at(trial.trial.number);
+    std::vector<SqlRow> rows;
+    for (const TrainMeasurement& m : trial.train) {
+      rows.push_back({trial_id, m.step, Optional(m.loss), Optional(m.learning_rate), Optional(m.grad_norm),
+                      Optional(m.clipped), Optional(m.step_time), Optional(m.data_wait),
+                      Optional(m.examples_per_second)});
+    }
+    if (!rows.empty()) {
+      connection_->ExecuteMany(
+          "INSERT INTO train_measurements (trial_id, step, loss, learning_rate, grad_norm, clipped, step_time, "
+          "data_wait, examples_per_second) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          rows);
+    }
+    rows.clear();
+    for (const EvalMeasurement& e : trial.evals)
+      rows.push_back({trial_id, e.step, e.split, e.metric, e.value, e.examples});
+    if (!rows.empty()) {
+      connection_->ExecuteMany(
+          "INSERT INTO eval_measurements (trial_id, step, split, metric, value, examples) VALUES (?, ?, ?, ?, ?, ?)",
+          rows);
+    }
+    rows.clear();
+    for (const CheckpointRecord& c : trial.checkpoints) {
+      rows.push_back({trial_id, c.step, c.path, Optional(c.objective), c.checksum, CheckpointPoolName(c.pool),
+                      std::int64_t{c.deleted ? 1 : 0}, c.created_at});
+    }
+    if (!rows.empty()) {
+      connection_->ExecuteMany(
+          "INSERT INTO checkpoints (trial_id, step, path, objective, checksum, pool, deleted, created_at) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+          rows);
+    }
+    if (on_trial_written) on_trial_written(++trials_written);
+  }
+
+  // Notes, evaluations and launches, in their order, each referring to the others by its new id.
+  std::map<std::int64_t, std::int64_t> note_ids;
+  for (const StudyNote& note : copy.notes) {
+    note_ids[note.id] =
+        AsInt(connection_
+                  ->Query("INSERT INTO study_notes (study_id, kind, adopt, text, author, resolves, created_at) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                          {study_id, NoteKindName(note.kind), note.adopt, note.text, note.author, note.resolves,
+                           note.created_at})
+                  .front()
+                  .front());
+  }
+  auto trial_id_of = [&](std::uint64_t number) {
+    const auto found = trial_ids.find(number);
+    if (found == trial_ids.end()) {
+      throw Error(fmt::format("{}: study '{}' has a record of trial {}, which it lacks", url_, name, number));
+    }
+    return found->second;
+  };
+  std::map<std::int64_t, std::int64_t> evaluation_ids;
+  for (const CheckpointEvaluation& e : copy.evaluations) {
+    evaluation_ids[e.id] = AsInt(
+        connection_
+            ->Query("INSERT INTO checkpoint_evaluations (study_id, trial_id, step, checkpoint_path, checksum, split, "
+                    "metrics, examples, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    {study_id, trial_id_of(e.trial), e.step, e.checkpoint_path, e.checksum, e.split,
+                     MetricsToJson(e.metrics), e.examples, e.created_at})
+            .front()
+            .front());
+  }
+  for (const LaunchRecord& launch : copy.launches) {
+    const auto evaluation = evaluation_ids.find(launch.evaluation.id);
+    if (evaluation == evaluation_ids.end()) {
+      throw Error(fmt::format("{}: a launch of study '{}' names an evaluation the copy lacks", url_, name));
+    }
+    std::optional<std::int64_t> decision;
+    if (launch.decision) {
+      const auto found = note_ids.find(*launch.decision);
+      if (found != note_ids.end()) decision = found->second;
+    }
+    connection_->Execute(
+        "INSERT INTO launches (study_id, trial_id, evaluation_id, reason, author, git_commit, git_dirty, export_path, "
+        "decision_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        {study_id, trial_id_of(launch.evaluation.trial), evaluation->second, launch.reason, launch.author,
+         launch.git_commit, Optional(launch.git_dirty), launch.export_path, Optional(decision), launch.created_at});
+  }
+  return study_id;
+}
+
+StudyRecord SqlStore::WriteStudyCopy(const StudyCopyWrite& write) {
+  if (write.studies.empty()) throw Error("no study to copy");
+  return Transaction(true, [&] {
+    std::size_t trials_written = 0;
+    std::int64_t last = 0;
+    for (std::size_t i = 0; i < write.studies.size(); ++i) {
+      const bool is_last = i + 1 == write.studies.size();
+      const StudyCopy& copy = write.studies[i];
+      last = InsertStudyCopy(copy, is_last && !write.name.empty() ? write.name : copy.study.name,
+                             is_last && write.replace, write.on_trial_written, trials_written);
+    }
+    StudyRecord written = StudyFromRow(
+        connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?", {last}).front());
+    study_names_[written.id] = written.name;
+    return written;
+  });
 }
 
 }  // namespace dltune::internal

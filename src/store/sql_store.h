@@ -1,6 +1,7 @@
 // Internal: the Store implementation shared by every SQL backend.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -63,6 +64,8 @@ class SqlStore final : public Store {
   LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) override;
   std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) override;
   std::unique_ptr<StoreLock> LockTestSplit(std::int64_t study_id) override;
+  StudyCopy ReadStudyCopy(std::int64_t study_id) override;
+  StudyRecord WriteStudyCopy(const StudyCopyWrite& write) override;
 
  private:
   // Runs `body` in a transaction, retrying it when it loses a race with another writer.
@@ -86,6 +89,11 @@ class SqlStore final : public Store {
   // Counts `count` trials of the study moved by `transition` (from its one source state, or none for new trials) to
   // `to` in trial_counts. Throws Error when the transition does not reach `to`.
   void CountMove(std::int64_t study_id, TrialTransition transition, TrialState to, std::int64_t count = 1);
+
+  // Inside a write transaction: writes one study of a copy under `name` (deleting the store's study of that name
+  // first with `replace`) and returns its id; counts the trials written in `trials_written`.
+  std::int64_t InsertStudyCopy(const StudyCopy& copy, const std::string& name, bool replace,
+                               const std::function<void(std::size_t)>& on_trial_written, std::size_t& trials_written);
 
   std::unique_ptr<SqlConnection> connection_;
   std::string url_;

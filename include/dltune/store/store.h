@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -198,6 +199,7 @@ struct CheckpointRecord {
   std::string checksum;
   CheckpointPool pool = CheckpointPool::kLatest;
   bool deleted = false;
+  double created_at = 0;  // set by the store
 };
 
 // How a trial ended.
@@ -260,6 +262,33 @@ struct LaunchRecord {
   std::string export_path;               // the exported model (TorchScript, or the checkpoint of an external program)
   std::optional<std::int64_t> decision;  // the decision (StudyNote id) it carried out; none when it followed none
   double created_at = 0;                 // set by the store
+};
+
+// A study with every record of it, as `dltune copy` moves it from one store to another (Store::ReadStudyCopy and
+// Store::WriteStudyCopy). Ids are the source store's: the target gives its own, and maps the references between them.
+struct StudyCopyTrial {
+  TrialRecord trial;
+  std::optional<std::int64_t> furthest_step;  // kept for counting retries after reclaims (docs/store-schema.md)
+  std::vector<TrainMeasurement> train;        // by step
+  std::vector<EvalMeasurement> evals;         // by step, split, metric
+  std::vector<CheckpointRecord> checkpoints;  // by step, id; with their created_at
+};
+struct StudyCopy {
+  StudyRecord study;
+  std::vector<StudyCopyTrial> trials;             // by number
+  std::vector<StudyNote> notes;                   // notes and decisions, in order of writing
+  std::vector<CheckpointEvaluation> evaluations;  // in order of recording, the launches' own included
+  std::vector<LaunchRecord> launches;  // in order of recording; evaluation.id and decision name the copy's own records
+};
+
+// What Store::WriteStudyCopy writes.
+struct StudyCopyWrite {
+  // Ancestors first (each planned from one before it or from a study the target has), the study copied last.
+  std::vector<StudyCopy> studies;
+  std::string name;      // the last study's name in the target; "" keeps its own
+  bool replace = false;  // a study of that name in the target is deleted in the same transaction, records and all
+  // Called inside the transaction after each trial is written, with how many were (a test kills the copy there).
+  std::function<void(std::size_t)> on_trial_written;
 };
 
 // How many trials of a study are in each state, read without loading them.
@@ -384,6 +413,14 @@ class Store {
   // when study_id is 0, in order of recording.
   virtual LaunchRecord AddLaunch(std::int64_t study_id, const LaunchRecord& launch) = 0;
   virtual std::vector<LaunchRecord> ListLaunches(std::int64_t study_id) = 0;
+  // Copying a study between stores (dltune copy). ReadStudyCopy reads every record of the study in one consistent
+  // read. WriteStudyCopy writes the copies, every record as it was (times, uid, states and leases included: a running
+  // trial stays running for its worker, reclaimed after its grace period), in one transaction: interrupted, it leaves
+  // none of them. A name the target already has throws Error (conflict) unless `replace` allows it for the last
+  // study. Returns the last study as written.
+  virtual StudyCopy ReadStudyCopy(std::int64_t study_id) = 0;
+  virtual StudyRecord WriteStudyCopy(const StudyCopyWrite& write) = 0;
+
   // Holds the study's test split for this process until the returned lock is destroyed: every evaluation of the test
   // split takes it, so that counting the earlier ones, evaluating and recording never interleave with another
   // process's, on this machine or another. A killed holder never keeps it. Throws Error (conflict) at once when another
