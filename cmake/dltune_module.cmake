@@ -12,13 +12,13 @@ function(dltune_module name)
   add_library(${target} STATIC ${sources})
   add_library(dltune::${name} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name})
-  target_include_directories(${target} PUBLIC
-    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
-    $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  # The modules' internal headers ("run/trial_server.h"): seen by dltune's own targets (the CLI, tests, benchmarks),
-  # never installed.
-  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>)
+  # A module's headers are seen only by what links it (itself, the modules whose DEPS name it, directly or through
+  # others, and the CLI, tests and benchmarks): an include of a module that is not among them fails to build. Its
+  # include root in the build tree holds two links, <NAME> to src/<NAME> (the internal headers, "run/worker.h", never
+  # installed) and dltune/<NAME> to include/dltune/<NAME> (the public ones, "dltune/run/run_study.h").
+  dltune_include_root(${name} ${CMAKE_CURRENT_SOURCE_DIR} root)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${root}>
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${target} PUBLIC ${ARG_DEPS})
   dltune_warnings(${target})
   if(ARG_TORCH)
@@ -58,6 +58,18 @@ function(dltune_module name)
       gtest_discover_tests(${target}_test PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
     endif()
   endif()
+endfunction()
+
+# The include root of module `name` in the build tree (returned in `out`): <name> linked to `source_dir`, and
+# dltune/<name> to include/dltune/<name> where the module has public headers.
+function(dltune_include_root name source_dir out)
+  set(root ${PROJECT_BINARY_DIR}/module_include/${name})
+  file(MAKE_DIRECTORY ${root}/dltune)
+  file(CREATE_LINK ${source_dir} ${root}/${name} SYMBOLIC)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/include/dltune/${name})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/dltune/${name} ${root}/dltune/${name} SYMBOLIC)
+  endif()
+  set(${out} ${root} PARENT_SCOPE)
 endfunction()
 
 # Warnings for every project target; errors in the dev preset (DLTUNE_WERROR).

@@ -1,12 +1,15 @@
 // Rules the sources keep, checked by reading src/: a trial state's name appears in SQL only through the transition
 // table (src/study/trial.cc), a direction ("minimize", "maximize") is parsed only by src/core/objective.cc, the
-// dltune command (src/cli/) only parses and prints, trees are removed only through RemoveTree, and each training rule
-// the lone and fused loops share is defined once.
+// dltune command (src/cli/) only parses and prints, trees are removed only through RemoveTree, each training rule
+// the lone and fused loops share is defined once, no two files include each other, and a module includes only the
+// modules added before it.
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -141,6 +144,140 @@ TEST(SourceRules, TreesAreRemovedOnlyThroughRemoveTree) {
     }
   }
   EXPECT_TRUE(hits.empty()) << "std::filesystem::remove_all called, not RemoveTree:" << Describe(hits);
+}
+
+// The modules in the order the top-level CMakeLists.txt adds them (src/<module>): each may use only those before it.
+std::vector<std::string> ModuleOrder() {
+  const std::string cmake = ReadWholeFile(fs::path(DLTUNE_SOURCE_DIR) / "CMakeLists.txt");
+  const std::regex added(R"(\badd_subdirectory\(src/(\w+)\))");
+  std::vector<std::string> order;
+  for (auto it = std::sregex_iterator(cmake.begin(), cmake.end(), added); it != std::sregex_iterator(); ++it) {
+    order.push_back((*it)[1]);
+  }
+  return order;
+}
+
+// The file of the source tree that `#include "included"` in `from` names: a header beside `from`, of include/ or of
+// src/; "" for any other (generated, such as dltune/version.h, or outside src/ and include/).
+std::string IncludedFile(const std::string& from, const std::string& included) {
+  const fs::path root(DLTUNE_SOURCE_DIR);
+  for (const fs::path& candidate :
+       {fs::path(from).parent_path() / included, fs::path("include") / included, fs::path("src") / included}) {
+    const std::string path = candidate.lexically_normal().generic_string();
+    if ((path.rfind("src/", 0) == 0 || path.rfind("include/", 0) == 0) && fs::is_regular_file(root / path)) {
+      return path;
+    }
+  }
+  return "";
+}
+
+// The module of a file: "run" for src/run/worker.cc and include/dltune/run/run_study.h; "" for the umbrella
+// include/dltune/dltune.h.
+std::string ModuleOf(const std::string& file) {
+  const fs::path path(file);
+  auto part = path.begin();
+  if (*part == "include") ++part;  // include/dltune/<module>/...
+  if (++part == path.end() || std::next(part) == path.end()) return "";
+  return part->string();
+}
+
+// A file and its header are one: "run/run_study" for src/run/run_study.cc and include/dltune/run/run_study.h.
+std::string UnitOf(const std::string& file) { return ModuleOf(file) + "/" + fs::path(file).stem().string(); }
+
+struct Include {
+  std::string from;
+  int line = 0;
+  std::string to;  // the included file, as IncludedFile names it
+};
+
+// Every `#include "..."` of src/ and include/ that names a file of the source tree (comments left out).
+std::vector<Include> IncludesOfTheTree() {
+  const std::regex directive(R"re(^\s*#\s*include\s*"([^"]+)")re");
+  std::vector<Include> includes;
+  for (const auto& [file, lexed] : Sources({"src", "include"})) {
+    std::istringstream code(lexed.code);
+    std::string line;
+    std::smatch match;
+    for (int number = 1; std::getline(code, line); ++number) {
+      if (!std::regex_search(line, match, directive)) continue;
+      if (const std::string to = IncludedFile(file, match[1]); !to.empty()) includes.push_back({file, number, to});
+    }
+  }
+  return includes;
+}
+
+bool IsTest(const std::string& file) {
+  return std::regex_search(file, std::regex(R"((_test|_fuzz)\.cc$|_test_util\.h$)"));
+}
+
+// Dependencies point one way: no two files include each other, a file and its header counting as one (run_study.cc
+// including worker.h, whose worker.h includes run_study.h, is such a pair). Two files that need each other's
+// declarations share a third header that both include (as run_types.h holds the run's vocabulary for run_study.h and
+// the worker).
+TEST(SourceRules, NoTwoFilesIncludeEachOther) {
+  // Pairs older than this rule, each to be split like the runner's; the list may only shrink.
+  const std::set<std::pair<std::string, std::string>> older = {
+      {"analyze/diagnostic_checks", "analyze/diagnostics"},
+      {"analyze/diagnostics", "analyze/search_budget"},
+      {"plan/plan", "plan/planned_spec"},
+      {"search/parse_sampler", "search/sampler"},
+      {"search/sampler", "search/samplers"},
+      {"space/parse_space", "space/search_space"},
+      {"train/array_cnn", "train/array_model"},
+      {"train/array_mlp", "train/array_model"},
+      {"train/data_parallel", "train/trainer"},
+      {"train/device", "train/trainer"},
+      {"workloads/builtin", "workloads/registry"},
+      {"workloads/registry", "workloads/train"},
+  };
+  std::map<std::pair<std::string, std::string>, Hit> edges;  // (including unit, included unit) -> where
+  for (const Include& include : IncludesOfTheTree()) {
+    const std::string from = UnitOf(include.from);
+    const std::string to = UnitOf(include.to);
+    if (from != to) edges.emplace(std::pair(from, to), Hit{include.from, include.line, include.to});
+  }
+  std::vector<Hit> hits;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const auto& [edge, where] : edges) {
+    const auto& [from, to] = edge;
+    const auto back = edges.find({to, from});
+    if (from > to || back == edges.end()) continue;
+    seen.insert(edge);
+    if (older.contains(edge)) continue;
+    hits.push_back({where.file, where.line,
+                    "includes " + where.text + ", and " + back->second.file + ":" + std::to_string(back->second.line) +
+                        " includes " + back->second.text});
+  }
+  EXPECT_TRUE(hits.empty()) << "files that include each other (move what both need into a header of its own):"
+                            << Describe(hits);
+  for (const auto& pair : older) {
+    EXPECT_TRUE(seen.contains(pair)) << pair.first << " and " << pair.second
+                                     << " no longer include each other: take them off the list";
+  }
+}
+
+// A module includes only itself and the modules added before it (the order of the top-level CMakeLists.txt, which
+// is the order of their dependencies); every folder of src/ is one of them. Its tests may use later ones through
+// TEST_DEPS (cmake/dltune_module.cmake), where the build says so.
+TEST(SourceRules, AModuleIncludesOnlyTheModulesBeforeIt) {
+  const std::vector<std::string> order = ModuleOrder();
+  const auto position = [&](const std::string& module) {
+    return std::find(order.begin(), order.end(), module) - order.begin();
+  };
+  for (const auto& folder : fs::directory_iterator(fs::path(DLTUNE_SOURCE_DIR) / "src")) {
+    if (folder.is_directory()) {
+      EXPECT_NE(position(folder.path().filename().string()), static_cast<long>(order.size()))
+          << "src/" << folder.path().filename().string() << " is not added by CMakeLists.txt";
+    }
+  }
+  std::vector<Hit> hits;
+  for (const Include& include : IncludesOfTheTree()) {
+    const std::string from = ModuleOf(include.from);
+    const std::string to = ModuleOf(include.to);
+    if (from.empty() || to.empty() || from == to || IsTest(include.from)) continue;
+    if (position(to) > position(from)) hits.push_back({include.from, include.line, "includes " + include.to});
+  }
+  EXPECT_TRUE(hits.empty() && order.size() > 10) << "a module including one added after it:" << Describe(hits);
 }
 
 // The training rules the lone trainer (src/train/trainer.cc) and a fused group (src/train/fused_training.cc) share
