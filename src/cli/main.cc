@@ -16,11 +16,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "builtin/process_setup.h"
 #include "commands.h"
 #include "core/strings.h"
 #include "dltune/core/error.h"
 #include "dltune/version.h"
-#include "builtin/process_setup.h"
 #include "study/command_template.h"
 
 namespace {

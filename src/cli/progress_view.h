@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "dltune/run/run_types.h"
 #include "dltune/store/store.h"
-#include "run/worker.h"
 
 namespace dltune::cli {
 

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "builtin/builtin_trial.h"
+#include "builtin/fused_trial.h"
 #include "commands.h"
 #include "core/strings.h"
 #include "dltune/core/error.h"
@@ -18,8 +20,6 @@
 #include "dltune/run/study_session.h"
 #include "progress_view.h"
 #include "report/study_text.h"
-#include "builtin/builtin_trial.h"
-#include "builtin/fused_trial.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "builtin/train_by_hand.h"
 #include "commands.h"
 #include "core/machine.h"
 #include "dltune/core/error.h"
-#include "builtin/train_by_hand.h"
 #include "space/yaml_node.h"
 
 namespace dltune::cli {
