@@ -44,6 +44,8 @@ const std::string& CommandLineText();
 const std::vector<std::string>& CommandLineWords();
 // The --storage option.
 void AddStorageOption(CLI::App* command, std::string& storage);
+// The --format option of a command that prints text for people: text, json or (`tabular`) csv.
+void AddFormatOption(CLI::App* command, std::string& format, bool tabular);
 // Writes the HTML report of `study` to `output` (default ./STUDY-report.html) and prints its path.
 void PrintWrittenReport(Store& store, const std::string& study, const std::string& output, std::size_t top = 5);
 // Option checks whose messages a person can read ("must be between 1 and 4096, not 0"), refusing what CLI11's

@@ -1,6 +1,7 @@
 // The decision log and the end of a study: `dltune note`, `dltune decide`, `dltune evaluate`, `dltune launch` and
 // `dltune launches`.
 #include <cstdio>
+#include <iostream>
 #include <set>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
 #include "report/study_text.h"
+#include "store/json_output.h"
 #include "store/tracking.h"
 
 namespace dltune::cli {
@@ -197,7 +199,7 @@ void RegisterLaunch(CLI::App& app) {
 // `dltune launches`.
 void RegisterLaunches(CLI::App& app) {
   struct Args {
-    std::string study, storage;
+    std::string study, storage, format = "text";
   };
   auto args = std::make_shared<Args>();
   auto* launches = app.add_subcommand(
@@ -205,10 +207,13 @@ void RegisterLaunches(CLI::App& app) {
       "Every look at the test set, of every study or of one study's lineage (the studies planned from the same first "
       "one, which share its test set): each launch — when, who, which trial and checkpoint, the test metrics, the "
       "model file, the commit and the reason — and each dltune evaluate --split test.\n\nExamples:\n  dltune "
-      "launches\n  dltune launches quickstart-retrain");
+      "launches\n  dltune launches quickstart-retrain\n  dltune launches --format csv   # for scripts: "
+      "docs/json-output.md");
   launches->add_option("STUDY", args->study, "Only the looks of this study's lineage");
   AddStorageOption(launches, args->storage);
+  AddFormatOption(launches, args->format, true);
   launches->callback([args] {
+    const OutputFormat output = ParseOutputFormat(args->format, "dltune launches", true);
     const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
     std::vector<StudyRecord> studies =
         args->study.empty() ? store->ListStudies() : LineageOf(*store, RequireStudy(*store, args->study));
@@ -223,6 +228,11 @@ void RegisterLaunches(CLI::App& app) {
       for (CheckpointEvaluation& e : store->ListEvaluations(study.id)) {
         if (e.split == "test" && launched.count(e.id) == 0) evaluations.emplace_back(study.name, std::move(e));
       }
+    }
+    if (output != OutputFormat::kText) {
+      std::cout << LaunchesExport(list, evaluations)
+                       .Render(output == OutputFormat::kJson ? ExportFormat::kJson : ExportFormat::kCsv);
+      return;
     }
     if (list.empty() && evaluations.empty()) {
       std::printf("no look at the test set yet%s\n",

@@ -10,6 +10,7 @@
 #include "report/study_text.h"
 #include "run/delete_study.h"
 #include "store/export.h"
+#include "store/json_output.h"
 #include "store/tracking.h"
 
 namespace dltune::cli {
@@ -18,6 +19,15 @@ void AddStorageOption(CLI::App* command, std::string& storage) {
   command->add_option("--storage", storage,
                       "Store URL: sqlite:///path/file.db or postgresql://user@host:port/db "
                       "(default: $DLTUNE_STORAGE, else ./dltune.db)");
+}
+
+void AddFormatOption(CLI::App* command, std::string& format, bool tabular) {
+  command
+      ->add_option("--format", format,
+                   tabular
+                       ? "text (for people, the default), json or csv: stable fields for scripts (docs/json-output.md)"
+                       : "text (for people, the default) or json: stable fields for scripts (docs/json-output.md)")
+      ->check(tabular ? CLI::IsMember({"text", "json", "csv"}) : CLI::IsMember({"text", "json"}));
 }
 
 namespace {
@@ -38,15 +48,24 @@ void RegisterStudies(CLI::App& app) {
       "created from had uncommitted changes, and its latest note or decision. --wide adds the goal (or "
       "description), the spec, the best trial's step and the command that reproduces the study; --tree shows which "
       "study was planned from which.\n\nExamples:\n  dltune studies --storage sqlite:///runs/dltune.db\n"
-      "  dltune studies --wide\n  dltune studies --tree");
+      "  dltune studies --wide\n  dltune studies --tree\n  dltune studies --format json   # for scripts: "
+      "docs/json-output.md");
   AddStorageOption(studies, *storage);
   auto tree = std::make_shared<bool>(false);
   auto wide = std::make_shared<bool>(false);
   studies->add_flag("--tree", *tree,
                     "Studies as a tree of lineage: each study planned from another (dltune plan) under its parent");
   studies->add_flag("--wide", *wide, "Every column: goals, specs, decisions and the commands that reproduce them");
-  studies->callback([storage, tree, wide] {
+  auto format = std::make_shared<std::string>("text");
+  AddFormatOption(studies, *format, true);
+  studies->callback([storage, tree, wide, format] {
+    const OutputFormat output = ParseOutputFormat(*format, "dltune studies", true);
     const auto store = OpenForReading(*storage);
+    if (output != OutputFormat::kText) {
+      std::cout << StudiesTable(*store).Render(output == OutputFormat::kJson ? ExportFormat::kJson
+                                                                             : ExportFormat::kCsv);
+      return;
+    }
     std::fputs((*tree ? StudyTreeText(*store) : StudiesText(*store, *wide)).c_str(), stdout);
   });
 }
@@ -106,13 +125,15 @@ void RegisterShow(CLI::App& app) {
     std::size_t limit = 100;
     bool all = false;
     bool spec = false;
+    std::string format = "text";
   };
   auto show_args = std::make_shared<ShowArgs>();
   auto* show =
       app.add_subcommand("show",
                          "A study's record and its trials, or one trial's details, measurements and checkpoints.\n\n"
                          "Examples:\n  dltune show quickstart\n  dltune show quickstart 3\n"
-                         "  dltune show quickstart --spec > quickstart.yaml   # the spec the study was made from");
+                         "  dltune show quickstart --spec > quickstart.yaml   # the spec the study was made from\n"
+                         "  dltune show quickstart 3 --format json             # for scripts: docs/json-output.md");
   show->add_option("STUDY", show_args->study, "Study name")->required();
   show->add_option("TRIAL", show_args->trial, "Trial number")->check(WholeNumberIn(0, kMaxTrialNumber));
   show->add_option("--limit", show_args->limit,
@@ -123,9 +144,23 @@ void RegisterShow(CLI::App& app) {
   show->add_flag("--spec", show_args->spec,
                  "Print the study's recorded spec, as it was written, and nothing else (to restore or compare it)");
   AddStorageOption(show, *storage);
+  AddFormatOption(show, show_args->format, true);
   show->callback([storage, show_args] {
+    const OutputFormat output = ParseOutputFormat(show_args->format, "dltune show", true);
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, show_args->study);
+    if (output != OutputFormat::kText) {
+      if (show_args->spec) throw Error("--spec prints the spec as it was written: leave out --format");
+      if (output == OutputFormat::kCsv) {
+        if (show_args->trial) throw Error("a trial is not one table: use --format json, or dltune export for tables");
+        std::cout << ExportTrials(*store, study).Render(ExportFormat::kCsv);
+        return;
+      }
+      const nlohmann::json out =
+          show_args->trial ? TrialJson(*store, study, *show_args->trial) : StudyJson(*store, study);
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
     if (show_args->spec) {
       if (show_args->trial) throw Error("--spec shows a study's spec, not a trial's: leave out TRIAL");
       std::fputs(TerminalSafe(study.spec_text).c_str(), stdout);

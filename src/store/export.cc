@@ -14,9 +14,6 @@
 #include "store/trial_resources.h"
 
 namespace dltune {
-namespace {
-
-// ISO 8601 in UTC with milliseconds, for exports: "2026-11-22T07:01:47.046Z".
 nlohmann::json IsoTime(std::optional<double> seconds) {
   if (!seconds) return nullptr;
   const auto whole = static_cast<std::time_t>(std::floor(*seconds));
@@ -24,6 +21,8 @@ nlohmann::json IsoTime(std::optional<double> seconds) {
   return fmt::format("{}.{:03d}Z", FormatClockTime(static_cast<double>(whole), "%Y-%m-%dT%H:%M:%S", TimeZone::kUtc),
                      millis);
 }
+
+namespace {
 
 nlohmann::json OptionalJson(const std::optional<double>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json();

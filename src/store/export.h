@@ -1,6 +1,7 @@
 // A study's records as a table for other tools (`dltune export`): CSV, a JSON array or JSON lines.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct ExportedTable {
   // The table as CSV (a header line, then one line per row), a JSON array of objects, or one object per line.
   std::string Render(ExportFormat format) const;
 };
+
+// ISO 8601 in UTC with milliseconds, as exports write times: "2026-11-22T07:01:47.046Z"; null for none.
+nlohmann::json IsoTime(std::optional<double> seconds);
 
 // One row per trial: trial, substudy, state, reason, seed, retries, best_step, best_value, final_value, started_at,
 // ended_at (ISO 8601 UTC), worker, then each param under its id ("param_<id>" when the id is one of those).
