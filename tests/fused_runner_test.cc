@@ -151,12 +151,22 @@ TEST_F(FusedRunner, ASubstudysTrialsTrainAsOneGroupAndEachIsTheTrialItWouldBeAlo
     EXPECT_EQ(result.checkpoints, alone.at(number).checkpoints) << number;
     EXPECT_GT(result.checkpoints, 0U) << number;
   }
-  // Each member's time is its group's, split as a lone trial's is.
+  // Each member's time is its group's, split as a lone trial's is; its train lines carry a lone trial's fields,
+  // timings included.
   const auto store = OpenStore("sqlite://" + (dir_ / "fused" / "dltune.db").string());
   for (const TrialRecord& trial : store->ListTrials(store->FindStudy("fused")->id)) {
-    for (const char* phase : {"data_load", "train", "evaluation", "checkpoint"}) {
-      EXPECT_GT(trial.time_split.count(phase) ? trial.time_split.at(phase) : 0.0, 0.0)
-          << "trial " << trial.number << "'s " << phase;
+    for (const char* phase : {"data_load", "train", "data_wait", "evaluation", "checkpoint"}) {
+      EXPECT_TRUE(trial.time_split.contains(phase)) << "trial " << trial.number << "'s " << phase;
+      if (std::string(phase) != "data_wait") {
+        EXPECT_GT(trial.time_split.count(phase) ? trial.time_split.at(phase) : 0.0, 0.0)
+            << "trial " << trial.number << "'s " << phase;
+      }
+    }
+    for (const TrainMeasurement& m : store->TrainSeries(trial.id)) {
+      ASSERT_TRUE(m.loss && m.learning_rate && m.grad_norm && m.step_time && m.data_wait && m.examples_per_second)
+          << "trial " << trial.number << " step " << m.step;
+      EXPECT_GT(*m.step_time, 0) << "trial " << trial.number << " step " << m.step;
+      EXPECT_GT(*m.examples_per_second, 0) << "trial " << trial.number << " step " << m.step;
     }
   }
   EXPECT_FALSE(SomeProcessWorksIn(dir_));

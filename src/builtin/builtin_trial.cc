@@ -65,17 +65,7 @@ class ReportingCallbacks final : public TrainerCallbacks {
 
   void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
     std::string lines;
-    for (const auto& s : steps) {
-      lines += TrainLine({.step = s.step,
-                          .loss = s.loss,
-                          .learning_rate = s.learning_rate,
-                          .grad_norm = s.grad_norm,
-                          .clipped = s.clipped,
-                          .step_time = s.step_time,
-                          .data_wait = s.data_wait,
-                          .examples_per_second = s.examples_per_second});
-      lines += '\n';
-    }
+    for (const auto& s : steps) lines += TrainLineOf(s) + '\n';
     std::fputs(lines.c_str(), report_);
     std::fflush(report_);
   }
@@ -94,14 +84,7 @@ class ReportingCallbacks final : public TrainerCallbacks {
     predictions_.flush();
   }
 
-  void OnCheckpoint(const CheckpointEvent& event) override {
-    Write(CheckpointLine({.step = event.step,
-                          .path = event.path,
-                          .objective = event.objective,
-                          .checksum = event.checksum,
-                          .best = event.best,
-                          .deleted = event.deleted}));
-  }
+  void OnCheckpoint(const CheckpointEvent& event) override { Write(CheckpointLineOf(event)); }
 
   bool ShouldStop(std::int64_t step) override {
     faults_.AtStep(step);
@@ -160,6 +143,26 @@ BuiltinTrialRun ReadBuiltinTrial(const nlohmann::json& trial, const std::string&
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("{}: missing or mistyped field: {}", where, e.what()));
   }
+}
+
+std::string TrainLineOf(const StepMetrics& s) {
+  return TrainLine({.step = s.step,
+                    .loss = s.loss,
+                    .learning_rate = s.learning_rate,
+                    .grad_norm = s.grad_norm,
+                    .clipped = s.clipped,
+                    .step_time = s.step_time,
+                    .data_wait = s.data_wait,
+                    .examples_per_second = s.examples_per_second});
+}
+
+std::string CheckpointLineOf(const CheckpointEvent& event) {
+  return CheckpointLine({.step = event.step,
+                         .path = event.path,
+                         .objective = event.objective,
+                         .checksum = event.checksum,
+                         .best = event.best,
+                         .deleted = event.deleted});
 }
 
 std::vector<std::string> EvalLines(std::int64_t step, const std::vector<EvalMetric>& metrics) {

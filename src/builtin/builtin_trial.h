@@ -30,8 +30,14 @@ BuiltinTrialRun ReadBuiltinTrialFile(const std::string& path);
 // The JSON of the trial.json at `path`. Throws IoError when it cannot be read, Error when it is not JSON.
 nlohmann::json ReadTrialFile(const std::string& path);
 
-// A trainer's evaluation at `step` as report lines, one `eval` line per split.
+// What the trainer reports (dltune/train/training_reports.h) as the trial protocol's lines: one adapter for the
+// built-in trial, a fused group's members and `dltune train`'s metrics.jsonl alike.
+// A step as a `train` line, with every field.
+std::string TrainLineOf(const StepMetrics& step);
+// An evaluation at `step` as report lines, one `eval` line per split.
 std::vector<std::string> EvalLines(std::int64_t step, const std::vector<EvalMetric>& metrics);
+// A checkpoint written or deleted as a `checkpoint` line.
+std::string CheckpointLineOf(const CheckpointEvent& event);
 
 // The value of the variable `name` that the worker sets for `dltune COMMAND`; throws Error, saying so, without it.
 std::string RequireWorkerVariable(const char* name, const char* command);

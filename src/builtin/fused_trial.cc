@@ -46,31 +46,20 @@ class GroupReporter final : public FusedCallbacks {
     Write(member, StartLine(step, true));
   }
 
-  void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
+  void OnTrainMetrics(std::size_t member, const std::vector<StepMetrics>& steps) override {
     std::string lines;
-    for (const StepMetrics& s : steps) {
-      lines += fmt::format("{}\t{}\n", member,
-                           TrainLine({.step = s.step,
-                                      .loss = s.loss,
-                                      .learning_rate = s.learning_rate,
-                                      .grad_norm = s.grad_norm,
-                                      .clipped = s.clipped}));
-    }
+    for (const StepMetrics& s : steps) lines += fmt::format("{}\t{}\n", member, TrainLineOf(s));
     std::fputs(lines.c_str(), report_);
     std::fflush(report_);
   }
 
-  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics) override {
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t,
+                    double) override {
     for (const std::string& line : EvalLines(step, metrics)) Write(member, line);
   }
 
   void OnCheckpoint(std::size_t member, const CheckpointEvent& event) override {
-    Write(member, CheckpointLine({.step = event.step,
-                                  .path = event.path,
-                                  .objective = event.objective,
-                                  .checksum = event.checksum,
-                                  .best = event.best,
-                                  .deleted = event.deleted}));
+    Write(member, CheckpointLineOf(event));
   }
 
   void OnEnd(std::size_t member, const TrainResult& result) override {

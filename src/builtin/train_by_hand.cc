@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "builtin/builtin_trial.h"
 #include "core/machine.h"
 #include "dltune/core/error.h"
 #include "dltune/core/hyperparams.h"
@@ -47,18 +48,7 @@ class MetricsJsonlWriter final : public TrainerCallbacks {
   }
 
   void OnTrainMetrics(const std::vector<StepMetrics>& steps) override {
-    for (const auto& s : steps) {
-      nlohmann::json line = {{"type", "train"},
-                             {"step", s.step},
-                             {"loss", s.loss},
-                             {"learning_rate", s.learning_rate},
-                             {"step_time", s.step_time},
-                             {"data_wait", s.data_wait},
-                             {"examples_per_second", s.examples_per_second}};
-      if (s.grad_norm) line["grad_norm"] = *s.grad_norm;
-      if (s.clipped) line["clipped"] = *s.clipped;
-      out_ << line.dump() << "\n";
-    }
+    for (const auto& s : steps) out_ << TrainLineOf(s) << "\n";
     out_.flush();
     if (progress_) progress_->OnTrainMetrics(steps);
   }
@@ -88,12 +78,7 @@ class MetricsJsonlWriter final : public TrainerCallbacks {
     out_ << nlohmann::json({{"type", "predictions"}, {"step", step}, {"predictions", list}}).dump() << "\n";
   }
 
-  void OnCheckpoint(const CheckpointEvent& event) override {
-    nlohmann::json line = {{"type", "checkpoint"}, {"step", event.step},       {"path", event.path},
-                           {"best", event.best},   {"deleted", event.deleted}, {"checksum", event.checksum}};
-    if (event.objective) line["objective"] = *event.objective;
-    out_ << line.dump() << "\n";
-  }
+  void OnCheckpoint(const CheckpointEvent& event) override { out_ << CheckpointLineOf(event) << "\n"; }
 
   bool ShouldStop(std::int64_t step) override { return stop_.ShouldStop(step); }
 

@@ -425,13 +425,14 @@ TEST_F(CudaTraining, AGpuCheckpointResumesOnTheCpu) {
 }
 
 // Keeps each fused member's losses by step, and its evaluations' losses by step and split.
-struct FusedRecorder : FusedCallbacks {
+struct FusedRecorder : MemberCallbacks {
   std::map<std::size_t, std::map<std::int64_t, double>> losses;
   std::map<std::size_t, std::map<std::pair<std::int64_t, std::string>, double>> evaluation_losses;
-  void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& steps) override {
+  void OnTrainMetrics(std::size_t member, const std::vector<StepMetrics>& steps) override {
     for (const StepMetrics& s : steps) losses[member][s.step] = s.loss;
   }
-  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics) override {
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t,
+                    double) override {
     for (const EvalMetric& m : metrics) {
       if (m.metric == "loss") evaluation_losses[member][{step, m.split}] = m.value;
     }

@@ -464,7 +464,7 @@ class FusedLoop {
   void ReportSteps(MemberState& member) {
     if (!callbacks_ || member.steps_reported == member.out.steps.size()) return;
     const auto from = member.out.steps.begin() + static_cast<std::ptrdiff_t>(member.steps_reported);
-    callbacks_->OnTrainSteps(Index(member), std::vector<StepMetrics>(from, member.out.steps.end()));
+    callbacks_->OnTrainMetrics(Index(member), std::vector<StepMetrics>(from, member.out.steps.end()));
     member.steps_reported = member.out.steps.size();
   }
 
@@ -563,7 +563,10 @@ class FusedLoop {
       const std::optional<double> objective = ObjectiveValue(options_.objective, metrics[m]);
       member.best.Record(step_, objective, options_.objective.direction);
       ReportSteps(member);
-      if (callbacks_) callbacks_->OnEvaluation(m, step_, metrics[m]);
+      if (callbacks_) {
+        callbacks_->OnEvaluation(m, step_, metrics[m], member.best.step.value_or(0),
+                                 member.best.value.value_or(std::nan("")));
+      }
       member.out.evaluations.emplace_back(step_, std::move(metrics[m]));
       SaveCheckpoint(member, objective);
     }
@@ -665,7 +668,7 @@ class FusedLoop {
   std::int64_t step_ = 0;
   Clock::time_point interval_start_;  // when the steps not read yet began (after the last read and evaluation)
   double data_wait_ = 0;              // seconds of those steps spent gathering their batches
-  FusedCallbacks* callbacks_ = options_.callbacks;
+  MemberCallbacks* callbacks_ = options_.callbacks;
   ProfileRecorder profile_;                // training.profile_steps
   std::filesystem::path profile_written_;  // the group's trace, once written
   // Where the group's time went on this thread, in TrainResult::seconds' phases (the checkpoints' part on this

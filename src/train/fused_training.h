@@ -56,7 +56,7 @@ struct FusedOptions {
   // until the next log point (training.log_every_steps) or evaluation, where they are read and the divergence rule
   // applied to each of those steps. Always so on a device.
   bool deferred = false;
-  FusedCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
+  MemberCallbacks* callbacks = nullptr;  // null: none; must outlive TrainFused
 };
 
 // What a member's lone trial would have reported.

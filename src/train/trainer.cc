@@ -914,17 +914,20 @@ TrainResult TrainWorkload(Workload& workload, const HyperParams& params, const T
                                 what.substr(0, what.find('\n')));
     return result;
   };
+  TrainResult result;
   try {
-    return loop.Run();
+    result = loop.Run();
   } catch (const std::bad_alloc& e) {
-    return out_of_memory(e.what());
+    result = out_of_memory(e.what());
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
-    if (what.find("out of memory") != std::string::npos || what.find("can't allocate memory") != std::string::npos) {
-      return out_of_memory(what);
+    if (what.find("out of memory") == std::string::npos && what.find("can't allocate memory") == std::string::npos) {
+      throw;
     }
-    throw;
+    result = out_of_memory(what);
   }
+  callbacks.OnEnd(result);
+  return result;
 }
 
 CheckpointMetrics EvaluateCheckpoint(Workload& workload, const HyperParams& params, const TrainerOptions& options,

@@ -86,31 +86,6 @@ struct TrainerOptions {
   void Validate() const;
 };
 
-// Receives everything the trainer measures, on the training thread. Default implementations ignore it.
-class TrainerCallbacks {
- public:
-  virtual ~TrainerCallbacks() = default;
-  // Before the first step: `step` is 0 for a fresh start, or the step of the checkpoint training resumed from.
-  virtual void OnStart(std::int64_t step) { (void)step; }
-  // Training metrics of the steps since the last call (every log interval).
-  virtual void OnTrainMetrics(const std::vector<StepMetrics>& steps) { (void)steps; }
-  // An evaluation at `step`, with the best objective so far (retrospective checkpoint selection).
-  virtual void OnEvaluation(std::int64_t step, const std::vector<EvalMetric>& metrics, std::int64_t best_step,
-                            double best_value) {
-    (void)step, (void)metrics, (void)best_step, (void)best_value;
-  }
-  virtual void OnPredictions(std::int64_t step, const std::vector<Prediction>& predictions) {
-    (void)step, (void)predictions;
-  }
-  virtual void OnCheckpoint(const CheckpointEvent& event) { (void)event; }
-  // Checked after every step (`step` updates done): true stops training after writing a latest checkpoint (Ctrl-C,
-  // SIGTERM, the end of a time-limited job).
-  virtual bool ShouldStop(std::int64_t step) {
-    (void)step;
-    return false;
-  }
-};
-
 enum class TrainOutcome { kCompleted, kInfeasible, kStopped };
 
 struct TrainResult {
@@ -130,6 +105,44 @@ struct TrainResult {
   // (IdleCores), kept by a resumed run from the run it resumes, so that resuming stays bit-exact.
   int threads = 0;
 };
+
+// Receives everything training measures, on the training thread; default implementations ignore it. One interface
+// for both trainers: TrainerCallbacks (TrainingCallbacks<>) hears a lone trial (TrainWorkload); MemberCallbacks
+// (TrainingCallbacks<std::size_t>) hears a fused group (TrainFused), each call but ShouldStop naming the member, its
+// index in the group's members, first. A member hears what its lone trial would, in batches: its steps before each
+// evaluation and at its end rather than at each log interval.
+template <typename... Member>
+class TrainingCallbacks {
+ public:
+  virtual ~TrainingCallbacks() = default;
+  // Before the first step: `step` is 0 for a fresh start, or the step of the checkpoint training resumed from.
+  virtual void OnStart(Member..., std::int64_t step) { (void)step; }
+  // Training metrics of the steps since the last call (every log interval), timings included.
+  virtual void OnTrainMetrics(Member..., const std::vector<StepMetrics>& steps) { (void)steps; }
+  // An evaluation at `step`, with the best objective so far (retrospective checkpoint selection; 0 and NaN before a
+  // finite one).
+  virtual void OnEvaluation(Member..., std::int64_t step, const std::vector<EvalMetric>& metrics,
+                            std::int64_t best_step, double best_value) {
+    (void)step, (void)metrics, (void)best_step, (void)best_value;
+  }
+  // The fixed debugging examples' predictions at an evaluation (a lone trial's; fused groups make none).
+  virtual void OnPredictions(Member..., std::int64_t step, const std::vector<Prediction>& predictions) {
+    (void)step, (void)predictions;
+  }
+  // A checkpoint committed, or removed by retention.
+  virtual void OnCheckpoint(Member..., const CheckpointEvent& event) { (void)event; }
+  // Training ended, with what TrainWorkload returns (a fused member's TrainResult): once, when it ends; a fused member
+  // that diverged at once, while its mates train on.
+  virtual void OnEnd(Member..., const TrainResult& result) { (void)result; }
+  // Checked after every step (`step` updates done): true stops training after writing a latest checkpoint (Ctrl-C,
+  // SIGTERM, the end of a time-limited job); a fused group stops every member there.
+  virtual bool ShouldStop(std::int64_t step) {
+    (void)step;
+    return false;
+  }
+};
+using TrainerCallbacks = TrainingCallbacks<>;
+using MemberCallbacks = TrainingCallbacks<std::size_t>;
 
 class Workload;
 
@@ -196,22 +209,21 @@ struct FusedMember {
   std::int64_t max_resume_step = -1;
 };
 
-// What a fused group reports as it trains, per member (its index in TrainFused's `members`), as a lone trial's
-// TrainerCallbacks do: its steps (in batches, before each evaluation and at its end), evaluations, checkpoints (and
-// those retention deleted), and its end: at once for a member that diverged, else when the group ends. Called on
-// the training thread. Default implementations ignore it.
-class FusedCallbacks {
+// What TrainFusedTrials (dltune/workloads/train.h) reports to: MemberCallbacks, with the fused group's earlier names
+// kept for one release (deprecated): OnTrainSteps, and OnEvaluation without the best so far, which the new ones call
+// unless overridden. Override OnTrainMetrics and the five-argument OnEvaluation instead.
+class FusedCallbacks : public MemberCallbacks {
  public:
-  virtual ~FusedCallbacks() = default;
-  // Before the first step: the step each member starts after (its checkpoint's when the group resumes, else 0).
-  virtual void OnStart(std::size_t /*member*/, std::int64_t /*step*/) {}
   virtual void OnTrainSteps(std::size_t /*member*/, const std::vector<StepMetrics>& /*steps*/) {}
   virtual void OnEvaluation(std::size_t /*member*/, std::int64_t /*step*/, const std::vector<EvalMetric>& /*metrics*/) {
   }
-  virtual void OnCheckpoint(std::size_t /*member*/, const CheckpointEvent& /*event*/) {}
-  virtual void OnEnd(std::size_t /*member*/, const TrainResult& /*result*/) {}
-  // Polled after every step: true stops the group there, each member with a checkpoint (resumable alone, or together).
-  virtual bool ShouldStop(std::int64_t /*step*/) { return false; }
+  void OnTrainMetrics(std::size_t member, const std::vector<StepMetrics>& steps) override {
+    OnTrainSteps(member, steps);
+  }
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& metrics,
+                    std::int64_t /*best_step*/, double /*best_value*/) override {
+    OnEvaluation(member, step, metrics);
+  }
 };
 
 }  // namespace dltune
