@@ -36,11 +36,12 @@ struct LoneRecorder : TrainerCallbacks {
 
 struct GroupRecorder : FusedCallbacks {
   std::vector<Reported>* members = nullptr;
-  void OnTrainSteps(std::size_t member, const std::vector<StepMetrics>& s) override {
+  void OnTrainMetrics(std::size_t member, const std::vector<StepMetrics>& s) override {
     auto& steps = members->at(member).steps;
     steps.insert(steps.end(), s.begin(), s.end());
   }
-  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& m) override {
+  void OnEvaluation(std::size_t member, std::int64_t step, const std::vector<EvalMetric>& m, std::int64_t,
+                    double) override {
     members->at(member).evaluations.emplace_back(step, m);
   }
 };
