@@ -7,7 +7,7 @@ request it forks an intermediate process that forks the trial and exits, so the 
 (a child subreaper). In the trial, serve() returns: the process has taken the trial's descriptors, working directory,
 environment and command line, and run() goes on as in a cold process. In the server it never returns: the server
 exits (without running the rest of the program) when the worker closes the socket, or after answering that it is
-stale. The messages are those of dltune's own trial server (src/run/trial_server.cc).
+stale. The messages are those of dltune's own trial server (src/trial/trial_server.cc).
 """
 from __future__ import annotations
 
