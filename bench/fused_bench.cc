@@ -32,10 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Fashion-MNIST's pixel statistics, with which the built-in MLP standardizes its inputs (src/workloads/models.h).
-constexpr double kFashionMnistMean = 0.2860;
-constexpr double kFashionMnistStd = 0.3530;
-
 struct Settings {
   std::int64_t members = 4;
   std::int64_t steps = 300;
@@ -149,9 +145,6 @@ int main(int argc, char** argv) {
   options.training.eval_every_steps = settings.steps;
   options.training.train_eval_examples = 1000;
   options.training.threads = settings.threads;
-  if (settings.workload == "fashion_mnist_mlp") {
-    options.standardize = dltune::InputStandardization{kFashionMnistMean, kFashionMnistStd};
-  }
   std::vector<dltune::FusedMember> members;
   for (std::int64_t m = 0; m < settings.members; ++m) members.push_back(Member(settings, m));
 

@@ -21,7 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,16 +36,14 @@
 
 namespace dltune {
 
-// What the members share: TrainerOptions's fields of the same names, and the model's input standardization.
+// What the members share: TrainerOptions's fields of the same names (the input standardization is the workload's,
+// Workload::Fusion).
 struct FusedOptions {
   std::int64_t max_train_steps = 0;
   // > 0: stop after this step, as a lone trial stopped then (ShouldStop) does, with a checkpoint.
   std::int64_t stop_after_step = 0;
   TrainingSettings training;
   Objective objective;
-  // The built-in fashion_mnist_mlp standardizes its inputs with Fashion-MNIST's pixel statistics; the synthetic
-  // workload does not. The array model checks it against the lone model.
-  std::optional<InputStandardization> standardize;
   // Where the group trains: "cpu", or a CUDA device ("cuda", "cuda:1"): the array model, the data and the
   // optimizer's state there (its tensor form), deterministic kernels on; checkpoints are written from the CPU copy of
   // each member's lone model, as on the CPU.
