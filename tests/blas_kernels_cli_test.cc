@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -50,8 +51,12 @@ class BlasKernelsCli : public ::testing::Test {
     dir_ = std::filesystem::temp_directory_path() / ("dltune_blas_kernels_cli_" + std::to_string(::getpid()));
     dltune::RemoveTree(dir_);
     if (const char* core = std::getenv("OPENBLAS_CORETYPE"); core != nullptr) environment_core_ = core;
-    // The kernels OpenBLAS picks by itself (or is told to by the environment): those of a plain `dltune --version`.
-    const auto own = RunDltune("--version");
+    // The kernels OpenBLAS picks by itself (or is told to by the environment): those of a command that loads the
+    // trainer (and with it OpenBLAS) without training, `dltune space check` of a built-in workload's spec.
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "check.yaml") << "name: check\nworkload: synthetic\nmax_train_steps: 10\n"
+                                          "space: {learning_rate: {min: 0.01, max: 1, scale: log}}\n";
+    const auto own = RunDltune("space check " + (dir_ / "check.yaml").string());
     ASSERT_EQ(own.exit_code, 0) << own.err;
     const auto cores = CoreLines(own.err);
     if (cores.empty()) GTEST_SKIP() << "the BLAS is not OpenBLAS, or OPENBLAS_VERBOSE is not honored";

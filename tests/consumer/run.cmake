@@ -41,6 +41,11 @@ if(NOT EXISTS ${prefix}/bin/dltune)
   message(FATAL_ERROR "the dltune command was not installed")
 endif()
 message(STATUS "consumer: ${last_output}")
+# The installed dltune finds its trainer module (lib/dltune/trainer.so beside bin/) and trains with it.
+run(${prefix}/bin/dltune train synthetic --steps 10 --eval-every 5 --threads 1 --out ${WORK_DIR}/trained)
+if(NOT last_output MATCHES "completed 10 steps")
+  message(FATAL_ERROR "the installed dltune did not train: ${last_output}")
+endif()
 
 # A user's own workload (examples/custom_workload), registered and trained through the installed library.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/custom_workload -B ${WORK_DIR}/custom -DCMAKE_PREFIX_PATH=${prefix}
