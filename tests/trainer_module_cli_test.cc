@@ -145,5 +145,21 @@ TEST_F(TrainerModuleCli, TrainingLoadsTheTrainerModule) {
   EXPECT_TRUE(std::filesystem::exists(dir_ / "t" / "metrics.jsonl"));
 }
 
+// OpenMP reads its wait policy when it loads, and the dltune command loads it (with the trainer module) only once it
+// trains, after setting the policy: `dltune train` with several threads starts once, not twice.
+TEST_F(TrainerModuleCli, TrainingSetsTheWaitPolicyBeforeOpenMpLoadsWithoutARestart) {
+  const test::Result trained =
+      RunDltune("train synthetic --steps 10 --threads 2 --out " + (dir_ / "t").string(), dir_,
+                "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT DLTUNE_BLAS_KERNELS=off OMP_DISPLAY_ENV=TRUE LD_DEBUG=files");
+  EXPECT_EQ(trained.exit_code, 0) << trained.out;
+  std::size_t loads = 0;  // the loader's "file=.../trainer.so [0];  dynamically loaded by ..." lines
+  std::istringstream lines(trained.err);
+  for (std::string line; std::getline(lines, line);) {
+    loads += line.find("trainer.so [0];  dynamically loaded by") != std::string::npos;
+  }
+  EXPECT_EQ(loads, 1u) << "the trainer module was loaded again: the process restarted";
+  EXPECT_THAT(trained.err, HasSubstr("OMP_WAIT_POLICY = 'PASSIVE'"));
+}
+
 }  // namespace
 }  // namespace dltune

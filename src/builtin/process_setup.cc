@@ -1,5 +1,6 @@
 #include "builtin/process_setup.h"
 
+#include <link.h>
 #include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "builtin/builtin_trial.h"
@@ -41,13 +43,30 @@ bool ServeTrialsIfAsked(int& argc, char**& argv) {
 // OpenMP threads that spin while they wait for work take the cores of every other process on a shared machine: two
 // `dltune train --threads 2` at once ran 45x slower than one alone, a study of 16 workers 25x (docs/parallel-layout.md,
 // "A shared machine"). dltune's processes and every trial it starts wait passively (OMP_WAIT_POLICY=PASSIVE: a
-// waiting thread sleeps) unless the environment chose a policy. Returns true when it set it: OpenMP read the policy
-// when it loaded, before main (libc resets an environment changed earlier), so a training command restarts once.
+// waiting thread sleeps) unless the environment chose a policy. Returns true when it set it: an OpenMP loaded before
+// main read the policy then (libc resets an environment changed earlier), so a training command restarts once.
 bool WaitPassivelyUnlessChosen() {
   const auto wait = PassiveWaitEnvironment();
   if (!wait) return false;
   ::setenv(wait->first.c_str(), wait->second.c_str(), 1);
   return true;
+}
+
+// Whether an OpenMP runtime is loaded in this process yet: it read its settings (the wait policy) when it loaded. The
+// dltune command loads LibTorch's with the trainer module, the first time it trains, and then reads a policy set here.
+bool OpenMpLoaded() {
+  bool loaded = false;
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* found) {
+        const std::string_view path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const std::string_view file = path.substr(path.rfind('/') + 1);
+        for (const std::string_view runtime : {"libgomp", "libiomp", "libomp"}) {
+          if (file.starts_with(runtime)) *static_cast<bool*>(found) = true;
+        }
+        return 0;
+      },
+      &loaded);
+  return loaded;
 }
 
 // Whether the command line asks for one thread (`--threads 1`), whose OpenMP never waits for a team.
@@ -83,6 +102,7 @@ bool TrainsHere(int argc, char** argv) {
 void SetUpProcess(int& argc, char**& argv) {
   // A file past `ulimit -f` is a write error (EFBIG) to report, with the file left as it was, not a kill.
   ::signal(SIGXFSZ, SIG_IGN);
+  const bool openmp_loaded = OpenMpLoaded();
   const bool wait_policy_set = WaitPassivelyUnlessChosen();  // before any child process starts: they inherit it
   KeepFreedMemoryIfTraining(argc, argv);  // before the trial server forks: its trials inherit the settings
   ServeTrialsIfAsked(argc, argv);
@@ -90,8 +110,9 @@ void SetUpProcess(int& argc, char**& argv) {
   // Restart once with faster OpenBLAS kernels when OpenBLAS misdetected the CPU (docs/training.md); a restart
   // carries the wait policy too.
   ReexecWithFasterBlasKernels(argv);
-  // Restart once for OpenMP to read the policy (about 0.3 s: LibTorch loads again), unless one thread never waits.
-  if (wait_policy_set && !OneThreadAsked(argc, argv)) ::execv("/proc/self/exe", argv);
+  // Restart once for OpenMP to read the policy (about 0.3 s: LibTorch loads again) where it had loaded before the
+  // policy was set, unless one thread never waits.
+  if (wait_policy_set && openmp_loaded && !OneThreadAsked(argc, argv)) ::execv("/proc/self/exe", argv);
 }
 
 }  // namespace dltune
