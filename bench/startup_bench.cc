@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "../tests/quickstart_store.h"
 #include "core/clock.h"
 #include "core/files.h"
 #include "dltune/store/store.h"
-#include "dltune/study/study_spec.h"
 
 namespace {
 
@@ -79,37 +79,6 @@ std::string LoadAverage() {
   return one + " " + five + " " + fifteen;
 }
 
-// A store holding the quickstart study: 2 trials completed, 1 infeasible, 1 pending.
-void FillStore(const std::string& url) {
-  auto store = dltune::OpenStore(url);
-  const dltune::StudySpec spec = dltune::LoadStudySpec(DLTUNE_SOURCE_DIR "/examples/quickstart.yaml");
-  const dltune::StudyRecord study = store->CreateStudy({.name = spec.name,
-                                                        .description = spec.description,
-                                                        .spec_text = spec.text,
-                                                        .spec_hash = "0123456789abcdef",
-                                                        .spec_path = "examples/quickstart.yaml",
-                                                        .command_line = "dltune run examples/quickstart.yaml",
-                                                        .dltune_version = "0.1.0"});
-  const dltune::StudyPlan plan(spec);
-  std::vector<dltune::NewTrial> trials;
-  for (std::uint64_t n = 0; n < 4; ++n) {
-    const dltune::PlannedTrial t = plan.Trial(n);
-    trials.push_back({n, t.substudy, plan.SubStudyAt(t.substudy).label, t.params, 1000 + n});
-  }
-  store->AddTrials(study.id, trials);
-  for (const double best : {0.2, 0.15}) {
-    const auto claim = store->ClaimNext(study.id, "worker");
-    dltune::MeasurementBatch batch;
-    batch.evals.push_back({2000, "valid", "error_rate", best, 10000});
-    batch.best_step = 2000;
-    batch.best_value = best;
-    store->Record(claim->second, batch);
-    store->Finish(claim->second, {.state = dltune::TrialState::kCompleted, .final_value = best});
-  }
-  const auto diverged = store->ClaimNext(study.id, "worker");
-  store->Finish(diverged->second, {.state = dltune::TrialState::kInfeasible, .reason = "loss is NaN at step 37"});
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,7 +89,7 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("dltune_bench_startup_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string url = "sqlite://" + (dir / "runs.db").string();
-  FillStore(url);
+  dltune::test::FillQuickstartStore(url);  // 2 trials completed, 1 infeasible, 1 waiting
 
   const std::vector<std::pair<std::string, std::string>> commands = {
       {"dltune --version", "--version"},

@@ -15,7 +15,7 @@
 #include "cli_runner.h"
 #include "core/files.h"
 #include "dltune/store/store.h"
-#include "dltune/study/study_spec.h"
+#include "quickstart_store.h"
 
 namespace dltune {
 namespace {
@@ -49,37 +49,8 @@ class TrainerModuleCli : public ::testing::Test {
   }
   void TearDown() override { dltune::RemoveTree(dir_); }
 
-  // The quickstart study (a built-in workload) with 2 trials completed, 1 infeasible and 1 waiting, filled through
-  // the library.
-  void AddQuickstartStudy() const {
-    auto store = OpenStore("sqlite://" + (dir_ / "runs.db").string());
-    const StudySpec spec = LoadStudySpec(DLTUNE_SOURCE_DIR "/examples/quickstart.yaml");
-    const StudyRecord study = store->CreateStudy({.name = spec.name,
-                                                  .description = spec.description,
-                                                  .spec_text = spec.text,
-                                                  .spec_hash = "0123456789abcdef",
-                                                  .spec_path = "examples/quickstart.yaml",
-                                                  .command_line = "dltune run examples/quickstart.yaml",
-                                                  .dltune_version = "0.1.0"});
-    const StudyPlan plan(spec);
-    std::vector<NewTrial> trials;
-    for (std::uint64_t n = 0; n < 4; ++n) {
-      const PlannedTrial t = plan.Trial(n);
-      trials.push_back({n, t.substudy, plan.SubStudyAt(t.substudy).label, t.params, 1000 + n});
-    }
-    store->AddTrials(study.id, trials);
-    for (const double best : {0.2, 0.15}) {
-      const auto claim = store->ClaimNext(study.id, "worker-a");
-      MeasurementBatch batch;
-      batch.evals.push_back({2000, "valid", "error_rate", best, 10000});
-      batch.best_step = 2000;
-      batch.best_value = best;
-      store->Record(claim->second, batch);
-      store->Finish(claim->second, {.state = TrialState::kCompleted, .final_value = best});
-    }
-    const auto diverged = store->ClaimNext(study.id, "worker-b");
-    store->Finish(diverged->second, {.state = TrialState::kInfeasible, .reason = "loss is NaN at step 37"});
-  }
+  // The quickstart study (a built-in workload) with 2 trials completed, 1 infeasible and 1 waiting.
+  void AddQuickstartStudy() const { test::FillQuickstartStore("sqlite://" + (dir_ / "runs.db").string()); }
 
   // A study of 3 trials of a shell program reporting one evaluation each.
   std::filesystem::path CommandStudy() const {
