@@ -21,24 +21,14 @@ CLIENT = HERE.parent
 sys.path.insert(0, str(CLIENT))
 import dltune  # noqa: E402  (the client under test, from the source tree)
 from dltune import _trial  # noqa: E402
+sys.path.insert(0, str(HERE / "programs"))
+from device_loss import DeviceLoss  # noqa: E402
 
 SETTINGS = ["managed", "description", "params", "number", "seed", "max_train_steps", "training", "eval_every",
             "eval_schedule", "log_every", "divergence_factor", "objective", "objective_split", "objective_metric",
             "minimize", "checkpoint_owner", "gpus", "dir", "resuming", "resume_max_step", "rank", "local_rank",
             "world_size", "is_main", "evaluating", "restored", "stop_requested", "divergence", "first_loss",
             "last_saved_step"]
-
-
-class DeviceLoss:
-    """A one-element value on an accelerator, as a CUDA tensor looks to the client: reading it would wait."""
-
-    device = types.SimpleNamespace(type="cuda")
-
-    def __init__(self, value):
-        self.value = value
-
-    def item(self):
-        return self.value
 
 
 class TrialTestCase(unittest.TestCase):
