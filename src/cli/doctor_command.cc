@@ -12,6 +12,7 @@
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/analyze/next_step.h"
 #include "dltune/report/study_data.h"
+#include "report/study_page.h"
 #include "store/json_output.h"
 
 namespace dltune::cli {
@@ -33,18 +34,9 @@ ExportedTable FindingsTable(const std::string& study, const std::vector<Diagnost
   table.columns = {"study",   "id",       "severity", "title",  "detail",    "suggestion",
                    "section", "substudy", "param",    "trials", "expand_to", "handled"};
   for (const Diagnostic& d : diagnostics) {
-    table.rows.push_back({{"study", study},
-                          {"id", d.id},
-                          {"severity", SeverityName(d.severity)},
-                          {"title", d.title},
-                          {"detail", d.detail},
-                          {"suggestion", d.suggestion},
-                          {"section", d.section},
-                          {"substudy", d.substudy},
-                          {"param", d.param_id},
-                          {"trials", d.trials},
-                          {"expand_to", d.expand_to ? nlohmann::json(*d.expand_to) : nlohmann::json()},
-                          {"handled", d.handled}});
+    nlohmann::json row = FindingJson(d);
+    row["study"] = study;
+    table.rows.push_back(std::move(row));
   }
   return table;
 }

@@ -87,16 +87,7 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
   const StudyData data = LoadStudyData(store, name, part == StudyPart::kMeasurements);
   if (part == StudyPart::kMeasurements) {
     json diagnostics = json::array();
-    for (const auto& d : Diagnose(data)) {
-      diagnostics.push_back({{"id", d.id},
-                             {"severity", SeverityName(d.severity)},
-                             {"title", d.title},
-                             {"detail", d.detail},
-                             {"suggestion", d.suggestion},
-                             {"section", d.section},
-                             {"substudy", d.substudy},
-                             {"handled", d.handled}});
-    }
+    for (const auto& d : Diagnose(data)) diagnostics.push_back(FindingJson(d));
     return {{"updated_at", data.study.updated_at},
             {"diagnostics", diagnostics},
             {"sections", SectionsJson(data, PageParts::kMeasurements)}};

@@ -613,4 +613,18 @@ nlohmann::json PageSectionJson(const PageSection& section) {
           {"folded_charts", ChartsJson(section.folded_charts)}};
 }
 
+nlohmann::json FindingJson(const Diagnostic& finding) {
+  return {{"id", finding.id},
+          {"severity", SeverityName(finding.severity)},
+          {"title", finding.title},
+          {"detail", finding.detail},
+          {"suggestion", finding.suggestion},
+          {"section", finding.section},
+          {"substudy", finding.substudy},
+          {"param", finding.param_id},
+          {"trials", finding.trials},
+          {"expand_to", finding.expand_to ? nlohmann::json(*finding.expand_to) : nlohmann::json()},
+          {"handled", finding.handled}};
+}
+
 }  // namespace dltune

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/diagnostics.h"
 
 namespace dltune {
 
@@ -56,5 +57,9 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
 // A section as the dashboard reads it: {id, position, title, explanation, empty, charts: [{id, title, spec, wide}],
 // more_title, more_charts}.
 nlohmann::json PageSectionJson(const PageSection& section);
+
+// A checklist finding as the dashboard and `dltune doctor --format json` give it (docs/json-output.md): {id,
+// severity, title, detail, suggestion, section, substudy, param, trials, expand_to, handled}.
+nlohmann::json FindingJson(const Diagnostic& finding);
 
 }  // namespace dltune
