@@ -41,7 +41,7 @@ bool FusedMembersEqualTheirLoneTrials(dltune::TrainerOptions options) {
     members.push_back(
         {.params = Params(optimizers[m].first, optimizers[m].second), .init_seed = 10 + m, .data_seed = 20 + m});
   }
-  dltune::FusedCallbacks quiet;
+  dltune::MemberCallbacks quiet;
   const std::vector<dltune::TrainResult> fused =
       dltune::TrainFusedTrials("two_spirals", nlohmann::json::object(), members, options, quiet);
   bool equal = true;

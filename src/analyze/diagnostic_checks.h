@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "analysis_util.h"
-#include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/analysis.h"
+#include "dltune/analyze/finding.h"
 
 namespace dltune::diagnostic_checks {
 
@@ -55,6 +56,8 @@ void CheckTrainingLossRising(const Context& context, std::vector<Diagnostic>& ou
 void CheckInputBound(const Context& context, std::vector<Diagnostic>& out);
 void CheckAggressiveClipping(const Context& context, std::vector<Diagnostic>& out);
 void CheckPeriodicity(const Context& context, std::vector<Diagnostic>& out);
+// diagnostics_importance.cc
+void CheckUnimportant(const Context& context, std::vector<Diagnostic>& out);
 // diagnostics_across.cc
 void CheckTrialVariance(const Context& context, std::vector<Diagnostic>& out);
 void CheckSingleRuns(const Context& context, std::vector<Diagnostic>& out);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -11,28 +10,6 @@
 #include "diagnostic_checks.h"
 
 namespace dltune {
-
-std::string SeverityName(Severity severity) {
-  switch (severity) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kProblem: return "problem";
-  }
-  return "unknown";
-}
-
-std::string PlaybookAnchor(const std::string& section) {
-  std::string anchor;
-  for (const char c : section) {
-    const auto u = static_cast<unsigned char>(c);
-    if (std::isalnum(u) || c == '-' || c == '_') {
-      anchor += static_cast<char>(std::tolower(u));
-    } else if (c == ' ') {
-      anchor += '-';
-    }
-  }
-  return anchor;
-}
 
 namespace diagnostic_checks {
 
@@ -52,7 +29,7 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 std::vector<Diagnostic> Diagnose(const StudyData& data) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
-  constexpr std::array<std::string_view, 29> kOrder = {"within_noise",
+  constexpr std::array<std::string_view, 30> kOrder = {"within_noise",
                                                        "winner_changed",
                                                        "fit_steps_none",
                                                        "warmup_none",
@@ -80,6 +57,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
                                                        "clipping",
                                                        "beyond_noise",
                                                        "winner_held",
+                                                       "unimportant",
                                                        "single_runs"};
   const Context context(data);
   std::vector<Diagnostic> found;
@@ -93,6 +71,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
     CheckComputeBound(context, found);
     CheckStepsTooHigh(context, found);
     CheckTrainingLossRising(context, found);
+    CheckUnimportant(context, found);
   }
   if (!IsMeasurementProcedure(data)) CheckOverfitting(context, found);
   CheckInputBound(context, found);

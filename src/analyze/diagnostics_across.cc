@@ -6,6 +6,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "store/recorded_spec.h"
 
 namespace dltune::diagnostic_checks {
 namespace {
@@ -18,9 +19,7 @@ std::string IntervalText(const MeanInterval& m) {
 }
 
 // How the study was made: the name of its spec file, for commands.
-std::string SpecPath(const StudyData& data) {
-  return data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
-}
+std::string SpecPath(const StudyData& data) { return SpecFileOf(data.study); }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "store/recorded_spec.h"
 
 namespace dltune {
 namespace {
@@ -36,9 +37,7 @@ std::size_t CountIn(const StudyData& data, std::initializer_list<TrialState> sta
 
 bool IsStability(const std::string& kind) { return kind == "instability" || kind == "warmup" || kind == "clipping"; }
 
-std::string SpecFileOf(const StudyData& data) {
-  return data.study.spec_path.empty() ? data.study.name + ".yaml" : data.study.spec_path;
-}
+std::string SpecFileOf(const StudyData& data) { return SpecFileOf(data.study); }
 
 // A plan written to `file` and the run that carries it out: one command, so that the step it takes is whole.
 std::string PlanAndRun(const std::string& plan, const std::string& file) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dltune/analyze/diagnostics.h"
+#include "dltune/analyze/finding.h"
 #include "dltune/study/study_spec.h"
 
 namespace dltune {

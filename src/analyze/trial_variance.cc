@@ -9,6 +9,7 @@
 
 #include "analysis_util.h"
 #include "core/strings.h"
+#include "store/recorded_spec.h"
 
 namespace dltune {
 namespace {
@@ -303,8 +304,7 @@ std::string ReplicaValueText(const MeanInterval& stats) {
 }
 
 std::string MoreReplicasCommand(const StudyData& retrain) {
-  const std::string spec_file =
-      ShellQuote(retrain.study.spec_path.empty() ? retrain.study.name + ".yaml" : retrain.study.spec_path);
+  const std::string spec_file = ShellQuote(SpecFileOf(retrain.study));
   return fmt::format(
       "dltune plan retrain --from {} --top {} --replicas {} --name {} -o {} --force && dltune run {} --extend",
       ShellQuote(retrain.spec.procedure.parent), retrain.spec.procedure.options.value("top", 1),

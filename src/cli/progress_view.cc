@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/strings.h"
 #include "dltune/study/study_spec.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 
 namespace dltune::cli {
@@ -89,7 +90,7 @@ int ProgressView::StudyTrialCount(const StudyRecord& study) {
   if (it == trial_counts_.end()) {
     int count = 0;
     try {
-      const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+      const StudySpec spec = RecordedSpec(study);
       count = static_cast<int>(StudyPlan(spec).TrialCount());
     } catch (const Error&) {
       // A spec this dltune cannot read: count the trials in the store only.

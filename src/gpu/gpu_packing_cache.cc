@@ -1,6 +1,5 @@
 #include "gpu/gpu_packing_cache.h"
 
-#include "dltune/core/training_settings.h"
 #include "gpu/machine_cache.h"
 
 namespace dltune {
@@ -17,17 +16,11 @@ std::filesystem::path PackingCacheFile() { return MachineCacheDirectory() / "gpu
 
 nlohmann::json PackingKey(const nlohmann::json& first_trial, const std::string& command, const std::string& gpu_model,
                           const std::string& driver, bool mps) {
-  nlohmann::json params = nlohmann::json::object();
-  const auto all = first_trial.find("params");
-  if (all != first_trial.end() && all->is_object()) {
-    for (const auto& [name, value] : all->items()) {
-      if (!FusibleHyperparameters().contains(name)) params[name] = value;
-    }
-  }
-  return {{"gpu", gpu_model},   {"driver", driver},
-          {"mps", mps},         {"workload", first_trial.value("workload", nlohmann::json())},
-          {"command", command}, {"training", first_trial.value("training", nlohmann::json())},
-          {"params", params}};
+  nlohmann::json key = TrainingIdentity(first_trial, command);
+  key["gpu"] = gpu_model;
+  key["driver"] = driver;
+  key["mps"] = mps;
+  return key;
 }
 
 std::optional<int> CachedPacking(const std::filesystem::path& file, const nlohmann::json& key) {

@@ -14,10 +14,8 @@ namespace dltune {
 // gpu-packings.json in MachineCacheDirectory().
 std::filesystem::path PackingCacheFile();
 
-// What makes a packing valid for another run: the GPU's model and driver, MPS or not, the program (`command`, a
-// spec's command:; "" for the built-in trainer) and the training of the study's first trial (its trial.json's
-// workload, training settings and params, less the hyperparameters no tensor's shape depends on,
-// FusibleHyperparameters(), in which the trials of a study differ anyway).
+// What makes a packing valid for another run: the training of the study's first trial (TrainingIdentity of its
+// trial.json and the spec's command:) on a GPU of this model and driver, with MPS or not.
 nlohmann::json PackingKey(const nlohmann::json& first_trial, const std::string& command, const std::string& gpu_model,
                           const std::string& driver, bool mps);
 

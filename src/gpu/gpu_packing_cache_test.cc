@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "gpu/gpu_test_util.h"
+#include "gpu/machine_cache.h"
 
 namespace dltune {
 namespace {
@@ -30,6 +31,17 @@ TEST(GpuPackingCache, KeysTheTrainingNotTheHyperparametersTrialsDifferIn) {
   EXPECT_NE(PackingKey(FirstTrial(0.1, 128), "python train.py", "H200", "580.159.04", false),
             PackingKey(FirstTrial(0.1, 128), "python other.py", "H200", "580.159.04", false))
       << "one program's packing is not another's";
+}
+
+// Both machine caches key the training alike: a packing's key is the training's identity plus the GPU it ran on.
+TEST(GpuPackingCache, KeysATrainingAsTheLayoutCacheDoes) {
+  const nlohmann::json identity = TrainingIdentity(FirstTrial(0.1, 128), "");
+  EXPECT_EQ(identity, TrainingIdentity(FirstTrial(0.001, 128), "")) << "the learning rate is not the training's";
+  EXPECT_NE(identity, TrainingIdentity(FirstTrial(0.1, 256), ""));
+  EXPECT_FALSE(identity.contains("seed")) << "a trial's seed does not change its speed";
+  nlohmann::json key = PackingKey(FirstTrial(0.1, 128), "", "H200", "580.159.04", false);
+  for (const char* gpu_part : {"gpu", "driver", "mps"}) key.erase(gpu_part);
+  EXPECT_EQ(key, identity);
 }
 
 TEST(GpuPackingCache, KeepsAPackingAndGivesItBackForItsKeyOnly) {

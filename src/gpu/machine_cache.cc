@@ -8,8 +8,23 @@
 #include "core/files.h"
 #include "core/sha256.h"
 #include "core/strings.h"
+#include "dltune/core/training_settings.h"
 
 namespace dltune {
+
+nlohmann::json TrainingIdentity(const nlohmann::json& trial, const std::string& command) {
+  nlohmann::json params = nlohmann::json::object();
+  const auto all = trial.find("params");
+  if (all != trial.end() && all->is_object()) {
+    for (const auto& [name, value] : all->items()) {
+      if (!FusibleHyperparameters().contains(name)) params[name] = value;
+    }
+  }
+  return {{"workload", trial.value("workload", nlohmann::json())},
+          {"command", command},
+          {"training", trial.value("training", nlohmann::json())},
+          {"params", params}};
+}
 
 std::filesystem::path MachineCacheDirectory() {
   const auto from = [](const char* name) -> std::string {

@@ -6,6 +6,7 @@
 
 #include "core/strings.h"
 #include "dltune/analyze/step_budget.h"
+#include "dltune/plan/plan.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 #include "store/tracking.h"

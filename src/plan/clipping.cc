@@ -5,6 +5,7 @@
 
 #include "core/schedule.h"
 #include "dltune/analyze/instability.h"
+#include "dltune/plan/plan.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

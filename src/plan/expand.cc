@@ -4,6 +4,7 @@
 
 #include "core/strings.h"
 #include "dltune/analyze/diagnostics.h"
+#include "dltune/plan/plan.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 

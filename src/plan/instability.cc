@@ -9,8 +9,10 @@
 #include "core/eval_schedule.h"
 #include "core/schedule.h"
 #include "dltune/analyze/instability.h"
+#include "dltune/plan/plan.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 
 namespace dltune {
@@ -83,7 +85,7 @@ StabilityContext plan_internal::StabilityContextOf(Store& store, const StudyData
     context.baseline = LoadParent(store, study.study.name, /*with_measurements=*/true);
     for (const StudyRecord& other : store.ListStudies()) {  // the newest probe planned from it
       if (!IsParentOf(study.study, other)) continue;
-      if (ParseStudySpec(other.spec_text, other.name).procedure.kind == "instability") {
+      if (RecordedSpec(other).procedure.kind == "instability") {
         probe_of(LoadStudyData(store, other.name));
       }
     }

@@ -16,6 +16,7 @@
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
 #include "space/yaml_writer.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 
 namespace dltune::plan_internal {
@@ -82,7 +83,7 @@ void RequireCompletedTrial(const StudyData& parent) {
   });
   if (!any) {
     throw Error(fmt::format("study '{}' has no completed trial with an objective yet; run it first (dltune run {})",
-                            name, parent.study.spec_path.empty() ? name + ".yaml" : parent.study.spec_path));
+                            name, SpecFileOf(parent.study)));
   }
 }
 
@@ -95,8 +96,7 @@ void RequireEverySubStudy(const StudyData& parent, const std::vector<Chosen>& ch
       throw Error(
           fmt::format("sub-study {} of study '{}' has no completed trial to train again; run more of its "
                       "trials first (dltune run {} --retry-failed, or raise trials: and --extend)",
-                      plan.SubStudyAt(s).label, parent.study.name,
-                      parent.study.spec_path.empty() ? parent.study.name + ".yaml" : parent.study.spec_path));
+                      plan.SubStudyAt(s).label, parent.study.name, SpecFileOf(parent.study)));
     }
   }
 }

@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "dltune/analyze/analysis.h"
-#include "dltune/plan/plan.h"
 #include "space/yaml_writer.h"
+
+namespace dltune {
+struct PlannedStudy;  // dltune/plan/plan.h, which every caller of Finish includes
+}  // namespace dltune
 
 namespace dltune::plan_internal {
 

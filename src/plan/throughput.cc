@@ -8,8 +8,10 @@
 
 #include <fmt/format.h>
 
+#include "dltune/plan/plan.h"
 #include "dltune/report/study_data.h"
 #include "planned_spec.h"
+#include "store/recorded_spec.h"
 
 namespace dltune {
 
@@ -42,7 +44,7 @@ std::int64_t EarlierSweeps(Store* store, const std::string& parent, const std::s
   for (const StudyRecord& study : store->ListStudies()) {
     if (study.parent != parent || study.name == name) continue;
     try {
-      if (ParseStudySpec(study.spec_text, study.name).procedure.kind == "throughput") ++sweeps;
+      if (RecordedSpec(study).procedure.kind == "throughput") ++sweeps;
     } catch (const Error&) {  // a spec this version cannot read is not a sweep it counts
     }
   }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "dltune/analyze/diagnostics.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 
 namespace dltune {
@@ -12,7 +13,7 @@ namespace dltune {
 StudyData LoadStudyData(Store& store, const std::string& name, bool with_measurements) {
   StudyData data;
   data.study = RequireStudy(store, name);
-  data.spec = ParseStudySpec(data.study.spec_text, data.study.spec_path.empty() ? name : data.study.spec_path);
+  data.spec = RecordedSpec(data.study);
   if (const std::int64_t made = store.CountTrials(data.study.id).made; made > kMaxLoadedTrials) {
     throw Error(
         fmt::format("study '{}' has {} trials, more than the {} its report, dashboard page and checklist "

@@ -10,6 +10,7 @@
 #include "dltune/core/error.h"
 #include "dltune/study/study_spec.h"
 #include "run/trial_setup.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 
 namespace dltune {
@@ -56,8 +57,7 @@ StudyDeletion PlanStudyDeletion(Store& store, const std::string& name) {
     if (IsParentOf(deletion.study, other)) deletion.children.push_back(other.name);
   }
   try {
-    const StudySpec spec =
-        ParseStudySpec(deletion.study.spec_text, deletion.study.spec_path.empty() ? name : deletion.study.spec_path);
+    const StudySpec spec = RecordedSpec(deletion.study);
     const std::filesystem::path dir = StudyDirectory(spec, deletion.study);
     std::ifstream in(dir / "study.json");
     const auto recorded = nlohmann::json::parse(in, nullptr, false);

@@ -44,24 +44,22 @@ std::string Describe(int trials, int threads) {
 // The settings a probe process trains with: a built-in trial's (its BLAS kernels, ...: one trial server forks both),
 // and the library's own thread count.
 std::map<std::string, std::string> ProbeEnvironment(int threads, double seconds, const std::filesystem::path& trial) {
-  std::map<std::string, std::string> environment = SharedTrialEnvironment(/*builtin=*/true);
-  environment.insert({{"DLTUNE_TRIAL", trial.string()},
-                      {"DLTUNE_PROBE_SECONDS", fmt::format("{}", seconds)},
-                      {"DLTUNE_THREADS", std::to_string(threads)},
-                      {"OMP_NUM_THREADS", std::to_string(threads)},
-                      {"MKL_NUM_THREADS", std::to_string(threads)}});
+  std::map<std::string, std::string> environment =
+      TrialEnvironment({.builtin = true, .trial_json = trial, .threads = threads});
+  environment["DLTUNE_PROBE_SECONDS"] = fmt::format("{}", seconds);
   return environment;
 }
 
-// What makes one measurement valid for another study: the machine and the training that was timed.
+// What makes one measurement valid for another study: the machine (CPU, cores, BLAS kernels) and the training that
+// was timed (TrainingIdentity, as the GPU packings key it).
 nlohmann::json CacheKey(const nlohmann::json& probe_trial, int cores) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const auto faster = FasterBlasEnvironment();
-  return {{"cpu", CpuModelName()},
-          {"cores", cores},
-          {"blas", faster ? faster->second : (coretype ? coretype : "auto")},
-          {"workload", probe_trial.at("workload")},
-          {"params", probe_trial.at("params")}};
+  nlohmann::json key = TrainingIdentity(probe_trial, /*command=*/"");
+  key["cpu"] = CpuModelName();
+  key["cores"] = cores;
+  key["blas"] = faster ? faster->second : (coretype ? coretype : "auto");
+  return key;
 }
 
 std::optional<std::vector<LayoutMeasurement>> CachedMeasurements(const std::filesystem::path& file,

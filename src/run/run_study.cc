@@ -171,6 +171,7 @@ RunSummary RunStudy(Store& store, const StudySpec& spec, const RunOptions& optio
   observer.StudyOpened(store, session.study(), session.spec());
   WorkerOptions worker = ToWorkerOptions(options);
   worker.study = spec.name;
+  worker.opened = &session;  // the worker claims from this session rather than opening the study again
   worker.trials_per_gpu = session.spec().resources.trials_per_gpu;
   TrialServer trial_server;  // outlives the loop's trial processes
   const ParallelLayout layout = ApplyLayout(store, session, options, gpus, worker, trial_server, observer);
@@ -196,28 +197,33 @@ RunSummary RunWorkerJob(const WorkerJob& job, const RunOptions& options, RunObse
   const auto store = OpenStore(job.store_url, job.spec.has_value());  // with a spec, created as dltune run creates it
   WorkerOptions worker = ToWorkerOptions(options);
   TrialServer trial_server;  // outlives the loop's trial processes
-  std::string study_name = job.study;
-  if (job.spec) study_name = OpenOrCreateStudy(*store, *job.spec, options).study().name;
+  // The session opened here is the worker's: the study is not looked up, nor its spec read, again.
+  std::optional<StudySession> session;
+  if (job.spec) {
+    session = OpenOrCreateStudy(*store, *job.spec, options);
+  } else if (!job.study.empty()) {
+    session = StudySession::Open(*store, job.study);
+  }
   std::int64_t study_id = 0;
   std::optional<ParallelLayout> layout;
-  if (!study_name.empty()) {
-    const StudySession session = StudySession::Open(*store, study_name);
-    study_id = session.study().id;
-    worker.study = study_name;
-    worker.trials_per_gpu = session.spec().resources.trials_per_gpu;
-    if (const WorkerGang gang = GangOf(session.spec()); gang.size > 1) {
-      if (gang.rank != 0) return RunAsGangMember(session.spec(), gang, observer, stop_requests);
-      CheckGangFits(session.spec(), gang);
+  if (session) {
+    study_id = session->study().id;
+    worker.study = session->study().name;
+    worker.opened = &*session;
+    worker.trials_per_gpu = session->spec().resources.trials_per_gpu;
+    if (const WorkerGang gang = GangOf(session->spec()); gang.size > 1) {
+      if (gang.rank != 0) return RunAsGangMember(session->spec(), gang, observer, stop_requests);
+      CheckGangFits(session->spec(), gang);
       worker.gang = gang;
       worker.parallel = gang.size;  // one trial at a time: the gang's
       // auto: the cores Slurm gave each task, else this machine's (a gang has one task per machine).
-      worker.threads_per_trial = session.spec().training.threads > 0
-                                     ? session.spec().training.threads
+      worker.threads_per_trial = session->spec().training.threads > 0
+                                     ? session->spec().training.threads
                                      : WholeNumberVariable("SLURM_CPUS_PER_TASK").value_or(AvailableCores());
       observer.Notice(fmt::format("gang of {} workers at {}:{}: this worker is rank 0 and claims the trials", gang.size,
                                   gang.address, gang.port));
     } else {
-      layout = ApplyLayout(*store, session, options, gpus, worker, trial_server, observer);
+      layout = ApplyLayout(*store, *session, options, gpus, worker, trial_server, observer);
     }
   }
   RunSummary summary = RunLoop(*store, worker, study_id, observer, stop_requests);

@@ -16,11 +16,13 @@
 #include "dltune/core/hyperparams.h"
 #include "dltune/run/study_session.h"
 #include "dltune/workloads/train.h"
+#include "store/recorded_spec.h"
 #include "study/command_template.h"
 #include "train/blas_kernels.h"
 #include "train/torch_build.h"
 #include "trial/checkpoint_owner.h"
 #include "trial/python_client.h"
+#include "trial/trial_environment.h"
 #include "trial/trial_report.h"
 
 namespace dltune {
@@ -106,7 +108,7 @@ void CheckWorkerCanTrain(const StudySpec& spec) {
 
 bool WorkerCanTrain(const StudyRecord& study) {
   try {
-    CheckWorkerCanTrain(ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path));
+    CheckWorkerCanTrain(RecordedSpec(study));
     return true;
   } catch (const Error&) {
     return false;
@@ -237,6 +239,23 @@ std::map<std::string, std::string> SharedTrialEnvironment(bool builtin) {
   return environment;
 }
 
+std::map<std::string, std::string> TrialEnvironment(const TrialVariables& variables) {
+  std::map<std::string, std::string> environment = SharedTrialEnvironment(variables.builtin);
+  if (!variables.trial_dir.empty()) {
+    environment["DLTUNE_TRIAL_DIR"] = variables.trial_dir.string();
+    environment["DLTUNE_PARAMS"] = (variables.trial_dir / "params.json").string();
+    environment["DLTUNE_TRIAL"] = (variables.trial_dir / "trial.json").string();
+  }
+  if (!variables.trial_json.empty()) environment["DLTUNE_TRIAL"] = variables.trial_json.string();
+  if (variables.seed) environment["DLTUNE_SEED"] = std::to_string(*variables.seed);
+  if (variables.max_train_steps) environment["DLTUNE_MAX_TRAIN_STEPS"] = std::to_string(*variables.max_train_steps);
+  if (variables.threads) {
+    environment["DLTUNE_THREADS"] = std::to_string(*variables.threads);
+    for (const char* name : kThreadCountVariables) environment[name] = std::to_string(*variables.threads);
+  }
+  return environment;
+}
+
 PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study, const ActiveTrial& trial,
                            const std::filesystem::path& dltune_executable, int auto_threads,
                            const std::optional<std::vector<GpuDevice>>& gpus) {
@@ -274,19 +293,14 @@ PreparedTrial PrepareTrial(const StudySpec& given_spec, const StudyRecord& study
     command.shell_command =
         ExecWhenSimple(RenderCommand(spec.command, Placeholders(spec, trial.record(), params, prepared.trial_dir)));
   }
-  const std::string threads = std::to_string(spec.training.threads);
-  command.environment = {{"DLTUNE_PROTOCOL", std::to_string(kTrialProtocolVersion)},
-                         {"DLTUNE_PARAMS", (prepared.trial_dir / "params.json").string()},
-                         {"DLTUNE_TRIAL", (prepared.trial_dir / "trial.json").string()},
-                         {"DLTUNE_TRIAL_DIR", prepared.trial_dir.string()},
-                         {"DLTUNE_RESUMING", prepared.resuming ? "1" : "0"},
-                         {"DLTUNE_TRIAL_NUMBER", std::to_string(trial.number())},
-                         {"DLTUNE_SEED", std::to_string(trial.record().seed)},
-                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(TrialMaxTrainSteps(spec, trial.record().params))},
-                         {"DLTUNE_THREADS", threads},
-                         {"OMP_NUM_THREADS", threads},
-                         {"MKL_NUM_THREADS", threads}};
-  for (const auto& [name, value] : SharedTrialEnvironment(spec.command.empty())) command.environment[name] = value;
+  command.environment = TrialEnvironment({.builtin = spec.command.empty(),
+                                          .trial_dir = prepared.trial_dir,
+                                          .seed = trial.record().seed,
+                                          .max_train_steps = TrialMaxTrainSteps(spec, trial.record().params),
+                                          .threads = spec.training.threads});
+  command.environment["DLTUNE_PROTOCOL"] = std::to_string(kTrialProtocolVersion);
+  command.environment["DLTUNE_RESUMING"] = prepared.resuming ? "1" : "0";
+  command.environment["DLTUNE_TRIAL_NUMBER"] = std::to_string(trial.number());
   // A program of one process may answer that it serves its trials warm (docs/trial-protocol.md, "Warm trial
   // processes (Python programs)"); a launcher's ranks (training.processes) always start cold.
   if (!spec.command.empty() && spec.training.processes == 1) command.environment["DLTUNE_WARM_OFFER"] = "1";

@@ -2,8 +2,10 @@
 // params.json, trial.json, environment and command line; and how a person reproduces a trial.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,19 @@ struct PreparedTrial {
 // kernels and cuBLAS's deterministic workspace. A layout probe's process gets the built-in trainer's, so that the
 // trial server that forks the probes forks the study's trials too (its load environment is the same).
 std::map<std::string, std::string> SharedTrialEnvironment(bool builtin);
+
+// The variables of a trial's process (docs/trial-protocol.md, "Environment"), each set only when given.
+struct TrialVariables {
+  bool builtin = false;                         // SharedTrialEnvironment(builtin)
+  std::filesystem::path trial_dir;              // DLTUNE_TRIAL_DIR, and DLTUNE_PARAMS and DLTUNE_TRIAL in it
+  std::filesystem::path trial_json;             // DLTUNE_TRIAL elsewhere than in trial_dir (a layout probe's)
+  std::optional<std::uint64_t> seed;            // DLTUNE_SEED
+  std::optional<std::int64_t> max_train_steps;  // DLTUNE_MAX_TRAIN_STEPS
+  std::optional<int> threads;                   // DLTUNE_THREADS and the libraries' thread counts
+};
+// The one builder of a trial process's environment: a trial's own, its checkpoint's evaluation's and a layout
+// probe's, which each add what only they have.
+std::map<std::string, std::string> TrialEnvironment(const TrialVariables& variables);
 
 // Throws SpecError, at the spec's workload: key, when the spec names a workload this program does not know (a
 // workload of your own is known to the program that registers it: examples/custom_workload).

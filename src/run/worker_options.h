@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "dltune/run/study_session.h"
 #include "run/worker_gang.h"
 #include "trial/trial_server.h"
 
@@ -13,7 +14,9 @@ namespace dltune {
 
 struct WorkerOptions {
   std::string study;  // only this study; empty: every study of the store with trials to run
-  int parallel = 0;   // trials at once; 0: DefaultParallelism(threads per trial of the first study)
+  // The session of `study` its caller opened (RunStudy), used as it is; null: the worker opens the study by name.
+  const StudySession* opened = nullptr;
+  int parallel = 0;  // trials at once; 0: DefaultParallelism(threads per trial of the first study)
   // Threads of each trial whose spec leaves training.threads to auto (ChooseParallelLayout's choice); 0: 1.
   int threads_per_trial = 0;
   // The most trials a fused group takes in a study whose spec says training.fuse: auto (ChooseFusion's choice); 0:

@@ -24,7 +24,9 @@ class WorkerStudies {
  public:
   // Reads options.study, stale_after, max_retries, retry_failed and wait_for_others; all must outlive this.
   WorkerStudies(Store& store, const WorkerOptions& options, RunObserver& observer)
-      : store_(store), options_(options), observer_(observer) {}
+      : store_(store), options_(options), observer_(observer) {
+    if (options.opened != nullptr) sessions_.emplace(options.study, *options.opened);
+  }
 
   // The session of study `name`, opened at the first call.
   StudySession& Session(const std::string& name);

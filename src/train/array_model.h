@@ -81,12 +81,4 @@ torch::Tensor ArrayLinear(const torch::Tensor& x, const torch::Tensor& weight, c
 // The lone models' dropout rate: their child module "dropout" (0 without one). Error when members differ.
 double DropoutOf(const std::vector<std::shared_ptr<Model>>& members);
 
-// How `workload`'s trials fuse (Workload::Fusion); Error naming the workload when it offers no fusion.
-ArrayNetwork FusionOf(const Workload& workload);
-
-// The array version of `members`, lone models `workload` built, on `device`: the network its Fusion describes,
-// ArrayMlp (array_mlp.h) or ArrayCnn (array_cnn.h). Error when it offers none or its models are not that network.
-std::shared_ptr<ArrayModel> MakeArrayModel(const Workload& workload, const std::vector<std::shared_ptr<Model>>& members,
-                                           const torch::Device& device = torch::kCPU);
-
 }  // namespace dltune

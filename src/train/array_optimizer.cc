@@ -133,7 +133,7 @@ double ArrayOptimizer::UpdateMember(std::int64_t member, double eta) {
       squares += at::parallel_reduce(
           0, size, kGrain, 0.0,
           [&](std::int64_t begin, std::int64_t end, double) {
-            return FusedUpdate(c,
+            return OnePassUpdate(c,
                                UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
                                                      second ? second + begin : nullptr, end - begin});
           },

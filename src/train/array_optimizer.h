@@ -4,7 +4,7 @@
 // whose state buffers are held together: members sorted by kind make the fewest runs (on a device, a run's update is
 // a few kernels).
 //
-// Each member's slice of a parameter is contiguous, so a step updates it with FusedUpdate (fused_update.h) and the
+// Each member's slice of a parameter is contiguous, so a step updates it with OnePassUpdate (one_pass_update.h) and the
 // member's coefficients: one pass over each parameter's memory, and for each member the arithmetic of a lone
 // Optimizer on the member's own parameters (the same coefficients rounded the same way, the same slices across
 // threads, the same order of the gradient norm's sums): a member's weights, state and gradient norm are bit-identical

@@ -23,7 +23,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "dltune/core/error.h"
-#include "dltune/train/trainer.h"
+#include "dltune/train/training_process.h"
 
 namespace dltune {
 

@@ -7,7 +7,7 @@
 
 #include "core/machine.h"
 #include "dltune/core/error.h"
-#include "dltune/train/trainer.h"
+#include "dltune/train/training_process.h"
 
 namespace dltune {
 

@@ -26,6 +26,7 @@
 #include "device.h"
 #include "dltune/core/error.h"
 #include "eval_batches.h"
+#include "make_array_model.h"
 #include "pipeline.h"
 #include "profile_trace.h"
 #include "threads.h"

@@ -333,7 +333,7 @@ double Optimizer::StepOnCpu(UpdateCoefficients c) {
       squares += at::parallel_reduce(
           0, p.numel(), kGrain, 0.0,
           [&](std::int64_t begin, std::int64_t end, double) {
-            return FusedUpdate(c,
+            return OnePassUpdate(c,
                                UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
                                                      second ? second + begin : nullptr, end - begin});
           },

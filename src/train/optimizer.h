@@ -36,7 +36,7 @@
 
 #include <torch/torch.h>
 
-#include "fused_update.h"
+#include "one_pass_update.h"
 
 namespace dltune {
 
@@ -55,7 +55,7 @@ struct OptimizerOptions {
   void Validate() const;
 };
 
-// The scalars of a step of `rule` with `options` at learning rate `eta` (the fused update's and the tensor ops').
+// The scalars of a step of `rule` with `options` at learning rate `eta` (the one-pass update's and the tensor ops').
 UpdateCoefficients CoefficientsOf(UpdateRule rule, const OptimizerOptions& options, double eta);
 
 // The rows of a step's coefficient table: one column of them per parameter of an Optimizer on a device, or per
@@ -89,12 +89,12 @@ enum Row : std::int64_t {
 void SetCoefficientColumn(const UpdateCoefficients& c, double t, bool active, torch::Tensor& table,
                           std::int64_t column);
 
-// FusedUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. Each coefficient is an
+// OnePassUpdate's rules as LibTorch operations, on any device: what Optimizer runs off the CPU. Each coefficient is an
 // element of `coefficients` (a table column, coefficient::Row order, on the parameter's device and in its dtype; or
 // [rows, k, 1], k columns, for parameters whose k rows each take their own: ArrayOptimizer's members), so that the
 // kernels launched do not depend on them; `coupled` and `decays` (whether theta decays in place at all)
 // depend on the options only. Each operation is a kernel of its own, in place where it can be, so their rounding may
-// differ from the fused loop's in the last bit (fused multiply-adds). Updates `param` and `buffers` (the rule's
+// differ from the one-pass loop's in the last bit (fused multiply-adds). Updates `param` and `buffers` (the rule's
 // state, in Optimizer::BufferNames() order) in place.
 void UpdateWithTensorOps(UpdateRule rule, bool coupled, bool decays, const torch::Tensor& coefficients,
                          torch::Tensor& param, const torch::Tensor& grad, std::vector<torch::Tensor>& buffers);
@@ -121,13 +121,13 @@ struct OptimizerState {
 
 // Updates a fixed list of parameter tensors in place from their .grad(), with the rules in the file comment.
 // Keeps its state (moments, per-parameter update counts) beside each parameter, in its dtype. Each Step is one pass
-// over each parameter's memory (fused_update.h), split across LibTorch's intra-op threads. Parameters whose grad is
+// over each parameter's memory (one_pass_update.h), split across LibTorch's intra-op threads. Parameters whose grad is
 // undefined at Step are skipped (state and t untouched). Not thread-safe; the parameters are shared with the caller
 // (the model), not copied.
 class Optimizer {
  public:
   // `params`: defined, contiguous float32 or float64 tensors on one device (typically model->parameters()). On the
-  // CPU each Step is the fused pass; on another device (CUDA) the same rules run as LibTorch operations, whose
+  // CPU each Step is the one pass; on another device (CUDA) the same rules run as LibTorch operations, whose
   // rounding may differ in the last bit. Throws Error on invalid options or any other parameter.
   //
   // On a device (or on the CPU with `flat`, to test it there), parameters of one dtype take the flat layout: their
@@ -174,7 +174,7 @@ class Optimizer {
   torch::Tensor CoefficientTable(double learning_rate, bool advance = true);
   // The device's: every parameter that has a gradient updated with its column of `table` (on the parameters'
   // device), in tensor operations with no host copy or synchronization; returns the gradients' global L2 norm as
-  // StepDeferred does. Runs on the CPU too (the tensor form, not the fused pass).
+  // StepDeferred does. Runs on the CPU too (the tensor form, not the one pass).
   torch::Tensor ApplyTable(const torch::Tensor& table);
 
   const OptimizerOptions& options() const { return options_; }
@@ -193,7 +193,7 @@ class Optimizer {
   const std::vector<std::string>& BufferNames() const { return StateBufferNames(kind_); }
   // Throws Error, before anything changes, for a bad learning rate or a sparse gradient.
   void CheckStep(double learning_rate) const;
-  // One step on CPU parameters (the fused pass), returning the gradient norm.
+  // One step on CPU parameters (the one pass), returning the gradient norm.
   double StepOnCpu(UpdateCoefficients c);
   // The flat layout: moves every parameter's data into flat_ (each one a view of its range, its values kept).
   void Flatten();

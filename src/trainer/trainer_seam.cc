@@ -95,7 +95,7 @@ bool FusibleWorkload(const std::string& workload_name, const nlohmann::json& wor
 
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
-                                          FusedCallbacks& callbacks) {
+                                          MemberCallbacks& callbacks) {
   return Trainer(workload_name).train_fused_trials(workload_name, workload_args, members, shared, callbacks);
 }
 

@@ -170,16 +170,16 @@ class SyntheticWorkload final : public Workload {
 };
 
 template <typename T>
-WorkloadFactory Factory() {
-  return [](const nlohmann::json& args) -> std::unique_ptr<Workload> { return std::make_unique<T>(args); };
+std::unique_ptr<Workload> Make(const nlohmann::json& args) {
+  return std::make_unique<T>(args);
 }
 
 }  // namespace
 
-void RegisterBuiltinWorkloads(std::map<std::string, WorkloadFactory>& factories) {
-  factories["fashion_mnist_mlp"] = Factory<FashionMnistMlp>();
-  factories["fashion_mnist_cnn"] = Factory<FashionMnistCnn>();
-  factories["synthetic"] = Factory<SyntheticWorkload>();
+std::map<std::string, BuiltinWorkloadMaker> BuiltinWorkloads() {
+  return {{"fashion_mnist_mlp", &Make<FashionMnistMlp>},
+          {"fashion_mnist_cnn", &Make<FashionMnistCnn>},
+          {"synthetic", &Make<SyntheticWorkload>}};
 }
 
 }  // namespace dltune::internal

@@ -34,7 +34,7 @@ struct LoneRecorder : TrainerCallbacks {
   }
 };
 
-struct GroupRecorder : FusedCallbacks {
+struct GroupRecorder : MemberCallbacks {
   std::vector<Reported>* members = nullptr;
   void OnTrainMetrics(std::size_t member, const std::vector<StepMetrics>& s) override {
     auto& steps = members->at(member).steps;
@@ -159,7 +159,7 @@ TEST_F(CustomWorkload, AWorkloadThatCannotFuseIsRefusedNamingIt) {
                    [](const nlohmann::json&) { return std::make_unique<MisdescribedSpirals>(); });
   EXPECT_FALSE(FusibleWorkload("apart_spirals"));
   EXPECT_FALSE(FusibleWorkload("no_such_workload"));
-  FusedCallbacks none;
+  MemberCallbacks none;
   const std::vector<FusedMember> members = {Member("adam", 0.003, 1), Member("adam", 0.01, 2)};
   try {
     TrainFusedTrials("apart_spirals", nlohmann::json::object(), members, options_, none);

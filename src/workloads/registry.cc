@@ -21,7 +21,7 @@ struct Registry {
 Registry& TheRegistry() {
   static Registry* registry = [] {
     auto* created = new Registry;
-    internal::RegisterBuiltinWorkloads(created->factories);
+    for (const auto& [name, make] : internal::BuiltinWorkloads()) created->factories[name] = make;
     return created;
   }();
   return *registry;
@@ -44,14 +44,14 @@ std::unique_ptr<Workload> MakeWorkload(const std::string& name, const nlohmann::
     if (it != registry.factories.end()) factory = it->second;
   }
   if (!factory) {
-    const auto names = WorkloadNames();
+    const auto names = RegisteredWorkloadNames();
     throw Error(fmt::format("no workload named '{}'{}; workloads: {}", name, DidYouMean(name, names),
                             JoinAlternatives(names, false)));
   }
   return factory(args);
 }
 
-std::vector<std::string> WorkloadNames() {
+std::vector<std::string> RegisteredWorkloadNames() {
   Registry& registry = TheRegistry();
   const std::lock_guard lock(registry.mutex);
   std::vector<std::string> names;

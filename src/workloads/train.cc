@@ -11,6 +11,7 @@
 #include "dltune/core/error.h"
 #include "dltune/workloads/registry.h"
 #include "train/fused_training.h"
+#include "train/make_array_model.h"
 
 namespace dltune {
 
@@ -22,14 +23,14 @@ TrainResult Train(const std::string& workload_name, const nlohmann::json& worklo
 }
 
 bool FusibleWorkload(const std::string& workload_name, const nlohmann::json& workload_args) {
-  const std::vector<std::string> names = WorkloadNames();
+  const std::vector<std::string> names = RegisteredWorkloadNames();
   if (std::find(names.begin(), names.end(), workload_name) == names.end()) return false;
   return MakeWorkload(workload_name, workload_args)->Fusion().has_value();
 }
 
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
-                                          FusedCallbacks& callbacks) {
+                                          MemberCallbacks& callbacks) {
   const auto workload = MakeWorkload(workload_name, workload_args);
   FusionOf(*workload);  // refuses a workload that offers no fusion before any model is built
   FusedOptions options{.max_train_steps = shared.max_train_steps,
@@ -101,7 +102,7 @@ class StepTimer : public TrainerCallbacks {
 };
 
 // The same for a fused group: each group step's wall time, between the polls after each step.
-class GroupStepTimer : public FusedCallbacks {
+class GroupStepTimer : public MemberCallbacks {
  public:
   explicit GroupStepTimer(double seconds) : seconds_(seconds) {}
 
@@ -157,5 +158,7 @@ double MeasureFusedTrainingSpeed(const std::string& workload_name, const nlohman
   const double median = timer.Median();
   return median > 0 ? static_cast<double>(members) / median : 0;
 }
+
+std::vector<std::string> WorkloadNames() { return RegisteredWorkloadNames(); }
 
 }  // namespace dltune

@@ -3,43 +3,12 @@
 // docs/analyses.md explains each check for users.
 #pragma once
 
-#include <cstdint>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "dltune/analyze/analysis.h"
+#include "dltune/analyze/finding.h"
 
 namespace dltune {
-
-enum class Severity { kInfo, kWarning, kProblem };
-std::string SeverityName(Severity severity);  // "info", "warning", "problem"
-
-struct Diagnostic {
-  std::string id;  // stable: "boundary", "infeasible_share", "instability", "overfitting",
-                   // "late_variance", "compute_bound", "steps_too_high", "training_loss_rising",
-                   // "input_bound", "aggressive_clipping", "within_noise", "beyond_noise", "single_runs",
-                   // "winner_changed", "winner_held", "adam_budget", "fit_steps", "fit_steps_edge",
-                   // "fit_steps_none", "periodic_validation", "throughput", "throughput_input_bound"
-  Severity severity = Severity::kWarning;
-  std::string title;       // one line: what was found
-  std::string detail;      // the evidence: trials, values, fractions
-  std::string suggestion;  // what to do
-  std::string section;     // the playbook section's title, e.g. "Identifying bad search space boundaries"
-  std::string substudy;    // the sub-study it concerns ("" for the whole study, or when it has one sub-study)
-  std::string param_id;    // the param it concerns, if any
-  std::vector<std::uint64_t> trials;  // the trials the evidence names, for linking to them
-  // boundary: the bound `param_id`'s range expands to (its min or max beyond the current one), when it can expand
-  // (not a linear range at 0, nor a fraction at 1); what dltune plan expand writes.
-  std::optional<double> expand_to;
-  // The note that marks it handled (dltune note STUDY --resolves ID TEXT), as "note 3: TEXT"; "" while it is open.
-  // dltune next passes over a handled finding and dltune doctor lists it last, apart.
-  std::string handled;
-};
-
-// The id of a playbook section's heading on GitHub, without '#' ("gradient-clipping"): lower case, spaces to '-',
-// punctuation except '-' and '_' dropped. For linking `section` to the playbook: <playbook URL> + "#" + anchor.
-std::string PlaybookAnchor(const std::string& section);
 
 // Every diagnostic that applies, most serious first (problem, warning, info), then in the order of the list below,
 // then by sub-study index and spec order of params. Terms as in analysis.h: "best objective", "the best trials of a
@@ -85,6 +54,11 @@ std::string PlaybookAnchor(const std::string& section);
 //   least 0.3 at twice it when the curve is that long: "can
 //   indicate implementation bugs such as test data having overlap with training data, or training data not being
 //   properly shuffled".
+// - unimportant (info; "Identifying scientific, nuisance, and fixed hyperparameters"): in a study that searches (not a
+//   list of chosen configurations nor a measurement), a nuisance param whose PED-ANOVA importance (importance.h) is
+//   indistinguishable from no effect (its bootstrap interval reaches down to the noise floor) in every sub-study
+//   with at least kMinTopTrialsToFix top trials: "fix it at the best trial's value" (dltune plan fix), one finding per
+//   param, the value that of the best trial over those sub-studies (none when that trial lacks the param).
 // Across studies ("Determining whether to adopt a training pipeline change or hyperparameter configuration"):
 // - within_noise (warning) / beyond_noise (info): in a study with replicas, each comparison of AnalyzeTrialVariance
 //   (trial_variance.h) whose paired interval holds 0 (or has fewer than 2 pairs), or does not: the evidence, the

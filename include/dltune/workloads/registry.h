@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "dltune/train/workload.h"
-#include "dltune/workloads/train.h"
 
 namespace dltune {
 
@@ -20,7 +19,8 @@ using WorkloadFactory = std::function<std::unique_ptr<Workload>(const nlohmann::
 void RegisterWorkload(const std::string& name, WorkloadFactory factory);
 // Makes the workload registered as `name`; throws Error (with the registered names) when there is none.
 std::unique_ptr<Workload> MakeWorkload(const std::string& name, const nlohmann::json& args = nlohmann::json::object());
-// Every registered name, sorted; the built-in ones included.
-// WorkloadNames() is in dltune/workloads/train.h (torch-free).
+// Every registered name, sorted; the built-in ones included. (dltune/workloads/train.h's WorkloadNames() gives the
+// same without LibTorch's headers.)
+std::vector<std::string> RegisteredWorkloadNames();
 
 }  // namespace dltune

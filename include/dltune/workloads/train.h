@@ -26,7 +26,7 @@ bool FusibleWorkload(const std::string& workload_name, const nlohmann::json& wor
 // (docs/training.md, "Fused trials").
 std::vector<TrainResult> TrainFusedTrials(const std::string& workload_name, const nlohmann::json& workload_args,
                                           const std::vector<FusedMember>& members, const TrainerOptions& shared,
-                                          FusedCallbacks& callbacks);
+                                          MemberCallbacks& callbacks);
 
 // Evaluates a stored checkpoint of a run of workload `workload_name` on `split`, and exports it as TorchScript when
 // `export_path` is given (see EvaluateCheckpoint in dltune/train/trainer.h).

@@ -1,4 +1,4 @@
-#include "fused_update.h"
+#include "one_pass_update.h"
 
 #include <algorithm>
 #include <cmath>
@@ -123,12 +123,12 @@ template <typename T>
 
 }  // namespace
 
-[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double FusedUpdate(
+[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double OnePassUpdate(
     const UpdateCoefficients& c, const UpdateSlice<float>& slice) {
   return UpdateAndMeasure(c, slice);
 }
 
-[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double FusedUpdate(
+[[gnu::target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")]] double OnePassUpdate(
     const UpdateCoefficients& c, const UpdateSlice<double>& slice) {
   return UpdateAndMeasure(c, slice);
 }

@@ -41,7 +41,7 @@ struct UpdateSlice {
 
 // Updates the slice and returns the sum of the squares of its `grad` (the gradient as given, before any coupled
 // weight decay), taken in the same pass so the gradient norm costs no read of its own.
-double FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<float>& slice);
-double FusedUpdate(const UpdateCoefficients& c, const UpdateSlice<double>& slice);
+double OnePassUpdate(const UpdateCoefficients& c, const UpdateSlice<float>& slice);
+double OnePassUpdate(const UpdateCoefficients& c, const UpdateSlice<double>& slice);
 
 }  // namespace dltune
