@@ -51,6 +51,27 @@ TEST(TrialSetup, WritesTheTrialsFilesAndEnvironment) {
 
 // With training.threads left to auto, a trial gets the layout's threads when it starts and keeps them when it
 // resumes under another layout (resuming is bit-exact only with the same threads).
+// A trial, its checkpoint's evaluation and a layout probe get their variables from one builder: each sets only what
+// it is given, and the built-in trainer's processes get what its trial server was started with.
+TEST(TrialSetup, OneBuilderGivesEveryTrialProcessItsVariables) {
+  const std::filesystem::path dir = "/runs/abc/trial_3";
+  const auto trial = TrialEnvironment({.trial_dir = dir, .seed = 7, .max_train_steps = 500, .threads = 2});
+  EXPECT_EQ(trial.at("DLTUNE_TRIAL_DIR"), dir.string());
+  EXPECT_EQ(trial.at("DLTUNE_PARAMS"), (dir / "params.json").string());
+  EXPECT_EQ(trial.at("DLTUNE_TRIAL"), (dir / "trial.json").string());
+  EXPECT_EQ(trial.at("DLTUNE_SEED"), "7");
+  EXPECT_EQ(trial.at("DLTUNE_MAX_TRAIN_STEPS"), "500");
+  for (const char* threads : {"DLTUNE_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+    EXPECT_EQ(trial.at(threads), "2");
+  const auto evaluation = TrialEnvironment({.trial_dir = dir, .seed = 7});
+  EXPECT_FALSE(evaluation.contains("DLTUNE_THREADS")) << "set only when given";
+  EXPECT_FALSE(evaluation.contains("DLTUNE_MAX_TRAIN_STEPS"));
+  const auto probe = TrialEnvironment({.builtin = true, .trial_json = "/tmp/probe/trial.json", .threads = 4});
+  EXPECT_EQ(probe.at("DLTUNE_TRIAL"), "/tmp/probe/trial.json");
+  EXPECT_FALSE(probe.contains("DLTUNE_TRIAL_DIR"));
+  for (const auto& [name, value] : SharedTrialEnvironment(/*builtin=*/true)) EXPECT_EQ(probe.at(name), value) << name;
+}
+
 TEST(TrialSetup, AnAutoTrialKeepsItsThreadsWhenItResumes) {
   TempStore temp;
   const StudySpec spec = test::CommandSpec("s", "python3 train.py", temp.dir());
