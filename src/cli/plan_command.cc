@@ -245,6 +245,24 @@ void RegisterPlanExpand(CLI::App* plan) {
   });
 }
 
+// `dltune plan fix`.
+void RegisterPlanFix(CLI::App* plan) {
+  auto args = std::make_shared<OutputArgs>();
+  auto* fix = plan->add_subcommand(
+      "fix",
+      "Fix the nuisance hyperparameters whose importance a study's trials cannot tell from no effect (dltune "
+      "doctor's unimportant findings; dltune show STUDY --importance) at its best trial's values: its own spec with "
+      "those params fixed, for the next round (the playbook's \"Identifying scientific, nuisance, and fixed "
+      "hyperparameters\").\n\n"
+      "Example:\n  dltune plan fix --from quickstart");
+  AddOutputOptions(fix, *args);
+  fix->callback([args] {
+    const auto store = OpenStoreReadOnly(StoreUrlOrDefault(args->storage));
+    const PlannedStudy planned = PlanFix(*store, {.parent = args->from, .name = args->name});
+    WritePlanned(planned, *args, fmt::format("study {}, {} trials", planned.name, planned.trials));
+  });
+}
+
 // `dltune plan throughput`.
 void RegisterPlanThroughput(CLI::App* plan) {
   struct Args : OutputArgs {
@@ -501,6 +519,7 @@ void RegisterPlanCommand(CLI::App& app) {
       "Examples:\n  dltune plan retrain --from quickstart --replicas 5\n"
       "  dltune plan round2 --from quickstart --top 3 --steps 4x\n"
       "  dltune plan expand --from quickstart\n"
+      "  dltune plan fix --from quickstart\n"
       "  dltune plan throughput --from examples/quickstart.yaml --batch-sizes 16:4096\n"
       "  dltune plan fit-steps --from quickstart-throughput\n"
       "  dltune plan apply-steps --from quickstart-fit-steps\n"
@@ -515,6 +534,7 @@ void RegisterPlanCommand(CLI::App& app) {
   RegisterPlanFitSteps(plan);
   RegisterPlanApplySteps(plan);
   RegisterPlanExpand(plan);
+  RegisterPlanFix(plan);
   RegisterPlanThroughput(plan);
   RegisterPlanInstability(plan);
   RegisterPlanWarmup(plan);

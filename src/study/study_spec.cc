@@ -235,9 +235,9 @@ bool ProcedureSpec::Measures() const {
 }
 
 const std::vector<std::string>& ProcedureSpec::Kinds() {
-  static const std::vector<std::string> kKinds = {"retrain",     "round2",   "fit-steps",      "throughput",
-                                                  "instability", "warmup",   "apply-warmup",   "apply-steps",
-                                                  "expand",      "clipping", "apply-clipping", "narrow-lr"};
+  static const std::vector<std::string> kKinds = {
+      "retrain",     "round2", "fit-steps", "throughput",     "instability", "warmup", "apply-warmup",
+      "apply-steps", "expand", "clipping",  "apply-clipping", "narrow-lr",   "fix"};
   return kKinds;
 }
 

@@ -153,6 +153,9 @@ PlannedStudy PlanRound2(Store& store, const Round2Request& request);
 PlannedStudy PlanFitSteps(Store* store, const FitStepsRequest& request);
 PlannedStudy PlanApplySteps(Store& store, const ApplyStepsRequest& request);
 PlannedStudy PlanExpand(Store& store, const ExpandRequest& request);
+// `dltune plan fix`: the parent's spec with each nuisance param of an open `unimportant` finding (dltune doctor) fixed
+// at the value the finding names (its best trial's), for the next round; Error when there is none.
+PlannedStudy PlanFix(Store& store, const ExpandRequest& request);
 PlannedStudy PlanClipping(Store& store, const ClippingRequest& request);
 PlannedStudy PlanApplyClipping(Store& store, const DerivedRequest& request);
 PlannedStudy PlanNarrowLearningRate(Store& store, const DerivedRequest& request);
