@@ -7,6 +7,8 @@
 #include "commands.h"
 #include "core/files.h"
 #include "core/strings.h"
+#include "dltune/report/study_data.h"
+#include "report/importance_text.h"
 #include "report/study_text.h"
 #include "run/delete_study.h"
 #include "store/export.h"
@@ -125,6 +127,7 @@ void RegisterShow(CLI::App& app) {
     std::size_t limit = 100;
     bool all = false;
     bool spec = false;
+    bool importance = false;
     std::string format = "text";
   };
   auto show_args = std::make_shared<ShowArgs>();
@@ -143,12 +146,27 @@ void RegisterShow(CLI::App& app) {
   show->add_flag("--all", show_args->all, "List every trial, however many");
   show->add_flag("--spec", show_args->spec,
                  "Print the study's recorded spec, as it was written, and nothing else (to restore or compare it)");
+  show->add_flag("--importance", show_args->importance,
+                 "Print each nuisance hyperparameter's importance per sub-study (PED-ANOVA) with its bootstrap "
+                 "interval and noise floor, and which are indistinguishable from no effect (candidates to fix)");
   AddStorageOption(show, *storage);
   AddFormatOption(show, show_args->format, true);
   show->callback([storage, show_args] {
     const OutputFormat output = ParseOutputFormat(show_args->format, "dltune show", true);
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, show_args->study);
+    if (show_args->importance) {
+      if (show_args->trial || show_args->spec) throw Error("--importance is a study's: leave out TRIAL and --spec");
+      if (output == OutputFormat::kCsv) throw Error("--importance prints text or --format json, not csv");
+      const StudyData data = LoadStudyData(*store, study.name, /*with_measurements=*/false);
+      const HyperparameterImportance importance = AnalyzeImportance(data);
+      if (output == OutputFormat::kJson) {
+        std::cout << ImportanceJson(data, importance).dump(2) << "\n";
+      } else {
+        std::fputs(TerminalSafe(ImportanceText(data, importance)).c_str(), stdout);
+      }
+      return;
+    }
     if (output != OutputFormat::kText) {
       if (show_args->spec) throw Error("--spec prints the spec as it was written: leave out --format");
       if (output == OutputFormat::kCsv) {

@@ -12,6 +12,7 @@
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
+#include "report/importance_page.h"
 #include "vega_specs.h"
 
 namespace dltune {
@@ -563,6 +564,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
       sections.push_back(IsolationSection(data, sizes));
       sections.push_back(AxisPlotSection(data, sizes));
       sections.push_back(InteractionSection(data, sizes));
+      sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
     }
   }
   // The curves of the best trials only, when there are too many to draw one line each.
@@ -588,8 +590,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (data.spec.procedure.kind == "instability") order.emplace_back("instability-probe");
   if (data.spec.procedure.kind == "warmup") order.emplace_back("warmup");
   if (data.spec.procedure.kind == "clipping") order.emplace_back("clipping");
-  for (const char* id :
-       {"isolation", "axis-plots", "interactions", "curves", "best-steps", "gradients", "enough", "time"}) {
+  for (const char* id : {"isolation", "axis-plots", "interactions", "importance", "curves", "best-steps", "gradients",
+                         "enough", "time"}) {
     order.emplace_back(id);
   }
   for (auto& section : sections) {
