@@ -117,7 +117,14 @@ bool WorkerCanTrain(const StudyRecord& study) {
 
 void CheckWorkloadKnown(const StudySpec& spec) {
   if (spec.workload.name.empty()) return;
-  const std::vector<std::string> names = WorkloadNames();
+  std::vector<std::string> names;
+  try {
+    names = WorkloadNames();
+  } catch (const Error& e) {  // no trainer to ask (a dltune built without it, or its module missing): said at the key
+    throw Error(
+        fmt::format("{}: workload '{}' cannot train: {}", spec.workload.where.ToString(), spec.workload.name, e.what()),
+        e.kind());
+  }
   if (std::find(names.begin(), names.end(), spec.workload.name) != names.end()) return;
   throw SpecError(
       spec.workload.where, "workload",
