@@ -200,6 +200,7 @@ async function showStudy(data) {
     : '';
   main.replaceChildren(el('h1', {}, data.name),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, v instanceof Node ? v : fmt(v)))))),
+    decisionLogForms(data.name, null, refreshAfterWrite),  // dashboard_writes.js
     el('h2', {}, 'Diagnostics'), diagnosticsBox,
     el('h2', {}, 'Charts'), chartBox,
     el('h2', {}, 'Trials'), table(['trial', ...(replicated ? ['config', 'replica'] : []), 'sub-study', 'state', 'best', 'best step', 'final', ...paramNames], rows,
@@ -243,6 +244,7 @@ async function showTrial(data) {
   main.replaceChildren(...[el('h1', {}, `Trial ${data.number}`),
     el('table', { class: 'facts' }, el('tbody', {}, ...facts.filter(([, v]) => v !== '' && v !== null && v !== undefined)
       .map(([k, v]) => el('tr', {}, el('td', {}, k), el('td', {}, fmt(v)))))),
+    decisionLogForms(data.study, data.number, refreshAfterWrite),
     el('h2', {}, 'Params'), table(['param', 'value'], params),
     el('h2', {}, 'Curves'), chartBox,
     el('h2', {}, 'Checkpoints'), checkpoints.length ? table(['step', 'pool', 'objective', 'path'], checkpoints) : el('p', { class: 'muted' }, 'None.'),
@@ -275,6 +277,9 @@ async function route() {
   }
   pollTimer = setTimeout(route, POLL_MS);
 }
+
+// After a note or decision is recorded: the page's document again, whether or not a poll is due.
+function refreshAfterWrite() { lastShown = ''; route(); }
 
 window.addEventListener('hashchange', () => { lastShown = ''; allTrialRows = false; route(); });
 route();

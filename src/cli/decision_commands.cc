@@ -9,9 +9,9 @@
 
 #include "commands.h"
 #include "core/strings.h"
-#include "dltune/analyze/diagnostics.h"
 #include "dltune/report/study_data.h"
 #include "dltune/run/launch.h"
+#include "report/decision_log.h"
 #include "report/study_text.h"
 #include "store/json_output.h"
 #include "store/tracking.h"
@@ -42,26 +42,10 @@ void RegisterNote(CLI::App& app) {
                    "A finding of the study this note marks handled (its id: dltune doctor STUDY lists them)");
   AddStorageOption(note, args->storage);
   note->callback([args] {
-    if (args->text.empty()) throw Error("a note needs some text");
     const auto store = OpenForWriting(args->storage);
-    const StudyRecord study = RequireStudy(*store, args->study);
-    if (!args->resolves.empty()) {
-      // Only a finding the study has: a typo must not leave the real one open while seeming to close it.
-      std::set<std::string> open;
-      bool found = false;
-      for (const Diagnostic& d : Diagnose(LoadStudyData(*store, study.name))) {
-        found = found || d.id == args->resolves;
-        if (d.handled.empty()) open.insert(d.id);
-      }
-      if (!found) {
-        throw Error(fmt::format("--resolves {}: study {} has no such finding (its open findings: {})", args->resolves,
-                                study.name, open.empty() ? "none" : fmt::format("{}", fmt::join(open, ", "))));
-      }
-    }
-    const StudyNote stored = store->AddNote(
-        study.id, {.kind = NoteKind::kNote, .text = args->text, .author = CurrentAuthor(), .resolves = args->resolves});
-    std::printf("noted on study %s (note %lld)%s\n", study.name.c_str(), static_cast<long long>(stored.id),
-                args->resolves.empty() ? "" : fmt::format(": finding {} handled", args->resolves).c_str());
+    const RecordedNote noted = RecordNote(
+        *store, {.study = args->study, .text = args->text, .resolves = args->resolves, .author = CurrentAuthor()});
+    std::printf("%s\n", TerminalSafe(noted.summary).c_str());
   });
 }
 
@@ -83,17 +67,12 @@ void RegisterDecide(CLI::App& app) {
   decide->add_option("--because", args->because, "Why it is adopted")->required();
   AddStorageOption(decide, args->storage);
   decide->callback([args] {
-    if (args->because.empty()) throw Error("a decision needs --because: why it is taken");
     const auto store = OpenForWriting(args->storage);
-    const StudyData data = LoadStudyData(*store, args->study, /*with_measurements=*/false);
-    RequireAdoptable(data, "decide on");
-    const std::string adopt = AdoptedChoice(data, args->adopt);
-    store->AddNote(data.study.id,
-                   {.kind = NoteKind::kDecision, .adopt = adopt, .text = args->because, .author = CurrentAuthor()});
-    std::printf("decided on study %s: adopt %s, because %s\n", data.study.name.c_str(), adopt.c_str(),
-                TerminalSafe(args->because).c_str());
+    const RecordedNote decided = RecordDecision(
+        *store, {.study = args->study, .adopt = args->adopt, .because = args->because, .author = CurrentAuthor()});
+    std::printf("%s\n", TerminalSafe(decided.summary).c_str());
     std::printf("next: dltune launch %s --reason '...' (evaluates the chosen checkpoint on the test set, once)\n",
-                ShellQuote(data.study.name).c_str());
+                ShellQuote(decided.study.name).c_str());
   });
 }
 

@@ -206,6 +206,14 @@ std::string StudyPageCache::Get(const std::string& key, double updated_at, const
   return *body;
 }
 
+void StudyPageCache::Forget(const std::string& prefix) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = entries_.lower_bound(prefix); it != entries_.end() && it->first.rfind(prefix, 0) == 0; ++it) {
+    it->second.settled = false;
+    it->second.built_at = -max_age_seconds_;  // older than any age kept
+  }
+}
+
 std::uint64_t StudyPageCache::builds() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return builds_;
@@ -296,6 +304,7 @@ std::vector<WebAsset> DashboardAssets() {
   const std::string js = "text/javascript; charset=utf-8";
   std::vector<WebAsset> assets = {{"index.html", page_dir / "dashboard.html", "text/html; charset=utf-8"},
                                   {"dashboard.js", page_dir / "dashboard.js", js},
+                                  {"dashboard_writes.js", page_dir / "dashboard_writes.js", js},
                                   {"dashboard.css", page_dir / "dashboard.css", "text/css; charset=utf-8"}};
   for (const char* library : {"vega", "vega-lite", "vega-embed"}) {
     assets.push_back(

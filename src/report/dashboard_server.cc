@@ -1,6 +1,7 @@
 // The live dashboard's HTTP server (ServeDashboard, dltune/report/dashboard_api.h): cpp-httplib behind GuardedServer,
 // answering the page's JSON requests from the store and serving the page and its scripts — a fixed list of files —
-// and the trials' profile traces, found from the store's records; nothing else from the filesystem.
+// and the trials' profile traces, found from the store's records; nothing else from the filesystem; and the notes and
+// decisions the page writes (dashboard_writes.h).
 #include <httplib.h>
 #include <zlib.h>
 
@@ -18,6 +19,7 @@
 #include "core/files.h"
 #include "dltune/core/error.h"
 #include "dltune/report/dashboard_api.h"
+#include "report/dashboard_writes.h"
 #include "report/guarded_server.h"
 #include "store/tracking.h"
 
@@ -92,7 +94,10 @@ ServerGuards GuardsFor(const DashboardServerOptions& options) {
   guards.max_connections = options.max_connections;
   guards.token = options.token;
   const bool loopback = IsLoopbackHost(options.host);
-  if (!loopback && guards.token.empty()) guards.token = NewAccessToken();
+  // Writes need a token also on loopback: any page the machine's browser opens can send requests to 127.0.0.1.
+  if (guards.token.empty() && (!loopback || options.writes)) guards.token = NewAccessToken();
+  guards.reads_open = loopback && options.token.empty();
+  guards.writes = options.writes;
   // Which Host headers name this server: a wildcard address is reached by any name, so the token guards it.
   if (options.host != "0.0.0.0" && options.host != "::") {
     guards.allowed_hosts = {options.host};
@@ -222,14 +227,18 @@ void ServeDashboard(const std::string& store_url, const DashboardServerOptions& 
 
   const ServerGuards guards = GuardsFor(options);
   GuardedServer server(guards);
-  server.set_payload_max_length(1 << 16);
   RouteAssets(server, state);
   RouteApi(server, state);
   RouteProfileTraces(server, state);
+  if (options.writes) {
+    // The page reads the study again after its write: it gets the new document, not one built before.
+    RouteWrites(server, store_url, options.author,
+                [&pages = state.study_pages](const std::string& study) { pages.Forget(study + "\n"); });
+  }
   AnswerExceptionsWith500(server);
 
   const int port = Bind(server, options);
-  listening({url, PageUrl(options.host, port, guards.token), IsLoopbackHost(options.host)});
+  listening({url, PageUrl(options.host, port, guards.token), IsLoopbackHost(options.host), options.writes});
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!stop.load() && !done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));

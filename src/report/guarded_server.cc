@@ -15,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace dltune {
 namespace {
@@ -24,6 +25,9 @@ using Clock = std::chrono::steady_clock;
 // Set while a connection is handled on the accepting thread, because every connection thread is taken: it is
 // refused at once rather than served there.
 thread_local bool refuse_on_this_thread = false;
+// Set when a request was refused before its body was read: its connection is closed after the answer, so that the
+// unread body is never taken for the next request.
+thread_local bool close_after_this_response = false;
 
 // Runs each connection on a thread of its own, up to `limit` threads; past that, on the caller's (the accepting)
 // thread, where it is refused at once.
@@ -186,6 +190,33 @@ std::string CookieValue(const std::string& header, const std::string& name) {
 
 constexpr const char* kTokenCookie = "dltune_token";
 
+std::string Lowercase(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// The media type of a Content-Type header ("application/json; charset=utf-8" -> "application/json"), lowercase.
+std::string MediaType(const std::string& content_type) {
+  std::string type = Lowercase(content_type.substr(0, content_type.find(';')));
+  type.erase(0, type.find_first_not_of(" \t"));
+  type.erase(type.find_last_not_of(" \t") + 1);
+  return type;
+}
+
+// Whether an Origin header names the site the request was sent to (its Host header): http or https, same authority.
+bool SameOrigin(const std::string& origin, const std::string& host) {
+  const std::string lower = Lowercase(origin);
+  const std::string authority = Lowercase(host);
+  return !authority.empty() && (lower == "http://" + authority || lower == "https://" + authority);
+}
+
+// Answers a refused request with `status` and {"error": message}.
+void Refuse(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  response.set_header("Cache-Control", "no-store");
+  response.set_content(nlohmann::json{{"error", message}}.dump(), "application/json; charset=utf-8");
+}
+
 }  // namespace
 
 bool IsLoopbackHost(const std::string& host) {
@@ -203,6 +234,7 @@ std::string NewAccessToken() {
 GuardedServer::GuardedServer(ServerGuards guards) : guards_(std::move(guards)) {
   const std::size_t limit = guards_.max_connections;
   new_task_queue = [limit] { return new ThreadPerConnection(limit); };
+  set_payload_max_length(guards_.max_body);
   set_pre_routing_handler([this](const httplib::Request& request, httplib::Response& response) {
     return Admit(request, response) ? HandlerResponse::Unhandled : HandlerResponse::Handled;
   });
@@ -212,9 +244,7 @@ GuardedServer::~GuardedServer() = default;
 
 bool GuardedServer::Admit(const httplib::Request& request, httplib::Response& response) const {
   const auto refuse = [&](int status, const std::string& message) {
-    response.status = status;
-    response.set_header("Cache-Control", "no-store");
-    response.set_content(fmt::format("{{\"error\": \"{}\"}}", message), "application/json; charset=utf-8");
+    Refuse(response, status, message);
     return false;
   };
   if (!guards_.allowed_hosts.empty()) {
@@ -223,7 +253,8 @@ bool GuardedServer::Admit(const httplib::Request& request, httplib::Response& re
       return refuse(421, "this server does not answer for that Host; open it by the address dltune serve printed");
     }
   }
-  if (guards_.token.empty()) return true;
+  if (request.method != "GET" && request.method != "HEAD") return AdmitWrite(request, response);
+  if (guards_.token.empty() || guards_.reads_open) return true;
   const std::string from_query = request.get_param_value("token");
   std::string authorization = request.get_header_value("Authorization");
   const std::string bearer = authorization.rfind("Bearer ", 0) == 0 ? authorization.substr(7) : "";
@@ -236,6 +267,41 @@ bool GuardedServer::Admit(const httplib::Request& request, httplib::Response& re
   }
   if (SameToken(bearer, guards_.token) || SameToken(from_cookie, guards_.token)) return true;
   return refuse(401, "this dashboard needs its token: open the address dltune serve printed (it ends in ?token=...)");
+}
+
+bool GuardedServer::AdmitWrite(const httplib::Request& request, httplib::Response& response) const {
+  const auto refuse = [&](int status, const std::string& message) {
+    Refuse(response, status, message);
+    response.set_header("Connection", "close");
+    close_after_this_response = true;
+    return false;
+  };
+  if (!guards_.writes || guards_.token.empty()) {
+    return refuse(403, "this dashboard is read-only: record notes and decisions with dltune note and dltune decide");
+  }
+  // A page of another site may send a simple request (a form's POST) here; the browser names its origin.
+  const std::string origin = request.get_header_value("Origin");
+  if (!origin.empty() && !SameOrigin(origin, request.get_header_value("Host"))) {
+    return refuse(403, fmt::format("a write must come from the dashboard's own page, not from {}", origin));
+  }
+  const std::string site = request.get_header_value("Sec-Fetch-Site");
+  if (!site.empty() && site != "same-origin") {
+    return refuse(403, fmt::format("a write must come from the dashboard's own page (Sec-Fetch-Site: {})", site));
+  }
+  if (!SameToken(request.get_header_value(kTokenHeader), guards_.token)) {
+    return refuse(401, fmt::format("a write needs the dashboard's token in the {} header: open the address dltune "
+                                   "serve printed (it ends in ?token=...)",
+                                   kTokenHeader));
+  }
+  if (MediaType(request.get_header_value("Content-Type")) != "application/json") {
+    return refuse(415, "a write's body must be JSON (Content-Type: application/json)");
+  }
+  const std::string length = request.get_header_value("Content-Length");
+  if (!length.empty() && (length.size() > 18 || length.find_first_not_of("0123456789") != std::string::npos ||
+                          std::stoull(length) > guards_.max_body)) {
+    return refuse(413, fmt::format("a write's body may have at most {} bytes", guards_.max_body));
+  }
+  return true;
 }
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
@@ -263,8 +329,9 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     // The request must arrive whole by its deadline; its response gets a longer one.
     stream.SetDeadlines(now + guards_.request_deadline, now + guards_.request_deadline + guards_.response_deadline);
     bool connection_closed = false;
+    close_after_this_response = false;
     served = process_request(stream, requests + 1 == keep_alive_max_count_, connection_closed, nullptr);
-    if (!served || connection_closed) break;
+    if (!served || connection_closed || close_after_this_response) break;
   }
   close();
   return served;

@@ -22,6 +22,7 @@
 #include "dltune/analyze/trial_variance.h"
 #include "dltune/report/study_data.h"
 #include "dltune/workloads/train.h"
+#include "report/decision_log.h"
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 #include "study/command_template.h"
@@ -359,15 +360,6 @@ std::string CurrentAuthor() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   return (user.empty() ? "unknown" : user) + "@" + host;
-}
-
-void RequireAdoptable(const StudyData& data, const std::string& act) {
-  const ProcedureSpec& procedure = data.spec.procedure;
-  if (!procedure.Measures()) return;
-  throw Error(fmt::format(
-      "study '{}' is a {} measurement (dltune plan {}): its trials measure something for the studies after it and "
-      "are never adopted, so dltune does not {} it; dltune next {} says the step it leads to",
-      data.study.name, procedure.kind, procedure.kind, act, ShellQuote(data.study.name)));
 }
 
 TestSplitHold HoldTestSplit(Store& store, const StudyRecord& study, bool again) {

@@ -3,7 +3,8 @@
 # params and trial reasons (tests/browser/fake_trial.py trials), then `dltune serve --port 0` and check_page.mjs in
 # headless Chromium on the studies page, the study page and a trial page: every chart draws, no console error, no
 # dialog, no request to another origin, hostile strings shown as text. Also checks that the server answers only its
-# own files. Then the page while trials run: a second study starts with slow trials, and the open study page must
+# own files. Then notes and decisions written from the page (and refused from other origins). Then the page while
+# trials run: a second study starts with slow trials, and the open study page must
 # update itself (no reload) until every trial shows completed, its charts drawn again. Leaves the screenshots in
 # WORK_DIR. Fails (never skips) when Chromium or web/node_modules is missing.
 # Usage: dashboard_browser_test.sh DLTUNE WORK_DIR SOURCE_DIR
@@ -115,6 +116,28 @@ check "${url}#/study/hostile_dashboard-fit-steps" fit.png --min-charts 4 \
   --expect-text 'Steps to fit the training set: a candidate max_train_steps' \
   --expect-text 'candidate max_train_steps' --forbid-text 'no learning rate fits' \
   --expect-text 'Marked handled by note' --expect-text 'checked: <b>fine</b> (fit_steps_edge)'
+
+# Writing from the page (dashboard_writes.mjs): a note and a decision through the study page's forms, shown in its
+# tracking record without a reload; a wrong token refused with the server's message; another origin's fetch and form
+# refused. The rows stored must be those `dltune note` and `dltune decide` store, and nothing forged may be stored.
+page_url=$(grep -o 'http://127.0.0.1:[0-9]*/?token=[0-9a-f]*' serve.log) || { cat serve.log; fail "dltune serve printed no token"; }
+written_note='<i>seen</i> from the page & "kept"'
+written_because='adopted <b>from</b> the page'
+node "$source_dir/tests/browser/dashboard_writes.mjs" "$page_url" hostile_dashboard "$written_note" trial:1 \
+  "$written_because" 'forged from another site' write.png || fail "writing notes and decisions from the dashboard"
+"$dltune" note hostile_dashboard "$written_note" --storage "$storage" >/dev/null || fail "dltune note failed"
+"$dltune" decide hostile_dashboard --adopt trial:1 --because "$written_because" --storage "$storage" >/dev/null ||
+  fail "dltune decide failed"
+python3 - "$work/dltune.db" <<'EOF2' || fail "the dashboard's rows are not the commands' rows"
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT n.kind, n.adopt, n.text, n.author, n.resolves FROM study_notes n JOIN studies s ON s.id = n.study_id "
+    "WHERE s.name = 'hostile_dashboard' ORDER BY n.id").fetchall()
+print("hostile_dashboard's decision log:", rows)
+assert len(rows) == 4, "expected the page's note and decision, then the commands'"
+assert rows[0] == rows[2] and rows[1] == rows[3], "the page stored other rows than dltune note and dltune decide"
+assert not any("forged" in row[2] for row in rows), "a forged note was stored"
+EOF2
 
 # Live: the study page, opened while the first trials train, follows the study to its end by itself.
 cat >live.yaml <<EOF2

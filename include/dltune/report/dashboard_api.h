@@ -70,6 +70,9 @@ class StudyPageCache {
   // The document `key` of a study at version `updated_at`, built by `build` when the one kept is not current. An
   // exception of `build` reaches the caller that built (and the ones waiting for a first document).
   std::string Get(const std::string& key, double updated_at, const std::function<std::string()>& build);
+  // Makes the documents whose key starts with `prefix` stale (a study's, after the dashboard wrote to it): the next
+  // Get builds them again, whatever their age.
+  void Forget(const std::string& prefix);
   // How many times a document was built, for tests and benchmarks.
   std::uint64_t builds() const;
 
@@ -147,8 +150,13 @@ std::vector<WebAsset> DashboardAssets();
 struct DashboardServerOptions {
   std::string host = "127.0.0.1";  // the address to listen on; a loopback one serves this machine only
   int port = 8737;                 // 0: a free one
-  // Required on every request when not empty; when empty and `host` is not a loopback address, a random one.
+  // Required on every request when not empty; when empty, a random one, required on every request when `host` is not
+  // a loopback address and, on loopback, on writes only.
   std::string token;
+  // Whether the page may write notes and decisions (POST, with the token in its X-Dltune-Token header, from the page's
+  // own origin: GuardedServer); false serves it read-only.
+  bool writes = true;
+  std::string author;  // whom its notes and decisions are recorded as ("user@host", as dltune note records)
   // Names the server may be reached by (its Host header) besides `host` and, on loopback, localhost; other Host
   // values are refused (against DNS rebinding). A wildcard `host` (0.0.0.0, ::) is reached by any name.
   std::vector<std::string> allowed_hosts;
@@ -160,13 +168,15 @@ struct DashboardAddress {
   std::string store_url;  // the store it shows
   std::string url;        // the page's address, with "?token=..." when the server needs its token
   bool loopback = true;   // whether it serves this machine only; if not, every request needs the token
+  bool writes = true;     // whether the page may write notes and decisions (with the token)
 };
 
 // Serves the live dashboard of the store at `store_url` — the page and its files (DashboardAssets), the JSON of
 // StudiesJson / StudyJson / TrialJson, the trials' profile traces (TrialProfileTrace), nothing else from the
-// filesystem — until `stop` is set, each connection on a thread of its own, with deadlines, a bound on connections,
-// Host and token checks. Calls `listening` once it listens, before it answers. Throws Error when the store cannot be
-// read, a file of the page is missing, or the address cannot be listened on.
+// filesystem; and, unless read-only, records the notes and decisions the page sends (RouteWrites) — until `stop` is
+// set, each connection on a thread of its own, with deadlines, a bound on connections, Host and token checks. Calls
+// `listening` once it listens, before it answers. Throws Error when the store cannot be read, a file of the page is
+// missing, or the address cannot be listened on.
 void ServeDashboard(const std::string& store_url, const DashboardServerOptions& options, const std::atomic<bool>& stop,
                     const std::function<void(const DashboardAddress&)>& listening);
 

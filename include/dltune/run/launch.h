@@ -37,11 +37,6 @@ struct Adoption {
   double decided_at = 0;
 };
 
-// Refuses (Error, invalid input) to `act` ("decide on", "launch", "evaluate on the test split") a study that measures
-// (ProcedureSpec::Measures: a throughput or fit-steps sweep, an instability probe, a warmup or clipping study): its
-// trials are probes, never a configuration to adopt; the message says which study to act on instead.
-void RequireAdoptable(const StudyData& data, const std::string& act);
-
 // The latest decision recorded on the study, or nullopt when it has none. Throws Error for a decision whose adoption
 // names neither a trial nor a configuration.
 std::optional<Adoption> LatestDecision(const StudyData& data);
