@@ -154,7 +154,8 @@ TEST_F(JsonOutput, StudiesHasOneRowPerStudyWithTheDocumentedFields) {
 
 TEST_F(JsonOutput, ShowGivesTheStudyItsBestsAndItsTrials) {
   const nlohmann::json show = Json("show quickstart");
-  EXPECT_THAT(Keys(show), ElementsAreArray(Sorted({"study", "best_per_substudy", "trials"})));
+  EXPECT_THAT(Keys(show), ElementsAreArray(Sorted({"study", "best_per_substudy", "trials", "reproduction"})));
+  EXPECT_TRUE(show["reproduction"].is_object());
   EXPECT_THAT(Keys(show["study"]), ElementsAreArray(Sorted(kStudyFields)));
   ASSERT_EQ(show["best_per_substudy"].size(), 1U);
   EXPECT_THAT(Keys(show["best_per_substudy"][0]),
@@ -174,6 +175,7 @@ TEST_F(JsonOutput, ShowGivesTheStudyItsBestsAndItsTrials) {
   EXPECT_TRUE(trial["trial"]["params"].is_object());
   EXPECT_TRUE(trial["trial"]["time_split"].is_object());
   EXPECT_EQ(trial["trial"]["resources"], nlohmann::json::object());
+  EXPECT_EQ(trial["trial"]["runtime_differences"], nlohmann::json::array());
   ASSERT_EQ(trial["train"].size(), 1U);
   EXPECT_THAT(Keys(trial["train"][0]), ElementsAreArray(Sorted({"step", "loss", "learning_rate", "grad_norm", "clipped",
                                                                 "step_time", "data_wait", "examples_per_second"})));

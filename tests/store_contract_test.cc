@@ -107,6 +107,8 @@ TEST_P(StoreContract, StudiesRoundTrip) {
   study.command_line = "dltune run study.yaml";
   study.dltune_version = "0.1.0";
   study.git_commit = "deadbeef";
+  study.reproduction = R"({"os":"Linux","environment":{"OMP_NUM_THREADS":"1"}})";
+  study.git_patch = "diff --git a/x b/x\n+é\n";
   const StudyRecord created = store_->CreateStudy(study);
   EXPECT_GT(created.id, 0);
   EXPECT_GT(created.created_at, 1.6e9);
@@ -117,6 +119,9 @@ TEST_P(StoreContract, StudiesRoundTrip) {
   EXPECT_EQ(found->spec_path, study.spec_path);
   EXPECT_EQ(found->command_line, study.command_line);
   EXPECT_EQ(found->git_commit, study.git_commit);
+  EXPECT_EQ(found->reproduction, study.reproduction);
+  EXPECT_EQ(created.reproduction, study.reproduction);
+  EXPECT_EQ(store_->StudyPatch(found->id), study.git_patch);
   EXPECT_FALSE(store_->FindStudy(study.name + "_absent"));
   try {
     store_->CreateStudy(study);
@@ -921,6 +926,8 @@ TEST_F(SqliteStore, UpgradesTheFirstSchema) {
   EXPECT_EQ(study->description, "written by schema version 1");
   const auto trials = store->ListTrials(study->id);
   ASSERT_EQ(trials.size(), 3u);
+  EXPECT_EQ(study->reproduction, "");  // created before dltune kept a record (version 9)
+  EXPECT_EQ(store->StudyPatch(study->id), "");
   EXPECT_EQ(trials[0].state, TrialState::kCompleted);
   EXPECT_EQ(trials[0].params.at("learning_rate"), Value(0.01));
   EXPECT_EQ(trials[0].best_step, 200);

@@ -48,7 +48,11 @@ NewStudy QuickstartStudy(const std::string& name, const std::string& parent) {
           .dltune_version = "0.1.0",
           .git_commit = "abc123",
           .git_dirty = true,
-          .parent = parent};
+          .parent = parent,
+          .reproduction = R"({"dltune":{"version":"0.1.0","build":"abc"},"environment":{"OMP_NUM_THREADS":"1"},)"
+                          R"("git":{"patch":{"bytes":6,"stored":true,"encoding":"base64","sha256":)"
+                          R"("0ace3c180294ea88af3dcb1e1f75d125296ec98cb07f0501ce22dc87cf9a5ccf"}}})",
+          .git_patch = "AAECA/8K"};
 }
 
 // A parent study with one completed trial, and a study planned from it with a trial in every state, measurements
@@ -146,9 +150,9 @@ void FillSource(const std::string& url) {
 std::string Records(const StudyCopy& copy) {
   nlohmann::json out;
   const StudyRecord& s = copy.study;
-  out["study"] = {s.name,      s.uid,          s.description,    s.spec_text,  s.spec_hash,
-                  s.spec_path, s.command_line, s.dltune_version, s.git_commit, s.git_dirty ? int(*s.git_dirty) : -1,
-                  s.parent,    s.created_at,   s.updated_at};
+  out["study"] = {s.name,      s.uid,          s.description,    s.spec_text,    s.spec_hash,
+                  s.spec_path, s.command_line, s.dltune_version, s.git_commit,   s.git_dirty ? int(*s.git_dirty) : -1,
+                  s.parent,    s.created_at,   s.updated_at,     s.reproduction, copy.git_patch};
   for (const StudyCopyTrial& trial : copy.trials) {
     const TrialRecord& t = trial.trial;
     nlohmann::json params;
@@ -226,6 +230,7 @@ std::vector<std::pair<std::string, std::string>> Views(const std::string& url) {
     }
     commands.push_back(fmt::format("show {} --all", study));
     commands.push_back(fmt::format("show {} --spec", study));
+    commands.push_back(fmt::format("show {} --patch", study));
     for (int trial = 0; trial < trials; ++trial) commands.push_back(fmt::format("show {} {}", study, trial));
   }
   for (const std::string& command : commands) {

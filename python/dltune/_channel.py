@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import platform
 import sys
 from typing import IO, Any, Protocol, SupportsFloat, Union, cast
 
@@ -58,6 +59,7 @@ class Channel:
 
     def __init__(self, path: str | None) -> None:
         self._file: IO[str] | None = None
+        self._runtime_sent = False
         if path:
             try:
                 self._file = open(path, "a", encoding="utf-8")
@@ -68,6 +70,12 @@ class Channel:
         # allow_nan: a training loss may be NaN or Infinity (the protocol's one exception); the caller keeps other
         # fields finite.
         line = json.dumps(record, allow_nan=True, separators=(",", ":")) + "\n"
+        if self._file is not None and not self._runtime_sent and record.get("type") != "warm":
+            # Under dltune, the first line after a warm answer says which runtime the trial ran in (docs/trial-protocol.md,
+            # "runtime").
+            self._runtime_sent = True
+            runtime = {"type": "runtime", "runtime": runtime_versions()}
+            line = json.dumps(runtime, separators=(",", ":")) + "\n" + line
         target = self._file if self._file is not None else sys.stdout
         target.write(line)
         target.flush()
@@ -76,6 +84,28 @@ class Channel:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+def runtime_versions() -> dict[str, str]:
+    """The versions of this process's runtime that decide a trial's numbers: Python's, and those of torch, CUDA,
+    cuDNN and NumPy where the program has imported them (none is imported to ask)."""
+    versions = {"python": platform.python_version(), "python_implementation": platform.python_implementation()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        versions["torch"] = str(getattr(torch, "__version__", "?"))
+        cuda = getattr(getattr(torch, "version", None), "cuda", None)
+        if cuda:
+            versions["torch_cuda"] = str(cuda)
+        try:
+            cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        except Exception:  # noqa: BLE001 - a broken cuDNN only leaves its version out
+            cudnn = None
+        if cudnn:
+            versions["cudnn"] = str(cudnn)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        versions["numpy"] = str(getattr(numpy, "__version__", "?"))
+    return versions
 
 
 def finite_or_none(value: Scalar) -> float | None:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import pathlib
+import platform
 import shutil
 import signal
 import sys
@@ -20,7 +21,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 CLIENT = HERE.parent
 sys.path.insert(0, str(CLIENT))
 import dltune  # noqa: E402  (the client under test, from the source tree)
-from dltune import _trial  # noqa: E402
+from dltune import _channel, _trial  # noqa: E402
 sys.path.insert(0, str(HERE / "programs"))
 from device_loss import DeviceLoss  # noqa: E402
 
@@ -79,7 +80,8 @@ class TrialTestCase(unittest.TestCase):
         if not self.report.exists():
             return []
         lines = [json.loads(line) for line in self.report.read_text().splitlines()]
-        return [line for line in lines if kind is None or line["type"] == kind]
+        # The runtime line (the first one written) is left out unless asked for: the tests look at the others.
+        return [line for line in lines if (kind is None and line["type"] != "runtime") or line["type"] == kind]
 
     def assertEnds(self, status, call, *args, **kwargs):
         with self.assertRaises(SystemExit) as ended:
@@ -313,6 +315,10 @@ class RecordTest(TrialTestCase):
             {"type": "timing", "seconds": {"checkpoint": 0.5}},
             {"type": "end", "state": "stopped", "step": 1}])
         self.assertEqual(trial.last_saved_step, 1)
+        self.assertEqual(self.lines("runtime"), [{"type": "runtime", "runtime": _channel.runtime_versions()}])
+        self.assertEqual(self.lines("runtime")[0]["runtime"]["python"], platform.python_version())
+        self.assertEqual(self.report.read_text().splitlines()[0], json.dumps(self.lines("runtime")[0],
+                                                                             separators=(",", ":")))
 
     def test_an_evaluation_needs_a_metric(self):
         trial = self.make()

@@ -60,6 +60,7 @@ class ReportingCallbacks final : public TrainerCallbacks {
   void OnStart(std::int64_t step) override {
     if (step > 0) std::printf("resuming from the checkpoint of step %lld\n", static_cast<long long>(step));
     std::fflush(stdout);
+    Write(RuntimeLine());  // LibTorch, BLAS and CUDA as this process has them loaded
     Write(StartLine(step, true));
   }
 

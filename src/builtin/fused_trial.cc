@@ -43,6 +43,7 @@ class GroupReporter final : public FusedCallbacks {
       std::printf("resuming the group from its checkpoints of step %lld\n", static_cast<long long>(step));
       std::fflush(stdout);
     }
+    Write(member, RuntimeLine());
     Write(member, StartLine(step, true));
   }
 

@@ -4,11 +4,15 @@
 #include <cstdio>
 #include <iostream>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "core/files.h"
+#include "core/reproduction.h"
 #include "core/strings.h"
 #include "dltune/report/study_data.h"
 #include "report/importance_text.h"
+#include "report/reproduce_text.h"
 #include "report/study_text.h"
 #include "run/delete_study.h"
 #include "store/export.h"
@@ -118,6 +122,35 @@ void RegisterDelete(CLI::App& app) {
   });
 }
 
+// `dltune show --patch` and `--reproduce`.
+void ShowReproduction(Store& store, const StudyRecord& study, std::optional<std::uint64_t> number, bool patch,
+                      OutputFormat output) {
+  if (patch) {
+    if (number) throw Error("--patch prints the study's patch, not a trial's: leave out TRIAL");
+    if (output != OutputFormat::kText)
+      throw Error("--patch prints the patch as git apply reads it: leave out --format");
+    const std::string bytes = PatchBytes(study.reproduction, store.StudyPatch(study.id));
+    if (bytes.empty()) {
+      throw Error(fmt::format(
+          "study '{}' has no stored patch of uncommitted changes{}", study.name,
+          study.git_dirty.value_or(false) ? " (dltune show " + study.name + " says why)" : ": its checkout had none"));
+    }
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+    return;
+  }
+  std::optional<TrialRecord> trial;
+  if (number) {
+    trial = store.FindTrial(study.id, *number);
+    if (!trial) throw Error(fmt::format("{}: study '{}' has no trial {}", store.url(), study.name, *number));
+  }
+  if (output == OutputFormat::kCsv) throw Error("--reproduce is no table: use --format json or text");
+  if (output == OutputFormat::kJson) {
+    std::cout << ReproduceJson(study, trial, store.url()).dump(2) << "\n";
+  } else {
+    std::fputs(ReproduceText(study, trial, store.url()).c_str(), stdout);
+  }
+}
+
 // `dltune show`.
 void RegisterShow(CLI::App& app) {
   auto storage = std::make_shared<std::string>();
@@ -127,6 +160,8 @@ void RegisterShow(CLI::App& app) {
     std::size_t limit = 100;
     bool all = false;
     bool spec = false;
+    bool patch = false;
+    bool reproduce = false;
     bool importance = false;
     std::string format = "text";
   };
@@ -149,12 +184,22 @@ void RegisterShow(CLI::App& app) {
   show->add_flag("--importance", show_args->importance,
                  "Print each nuisance hyperparameter's importance per sub-study (PED-ANOVA) with its bootstrap "
                  "interval and noise floor, and which are indistinguishable from no effect (candidates to fix)");
+  show->add_flag("--patch", show_args->patch,
+                 "Print the patch of uncommitted changes the study was created with, byte for byte, and nothing else "
+                 "(for git apply)");
+  show->add_flag("--reproduce", show_args->reproduce,
+                 "Print the commands that rebuild the study's code, versions and environment and run it (with TRIAL: "
+                 "that trial alone) again");
   AddStorageOption(show, *storage);
   AddFormatOption(show, show_args->format, true);
   show->callback([storage, show_args] {
     const OutputFormat output = ParseOutputFormat(show_args->format, "dltune show", true);
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, show_args->study);
+    if (show_args->patch || show_args->reproduce) {
+      ShowReproduction(*store, study, show_args->trial, show_args->patch, output);
+      return;
+    }
     if (show_args->importance) {
       if (show_args->trial || show_args->spec) throw Error("--importance is a study's: leave out TRIAL and --spec");
       if (output == OutputFormat::kCsv) throw Error("--importance prints text or --format json, not csv");

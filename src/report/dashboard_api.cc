@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/clock.h"
+#include "core/reproduction.h"
 #include "dltune/analyze/diagnostics.h"
 #include "dltune/report/html_report.h"
 #include "dltune/report/study_data.h"
@@ -150,6 +151,7 @@ json StudyJson(Store& store, const std::string& name, StudyPart part) {
           {"git_commit", data.study.git_commit},
           {"git_dirty", data.study.git_dirty ? json(*data.study.git_dirty) : json()},
           {"created_at", data.study.created_at},
+          {"reproduction", ParseRecord(data.study.reproduction)},
           {"updated_at", data.study.updated_at},
           {"objective", data.spec.objective.Name()},
           {"direction", DirectionName(data.spec.objective.direction)},

@@ -19,6 +19,7 @@
 #include "dltune/core/error.h"
 #include "dltune/core/training_settings.h"
 #include "dltune/version.h"
+#include "report/reproduce_text.h"
 #include "report/study_page.h"
 #include "report_assets.h"
 #include "store/tracking.h"
@@ -198,6 +199,10 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
     for (const auto& best : summary.best_per_substudy) FactRow(page, "best of " + best.substudy_label, best_text(best));
   }
   FactRow(page, "created with", summary.reproduce.empty() ? "-" : summary.reproduce, true);
+  for (const auto& [label, text] : ReproductionFacts(study)) FactRow(page, label, text, label == "environment");
+  if (!study.reproduction.empty()) {
+    FactRow(page, "reproduce", fmt::format("dltune show {} --reproduce", ShellQuote(study.name)), true);
+  }
   for (const StudyNote& note : data.notes) {
     FactRow(page, fmt::format("{} {}", NoteKindName(note.kind), FormatTime(note.created_at)),
             (note.kind == NoteKind::kDecision ? "adopt " + note.adopt + ": " : std::string()) + note.text +

@@ -17,6 +17,7 @@
 #include "dltune/core/error.h"
 #include "dltune/report/study_data.h"
 #include "dltune/study/study_spec.h"
+#include "report/reproduce_text.h"
 #include "report/text_table.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
@@ -293,6 +294,7 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
   }
   facts.AddRow({"reproduce with", summary.reproduce});
   // Summing every trial's record costs a read of all of them: done up to a size that reads in a moment.
+  for (const auto& [name, text] : ReproductionFacts(study)) facts.AddRow({name, text});
   constexpr std::int64_t kMaxTrialsTimed = 20000;
   facts.AddRow({"time of all trials", summary.trial_count <= kMaxTrialsTimed
                                           ? DescribeTimeSplit(SumTimeSplits(store.ListTrials(study.id)))
@@ -410,6 +412,7 @@ std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t numb
     facts.AddRow({"fused", group});
   }
   for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
+  for (const auto& [name, text] : TrialRuntimeFacts(study, *trial)) facts.AddRow({name, text});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
 

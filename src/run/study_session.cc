@@ -14,9 +14,11 @@
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/strings.h"
+#include "run/study_reproduction.h"
 #include "space/yaml_node.h"
 #include "store/tracking.h"
 
+#include "store/trial_resources.h"
 namespace dltune {
 namespace {
 
@@ -155,7 +157,7 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
   std::optional<StudyRecord> study = store.FindStudy(spec.name);
   if (!study) {
     try {
-      study = store.CreateStudy(DescribeNewStudy(spec, command_line));
+      study = store.CreateStudy(WithMachineGpus(DescribeNewStudy(spec, command_line)));
     } catch (const Error&) {
       study = store.FindStudy(spec.name);  // another process created it first
       if (!study) throw;
@@ -424,7 +426,7 @@ void ActiveTrial::Tell(const TrialOutcome& outcome) {
   if (!pending_.train.empty() || !pending_.evals.empty() || best_changed_) Flush();
   TrialOutcome with_time = outcome;
   with_time.time_split = time_split_;
-  with_time.resources = resources_;
+  with_time.resources = WithRuntime(resources_, runtime_);
   store_->Finish(lease_, with_time);
   finished_ = true;
 }

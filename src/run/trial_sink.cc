@@ -100,6 +100,8 @@ void TrialSink::Handle(const ReportLine& line) {
     trial_.AddTime(line.timing->seconds);
   } else if (line.warm) {
     warm_offered_ = true;
+  } else if (line.runtime) {
+    trial_.SetRuntime(*line.runtime);
   }
 }
 

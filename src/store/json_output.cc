@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/reproduction.h"
 #include "dltune/core/error.h"
 #include "store/tracking.h"
 
@@ -76,7 +77,8 @@ nlohmann::json StudyJson(Store& store, const StudyRecord& study) {
   const StudySummary summary = SummarizeStudy(store, study);
   nlohmann::json out = {{"study", StudyRow(store, study, summary)},
                         {"best_per_substudy", nlohmann::json::array()},
-                        {"trials", ExportTrials(store, study).rows}};
+                        {"trials", ExportTrials(store, study).rows},
+                        {"reproduction", ParseRecord(study.reproduction)}};
   for (const BestTrial& best : summary.best_per_substudy) {
     out["best_per_substudy"].push_back({{"substudy", best.substudy_label},
                                         {"trial", best.number},
@@ -101,6 +103,9 @@ nlohmann::json TrialJson(Store& store, const StudyRecord& study, std::uint64_t n
   row["params"] = params;
   row["time_split"] = trial->time_split;
   row["resources"] = nlohmann::json::parse(trial->resources, nullptr, false);
+  row["runtime_differences"] = RuntimeDifferences(
+      ParseRecord(study.reproduction),
+      row["resources"].is_object() ? row["resources"].value("runtime", nlohmann::json()) : nlohmann::json());
   nlohmann::json out = {{"trial", row},
                         {"train", nlohmann::json::array()},
                         {"evals", nlohmann::json::array()},

@@ -176,6 +176,12 @@ ALTER TABLE study_notes ADD COLUMN resolves TEXT NOT NULL DEFAULT '';
     R"(
 ALTER TABLE trials ADD COLUMN resources TEXT NOT NULL DEFAULT '{{}}';
 )",
+    // 9: how to reproduce a study beyond its spec and commit: a JSON object of the versions, machine, environment and
+    // uncommitted patch it was created with ('' for studies created before), and that patch as stored.
+    R"(
+ALTER TABLE studies ADD COLUMN reproduction TEXT NOT NULL DEFAULT '';
+ALTER TABLE studies ADD COLUMN git_patch TEXT NOT NULL DEFAULT '';
+)",
 };
 static_assert(std::size(kMigrations) == kStoreSchemaVersion, "one migration per schema version");
 

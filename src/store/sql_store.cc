@@ -99,7 +99,7 @@ Assignment ParamsFromJson(const std::string& text) {
 
 constexpr const char* kStudyColumns =
     "id, name, description, spec_text, spec_hash, spec_path, command_line, dltune_version, git_commit, created_at, "
-    "updated_at, uid, parent, git_dirty";
+    "updated_at, uid, parent, git_dirty, reproduction";
 
 StudyRecord StudyFromRow(const SqlRow& row) {
   StudyRecord study;
@@ -117,6 +117,7 @@ StudyRecord StudyFromRow(const SqlRow& row) {
   study.uid = AsText(row[11]);
   study.parent = AsText(row[12]);
   if (const auto dirty = AsOptionalInt(row[13])) study.git_dirty = *dirty != 0;
+  study.reproduction = AsText(row[14]);
   return study;
 }
 
@@ -261,11 +262,12 @@ StudyRecord SqlStore::CreateStudy(const NewStudy& study) {
     try {
       const auto rows = connection_->Query(
           Sql("INSERT INTO studies (name, uid, description, spec_text, spec_hash, spec_path, command_line, "
-              "dltune_version, git_commit, git_dirty, parent, created_at, updated_at) "
-              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) RETURNING ") +
+              "dltune_version, git_commit, git_dirty, parent, reproduction, git_patch, created_at, updated_at) "
+              "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {now}, {now}) RETURNING ") +
               kStudyColumns,
           {study.name, NewStudyUid(), study.description, study.spec_text, study.spec_hash, study.spec_path,
-           study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty), study.parent});
+           study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty), study.parent,
+           study.reproduction, study.git_patch});
       // The parent's page lists the studies planned from it: it changed too.
       if (!study.parent.empty()) {
         connection_->Execute(Sql("UPDATE studies SET updated_at = {now} WHERE name = ?"), {study.parent});
@@ -287,6 +289,14 @@ std::optional<StudyRecord> SqlStore::FindStudy(const std::string& name) {
     StudyRecord found = StudyFromRow(rows.front());
     study_names_[found.id] = found.name;
     return found;
+  });
+}
+
+std::string SqlStore::StudyPatch(std::int64_t study_id) {
+  return Transaction(false, [&] {
+    const auto rows = connection_->Query("SELECT git_patch FROM studies WHERE id = ?", {study_id});
+    if (rows.empty()) throw Error(fmt::format("{}: no study with id {}", url_, study_id));
+    return AsText(rows.front()[0]);
   });
 }
 
@@ -1012,6 +1022,7 @@ StudyCopy SqlStore::ReadStudyCopy(std::int64_t study_id) {
         connection_->Query(std::string("SELECT ") + kStudyColumns + " FROM studies WHERE id = ?", {study_id});
     if (study.empty()) throw Error(fmt::format("{}: no study with id {}", url_, study_id));
     copy.study = StudyFromRow(study.front());
+    copy.git_patch = AsText(connection_->Query("SELECT git_patch FROM studies WHERE id = ?", {study_id}).front()[0]);
     std::map<std::int64_t, std::size_t> position;  // trial id -> index in copy.trials
     for (const auto& row : connection_->Query(
              std::string("SELECT ") + kTrialColumns + ", furthest_step FROM trials WHERE study_id = ? ORDER BY number",
@@ -1070,11 +1081,11 @@ std::int64_t SqlStore::InsertStudyCopy(const StudyCopy& copy, const std::string&
     study_id =
         AsInt(connection_
                   ->Query("INSERT INTO studies (name, uid, description, spec_text, spec_hash, spec_path, command_line, "
-                          "dltune_version, git_commit, git_dirty, parent, created_at, updated_at) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                          "dltune_version, git_commit, git_dirty, parent, reproduction, git_patch, created_at, "
+                          "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                           {name, study.uid, study.description, study.spec_text, study.spec_hash, study.spec_path,
                            study.command_line, study.dltune_version, study.git_commit, Optional(study.git_dirty),
-                           study.parent, study.created_at, study.updated_at})
+                           study.parent, study.reproduction, copy.git_patch, study.created_at, study.updated_at})
                   .front()
                   .front());
   } catch (const SqlUniqueViolation&) {

@@ -29,6 +29,7 @@ class SqlStore final : public Store {
   StudyRecord CreateStudy(const NewStudy& study) override;
   std::optional<StudyRecord> FindStudy(const std::string& name) override;
   std::vector<StudyRecord> ListStudies() override;
+  std::string StudyPatch(std::int64_t study_id) override;
   void DeleteStudy(std::int64_t study_id) override;
   void AddTrials(std::int64_t study_id, const std::vector<NewTrial>& trials) override;
   std::vector<TrialRecord> ListTrials(std::int64_t study_id) override;

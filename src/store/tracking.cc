@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/git.h"
+#include "core/reproduction.h"
 #include "core/sha256.h"
 #include "core/strings.h"
 #include "dltune/version.h"
@@ -32,6 +33,7 @@ std::string BestTrial::ValueText() const {
 
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line) {
   return {.name = spec.name,
+  ReproductionCapture reproduction = CaptureReproduction(std::filesystem::current_path());
           .description = spec.description,
           .spec_text = spec.text,
           .spec_hash = Sha256Hex(spec.text),
@@ -40,7 +42,9 @@ NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line
           .dltune_version = kVersion,
           .git_commit = GitCommitOf(std::filesystem::current_path()).value_or(""),
           .git_dirty = GitDirtyOf(std::filesystem::current_path()),
-          .parent = spec.procedure.parent};
+          .parent = spec.procedure.parent,
+          .reproduction = std::move(reproduction.record),
+          .git_patch = std::move(reproduction.stored_patch)};
 }
 
 namespace {

@@ -45,7 +45,8 @@ struct StudySummary {
 };
 
 // The record a new study starts with: the spec's name, description, text, SHA-256 and path, the command that
-// creates it, this dltune's version, and the commit of the git checkout of the working directory, if any.
+// creates it, this dltune's version, the commit of the git checkout of the working directory, if any, and how to
+// reproduce it beyond that (core/reproduction.h: the uncommitted patch, versions, machine, environment).
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line);
 
 // The checkpoint that holds a trial's best step, as `dltune run`, `show` and the report name it: a kept one at

@@ -77,6 +77,25 @@ std::string WithFusedGroup(const std::string& resources, const std::vector<std::
   return record.dump();
 }
 
+std::string WithRuntime(const std::string& resources, const std::map<std::string, std::string>& runtime) {
+  if (runtime.empty()) return resources;
+  nlohmann::json record =
+      resources.empty() ? nlohmann::json::object() : nlohmann::json::parse(resources, nullptr, false);
+  if (!record.is_object()) record = nlohmann::json::object();
+  record["runtime"] = runtime;
+  return record.dump();
+}
+
+std::map<std::string, std::string> RuntimeOf(const std::string& resources) {
+  std::map<std::string, std::string> runtime;
+  const nlohmann::json record = nlohmann::json::parse(resources, nullptr, false);
+  if (!record.is_object() || !record.contains("runtime") || !record["runtime"].is_object()) return runtime;
+  for (const auto& [name, value] : record["runtime"].items()) {
+    if (value.is_string()) runtime[name] = value.get<std::string>();
+  }
+  return runtime;
+}
+
 std::string DescribeFusedGroup(const std::vector<std::uint64_t>& group, std::uint64_t trial) {
   std::vector<std::uint64_t> sorted = group;  // in member order, which puts optimizer kinds together
   std::sort(sorted.begin(), sorted.end());

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ std::vector<std::uint64_t> FusedGroupOf(const std::string& resources);
 
 // `resources` (a JSON object, or "") with the fused group `numbers` added under "fused_group".
 std::string WithFusedGroup(const std::string& resources, const std::vector<std::uint64_t>& numbers);
+
+// `resources` (a JSON object, or "") with the versions of the trial process's runtime, by name, under "runtime"
+// (docs/trial-protocol.md, "runtime"); unchanged when `runtime` is empty.
+std::string WithRuntime(const std::string& resources, const std::map<std::string, std::string>& runtime);
+
+// The runtime versions a trial's resources record, by name; empty when none were sent.
+std::map<std::string, std::string> RuntimeOf(const std::string& resources);
 
 // "trained together with trials 3 and 5 (one process, one array model)"; "" for none.
 std::string DescribeFusedGroup(const std::vector<std::uint64_t>& group, std::uint64_t trial);

@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/reproduction.h"
 #include "core/sha256.h"
+#include "core/strings.h"
 
 namespace dltune {
 namespace {
@@ -118,6 +120,30 @@ class LineParser {
   std::size_t line_number_;
 };
 
+// A runtime line's versions: an object of at most 64 names, each a text (a number or true/false is kept as its JSON
+// text), at most 256 bytes long.
+std::map<std::string, std::string> RuntimeOf(const json& object, std::size_t line_number) {
+  const auto it = object.find("runtime");
+  if (it == object.end() || !it->is_object() || it->size() > 64) {
+    throw ProtocolError(
+        fmt::format("report line {}: \"runtime\" must be an object of at most 64 versions by name", line_number));
+  }
+  std::map<std::string, std::string> runtime;
+  for (const auto& [name, value] : it->items()) {
+    if (!value.is_string() && !value.is_number() && !value.is_boolean()) {
+      throw ProtocolError(fmt::format("report line {}: runtime \"{}\" must be text, not {}", line_number,
+                                      SanitizeUtf8(name), value.dump()));
+    }
+    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    if (text.size() > 256 || name.size() > 64) {
+      throw ProtocolError(fmt::format("report line {}: runtime \"{}\" is longer than a version", line_number,
+                                      SanitizeUtf8(name.substr(0, 64))));
+    }
+    runtime[SanitizeUtf8(name)] = SanitizeUtf8(text);
+  }
+  return runtime;
+}
+
 // The report line's fields, checked; `object` is what the line parsed to.
 ReportLine ParseReportObject(const json& object, std::size_t line_number) {
   if (!object.is_object()) {
@@ -128,6 +154,8 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
   ReportLine result;
   if (type == "start") {
     result.start = ReportStart{.step = p.Step(), .manages_checkpoints = p.Bool("manages_checkpoints").value_or(false)};
+  } else if (type == "runtime") {
+    result.runtime = RuntimeOf(object, line_number);
   } else if (type == "train") {
     result.train = TrainMeasurement{.step = p.Step(),
                                     .loss = p.Number("loss", true),
@@ -285,7 +313,7 @@ std::optional<ReportLine> ReportReader::Next(bool at_eof) {
     if (parsed.start && measured_) {
       throw ProtocolError(fmt::format("report line {}: start must come before any measurement, once", line_number_));
     }
-    if (!parsed.warm) measured_ = true;  // a start line counts too: a second one is refused
+    if (!parsed.warm && !parsed.runtime) measured_ = true;  // a start line counts too: a second one is refused
     if (parsed.end) ended_ = true;
     return parsed;
   }
@@ -307,6 +335,8 @@ std::string TimingLine(const TimeSplit& seconds) {
   for (const auto& [phase, value] : seconds) object[phase] = value;
   return json{{"type", "timing"}, {"seconds", object}}.dump();
 }
+
+std::string RuntimeLine() { return json{{"type", "runtime"}, {"runtime", ProcessRuntime()}}.dump(); }
 
 std::string StartLine(std::int64_t step, bool manages_checkpoints) {
   return json{{"type", "start"}, {"step", step}, {"manages_checkpoints", manages_checkpoints}}.dump();

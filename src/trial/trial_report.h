@@ -67,6 +67,9 @@ struct ReportLine {
   // {"type": "warm"}: the program answers DLTUNE_WARM_OFFER, and can serve the study's next trials warm
   // (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Not a measurement: start may follow it.
   bool warm = false;
+  // {"type": "runtime", "runtime": {"python": "3.11.2", "torch": "2.1.0"}}: the versions of the program's own
+  // runtime, by name (docs/trial-protocol.md, "runtime"). Not a measurement: start may follow it.
+  std::optional<std::map<std::string, std::string>> runtime;
 };
 
 // Parses one line (without its newline). Accepts NaN, Infinity and -Infinity for a training loss, as Python's
@@ -109,5 +112,7 @@ std::string EvalLine(const ReportEval& eval);
 std::string CheckpointLine(const ReportCheckpoint& checkpoint);
 std::string EndLine(const ReportEnd& end);
 std::string TimingLine(const TimeSplit& seconds);
+// The runtime line of this process: the libraries it has loaded (core/reproduction.h, ProcessRuntime).
+std::string RuntimeLine();
 
 }  // namespace dltune

@@ -138,6 +138,9 @@ class ActiveTrial {
   // The resources this attempt used (TrialRecord::resources' JSON object), recorded with the trial's end.
   void SetResources(std::string json) { resources_ = std::move(json); }
   const std::string& resources() const { return resources_; }
+  // The versions of the trial process's runtime (its runtime line), recorded with the trial's end under its
+  // resources' "runtime", whatever else sets the resources.
+  void SetRuntime(std::map<std::string, std::string> runtime) { runtime_ = std::move(runtime); }
 
  private:
   void EnsureBegun();
@@ -157,6 +160,7 @@ class ActiveTrial {
   bool best_changed_ = false;
   TimeSplit time_split_;
   std::string resources_;
+  std::map<std::string, std::string> runtime_;
 };
 
 // A trial's params (by param id) by the names the training code reads; params sharing a name resolve to the one

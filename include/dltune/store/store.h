@@ -71,6 +71,9 @@ struct StudyRecord {
   std::string git_commit;         // commit of the user's working directory, if it was a git checkout
   std::optional<bool> git_dirty;  // whether that checkout had uncommitted changes; unknown for older studies
   std::string parent;             // the study it was planned from (its spec's procedure: block), "" if none
+  // How to reproduce it beyond spec and commit (core/reproduction.h): a JSON object of the versions, machine,
+  // environment and uncommitted patch it was created with; "" for a study created before dltune kept one.
+  std::string reproduction;
   double created_at = 0;
   double updated_at = 0;  // last change to the study or any of its trials
 };
@@ -87,6 +90,8 @@ struct NewStudy {
   std::string git_commit;
   std::optional<bool> git_dirty;
   std::string parent;
+  std::string reproduction;  // StudyRecord::reproduction
+  std::string git_patch;     // the uncommitted changes' patch as stored (Store::StudyPatch); "" when none
 };
 
 // A trial to add as pending.
@@ -275,6 +280,7 @@ struct StudyCopyTrial {
 };
 struct StudyCopy {
   StudyRecord study;
+  std::string git_patch;                          // as stored (Store::StudyPatch)
   std::vector<StudyCopyTrial> trials;             // by number
   std::vector<StudyNote> notes;                   // notes and decisions, in order of writing
   std::vector<CheckpointEvaluation> evaluations;  // in order of recording, the launches' own included
@@ -327,6 +333,9 @@ class Store {
   virtual StudyRecord CreateStudy(const NewStudy& study) = 0;
   virtual std::optional<StudyRecord> FindStudy(const std::string& name) = 0;
   virtual std::vector<StudyRecord> ListStudies() = 0;  // by creation time
+  // The patch of uncommitted changes the study was created with, as stored (core/reproduction.h's PatchBytes gives
+  // its bytes); "" when none was kept. Throws Error for an unknown study.
+  virtual std::string StudyPatch(std::int64_t study_id) = 0;
   // Deletes the study and every record of it (trials, measurements, checkpoint records, notes, evaluations, launches)
   // in one transaction; its files are the caller's (DeleteStudy in dltune/run/delete_study.h). Throws Error for an
   // unknown study.
@@ -451,6 +460,6 @@ std::string DefaultStoreUrl();
 std::string StoreUrlOrDefault(const std::string& url);
 
 // The schema version this dltune writes; databases at a newer version are refused.
-inline constexpr int kStoreSchemaVersion = 8;
+inline constexpr int kStoreSchemaVersion = 9;
 
 }  // namespace dltune
