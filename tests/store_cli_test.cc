@@ -184,5 +184,72 @@ TEST(StoreCliLineage, ANewStudyTakingADeletedParentsNameIsNotItsChildrensParent)
   dltune::RemoveTree(dir);
 }
 
+// `dltune show STUDY --pareto COST`: each sub-study's front against a cost the trials recorded, as text and JSON; a
+// cost that is not one, or that no trial recorded, is one clear line naming the costs the study has.
+TEST(StoreCliPareto, ShowsTheFrontOfARecordedCostAndNamesTheCostsOtherwise) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dltune_pareto_cli_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string url = "sqlite://" + (dir / "runs.db").string();
+  test::FillQuickstartStore(url);
+  {
+    // Trial 3 trains with its steps timed and records the time of its training steps.
+    auto store = OpenStore(url);
+    const auto claim = store->ClaimNext(store->FindStudy("quickstart")->id, "worker-c");
+    ASSERT_TRUE(claim);
+    MeasurementBatch batch;
+    for (std::int64_t step = 1; step <= 5; ++step) batch.train.push_back({.step = step, .step_time = 0.02});
+    batch.evals.push_back({2000, "valid", "error_rate", 0.18, 10000});
+    batch.best_step = 2000;
+    batch.best_value = 0.18;
+    store->Record(claim->second, batch);
+    store->Finish(claim->second,
+                  {.state = TrialState::kCompleted, .final_value = 0.18, .time_split = {{"train", 42.5}}});
+  }
+  const std::string storage = " --storage " + url;
+
+  const auto text = RunDltune("show quickstart --pareto training_seconds" + storage);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("valid/error_rate (lower is better) against training seconds (lower is cheaper)"));
+  EXPECT_THAT(text.out, HasSubstr("1 trial drawn, 1 on the front; 1 without training seconds"));
+  EXPECT_THAT(text.out, HasSubstr("  3      42.5              0.18"));
+  EXPECT_THAT(text.out, HasSubstr("Also recorded: seconds_per_step"));
+
+  const auto json = RunDltune("show quickstart --pareto seconds_per_step --format json" + storage);
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto out = nlohmann::json::parse(json.out);
+  EXPECT_EQ(out.at("cost"), "seconds_per_step");
+  EXPECT_EQ(out.at("cost_direction"), "minimize");
+  EXPECT_EQ(out.at("recorded_costs"), nlohmann::json({"training_seconds", "seconds_per_step"}));
+  bool found = false;
+  for (const auto& sub : out.at("substudies")) {
+    for (const auto& point : sub.at("points")) {
+      if (point.at("trial") != 3) continue;
+      found = true;
+      EXPECT_DOUBLE_EQ(point.at("cost").get<double>(), 0.02);
+      EXPECT_EQ(point.at("on_front"), true);
+      EXPECT_EQ(sub.at("front"), nlohmann::json({3}));
+    }
+  }
+  EXPECT_TRUE(found) << json.out;
+
+  const std::vector<std::pair<std::string, std::string>> mistakes = {
+      {"--pareto memory",
+       "--pareto: no cost named 'memory': the costs are training_seconds, seconds_per_step, examples_per_second, "
+       "parameters, peak_gpu_memory; study quickstart: it recorded training_seconds, seconds_per_step"},
+      {"--pareto peak_gpu_memory",
+       "--pareto peak_gpu_memory: not recorded in study quickstart: no trial recorded a GPU's peak memory (a study on "
+       "the CPU has none); it recorded training_seconds, seconds_per_step"},
+      {"--pareto training_seconds --format csv", "--pareto prints text or --format json, not csv"},
+      {"3 --pareto training_seconds", "--pareto is a study's: leave out TRIAL and --spec"},
+  };
+  for (const auto& [arguments, expected] : mistakes) {
+    const auto result = RunDltune("show quickstart " + arguments + storage);
+    EXPECT_EQ(result.exit_code, 2) << arguments;
+    EXPECT_THAT(result.err, HasSubstr(expected)) << arguments;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  }
+  dltune::RemoveTree(dir);
+}
+
 }  // namespace
 }  // namespace dltune

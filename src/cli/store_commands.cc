@@ -12,6 +12,7 @@
 #include "core/strings.h"
 #include "dltune/report/study_data.h"
 #include "report/importance_text.h"
+#include "report/pareto_text.h"
 #include "report/reproduce_text.h"
 #include "report/study_text.h"
 #include "run/delete_study.h"
@@ -163,6 +164,7 @@ void RegisterShow(CLI::App& app) {
     bool patch = false;
     bool reproduce = false;
     bool importance = false;
+    std::string pareto;
     std::string format = "text";
   };
   auto show_args = std::make_shared<ShowArgs>();
@@ -181,23 +183,29 @@ void RegisterShow(CLI::App& app) {
   show->add_flag("--all", show_args->all, "List every trial, however many");
   show->add_flag("--spec", show_args->spec,
                  "Print the study's recorded spec, as it was written, and nothing else (to restore or compare it)");
-  show->add_flag("--importance", show_args->importance,
-                 "Print each nuisance hyperparameter's importance per sub-study (PED-ANOVA) with its bootstrap "
-                 "interval and noise floor, and which are indistinguishable from no effect (candidates to fix)");
   show->add_flag("--patch", show_args->patch,
                  "Print the patch of uncommitted changes the study was created with, byte for byte, and nothing else "
                  "(for git apply)");
   show->add_flag("--reproduce", show_args->reproduce,
                  "Print the commands that rebuild the study's code, versions and environment and run it (with TRIAL: "
                  "that trial alone) again");
+  show->add_flag("--importance", show_args->importance,
+                 "Print each nuisance hyperparameter's importance per sub-study (PED-ANOVA) with its bootstrap "
+                 "interval and noise floor, and which are indistinguishable from no effect (candidates to fix)");
+  show->add_option("--pareto", show_args->pareto,
+                   "Print each sub-study's Pareto front of the objective against COST: training_seconds, "
+                   "seconds_per_step, examples_per_second, parameters or peak_gpu_memory (those the trials recorded)")
+      ->type_name("COST");
   AddStorageOption(show, *storage);
   AddFormatOption(show, show_args->format, true);
   show->callback([storage, show_args] {
     const OutputFormat output = ParseOutputFormat(show_args->format, "dltune show", true);
     auto store = OpenForReading(*storage);
     const StudyRecord study = RequireStudy(*store, show_args->study);
-    if (show_args->patch || show_args->reproduce) {
-      ShowReproduction(*store, study, show_args->trial, show_args->patch, output);
+    if (!show_args->pareto.empty()) {
+      if (show_args->trial || show_args->spec) throw Error("--pareto is a study's: leave out TRIAL and --spec");
+      if (output == OutputFormat::kCsv) throw Error("--pareto prints text or --format json, not csv");
+      std::fputs(ShowPareto(*store, study.name, show_args->pareto, output == OutputFormat::kJson).c_str(), stdout);
       return;
     }
     if (show_args->importance) {
@@ -210,6 +218,10 @@ void RegisterShow(CLI::App& app) {
       } else {
         std::fputs(TerminalSafe(ImportanceText(data, importance)).c_str(), stdout);
       }
+      return;
+    }
+    if (show_args->patch || show_args->reproduce) {
+      ShowReproduction(*store, study, show_args->trial, show_args->patch, output);
       return;
     }
     if (output != OutputFormat::kText) {

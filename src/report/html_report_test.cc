@@ -261,8 +261,8 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   const auto sections = StudyPageSections(data, {});
   std::vector<std::string> ids;
   for (const auto& section : sections) ids.push_back(section.id);
-  EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "interactions", "curves", "best-steps",
-                                           "gradients", "enough", "time"}));
+  EXPECT_EQ(ids, (std::vector<std::string>{"isolation", "axis-plots", "interactions", "importance", "curves",
+                                           "best-steps", "gradients", "enough", "pareto", "time"}));
 
   const fs::path dir = FakeWebDir();
   ReportOptions options;
@@ -286,6 +286,43 @@ TEST(StudyPage, TheReportAndTheDashboardShowTheSameSections) {
   EXPECT_TRUE(axis->charts.empty());
   EXPECT_THAT(html, HasSubstr("No hyperparameter varies in this study."));
 
+  ExpectTheDashboardsPartsMakeThePage(data);
+}
+
+// Quality against cost: the default cost (training seconds) drawn, the other recorded costs folded below, the costs
+// not recorded named with the reason; a study that recorded none shows the section's empty text.
+TEST(StudyPage, DrawsQualityAgainstEachRecordedCostAndNamesTheOthers) {
+  const auto pareto = [](const StudyData& data) {
+    const auto sections = StudyPageSections(data, {});
+    const auto found = std::find_if(sections.begin(), sections.end(), [](const auto& s) { return s.id == "pareto"; });
+    EXPECT_NE(found, sections.end());
+    return found == sections.end() ? PageSection{} : *found;
+  };
+  StudyData data = HostileStudy();
+  EXPECT_TRUE(pareto(data).charts.empty());
+  for (TrialRecord& trial : data.trials) trial.time_split = {{"train", 10.0 * static_cast<double>(trial.number + 1)}};
+  for (auto& [number, steps] : data.train) {
+    for (TrainMeasurement& step : steps) step.step_time = 0.01 * static_cast<double>(number + 1);
+  }
+  const PageSection section = pareto(data);
+  ASSERT_EQ(section.charts.size(), 1u);
+  EXPECT_EQ(section.charts[0].id, "pareto_training_seconds");
+  ASSERT_EQ(section.folded_charts.size(), 1u);
+  EXPECT_EQ(section.folded_charts[0].id, "pareto_seconds_per_step");
+  EXPECT_THAT(section.explanation, HasSubstr("Not recorded in this study: examples per second: no trial recorded"));
+  EXPECT_THAT(section.explanation,
+              HasSubstr("; peak GPU memory: no trial recorded a GPU's peak memory (a study on the CPU has none)."));
+  // Trials 0 and 2 of sub-study <b>bold</b>: 2 is dearer and better; 1 alone in adam; 3 infeasible.
+  EXPECT_THAT(section.charts[0].caption, HasSubstr("optimizer=<b>bold</b>: trials 0 and 2; optimizer=adam: trial 1"));
+
+  const fs::path dir = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = dir;
+  const std::string html = RenderReport(data, options);
+  RemoveTree(dir);
+  EXPECT_THAT(html, HasSubstr("<section id=\"pareto\">"));
+  EXPECT_THAT(html, HasSubstr("data-chart=\"pareto_training_seconds\""));
+  EXPECT_THAT(html, HasSubstr("data-chart=\"pareto_seconds_per_step\""));
   ExpectTheDashboardsPartsMakeThePage(data);
 }
 

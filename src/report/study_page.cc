@@ -13,6 +13,7 @@
 #include "dltune/analyze/throughput.h"
 #include "dltune/analyze/trial_variance.h"
 #include "report/importance_page.h"
+#include "report/pareto_section.h"
 #include "vega_specs.h"
 
 namespace dltune {
@@ -564,7 +565,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
       sections.push_back(IsolationSection(data, sizes));
       sections.push_back(AxisPlotSection(data, sizes));
       sections.push_back(InteractionSection(data, sizes));
-      sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
+      if (ShowsImportance(data)) sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
     }
   }
   // The curves of the best trials only, when there are too many to draw one line each.
@@ -579,6 +580,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
   if (records && judged) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
+  if (measurements && judged) sections.push_back(ParetoSection(data, sizes.normal));
   if (records && judged) sections.push_back(BootstrapSection(data, options, sizes));
   if (records) sections.push_back(TimeSection(data, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
@@ -591,7 +593,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (data.spec.procedure.kind == "warmup") order.emplace_back("warmup");
   if (data.spec.procedure.kind == "clipping") order.emplace_back("clipping");
   for (const char* id : {"isolation", "axis-plots", "interactions", "importance", "curves", "best-steps", "gradients",
-                         "enough", "time"}) {
+                         "enough", "pareto", "time"}) {
     order.emplace_back(id);
   }
   for (auto& section : sections) {

@@ -1204,4 +1204,97 @@ json TrialTimesSpec(const std::vector<TrialRecord>& trials, const ChartOptions& 
   return spec;
 }
 
+json ParetoSpec(const ParetoView& view, const Objective& objective, const ChartOptions& options) {
+  json spec = Base(options, 420, 260);
+  const ParetoCostInfo& cost = CostInfo(view.cost);
+  // Bytes read better as GiB; every other cost is drawn as recorded.
+  const bool bytes = view.cost == ParetoCost::kPeakGpuMemory;
+  const double unit = bytes ? 1024.0 * 1024.0 * 1024.0 : 1.0;
+  SeenOrder substudies;
+  json points = json::array();
+  json front = json::array();
+  json infeasible = json::array();
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (const ParetoSubStudy& sub : view.substudies) {
+    for (const ParetoPoint& point : sub.points) {
+      const double x = point.cost / unit;
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      json row = {{"trial", point.trial},
+                  {"substudy", sub.substudy},
+                  {"x", Number(x)},
+                  {"y", Number(point.objective)},
+                  {"front", point.infeasible ? "infeasible" : (point.on_front ? "on the front" : "dominated")}};
+      if (point.infeasible) {
+        infeasible.push_back(std::move(row));
+        continue;
+      }
+      substudies.Add(sub.substudy);
+      if (point.on_front) front.push_back(row);
+      points.push_back(std::move(row));
+    }
+  }
+  // A cost spanning a decade or more is drawn on a log axis.
+  const bool log = hi > 0 && lo > 0 && hi / lo >= 10;
+  json scale = ContinuousScale(log);
+  json x = {{"field", "x"},
+            {"type", "quantitative"},
+            {"title", fmt::format("{}{}{} ({} is cheaper)", cost.label, bytes ? ", GiB" : "", log ? ", log scale" : "",
+                                  cost.higher_is_better ? "higher" : "lower")},
+            {"scale", scale}};
+  if (log) x["axis"] = LogAxis(lo, hi);
+  if (view.cost == ParetoCost::kParameters) x["axis"]["format"] = "~s";
+  json y = {{"field", "y"},
+            {"type", "quantitative"},
+            {"title", ObjectiveTitle(objective)},
+            {"scale", {{"zero", false}, {"nice", true}, {"padding", 10}}}};
+  if (points.empty()) y["scale"]["domain"] = {0, 1};
+  const json color = SubstudyColor(options, substudies.order());
+  const json tooltip =
+      json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
+                   Tooltip("x", fmt::format("{}{}", cost.label, bytes ? " (GiB)" : "").c_str(), "quantitative", ".4~g"),
+                   Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g"), Tooltip("front", "")});
+  json layers = json::array();
+  if (!front.empty()) {
+    // The front as a staircase: every point beyond a step (dearer and worse) is dominated. Sorted by x, the corner
+    // after a point comes first along x for a cost where lower is cheaper, first along y for one where higher is.
+    layers.push_back(
+        Layer(std::move(front),
+              {{"type", "line"},
+               {"interpolate", cost.higher_is_better ? "step-before" : "step-after"},
+               {"strokeWidth", 1.5},
+               {"opacity", 0.8}},
+              {{"x", x}, {"y", y}, {"color", color}, {"order", {{"field", "x"}, {"type", "quantitative"}}}}));
+  }
+  // Dominated trials faint and small, the front's strong on top of them.
+  json dominated = json::array();
+  json strong = json::array();
+  for (json& row : points) (row["front"] == "on the front" ? strong : dominated).push_back(std::move(row));
+  const json encoding = {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}};
+  if (!dominated.empty() || strong.empty()) {
+    layers.push_back(
+        Layer(std::move(dominated), {{"type", "point"}, {"filled", true}, {"size", 35}, {"opacity", 0.35}}, encoding));
+  }
+  if (!strong.empty()) {
+    layers.push_back(
+        Layer(std::move(strong), {{"type", "point"}, {"filled", true}, {"size", 60}, {"opacity", 0.95}}, encoding));
+  }
+  if (!infeasible.empty()) {
+    // No objective to place them at: along the edge where the worse values are, as red crosses.
+    const int height = spec["height"].get<int>();
+    layers.push_back(Layer(std::move(infeasible),
+                           {{"type", "point"},
+                            {"shape", "cross"},
+                            {"filled", true},
+                            {"size", 90},
+                            {"opacity", 0.9},
+                            {"color", kInfeasibleColor}},
+                           {{"x", x},
+                            {"y", {{"value", objective.direction == Direction::kMinimize ? 6 : height - 6}}},
+                            {"tooltip", tooltip}}));
+  }
+  spec["layer"] = std::move(layers);
+  return spec;
+}
+
 }  // namespace dltune

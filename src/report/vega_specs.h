@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analyze/pareto.h"
 #include "dltune/analyze/analysis.h"
 #include "dltune/analyze/step_budget.h"
 #include "dltune/analyze/throughput.h"
@@ -122,5 +123,10 @@ struct LabelledCurve {
 // The runs of an instability probe or a warmup study: training loss against steps on log axes (early instability
 // shows in the first steps), one colour per run, the start of each rise marked.
 nlohmann::json StabilityCurvesSpec(const std::vector<LabelledCurve>& curves, const ChartOptions& options = {});
+
+// Quality against cost (analyze/pareto.h): each sub-study's trials at their cost (x, log when it spans a decade) and
+// best objective (y), the front drawn strong and joined by a staircase, dominated trials faint, infeasible trials as
+// red crosses at their cost along the worse edge.
+nlohmann::json ParetoSpec(const ParetoView& view, const Objective& objective, const ChartOptions& options = {});
 
 }  // namespace dltune

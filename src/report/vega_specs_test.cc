@@ -359,5 +359,74 @@ TEST(StepBudgetSpec, NoLineBeforeAnyLearningRateFits) {
   EXPECT_NE(FindLayer(StepBudgetSpec(budget, 100), "line"), nullptr);
 }
 
+ParetoView SecondsView() {
+  ParetoView view{.cost = ParetoCost::kTrainingSeconds, .recorded = true};
+  view.substudies.push_back({.index = 0,
+                             .substudy = "optimizer=<b>",
+                             .points = {{.trial = 0, .cost = 10, .objective = 0.3, .on_front = true},
+                                        {.trial = 1, .cost = 20, .objective = 0.35},
+                                        {.trial = 2, .cost = 150, .objective = 0.1, .on_front = true},
+                                        {.trial = 3, .cost = 5, .infeasible = true}},
+                             .front = {0, 2}});
+  return view;
+}
+
+// The front strong and joined by a staircase, dominated trials faint, infeasible ones as red crosses along the worse
+// edge; a cost spanning a decade on a log axis.
+TEST(ParetoSpec, TheFrontAsAStaircaseAndInfeasibleTrialsMarked) {
+  const json spec = ParetoSpec(SecondsView(), ErrorRate(), {.substudies = {"optimizer=<b>"}});
+  const json* line = FindLayer(spec, "line");
+  ASSERT_NE(line, nullptr);
+  EXPECT_EQ(line->at("mark").at("interpolate"), "step-after");
+  EXPECT_EQ(line->at("data").at("values").size(), 2u);
+  EXPECT_EQ(line->at("encoding").at("x").at("scale").at("type"), "log");
+  EXPECT_THAT(line->at("encoding").at("x").at("title").get<std::string>(),
+              HasSubstr("training seconds, log scale (lower is cheaper)"));
+  EXPECT_EQ(line->at("encoding").at("y").at("title"), "valid/error_rate (lower is better)");
+  // The dominated trial faint below, the front's strong above.
+  std::vector<std::pair<std::string, double>> drawn;
+  for (const auto& layer : spec.at("layer")) {
+    if (layer.at("mark").at("type") != "point" || layer.at("mark").contains("color")) continue;
+    for (const auto& row : layer.at("data").at("values")) {
+      drawn.emplace_back(row.at("front").get<std::string>(), layer.at("mark").at("opacity").get<double>());
+      EXPECT_EQ(row.at("substudy"), "optimizer=<b>");
+    }
+  }
+  EXPECT_EQ(drawn, (std::vector<std::pair<std::string, double>>{
+                       {"dominated", 0.35}, {"on the front", 0.95}, {"on the front", 0.95}}));
+  const json* crosses = FindLayer(spec, "point", "#d62728");
+  ASSERT_NE(crosses, nullptr);
+  EXPECT_EQ(crosses->at("mark").at("shape"), "cross");
+  EXPECT_EQ(crosses->at("data").at("values").size(), 1u);
+  EXPECT_EQ(crosses->at("encoding").at("y").at("value"), 6);  // lower is better: the worse edge is the top
+  std::vector<std::string> fields;
+  CollectFields(spec, fields);
+  for (const auto& field : fields) EXPECT_THAT(field, Not(HasSubstr("<b>")));
+}
+
+// Examples per second is cheaper higher: the staircase turns the other way. Bytes are drawn as GiB, on a linear axis
+// within a decade.
+TEST(ParetoSpec, EachCostsDirectionAndUnit) {
+  ParetoView view = SecondsView();
+  view.cost = ParetoCost::kExamplesPerSecond;
+  const json speed = ParetoSpec(view, ErrorRate());
+  EXPECT_EQ(FindLayer(speed, "line")->at("mark").at("interpolate"), "step-before");
+  EXPECT_THAT(FindLayer(speed, "line")->at("encoding").at("x").at("title").get<std::string>(),
+              HasSubstr("(higher is cheaper)"));
+  view.cost = ParetoCost::kPeakGpuMemory;
+  for (ParetoPoint& point : view.substudies[0].points) point.cost = 1024.0 * 1024.0 * 1024.0 * (1 + 0.01 * point.cost);
+  const json memory = ParetoSpec(view, ErrorRate());
+  const json* points = FindLayer(memory, "point");  // the dominated trial 1, at 20
+  EXPECT_DOUBLE_EQ(points->at("data").at("values")[0].at("x").get<double>(), 1.2);
+  EXPECT_EQ(points->at("encoding").at("x").at("scale").at("type"), "linear");
+  EXPECT_THAT(points->at("encoding").at("x").at("title").get<std::string>(), HasSubstr("peak GPU memory, GiB"));
+  // No trial with an objective yet: an empty axis, no staircase.
+  view.substudies[0].points.resize(0);
+  view.substudies[0].front.clear();
+  const json empty = ParetoSpec(view, ErrorRate());
+  EXPECT_EQ(FindLayer(empty, "line"), nullptr);
+  EXPECT_NE(FindLayer(empty, "point"), nullptr);
+}
+
 }  // namespace
 }  // namespace dltune

@@ -56,6 +56,9 @@ fi
 
 check_page "file://$work/report.html" "$work/report.png" \
   --min-charts 8 \
+  --expect-text 'Quality against cost: what does a better result cost?' \
+  --expect-text 'valid/error_rate against seconds per step' \
+  --expect-text 'Hyperparameter importance: which nuisance hyperparameters matter' \
   --expect-text '<img src=x onerror=alert(1)> & "quotes" </script><script>alert(2)</script>' \
   --expect-text 'optimizer=<b>bold</b> & co' \
   --expect-text "loss is NaN at step 45 <script>alert('reason')</script> & more" \
