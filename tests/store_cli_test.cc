@@ -231,6 +231,22 @@ TEST(StoreCliPareto, ShowsTheFrontOfARecordedCostAndNamesTheCostsOtherwise) {
     }
   }
   EXPECT_TRUE(found) << json.out;
+  // Every field docs/json-output.md names, and no other.
+  const auto keys = [](const nlohmann::json& object) {
+    std::vector<std::string> names;
+    for (const auto& [key, value] : object.items()) names.push_back(key);
+    return names;  // nlohmann's objects keep their keys sorted
+  };
+  EXPECT_EQ(keys(out), (std::vector<std::string>{"cost", "cost_direction", "cost_label", "direction", "objective",
+                                                 "recorded_costs", "study", "substudies"}));
+  ASSERT_FALSE(out.at("substudies").empty());
+  const auto& first = out.at("substudies")[0];
+  EXPECT_EQ(keys(first), (std::vector<std::string>{"front", "points", "substudy", "unfinished", "without_cost"}));
+  for (const auto& sub : out.at("substudies")) {
+    for (const auto& point : sub.at("points")) {
+      EXPECT_EQ(keys(point), (std::vector<std::string>{"cost", "objective", "on_front", "state", "trial"}));
+    }
+  }
 
   const std::vector<std::pair<std::string, std::string>> mistakes = {
       {"--pareto memory",

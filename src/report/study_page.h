@@ -50,7 +50,7 @@ struct StudyPageOptions {
 
 // The analyses' sections of `data`'s study page, in page order: trial variance (a study with replicas), against the
 // parent (a study planned from one), isolation, axis plots, training curves, best steps, gradient norms, "have we
-// sampled enough?" (those of `parts`).
+// sampled enough?", quality against cost, where the time went (those of `parts`).
 std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options,
                                            PageParts parts = PageParts::kAll);
 
