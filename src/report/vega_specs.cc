@@ -1250,10 +1250,10 @@ json ParetoSpec(const ParetoView& view, const Objective& objective, const ChartO
             {"scale", {{"zero", false}, {"nice", true}, {"padding", 10}}}};
   if (points.empty()) y["scale"]["domain"] = {0, 1};
   const json color = SubstudyColor(options, substudies.order());
-  const json tooltip =
-      json::array({Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
-                   Tooltip("x", fmt::format("{}{}", cost.label, bytes ? " (GiB)" : "").c_str(), "quantitative", ".4~g"),
-                   Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g"), Tooltip("front", "")});
+  const json tooltip = json::array(
+      {Tooltip("trial", "trial"), Tooltip("substudy", "sub-study"),
+       Tooltip("x", fmt::format("{}{}", cost.label, bytes ? " (GiB)" : "").c_str(), "quantitative", ",.4~r"),
+       Tooltip("y", objective.Name().c_str(), "quantitative", ".4~g"), Tooltip("front", "")});
   json layers = json::array();
   if (!front.empty()) {
     // The front as a staircase: every point beyond a step (dearer and worse) is dominated. Sorted by x, the corner
