@@ -177,5 +177,83 @@ TEST_F(Reproduce, TheJsonNamesTheRecordTheRuntimeAndTheCommands) {
   EXPECT_EQ(patch.out.size(), out["record"]["git"]["patch"]["bytes"].get<std::size_t>());
 }
 
+// A built-in trial (the synthetic workload on the CPU, one thread) trained again as `--reproduce` says, in the same
+// store, repeats its series bit for bit; its record names the LibTorch and BLAS its process ran.
+TEST(ReproduceBuiltIn, ATrialOfABuiltInWorkloadRerunRepeatsItsSeriesBitForBit) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dltune_reproduce_builtin_" + std::to_string(::getpid()));
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "s.yaml") << "name: builtin\nworkload: {name: synthetic, args: {hidden_sizes: [8]}}\n"
+                                   "max_train_steps: 20\ntraining: {eval_every_steps: 10, threads: 1}\ntrials: 2\n"
+                                   "space:\n  learning_rate: {min: 0.01, max: 0.5, scale: log}\n";
+  const std::string url = "sqlite://" + (dir / "s.db").string();
+  const test::Result run = test::RunDltune("run s.yaml --no-report --storage " + url, dir);
+  if (run.exit_code != 0 && run.err.find("without its trainer") != std::string::npos) {
+    RemoveTree(dir);
+    GTEST_SKIP() << "this dltune was built without its trainer";
+  }
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const test::Result script = test::RunDltune("show builtin 1 --reproduce --storage " + url);
+  std::ofstream(dir / "script.sh") << script.out;
+  const std::string command = "cd " + ShellQuote(dir.string()) +
+                              " && PATH=" + ShellQuote(std::filesystem::path(DLTUNE_CLI).parent_path().string()) +
+                              ":\"$PATH\" bash -e script.sh >out.log 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << script.out << test::Slurp(dir / "out.log");
+  auto store = OpenStoreReadOnly(url);
+  const std::string original = Series(*store, "builtin", 1);
+  EXPECT_THAT(original, HasSubstr("eval 20 valid error_rate "));
+  EXPECT_EQ(Series(*store, "builtin-rerun-1", 0), original);
+  const test::Result trial = test::RunDltune("show builtin 1 --storage " + url);
+  EXPECT_THAT(trial.out, ::testing::ContainsRegex("runtime +.*libtorch "));
+  RemoveTree(dir);
+}
+
+// A trial whose process ran another LibTorch than the study was created with is named in `show`; a study created
+// before dltune kept a record (or copied from such a store) says so instead of guessing.
+TEST(ReproduceRecord, ATrialsOtherRuntimeAndAStudyWithoutARecordAreSaidSo) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dltune_reproduce_record_" + std::to_string(::getpid()));
+  RemoveTree(dir);
+  std::filesystem::create_directories(dir);
+  const std::string url = "sqlite://" + (dir / "s.db").string();
+  {
+    auto store = OpenStore(url);
+    const StudyRecord study =
+        store->CreateStudy({.name = "built",
+                            .spec_text = "name: built\nworkload: {name: synthetic}\nmax_train_steps: 2\nspace:\n  "
+                                         "learning_rate: {min: 0.01, max: 0.1}\n",
+                            .spec_hash = "h",
+                            .git_commit = "0123456789abcdef0123456789abcdef01234567",
+                            .git_dirty = true,
+                            .reproduction = R"({"libraries":{"libtorch":"1.13"},"git":{"patch":{"bytes":9000000,)"
+                                            R"("stored":false,"note":"over the cap"}}})"});
+    store->AddTrials(study.id, {{.number = 0, .substudy_label = "all", .params = {{"learning_rate", Value(0.05)}}}});
+    const auto claim = store->ClaimNext(study.id, "w");
+    ASSERT_TRUE(claim);
+    store->Finish(claim->second, {.state = TrialState::kFailed,
+                                  .reason = "test",
+                                  .resources = R"({"runtime":{"libtorch":"2.1.0","blas_kernels":"Haswell"}})"});
+    store->CreateStudy({.name = "old", .spec_text = "name: old\ncommand: x\nspace: {}\n", .spec_hash = "h"});
+  }
+  const test::Result trial = test::RunDltune("show built 0 --storage " + url);
+  EXPECT_THAT(trial.out, HasSubstr("libtorch 2.1.0 (the study's record: 1.13)")) << trial.out << trial.err;
+  const test::Result study = test::RunDltune("show built --storage " + url);
+  EXPECT_THAT(study.out, HasSubstr("not stored (over the cap)"));
+  const test::Result reproduce = test::RunDltune("show built 0 --reproduce --storage " + url);
+  EXPECT_THAT(reproduce.out, HasSubstr("trial's runtime differs from the study's record: libtorch 2.1.0"));
+  EXPECT_THAT(reproduce.out, HasSubstr("it had uncommitted changes:"));
+  EXPECT_THAT(reproduce.out, ::testing::Not(HasSubstr("git apply")));  // no patch stored: none to apply
+  const test::Result no_patch = test::RunDltune("show built --patch --storage " + url);
+  EXPECT_EQ(no_patch.exit_code, 2);
+  EXPECT_THAT(no_patch.err, HasSubstr("has no stored patch"));
+
+  const test::Result old = test::RunDltune("show old --reproduce --storage " + url);
+  EXPECT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_THAT(old.out, HasSubstr("before dltune kept a reproduction record"));
+  EXPECT_THAT(old.out, HasSubstr("dltune show old --spec"));
+  RemoveTree(dir);
+}
+
 }  // namespace
 }  // namespace dltune

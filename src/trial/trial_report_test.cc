@@ -1,6 +1,8 @@
 #include "trial/trial_report.h"
 
 #include <cmath>
+#include <map>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -132,6 +134,30 @@ TEST(TrialReport, TheWarmLineComesBeforeTheStart) {
   ASSERT_TRUE(start);
   EXPECT_TRUE(start->start);
   EXPECT_FALSE(start->warm);
+}
+
+TEST(TrialReport, TheRuntimeLineRecordsVersionsAndIsNoMeasurement) {
+  ReportReader reader;
+  reader.Feed(R"({"type":"runtime","runtime":{"python":"3.11.2","torch":"2.1.0","cudnn":8902}})"
+              "\n"
+              R"({"type":"start","step":0})"
+              "\n");
+  const auto runtime = reader.Next();
+  ASSERT_TRUE(runtime && runtime->runtime);
+  EXPECT_EQ(*runtime->runtime,
+            (std::map<std::string, std::string>{{"python", "3.11.2"}, {"torch", "2.1.0"}, {"cudnn", "8902"}}));
+  const auto start = reader.Next();  // a start may follow it
+  ASSERT_TRUE(start && start->start);
+  for (const char* bad : {R"({"type":"runtime"})", R"({"type":"runtime","runtime":["3.11"]})",
+                          R"({"type":"runtime","runtime":{"python":{"major":3}}})"}) {
+    EXPECT_THROW(ParseReportLine(bad, 1), ProtocolError) << bad;
+  }
+  EXPECT_THROW(ParseReportLine(R"({"type":"runtime","runtime":{"python":")" + std::string(300, '3') + R"("}})", 1),
+               ProtocolError);
+  // This process's own line parses back, with dltune's version in it.
+  const ReportLine own = ParseReportLine(RuntimeLine(), 1);
+  ASSERT_TRUE(own.runtime);
+  EXPECT_TRUE(own.runtime->contains("dltune"));
 }
 
 TEST(TrialReport, WrittenLinesParseBack) {
