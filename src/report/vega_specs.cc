@@ -1271,7 +1271,8 @@ json ParetoSpec(const ParetoView& view, const Objective& objective, const ChartO
   json strong = json::array();
   for (json& row : points) (row["front"] == "on the front" ? strong : dominated).push_back(std::move(row));
   const json encoding = {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}};
-  if (!dominated.empty() || strong.empty()) {
+  // A layer without data draws the axes of a chart of nothing, and makes Vega warn beside other layers.
+  if (!dominated.empty() || (strong.empty() && infeasible.empty())) {
     layers.push_back(
         Layer(std::move(dominated), {{"type", "point"}, {"filled", true}, {"size", 35}, {"opacity", 0.35}}, encoding));
   }

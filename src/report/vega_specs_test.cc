@@ -426,6 +426,11 @@ TEST(ParetoSpec, EachCostsDirectionAndUnit) {
   const json empty = ParetoSpec(view, ErrorRate());
   EXPECT_EQ(FindLayer(empty, "line"), nullptr);
   EXPECT_NE(FindLayer(empty, "point"), nullptr);
+  // Only an infeasible trial: its cross alone, no layer without data (Vega warns of an infinite extent).
+  view.substudies[0].points = {{.trial = 3, .cost = 5, .infeasible = true}};
+  const json crosses = ParetoSpec(view, ErrorRate());
+  ASSERT_EQ(crosses.at("layer").size(), 1u);
+  EXPECT_EQ(crosses.at("layer")[0].at("mark").at("shape"), "cross");
 }
 
 }  // namespace
