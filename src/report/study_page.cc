@@ -580,7 +580,8 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   if (measurements) sections.push_back(CurvesSection(data, shown, sizes));
   if (records && judged) sections.push_back(BestStepSection(data, sizes));
   if (measurements) sections.push_back(GradientSection(data, shown, sizes));
-  if (measurements && judged) sections.push_back(ParetoSection(data, sizes.normal));
+  // A trade-off needs trials to compare: not on a trial's own page (the dashboard's, one trial's measurements).
+  if (measurements && judged && data.trials.size() > 1) sections.push_back(ParetoSection(data, sizes.normal));
   if (records && judged) sections.push_back(BootstrapSection(data, options, sizes));
   if (records) sections.push_back(TimeSection(data, sizes));
   // Places on the whole page, in the order above, whichever parts were asked for.
