@@ -702,6 +702,55 @@ TEST_F(Dashboard, HostAndTokenAreChecked) {
               HasSubstr("HTTP/1.1 200"));
 }
 
+// A note written from the dashboard's page is the row `dltune note` writes; a write without the token in its header,
+// with a wrong one, from another origin, as a form or without the token header is refused and writes nothing.
+TEST_F(Dashboard, WritesOnlyFromItsOwnPageAndAsDltuneNoteDoes) {
+  const std::int64_t study = OpenStore(Url())
+                                 ->CreateStudy({.name = "s",
+                                                .spec_text = "name: s\nmax_train_steps: 10\nspace: "
+                                                             "{lr: {min: 0.1, max: 1}}\n"})
+                                 .id;
+  const int port = Serve("");
+  std::smatch match;
+  const std::string out = Slurp(dir_ / "serve.out");
+  ASSERT_TRUE(std::regex_search(out, match, std::regex("\\?token=([0-9a-f]{32})")))
+      << "a token also on loopback: " << out;
+  const std::string token = match[1].str();
+  const std::string origin = "Origin: http://127.0.0.1:" + std::to_string(port) + "\r\n";
+  const auto post = [&](const std::string& headers, const std::string& body,
+                        const std::string& type = "application/json") {
+    return Ask(port, "POST /api/studies/s/notes HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) +
+                         "\r\nContent-Type: " + type + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n" +
+                         headers + "Connection: close\r\n\r\n" + body)
+        .first;
+  };
+  const auto notes = [&] { return OpenStoreReadOnly(Url())->ListNotes(study); };
+  const std::string note = R"({"text": "seen from the page"})";
+  EXPECT_THAT(post(origin, note), HasSubstr("HTTP/1.1 401"));
+  EXPECT_THAT(post(origin + "X-Dltune-Token: " + std::string(32, '0') + "\r\n", note), HasSubstr("HTTP/1.1 401"));
+  EXPECT_THAT(post(origin + "Cookie: dltune_token=" + token + "\r\nAuthorization: Bearer " + token + "\r\n", note),
+              HasSubstr("HTTP/1.1 401"));
+  EXPECT_THAT(post("Origin: http://evil.example\r\nX-Dltune-Token: " + token + "\r\n", note),
+              HasSubstr("HTTP/1.1 403"));
+  EXPECT_THAT(post(origin + "X-Dltune-Token: " + token + "\r\n", "text=seen+from+the+page",
+                   "application/x-www-form-urlencoded"),
+              HasSubstr("HTTP/1.1 415"));
+  EXPECT_TRUE(notes().empty()) << "a refused write wrote a note";
+  EXPECT_THAT(post(origin + "X-Dltune-Token: " + token + "\r\nSec-Fetch-Site: same-origin\r\n", note),
+              HasSubstr("HTTP/1.1 201"));
+  ASSERT_EQ(test::RunDltune("note s 'seen from the page' --storage " + Url()).exit_code, 0);
+  const std::vector<StudyNote> written = notes();
+  ASSERT_EQ(written.size(), 2U);
+  const StudyNote& page = written[0];
+  const StudyNote& cli = written[1];
+  EXPECT_EQ(page.text, "seen from the page");
+  EXPECT_EQ(NoteKindName(page.kind), NoteKindName(cli.kind));
+  EXPECT_EQ(page.text, cli.text);
+  EXPECT_EQ(page.author, cli.author);
+  EXPECT_EQ(page.adopt, cli.adopt);
+  EXPECT_EQ(page.resolves, cli.resolves);
+}
+
 // Bound to every network, the dashboard makes up a token and prints the address that carries it.
 TEST_F(Dashboard, ServingOtherMachinesRequiresATokenItPrints) {
   const int port = Serve("--host 0.0.0.0");

@@ -80,7 +80,7 @@ function resetCharts() {
       if (!entry.isIntersecting || !chart) continue;
       chartsToDraw.delete(entry.target);
       chartObserver.unobserve(entry.target);
-      // Canvas draws large studies faster than SVG; actions off: the dashboard is read-only.
+      // Canvas draws large studies faster than SVG; actions (the export menu) off.
       // The chart's element keeps its view (for the console, and the browser tests that read what it drew).
       const body = entry.target.querySelector('.chart-body');
       vegaEmbed(body, chart.spec, { renderer: 'canvas', actions: false })

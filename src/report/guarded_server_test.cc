@@ -49,6 +49,10 @@ class GuardedServerOnAPort : public ::testing::Test {
     server_ = std::make_unique<GuardedServer>(std::move(guards));
     server_->Get(
         "/", [](const httplib::Request&, httplib::Response& response) { response.set_content("ok", "text/plain"); });
+    server_->Post("/write", [this](const httplib::Request&, httplib::Response& response) {
+      ++writes_;
+      response.set_content("written", "text/plain");
+    });
     port_ = server_->bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
     listener_ = std::thread([this] { server_->listen_after_bind(); });
@@ -65,7 +69,15 @@ class GuardedServerOnAPort : public ::testing::Test {
     return client.Get(path, headers);
   }
 
+  httplib::Result Send(const std::string& method, const httplib::Headers& headers,
+                       const std::string& content_type = "application/json") {
+    httplib::Client client("127.0.0.1", port_);
+    if (method == "OPTIONS") return client.Options("/write", headers);
+    return client.Post("/write", headers, "{}", content_type.c_str());
+  }
+
   std::unique_ptr<GuardedServer> server_;
+  std::atomic<int> writes_{0};
   int port_ = 0;
   std::thread listener_;
 };
@@ -100,6 +112,47 @@ TEST_F(GuardedServerOnAPort, NeedsItsTokenInTheQueryAHeaderOrTheCookie) {
   const auto cookie = Get("/", {{"Cookie", "other=1; dltune_token=s3cret"}});
   ASSERT_TRUE(cookie);
   EXPECT_EQ(cookie->status, 200);
+}
+
+TEST_F(GuardedServerOnAPort, AWriteNeedsTheTokenHeaderAndItsOwnOriginWhereReadsAreOpen) {
+  Start({.token = "s3cret", .reads_open = true, .writes = true});
+  const auto read = Get("/");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->status, 200) << "reads need no token";
+  const std::string origin = "http://127.0.0.1:" + std::to_string(port_);
+  const auto refused = [&](const std::string& method, const httplib::Headers& headers, int status,
+                           const std::string& content_type = "application/json") {
+    const auto answer = Send(method, headers, content_type);
+    ASSERT_TRUE(answer);
+    EXPECT_EQ(answer->status, status) << method << ": " << answer->body;
+    EXPECT_EQ(answer->get_header_value("Access-Control-Allow-Origin"), "") << "no CORS grant, ever";
+  };
+  refused("POST", {}, 401);
+  refused("POST", {{"Cookie", "dltune_token=s3cret"}, {"Authorization", "Bearer s3cret"}}, 401);
+  refused("POST", {{"X-Dltune-Token", "s3cret"}, {"Origin", "http://127.0.0.1:1"}}, 403);
+  refused("POST", {{"X-Dltune-Token", "s3cret"}, {"Sec-Fetch-Site", "same-site"}}, 403);
+  refused("POST", {{"X-Dltune-Token", "s3cret"}, {"Origin", origin}}, 415, "multipart/form-data; boundary=x");
+  // A cross-origin fetch with the token header is preceded by this preflight, which is refused: the browser never
+  // sends the write.
+  refused("OPTIONS",
+          {{"Origin", "http://evil.example"},
+           {"Access-Control-Request-Method", "POST"},
+           {"Access-Control-Request-Headers", "x-dltune-token"}},
+          403);
+  EXPECT_EQ(writes_.load(), 0) << "a refused write reached its handler";
+  const auto admitted =
+      Send("POST", {{"X-Dltune-Token", "s3cret"}, {"Origin", origin}}, "application/json; charset=utf-8");
+  ASSERT_TRUE(admitted);
+  EXPECT_EQ(admitted->status, 200) << admitted->body;
+  EXPECT_EQ(writes_.load(), 1);
+}
+
+TEST_F(GuardedServerOnAPort, RefusesEveryWriteWhenWritesAreOff) {
+  Start({.token = "s3cret"});
+  const auto answer = Send("POST", {{"X-Dltune-Token", "s3cret"}});
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, 403);
+  EXPECT_EQ(writes_.load(), 0);
 }
 
 TEST(ServeDashboard, AnswersFromTheStoreUntilStopped) {
