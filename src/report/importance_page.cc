@@ -25,7 +25,12 @@ json Base(const ChartOptions& options, int width, int height) {
            {{"font", "DejaVu Sans, Helvetica, Arial, sans-serif"},
             {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}, {"titleFontWeight", "normal"}}},
             {"axisQuantitative", {{"format", "~r"}}},  // 0.003, not 0.0030000 nor 3e-3
-            {"legend", {{"orient", "bottom"}, {"direction", "vertical"}, {"labelFontSize", 11}, {"labelLimit", 420}}},
+            {"legend",
+             {{"orient", "bottom"},
+              {"direction", "vertical"},
+              {"labelFontSize", 11},
+              {"labelLimit", 420},
+              {"titleLimit", 420}}},
             {"view", {{"stroke", "#ccc"}}}}}};
 }
 
@@ -71,6 +76,16 @@ std::pair<std::string, std::string> EndsOf(const Param& param) {
   return {analysis_util::Num(param.min), analysis_util::Num(param.max)};
 }
 
+// The text layer of the axes' labels at `position` (0 or 1), on `baseline`.
+json EndLabels(const json& ends, const json& x, const json& y, int position, const char* baseline) {
+  return {
+      {"data", {{"values", ends}}},
+      {"transform", json::array({{{"filter", fmt::format("datum.position == {}", position)}}})},
+      {"mark",
+       {{"type", "text"}, {"dx", 4}, {"align", "left"}, {"baseline", baseline}, {"fontSize", 10}, {"color", "#555"}}},
+      {"encoding", {{"x", x}, {"y", y}, {"text", {{"field", "label"}, {"type", "nominal"}}}}}};
+}
+
 }  // namespace
 
 json ImportanceBarSpec(const SubStudyImportance& substudy, const ImportanceSettings& settings,
@@ -99,25 +114,26 @@ json ImportanceBarSpec(const SubStudyImportance& substudy, const ImportanceSetti
        Tip("low", "interval low", "quantitative", ".3g"), Tip("high", "interval high", "quantitative", ".3g"),
        Tip("verdict", "verdict"), Tip("best", "best trial's value")});
   spec["data"] = {{"values", rows}};
-  spec["encoding"] = {{"y", y}, {"tooltip", tooltip}};
   const json x = {{"field", "above"},
                   {"type", "quantitative"},
                   {"title", "importance above the noise floor (PED-ANOVA), " + interval}};
-  spec["layer"] =
-      json::array({{{"mark", {{"type", "bar"}, {"height", {{"band", 0.6}}}}},
-                    {"encoding",
-                     {{"x", x},
-                      {"color",
-                       {{"field", "verdict"},
-                        {"type", "nominal"},
-                        {"title", nullptr},
-                        {"scale", {{"domain", {kOutOfNoise, kInNoise}}, {"range", {"#4c78a8", "#bab0ac"}}}}}}}}},
-                   {{"mark", {{"type", "rule"}, {"color", "#333"}, {"strokeWidth", 1.5}}},
-                    {"encoding", {{"x", {{"field", "low"}, {"type", "quantitative"}}}, {"x2", {{"field", "high"}}}}}},
-                   // The noise floor: 0 above it.
-                   {{"data", {{"values", json::array({{{"zero", 0}}})}}},
-                    {"mark", {{"type", "rule"}, {"color", "#d62728"}, {"strokeWidth", 1.5}}},
-                    {"encoding", {{"x", {{"field", "zero"}, {"type", "quantitative"}}}, {"tooltip", nullptr}}}}});
+  const json color = {{"field", "verdict"},
+                      {"type", "nominal"},
+                      {"title", nullptr},
+                      {"scale", {{"domain", {kOutOfNoise, kInNoise}}, {"range", {"#4c78a8", "#bab0ac"}}}}};
+  const json bar = {{"mark", {{"type", "bar"}, {"height", {{"band", 0.6}}}}},
+                    {"encoding", {{"x", x}, {"y", y}, {"color", color}, {"tooltip", tooltip}}}};
+  const json whisker = {{"mark", {{"type", "rule"}, {"color", "#333"}, {"strokeWidth", 1.5}}},
+                        {"encoding",
+                         {{"x", {{"field", "low"}, {"type", "quantitative"}}},
+                          {"x2", {{"field", "high"}}},
+                          {"y", y},
+                          {"tooltip", tooltip}}}};
+  // The noise floor: 0 above it, across the plot.
+  const json floor = {{"data", {{"values", json::array({{{"zero", 0}}})}}},
+                      {"mark", {{"type", "rule"}, {"color", "#d62728"}, {"strokeWidth", 1.5}}},
+                      {"encoding", {{"x", {{"field", "zero"}, {"type", "quantitative"}}}}}};
+  spec["layer"] = json::array({bar, whisker, floor});
   return spec;
 }
 
@@ -135,8 +151,8 @@ json ParallelCoordinatesSpec(const StudyData& data, const SubStudyImportance& su
     space_params.push_back(param);
     order.push_back(param->id);
     const auto [first, last] = EndsOf(*param);
-    ends.push_back({{"param", param->id}, {"position", 0}, {"label", first}, {"baseline", "bottom"}});
-    ends.push_back({{"param", param->id}, {"position", 1}, {"label", last}, {"baseline", "top"}});
+    ends.push_back({{"param", param->id}, {"position", 0}, {"label", first}});
+    ends.push_back({{"param", param->id}, {"position", 1}, {"label", last}});
   }
   for (const auto& group : analysis_util::RankedBySubStudy(data)) {
     if (group.empty() || group.front().trial->substudy != substudy.index) continue;
@@ -178,16 +194,15 @@ json ParallelCoordinatesSpec(const StudyData& data, const SubStudyImportance& su
        // A dot at each value: a trial with a single param still shows.
        {{"data", {{"values", rows}}},
         {"mark", {{"type", "point"}, {"filled", true}, {"size", 14}, {"opacity", 0.7}}},
-        {"encoding",
-         {{"x", x}, {"y", y}, {"color", {{"field", "objective"}, {"type", "quantitative"}, {"legend", nullptr}}}}}},
-       {{"data", {{"values", ends}}},
-        {"mark", {{"type", "text"}, {"dx", 4}, {"align", "left"}, {"fontSize", 10}, {"color", "#555"}}},
-        {"encoding",
-         {{"x", x},
-          {"y", y},
-          {"text", {{"field", "label"}, {"type", "nominal"}}},
-          {"baseline", {{"field", "baseline"}, {"type", "nominal"}, {"scale", nullptr}}}}}}});
+        {"encoding", {{"x", x}, {"y", y}, {"color", {{"field", "objective"}, {"type", "quantitative"}}}}}},
+       // Each axis's ends, inside the plot: the bottom one above its line, the top one below.
+       EndLabels(ends, x, y, 0, "bottom"),
+       EndLabels(ends, x, y, 1, "top")});
   return spec;
+}
+
+bool ShowsImportance(const StudyData& data) {
+  return !data.spec.procedure.ComparesWithParent() && !data.spec.procedure.Measures();
 }
 
 PageSection ImportanceSection(const StudyData& data, const ChartOptions& normal, const ChartOptions& wide) {

@@ -21,6 +21,10 @@ nlohmann::json ImportanceBarSpec(const SubStudyImportance& substudy, const Impor
 nlohmann::json ParallelCoordinatesSpec(const StudyData& data, const SubStudyImportance& substudy,
                                        const ChartOptions& options = {}, std::size_t max_trials = 500);
 
+// Whether a study's page has the section: a search, not a list of chosen configurations (retrain, round 2) nor a
+// measurement (probe, warmup, clipping, fit-steps, throughput), whose params are not a search to weigh.
+bool ShowsImportance(const StudyData& data);
+
 // The section "importance" of the study page.
 PageSection ImportanceSection(const StudyData& data, const ChartOptions& normal, const ChartOptions& wide);
 

@@ -109,7 +109,7 @@ TEST(ImportanceSection, ABarChartAndParallelCoordinatesPerSubStudyAfterTheIntera
   EXPECT_THAT(html, HasSubstr("parallel_1"));
 }
 
-TEST(ImportanceSection, NothingToDrawWithoutTrialsOrNuisanceParams) {
+TEST(ImportanceSection, NothingToDrawWithoutTrialsNorOnThePageOfChosenConfigurationsOrMeasurements) {
   StudyData data = TwoSubStudies();
   data.trials.resize(1);
   const std::vector<PageSection> sections = StudyPageSections(data, {}, PageParts::kRecords);
@@ -117,6 +117,16 @@ TEST(ImportanceSection, NothingToDrawWithoutTrialsOrNuisanceParams) {
   ASSERT_NE(section, nullptr);
   EXPECT_TRUE(section->charts.empty());
   EXPECT_THAT(section->empty_text, HasSubstr("No sub-study has two completed trials"));
+  // Not on the page of chosen configurations (a retrain) nor of a measurement (an instability probe).
+  StudyData retrain = TwoSubStudies();
+  retrain.spec.procedure.kind = "retrain";
+  retrain.spec.procedure.parent = "imp";
+  retrain.spec.procedure.from_trials = {{.trial = 0, .seed = 1}};
+  EXPECT_EQ(Find(StudyPageSections(retrain, {}, PageParts::kRecords), "importance"), nullptr);
+  StudyData probe = TwoSubStudies();
+  probe.spec.procedure.kind = "instability";
+  probe.spec.procedure.parent = "imp";
+  EXPECT_EQ(Find(StudyPageSections(probe, {}, PageParts::kRecords), "importance"), nullptr);
   // Not among the sections of the measurements (the dashboard's second request).
   EXPECT_EQ(Find(StudyPageSections(TwoSubStudies(), {}, PageParts::kMeasurements), "importance"), nullptr);
 }

@@ -565,7 +565,7 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
       sections.push_back(IsolationSection(data, sizes));
       sections.push_back(AxisPlotSection(data, sizes));
       sections.push_back(InteractionSection(data, sizes));
-      sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
+      if (ShowsImportance(data)) sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
     }
   }
   // The curves of the best trials only, when there are too many to draw one line each.
