@@ -324,6 +324,9 @@ TEST(StudyPage, DrawsQualityAgainstEachRecordedCostAndNamesTheOthers) {
   EXPECT_THAT(html, HasSubstr("data-chart=\"pareto_training_seconds\""));
   EXPECT_THAT(html, HasSubstr("data-chart=\"pareto_seconds_per_step\""));
   ExpectTheDashboardsPartsMakeThePage(data);
+  // One trial's page (the dashboard's trial page reads one trial's measurements) has no trade-off to draw.
+  const auto alone = StudyPageSections(SubsetOfTrials(data, {2}), {}, PageParts::kMeasurements);
+  EXPECT_TRUE(std::none_of(alone.begin(), alone.end(), [](const auto& s) { return s.id == "pareto"; }));
 }
 
 // A throughput sweep (dltune plan throughput) and a learning-rate sweep (dltune plan fit-steps): their sections read
