@@ -6,6 +6,11 @@
 
 const writeToken = new URLSearchParams(location.search).get('token');
 const writeForms = new Map();  // study (and trial) → its forms, kept across redraws so that typed text survives polls
+// Whether the server takes writes (false: dltune serve --read-only), asked once; forms stay hidden until it answers.
+const writesServed = fetch('/api/writes', { cache: 'no-store' }).then((response) => response.json())
+  .then((answer) => answer.writes === true).catch(() => true);
+const writeHint = 'Notes and decisions are written from the address dltune serve printed (it ends in ?token=…), or '
+  + 'with dltune note and dltune decide.';
 
 function writeElement(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -29,10 +34,7 @@ async function writeDecisionLog(study, what, body) {
 // page); `onWritten` is called after each write that succeeded. Without a token in the page's address, a line that
 // says where to write from instead.
 function decisionLogForms(study, trial, onWritten) {
-  if (!writeToken) {
-    return writeElement('p', { class: 'muted write-hint' }, 'Notes and decisions are written from the address dltune '
-      + 'serve printed (it ends in ?token=…), or with dltune note and dltune decide.');
-  }
+  if (!writeToken) return writeElement('p', { class: 'muted write-hint' }, writeHint);
   const key = `${study}\n${trial ?? ''}`;
   if (writeForms.has(key)) return writeForms.get(key);
   const status = writeElement('p', { class: 'write-status', role: 'status', 'aria-live': 'polite' });
@@ -76,6 +78,14 @@ function decisionLogForms(study, trial, onWritten) {
     form('decisions', 'Record a decision', decisionFields, 'Record decision',
       (f) => ({ adopt: f.adopt.value, because: f.because.value })),
     status);
+  box.hidden = true;
+  writesServed.then((writes) => {
+    if (!writes) {
+      box.replaceChildren(writeElement('p', { class: 'muted write-hint' }, 'This dashboard is read-only (dltune '
+        + 'serve --read-only): write notes and decisions with dltune note and dltune decide.'));
+    }
+    box.hidden = false;
+  });
   writeForms.set(key, box);
   return box;
 }

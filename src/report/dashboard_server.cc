@@ -230,6 +230,10 @@ void ServeDashboard(const std::string& store_url, const DashboardServerOptions& 
   RouteAssets(server, state);
   RouteApi(server, state);
   RouteProfileTraces(server, state);
+  // Whether the page shows its forms (dashboard_writes.js).
+  server.Get("/api/writes", [writes = options.writes](const httplib::Request&, httplib::Response& response) {
+    SendJson(response, {{"writes", writes}});
+  });
   if (options.writes) {
     // The page reads the study again after its write: it gets the new document, not one built before.
     RouteWrites(server, store_url, options.author,

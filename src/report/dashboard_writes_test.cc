@@ -110,6 +110,9 @@ TEST_F(DashboardWrites, RecordsANoteAndADecisionAsTheCommandsDo) {
   const auto read = reader.Get("/api/studies/s");
   ASSERT_TRUE(read);
   EXPECT_EQ(read->status, 200);
+  const auto writes = reader.Get("/api/writes");
+  ASSERT_TRUE(writes);
+  EXPECT_EQ(writes->body, R"({"writes":true})");
 
   const auto noted = Post("/api/studies/s/notes", R"({"text": "lr <b>at</b> the top"})", PageHeaders());
   ASSERT_TRUE(noted);
@@ -266,6 +269,11 @@ TEST_F(DashboardWrites, ReadOnlyServesNoWrites) {
   EXPECT_EQ(answer->status, 403);
   EXPECT_THAT(answer->body, HasSubstr("read-only"));
   EXPECT_TRUE(Notes().empty());
+  // The page asks before it shows its forms.
+  httplib::Client client("127.0.0.1", port_);
+  const auto writes = client.Get("/api/writes");
+  ASSERT_TRUE(writes);
+  EXPECT_EQ(writes->body, R"({"writes":false})");
 }
 
 }  // namespace

@@ -138,6 +138,20 @@ assert len(rows) == 4, "expected the page's note and decision, then the commands
 assert rows[0] == rows[2] and rows[1] == rows[3], "the page stored other rows than dltune note and dltune decide"
 assert not any("forged" in row[2] for row in rows), "a forged note was stored"
 EOF2
+# A read-only dashboard (here one that needs its token for reading too) shows no forms, and says why.
+"$dltune" serve --storage "$storage" --port 0 --read-only --token readonly >serve-ro.log 2>&1 &
+read_only=$!
+trap 'kill $server $read_only 2>/dev/null || true' EXIT
+ro_url=""
+for _ in $(seq 100); do
+  ro_url=$(grep -o 'http://127.0.0.1:[0-9]*/?token=readonly' serve-ro.log || true)
+  [ -n "$ro_url" ] && break
+  sleep 0.1
+done
+[ -n "$ro_url" ] || { cat serve-ro.log; fail "dltune serve --read-only did not start"; }
+node "$source_dir/tests/browser/dashboard_writes.mjs" --read-only "${ro_url}#/study/hostile_dashboard" read-only.png ||
+  fail "the read-only dashboard's page"
+kill $read_only
 
 # Live: the study page, opened while the first trials train, follows the study to its end by itself.
 cat >live.yaml <<EOF2

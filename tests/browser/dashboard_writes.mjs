@@ -9,8 +9,10 @@
 //     a fetch with the token header (refused by the browser: the server grants no CORS preflight), a no-cors fetch
 //     with a text/plain JSON body, and an HTML form (enctype text/plain, the JSON-in-a-form trick); none may be
 //     answered 2xx.
-// What the store holds afterwards is the shell test's to check (dashboard_browser_test.sh).
+// What the store holds afterwards is the shell test's to check (dashboard_browser_test.sh). With --read-only, the
+// page at URL (of dltune serve --read-only) must show no form, and say that it is read-only.
 // Usage: node dashboard_writes.mjs URL STUDY NOTE DECISION_ADOPT DECISION_BECAUSE FORGED_TEXT SCREENSHOT
+//        node dashboard_writes.mjs --read-only URL SCREENSHOT
 // Exit status 1 with a line per problem; 2 for bad arguments or missing tools.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -20,11 +22,13 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const chromiumPath = process.env.DLTUNE_CHROMIUM || '/usr/bin/chromium';
 const args = process.argv.slice(2);
-if (args.length !== 7) {
-  console.error('usage: node dashboard_writes.mjs URL STUDY NOTE ADOPT BECAUSE FORGED_TEXT SCREENSHOT');
+const readOnly = args[0] === '--read-only';
+if (readOnly ? args.length !== 3 : args.length !== 7) {
+  console.error('usage: node dashboard_writes.mjs URL STUDY NOTE ADOPT BECAUSE FORGED_TEXT SCREENSHOT\n'
+    + '       node dashboard_writes.mjs --read-only URL SCREENSHOT');
   process.exit(2);
 }
-const [url, study, note, adopt, because, forged, screenshot] = args;
+const [url, study, note, adopt, because, forged, screenshot] = readOnly ? [args[1], '', '', '', '', '', args[2]] : args;
 if (!existsSync(chromiumPath)) {
   console.error(`dashboard_writes: ${chromiumPath} is missing: run scripts/setup`);
   process.exit(2);
@@ -34,6 +38,16 @@ const { chromium } = require('playwright-core');
 
 const problems = [];
 const base = new URL(url);
+
+// A read-only dashboard's page: no form, and a line that says why.
+async function checkReadOnly(page) {
+  await page.goto(url);
+  await page.getByText('This dashboard is read-only').waitFor({ timeout: 30000 })
+    .catch(() => problems.push('the read-only page does not say it is read-only'));
+  if (await page.locator('form[data-write]').count()) problems.push('the read-only page shows a form');
+  await page.screenshot({ path: screenshot, fullPage: true }).catch(() => {});
+}
+
 const studyUrl = `${url}#/study/${encodeURIComponent(study)}`;
 const browser = await chromium.launch({ executablePath: chromiumPath, headless: true,
   args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'] });
@@ -41,7 +55,14 @@ try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
   page.on('dialog', async (dialog) => { problems.push(`a dialog opened: ${dialog.message()}`); await dialog.dismiss(); });
+  if (readOnly) await checkReadOnly(page);
+  else await checkWrites(page);
+} finally {
+  await browser.close();
+}
 
+// The forms on the page of the address dltune serve printed, a wrong token and another origin's requests.
+async function checkWrites(page) {
   // 1. From the page's own address: the forms write, and the tracking record shows what they wrote.
   await page.goto(studyUrl);
   const noteForm = page.locator('form[data-write="notes"]');
@@ -124,9 +145,8 @@ try {
   const accepted = answers.filter((a) => / 2\d\d$/.test(a));
   if (accepted.length) problems.push(`cross-site writes were accepted: ${accepted.join(', ')}`);
   console.log(`cross-origin: fetch with the token header ${results.withHeader}; no-cors fetch ${results.noCors}; answers ${answers.join(', ') || 'none readable'}; form answered: ${formAnswer}`);
-} finally {
-  await browser.close();
 }
+
 if (problems.length) {
   for (const problem of problems) console.error(`dashboard_writes: ${problem}`);
   process.exit(1);
