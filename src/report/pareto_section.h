@@ -7,7 +7,7 @@
 
 #include "analyze/pareto.h"
 #include "dltune/analyze/analysis.h"
-#include "report/study_page.h"
+#include "report/page_section.h"
 #include "report/vega_specs.h"
 
 namespace dltune {
