@@ -14,6 +14,24 @@ constexpr const char* kReference =
 
 std::string Short(double value) { return fmt::format("{:.3g}", value); }
 
+// `text` wrapped at spaces into lines of at most `width` bytes (a longer word keeps its own line).
+std::string Wrapped(const std::string& text, std::size_t width = 100) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find(' ', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return out + line + "\n";
+}
+
 std::string IntervalName(const ImportanceSettings& settings) {
   return fmt::format("{:g}-{:g}%", settings.interval_low * 100, settings.interval_high * 100);
 }
@@ -27,15 +45,15 @@ std::string BestValueText(const ParamImportance& param, const SubStudyImportance
 
 std::string ImportanceText(const StudyData& data, const HyperparameterImportance& importance) {
   const ImportanceSettings& s = importance.settings;
-  std::string out = fmt::format(
+  std::string out = Wrapped(fmt::format(
       "Hyperparameter importance of study {} ({}: Watanabe et al., IJCAI 2023): how much each nuisance "
       "hyperparameter decides whether a trial reaches the top {:g}% of {}, against the noise floor (what a "
       "hyperparameter of no effect gets from the same trials: the mean over {} random pairings of objectives and "
       "params), with the {} bootstrap interval ({} resamples of the trials) of the importance above the floor. One "
       "whose interval holds 0 is indistinguishable from no effect: a candidate to fix in the next round, at the best "
-      "trial's value.\n",
+      "trial's value.",
       data.study.name, kMethod, s.target_quantile * 100, data.spec.objective.Name(), s.permutations, IntervalName(s),
-      s.resamples);
+      s.resamples));
   if (importance.substudies.empty()) {
     return out + "\nNo sub-study has 2 completed trials with an objective yet.\n";
   }
