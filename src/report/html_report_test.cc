@@ -446,6 +446,25 @@ TEST(RenderReport, SaysWhichGpuEachTrialUsedAndWhatTheGpusDid) {
   EXPECT_THAT(html, HasSubstr("1 trial on GPUs (NVIDIA &lt;H100&gt;): mean utilization 50%"));
 }
 
+TEST(RenderReport, TheRecordSaysHowToReproduceTheStudy) {
+  const fs::path web = FakeWebDir();
+  ReportOptions options;
+  options.web_dir = web;
+  StudyData data = HostileStudy();
+  EXPECT_THAT(RenderReport(data, options), Not(HasSubstr("--reproduce")));  // no record kept: nothing to say
+  data.study.git_dirty = true;
+  data.study.reproduction =
+      R"({"dltune":{"version":"0.1.0","build":"abc"},"libraries":{"libtorch":"1.13"},"cpu":"AMD <EPYC>",)"
+      R"("environment":{"OMP_NUM_THREADS":"1"},"git":{"patch":{"bytes":2048,"sha256":"ab","stored":true}}})";
+  const std::string html = RenderReport(data, options);
+  RemoveTree(web);
+  EXPECT_THAT(html, HasSubstr("<th>uncommitted patch</th><td>2.0 KiB, SHA-256 ab (dltune show "));
+  EXPECT_THAT(html, HasSubstr("<th>versions</th><td>dltune 0.1.0 (abc), libtorch 1.13</td>"));
+  EXPECT_THAT(html, HasSubstr("CPU AMD &lt;EPYC&gt;"));
+  EXPECT_THAT(html, HasSubstr("<th>environment</th><td class=\"mono\">OMP_NUM_THREADS=1</td>"));
+  EXPECT_THAT(html, HasSubstr("--reproduce</td>"));
+}
+
 TEST(RenderReport, LinksAProfileTraceBesideTheTrialsCheckpoints) {
   const fs::path trial_dir =
       fs::temp_directory_path() / ("dltune_report_trace_" + std::to_string(::getpid())) / "trial 2 <x>";
