@@ -38,7 +38,8 @@ enum class StudyPart {
   // {"name", "description", "goal", "parent", "procedure", "children": [name], "notes": [{"kind", "adopt", "text",
   //  "author", "created_at"}], "launches": [{"id", "trial", "step", "metrics", "reason", "author", "git_commit",
   //  "export_path", "created_at"}], "test_evaluations", "replicas", "spec_path", "spec_hash", "dltune_version",
-  //  "git_commit", "git_dirty", "created_at", "updated_at", "objective", "direction", "max_train_steps", "states",
+  //  "git_commit", "git_dirty", "reproduction" (the study's reproduction record, docs/store-schema.md), "created_at",
+  //  "updated_at", "objective", "direction", "max_train_steps", "states",
   //  "best", "result" (as in StudiesJson: a throughput sweep's recommended batch size, with no "best" nor
   //  "best_per_substudy"), "best_per_substudy": [{"value", "trial", "substudy", "step", "text", and with replicas
   //  "replicas", "low", "high"}], "sections": [PageSectionJson] (study_page.h: trial variance, against the parent,
