@@ -1,5 +1,7 @@
 #include "analyze/pareto.h"
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -168,6 +170,60 @@ TEST(Pareto, EachSubStudyHasItsOwnFront) {
   EXPECT_THAT(view.substudies[0].front, ElementsAre(0));
   EXPECT_EQ(view.substudies[1].substudy, "opt=adam");
   EXPECT_THAT(view.substudies[1].front, ElementsAre(1, 3));
+}
+
+// Against the definition, pair by pair, on many small studies full of ties: a completed trial is on the front when no
+// other is at least as good in both and better in one, whichever way each measure runs.
+TEST(Pareto, TheFrontIsTheDefinitionsOnStudiesFullOfTies) {
+  std::uint64_t state = 12345;
+  const auto next = [&](int n) {  // a small linear congruential generator: the same studies every run
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int>((state >> 33) % static_cast<std::uint64_t>(n));
+  };
+  for (int round = 0; round < 200; ++round) {
+    const bool maximize = round % 2 == 1;
+    std::string spec = kSpec;
+    if (maximize) {
+      spec.replace(spec.find("objective: valid/error_rate"), 27,
+                   "objective: {metric: valid/accuracy, direction: maximize}");
+    }
+    StudyData data = MakeData(spec);
+    const int trials = 1 + next(12);
+    for (int i = 0; i < trials; ++i) {
+      const auto n = static_cast<std::uint64_t>(i);
+      const double best = 0.1 * (1 + next(4));
+      const double speed = 100.0 * (1 + next(4));
+      AddTrial(data, n, next(6) == 0 ? TrialState::kInfeasible : TrialState::kCompleted, {{"lr", Value(0.01)}}, best)
+          .time_split = {{"train", speed / 10}};
+      data.train[n].push_back({.step = 1, .examples_per_second = speed});
+    }
+    for (const ParetoCost cost : {ParetoCost::kTrainingSeconds, ParetoCost::kExamplesPerSecond}) {
+      const bool more_is_cheaper = cost == ParetoCost::kExamplesPerSecond;
+      const ParetoSubStudy sub = AnalyzePareto(data, cost).substudies.at(0);
+      const auto better_or_equal = [](double a, double b, bool higher) { return higher ? a >= b : a <= b; };
+      for (const ParetoPoint& p : sub.points) {
+        bool dominated = false;
+        for (const ParetoPoint& q : sub.points) {
+          if (q.infeasible || p.infeasible || q.trial == p.trial) continue;
+          const bool cost_ok = better_or_equal(q.cost, p.cost, more_is_cheaper);
+          const bool objective_ok = better_or_equal(*q.objective, *p.objective, maximize);
+          dominated = dominated || (cost_ok && objective_ok && (q.cost != p.cost || *q.objective != *p.objective));
+        }
+        EXPECT_EQ(p.on_front, !p.infeasible && !dominated) << "round " << round << ", trial " << p.trial;
+      }
+      // Listed cheapest first, equal costs by trial number.
+      for (std::size_t i = 1; i < sub.front.size(); ++i) {
+        const auto cost_of = [&](std::uint64_t trial) {
+          return std::find_if(sub.points.begin(), sub.points.end(), [&](const auto& p) { return p.trial == trial; })
+              ->cost;
+        };
+        const double a = cost_of(sub.front[i - 1]), b = cost_of(sub.front[i]);
+        EXPECT_TRUE(more_is_cheaper ? a > b || (a == b && sub.front[i - 1] < sub.front[i])
+                                    : a < b || (a == b && sub.front[i - 1] < sub.front[i]))
+            << "round " << round;
+      }
+    }
+  }
 }
 
 TEST(Pareto, CostsByName) {
