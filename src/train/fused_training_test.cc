@@ -12,6 +12,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
 #include "dltune/workloads/registry.h"
+#include "kernel_count_test_util.h"
 #include "optimizer_kinds_test_util.h"
 
 namespace dltune {
@@ -474,6 +476,77 @@ TEST_F(FusedTrainingTest, AProfileWindowRecordsTheGroupsStepsOnce) {
   for (const nlohmann::json& event : json["traceEvents"]) names.insert(event.value("name", ""));
   EXPECT_TRUE(names.contains("step 11") && names.contains("step 12") && !names.contains("step 13"));
   EXPECT_TRUE(names.contains("aten::baddbmm")) << "the array model's operators";
+}
+
+// The kernels of step 3 of a group of `count` members of the quickstart's MLP (examples/quickstart.yaml: Fashion-MNIST,
+// one hidden layer of 256, batch 128; the synthetic data where Fashion-MNIST is not installed, the same layers), half
+// Nesterov and half Adam, trained as on a device (the optimizer's tensor form): the operations that are not views or
+// allocations between the ends of steps 2 and 3, each one a kernel on a device (kernel_count_test_util.h).
+std::vector<std::string> QuickstartStepKernels(std::int64_t count) {
+  const bool fashion = fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz");
+  const std::unique_ptr<Workload> workload = fashion ? MakeWorkload("fashion_mnist_mlp", {{"train_examples", 1024}})
+                                                     : MakeWorkload("synthetic", {{"examples", 2000}});
+  std::vector<FusedMember> members;
+  for (std::int64_t m = 0; m < count; ++m) {
+    const bool adam = m >= count / 2;  // sorted by kind: two runs of the optimizer
+    std::map<std::string, Value> params = {{"optimizer", Value(adam ? "adam" : "nesterov")},
+                                           {"learning_rate", Value(adam ? 1e-3 : 0.05)},
+                                           {"batch_size", Value(std::int64_t{128})},
+                                           {"weight_decay", Value(0.0)}};
+    params.emplace(adam ? "one_minus_beta1" : "one_minus_momentum", Value(0.1));
+    if (adam) params.emplace("epsilon", Value(1e-8));
+    if (!fashion) params.emplace("width", Value(std::int64_t{256}));
+    const auto seed = static_cast<std::uint64_t>(m + 1);
+    members.push_back({Params(params), seed, seed + 100, "", nullptr});
+  }
+  // The counts at the end of each step; stopped after step 3, before any evaluation or read of the steps.
+  struct StepEnds : MemberCallbacks {
+    const KernelCounter* counter = nullptr;
+    std::vector<std::size_t> ends;
+    bool ShouldStop(std::int64_t step) override {
+      ends.push_back(static_cast<std::size_t>(counter->count()));
+      return step == 3;
+    }
+  };
+  FusedOptions options;
+  options.max_train_steps = 100;
+  options.training.threads = 1;
+  options.objective = {"valid", "error_rate", Direction::kMinimize};
+  options.deferred = true;
+  StepEnds ends;
+  options.callbacks = &ends;
+  const KernelCounter counter;
+  ends.counter = &counter;
+  TrainFused(*workload, members, options);
+  EXPECT_EQ(ends.ends.size(), 3U);
+  const std::vector<std::string>& names = counter.names();
+  std::vector<std::string> step3(names.begin() + static_cast<std::ptrdiff_t>(ends.ends.at(1)),
+                                 names.begin() + static_cast<std::ptrdiff_t>(ends.ends.at(2)));
+  // Step 2's kernels are step 3's: no step but the first (which draws the epoch's order) does more.
+  EXPECT_EQ(ends.ends.at(1) - ends.ends.at(0), step3.size());
+  return step3;
+}
+
+// A fused step launches as many kernels for 32 members as for 4, and no more than its structure asks for (see
+// docs/gpu.md, "CPU proxies of the fused step"). The quickstart's step, as counted on the CPU:
+//   the batch, 1: the members' rows of the epoch's order made contiguous (copy_; the CPU copies the rows themselves
+//     with memcpy, a device with two index_select);
+//   forward, 3: baddbmm, relu, baddbmm (the CPU standardizes in one pass of its own, a device with sub and div);
+//   loss, 4: _log_softmax, nll_loss_forward, the members' means (mean), their sum (sum);
+//   backward, 10: the seed (fill_), the mean's (div), nll_loss_backward, _log_softmax_backward_data, the output
+//     layer's input, weight and bias gradients (bmm, bmm, sum), threshold_backward, the hidden layer's weight and bias
+//     gradients (bmm, sum: its input needs none);
+//   the optimizer's tensor form, 8 for all members: the coefficients in the parameters' type (copy_), the gradients in
+//     one [M, P] tensor (cat), their norms (linalg_vector_norm), the mask (lt, masked_fill_), the norms of masked
+//     members zeroed (le, copy_, masked_fill_); then per run of one kind, Nesterov's 4 (mul_, add_, addcmul_, addcmul_)
+//     and Adam's 8 (lerp_, mul_, mul, addcmul_, sqrt, add_, div, addcmul_).
+// 38 in all. A device adds its own: the gather's 2, the standardization's 2, baddbmm's copy of the bias before each
+// product (2), the coefficients' copy to the device (1).
+TEST(FusedStepKernels, AFusedStepTakesAsManyKernelsWhateverTheNumberOfMembers) {
+  const std::vector<std::string> four = QuickstartStepKernels(4);
+  const std::vector<std::string> many = QuickstartStepKernels(32);
+  EXPECT_EQ(many, four);
+  EXPECT_LE(many.size(), 38U) << fmt::format("{}", fmt::join(many, " "));
 }
 
 TEST_F(FusedTrainingTest, RefusesWhatItCannotFuse) {
