@@ -94,19 +94,54 @@ std::string Base64Decode(const std::string& text) {
   return out;
 }
 
+std::string PatchCommand(const std::filesystem::path& directory) {
+  return Git(directory) +
+         "diff --binary --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ --dst-prefix=b/ HEAD -- "
+         "2>/dev/null";
+}
+
+// The patch's size and SHA-256, and its bytes when they are at most `cap` (a larger patch is read through, never
+// held whole); nullopt when git cannot make it.
+struct ReadPatch {
+  std::size_t size = 0;
+  std::string sha256;
+  std::optional<std::string> bytes;
+};
+std::optional<ReadPatch> ReadPatchOf(const std::filesystem::path& directory, std::size_t cap) {
+  FILE* pipe = popen(PatchCommand(directory).c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  ReadPatch patch;
+  patch.bytes.emplace();
+  Sha256 hash;
+  std::array<char, 65536> buffer{};
+  for (std::size_t n; (n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0;) {
+    hash.Update(std::string_view(buffer.data(), n));
+    patch.size += n;
+    if (patch.size > cap) {
+      patch.bytes.reset();
+    } else {
+      patch.bytes->append(buffer.data(), n);
+    }
+  }
+  if (pclose(pipe) != 0) return std::nullopt;
+  patch.sha256 = hash.HexDigest();
+  return patch;
+}
+
 // The patch entry of the record, and the patch as stored.
 json PatchEntry(const std::filesystem::path& directory, std::size_t cap, std::string* stored) {
-  const std::optional<std::string> patch = GitPatchOf(directory);
-  if (!patch) return {{"note", "git could not make the patch of uncommitted changes"}};
-  json entry = {{"bytes", patch->size()}, {"sha256", Sha256Hex(*patch)}};
-  if (patch->size() > cap) {
+  const std::optional<ReadPatch> read = ReadPatchOf(directory, cap);
+  if (!read) return {{"note", "git could not make the patch of uncommitted changes"}};
+  json entry = {{"bytes", read->size}, {"sha256", read->sha256}};
+  if (!read->bytes) {
     entry["stored"] = false;
     entry["note"] = fmt::format(
         "the patch of uncommitted changes is {} ({} bytes), over the {} dltune keeps: not stored; commit the changes "
         "to reproduce the study",
-        ByteSizeText(patch->size()), patch->size(), ByteSizeText(cap));
+        ByteSizeText(read->size), read->size, ByteSizeText(cap));
     return entry;
   }
+  const std::string* patch = &*read->bytes;
   entry["stored"] = true;
   const bool text = IsStorableText(*patch);
   entry["encoding"] = text ? "text" : "base64";
@@ -215,9 +250,7 @@ std::string ByteSizeText(std::size_t bytes) {
 }
 
 std::optional<std::string> GitPatchOf(const std::filesystem::path& directory) {
-  return OutputOf(Git(directory) +
-                  "diff --binary --no-color --no-ext-diff --no-textconv --no-relative --src-prefix=a/ "
-                  "--dst-prefix=b/ HEAD -- 2>/dev/null");
+  return OutputOf(PatchCommand(directory));
 }
 
 nlohmann::json ProcessRuntime() {
