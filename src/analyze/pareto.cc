@@ -94,7 +94,8 @@ const std::vector<ParetoCostInfo>& ParetoCosts() {
       {ParetoCost::kExamplesPerSecond, "examples_per_second", "examples per second", true,
        "no trial recorded its examples per second (examples_per_second of its training steps)"},
       {ParetoCost::kParameters, "parameters", "parameter count", false,
-       "no trial recorded its model's parameter count (parameter_count in its resources record)"},
+       "no trial recorded its model's parameter count (parameter_count in its resources record: dltune's trainer does "
+       "not record it yet)"},
       {ParetoCost::kPeakGpuMemory, "peak_gpu_memory", "peak GPU memory", false,
        "no trial recorded a GPU's peak memory (a study on the CPU has none)"},
   };
