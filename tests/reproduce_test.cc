@@ -124,7 +124,7 @@ TEST_F(Reproduce, ATrialRerunFromACleanCloneAndTheStoredPatchRepeatsItsSeriesBit
   ASSERT_EQ(script.exit_code, 0) << script.err;
   EXPECT_THAT(script.out, HasSubstr("git clone"));
   EXPECT_THAT(script.out, HasSubstr("--patch"));
-  const test::Result rerun = RunScript(script.out, "work");
+  const test::Result rerun = RunScript(script.out, "work/elsewhere");  // the remote's path holds from anywhere
   ASSERT_EQ(rerun.exit_code, 0) << script.out << rerun.out;
 
   auto store = OpenStoreReadOnly(url_);

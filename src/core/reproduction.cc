@@ -155,7 +155,13 @@ json GitEntry(const std::filesystem::path& directory, std::size_t cap, std::stri
     git["prefix"] = Trimmed(*prefix);
   }
   if (const auto remote = OutputOf(Git(directory) + "remote get-url origin 2>/dev/null")) {
-    git["remote"] = WithoutCredentials(SanitizeUtf8(Trimmed(*remote)));
+    std::string url = WithoutCredentials(SanitizeUtf8(Trimmed(*remote)));
+    // A remote that is a relative path is relative to the checkout's root: made absolute, it clones from anywhere.
+    const auto top = OutputOf(Git(directory) + "rev-parse --show-toplevel 2>/dev/null");
+    if (top && !url.empty() && url.find(':') == std::string::npos && url.front() != '/') {
+      url = (std::filesystem::path(Trimmed(*top)) / url).lexically_normal().string();
+    }
+    git["remote"] = url;
   }
   git["patch"] = PatchEntry(directory, cap, stored);
   if (const auto others =
