@@ -67,6 +67,19 @@ TEST(Importance, AgreesWithOptunasPedAnovaAndItsIntervalCoversIt) {
   }
 }
 
+TEST(Importance, TheToleranceTellsAChangeOfFormulaApart) {
+  // A prior weight of 1.05 instead of Optuna's 1 is 1.7% away or more: far outside kRelativeTolerance.
+  const nlohmann::json reference = Reference();
+  for (const auto& c : reference.at("cases")) {
+    const HyperparameterImportance changed =
+        AnalyzeImportance(CaseData(c), {.prior_weight = 1.05, .resamples = 1, .permutations = 1});
+    for (const ParamImportance& p : changed.substudies.front().params) {
+      const double expected = c.at("importance").at(p.param_id).get<double>();
+      EXPECT_GT(std::abs(p.importance - expected), 1e-3 * expected) << c.at("name") << " " << p.param_id;
+    }
+  }
+}
+
 TEST(Importance, TheParamThatDecidesTheObjectiveStandsOutOfTheNoise) {
   const nlohmann::json reference = Reference();
   const StudyData data = CaseData(reference.at("cases").at(0));  // "mixed": lr decides, momentum has no effect
