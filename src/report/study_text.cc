@@ -293,8 +293,8 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
     if (summary.more_substudies) facts.AddRow({"  ...", "more sub-studies (dltune export lists every trial)"});
   }
   facts.AddRow({"reproduce with", summary.reproduce});
-  // Summing every trial's record costs a read of all of them: done up to a size that reads in a moment.
   for (const auto& [name, text] : ReproductionFacts(study)) facts.AddRow({name, text});
+  // Summing every trial's record costs a read of all of them: done up to a size that reads in a moment.
   constexpr std::int64_t kMaxTrialsTimed = 20000;
   facts.AddRow({"time of all trials", summary.trial_count <= kMaxTrialsTimed
                                           ? DescribeTimeSplit(SumTimeSplits(store.ListTrials(study.id)))
@@ -411,8 +411,8 @@ std::string TrialText(Store& store, const StudyRecord& study, std::uint64_t numb
   if (const std::string group = DescribeFusedGroup(FusedGroupOf(trial->resources), trial->number); !group.empty()) {
     facts.AddRow({"fused", group});
   }
-  for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
   for (const auto& [name, text] : TrialRuntimeFacts(study, *trial)) facts.AddRow({name, text});
+  for (const auto& [id, value] : trial->params) facts.AddRow({"param " + id, FormatValue(value)});
   const std::string rendered = facts.Render(2);
   out += rendered.substr(rendered.find('\n') + 1);
 

@@ -17,8 +17,8 @@
 #include "run/study_reproduction.h"
 #include "space/yaml_node.h"
 #include "store/tracking.h"
-
 #include "store/trial_resources.h"
+
 namespace dltune {
 namespace {
 

@@ -32,8 +32,8 @@ std::string BestTrial::ValueText() const {
 }
 
 NewStudy DescribeNewStudy(const StudySpec& spec, const std::string& command_line) {
-  return {.name = spec.name,
   ReproductionCapture reproduction = CaptureReproduction(std::filesystem::current_path());
+  return {.name = spec.name,
           .description = spec.description,
           .spec_text = spec.text,
           .spec_hash = Sha256Hex(spec.text),
