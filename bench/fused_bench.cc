@@ -8,7 +8,15 @@
 // Defaults: 4 members of fashion_mnist_mlp (its first 10,000 training images; synthetic when Fashion-MNIST is not
 // installed), 300 steps of Nesterov with batch 128 and one hidden layer of 256, one thread, one evaluation at the end
 // (a 1,000-example training subset and the validation split).
+//
+// Then two CPU proxies of a fused step on a device (docs/gpu.md): the host's time per step of the M members of a tiny
+// MLP (the synthetic data's 16 features, hidden 8, batch 8: its arithmetic is a few microseconds, so the step time is
+// the host's work of dispatching the operators), in the optimizer's tensor form (a device's) and in the CPU's one-pass
+// update; and the bytes the members' checkpoints write and copy at one evaluation of the group above.
 #include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cstdio>
@@ -114,6 +122,72 @@ struct Recorder : dltune::TrainerCallbacks {
   }
 };
 
+// The loop's own time per step (TrainFused's step_time: its time between two reads of the steps, shared among them;
+// the median over the run) of the members of a tiny MLP, on the synthetic data: the host's overhead per step.
+double HostSecondsPerStep(const Settings& settings, std::int64_t count, bool deferred) {
+  Settings tiny = settings;
+  tiny.members = count;
+  tiny.hidden = 8;
+  tiny.batch = 8;
+  std::unique_ptr<dltune::Workload> workload = dltune::MakeWorkload("synthetic", nlohmann::json{{"examples", 4000}});
+  workload->Data();
+  dltune::FusedOptions options;
+  options.max_train_steps = 400;
+  options.training.eval_every_steps = options.max_train_steps;
+  options.training.log_every_steps = 50;
+  options.training.train_eval_examples = 100;
+  options.training.threads = settings.threads;
+  options.deferred = deferred;
+  std::vector<dltune::FusedMember> members;
+  for (std::int64_t m = 0; m < count; ++m) members.push_back(Member(tiny, m));
+  const std::vector<dltune::FusedMemberResult> fused = dltune::TrainFused(*workload, members, options);
+  std::vector<double> times;
+  for (const dltune::StepMetrics& step : fused.front().steps) times.push_back(step.step_time);
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
+  return times[times.size() / 2];
+}
+
+// The bytes of the files under `dir`.
+std::uintmax_t BytesUnder(const std::filesystem::path& dir) {
+  std::uintmax_t bytes = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  }
+  return bytes;
+}
+
+// What the group's checkpoints cost at one evaluation: the bytes its members' checkpoint files hold (a group trained
+// one step, evaluated and checkpointed once), and the bytes copied on the training thread before they are written off
+// it (each member's weights into its lone model, and its optimizer state: Nesterov's momentum, as many).
+struct CheckpointBytes {
+  std::uintmax_t written = 0;
+  std::uintmax_t copied = 0;
+};
+CheckpointBytes CheckpointBytesPerEvaluation(const Settings& settings, dltune::Workload& workload,
+                                             const dltune::FusedOptions& base) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / fmt::format("dltune_bench_fused_{}", static_cast<long>(::getpid()));
+  std::filesystem::remove_all(dir);
+  dltune::FusedOptions options = base;
+  options.max_train_steps = 1;
+  options.training.eval_every_steps = 1;
+  std::vector<dltune::FusedMember> members;
+  for (std::int64_t m = 0; m < settings.members; ++m) {
+    members.push_back(Member(settings, m));
+    members.back().checkpoint_dir = (dir / fmt::format("m{}", m)).string();
+  }
+  dltune::TrainFused(workload, members, options);
+  CheckpointBytes bytes;
+  bytes.written = BytesUnder(dir);
+  std::filesystem::remove_all(dir);
+  std::int64_t parameters = 0;
+  for (const torch::Tensor& p : workload.BuildModel(Member(settings, 0).params)->parameters()) {
+    parameters += p.numel();
+  }
+  bytes.copied = static_cast<std::uintmax_t>(settings.members * parameters) * 2 * sizeof(float);
+  return bytes;
+}
+
 bool SameSeries(const dltune::FusedMemberResult& fused, const Recorder& alone) {
   if (fused.steps.size() != alone.losses.size()) return false;
   for (std::size_t i = 0; i < alone.losses.size(); ++i) {
@@ -198,5 +272,24 @@ int main(int argc, char** argv) {
       "a lone trial's stay in cache from step to step while they fit). So expect a ratio near 1 on the CPU, within the "
       "noise of a shared machine; what fusing is for is the GPU, "
       "where M small products become one kernel launch that fills the device.\n");
+
+  // The CPU proxies of a device's fused step (docs/gpu.md, "CPU proxies of the fused step").
+  const double tensor_form = HostSecondsPerStep(settings, settings.members, /*deferred=*/true);
+  const double one_pass = HostSecondsPerStep(settings, settings.members, /*deferred=*/false);
+  const double lone_tensor_form = HostSecondsPerStep(settings, 1, /*deferred=*/true);
+  std::printf(
+      "  host time per fused step of a tiny MLP (synthetic, 16 features, hidden 8, batch 8; median step time of 400 "
+      "steps): %lld members: %.0f us in the optimizer's tensor form (a device's operators, eager), %.0f us in the "
+      "CPU's one-pass update; 1 member: %.0f us in the tensor form (of what grows with M, the CPU's baddbmm "
+      "dispatches one addmm a member, 2 M a step, where a device runs one batched product)\n",
+      static_cast<long long>(settings.members), 1e6 * tensor_form, 1e6 * one_pass, 1e6 * lone_tensor_form);
+  const CheckpointBytes checkpoint = CheckpointBytesPerEvaluation(settings, *workload, options);
+  std::printf(
+      "  checkpoint bytes per evaluation, %lld members of %s (hidden %lld): %.2f MB written (%.2f MB a member), %.2f "
+      "MB copied on the training thread (weights and momentum)\n",
+      static_cast<long long>(settings.members), settings.workload.c_str(), static_cast<long long>(settings.hidden),
+      static_cast<double>(checkpoint.written) / 1e6,
+      static_cast<double>(checkpoint.written) / 1e6 / static_cast<double>(settings.members),
+      static_cast<double>(checkpoint.copied) / 1e6);
   return identical ? EXIT_SUCCESS : EXIT_FAILURE;
 }
