@@ -117,6 +117,8 @@ TEST_F(Reproduce, ATrialRerunFromACleanCloneAndTheStoredPatchRepeatsItsSeriesBit
   const test::Result shown = test::RunDltune("show repro --storage " + url_, {}, environment_);
   EXPECT_THAT(shown.out, HasSubstr("uncommitted patch"));
   EXPECT_THAT(shown.out, HasSubstr("dltune show repro --patch"));
+  EXPECT_THAT(shown.out,
+              ::testing::ContainsRegex("trial runtimes +python [0-9.]+, .*\\(every trial that sent one: 3\\)"));
   const test::Result trial_shown = test::RunDltune("show repro 1 --storage " + url_, {}, environment_);
   EXPECT_THAT(trial_shown.out, ::testing::ContainsRegex("runtime +python [0-9]"));
 
@@ -228,18 +230,22 @@ TEST(ReproduceRecord, ATrialsOtherRuntimeAndAStudyWithoutARecordAreSaidSo) {
                             .git_dirty = true,
                             .reproduction = R"({"libraries":{"libtorch":"1.13"},"git":{"patch":{"bytes":9000000,)"
                                             R"("stored":false,"note":"over the cap"}}})"});
-    store->AddTrials(study.id, {{.number = 0, .substudy_label = "all", .params = {{"learning_rate", Value(0.05)}}}});
-    const auto claim = store->ClaimNext(study.id, "w");
-    ASSERT_TRUE(claim);
-    store->Finish(claim->second, {.state = TrialState::kFailed,
-                                  .reason = "test",
-                                  .resources = R"({"runtime":{"libtorch":"2.1.0","blas_kernels":"Haswell"}})"});
+    store->AddTrials(study.id, {{.number = 0, .substudy_label = "all", .params = {{"learning_rate", Value(0.05)}}},
+                                {.number = 1, .substudy_label = "all", .params = {{"learning_rate", Value(0.07)}}}});
+    for (const char* runtime :
+         {R"({"runtime":{"libtorch":"2.1.0","blas_kernels":"Haswell"}})", R"({"runtime":{"libtorch":"1.13"}})"}) {
+      const auto claim = store->ClaimNext(study.id, "w");
+      ASSERT_TRUE(claim);
+      store->Finish(claim->second, {.state = TrialState::kFailed, .reason = "test", .resources = runtime});
+    }
     store->CreateStudy({.name = "old", .spec_text = "name: old\ncommand: x\nspace: {}\n", .spec_hash = "h"});
   }
   const test::Result trial = test::RunDltune("show built 0 --storage " + url);
   EXPECT_THAT(trial.out, HasSubstr("libtorch 2.1.0 (the study's record: 1.13)")) << trial.out << trial.err;
   const test::Result study = test::RunDltune("show built --storage " + url);
   EXPECT_THAT(study.out, HasSubstr("not stored (over the cap)"));
+  EXPECT_THAT(study.out,
+              HasSubstr("2 differ: blas_kernels Haswell, libtorch 2.1.0 (trial 0); libtorch 1.13 (trial 1)"));
   const test::Result reproduce = test::RunDltune("show built 0 --reproduce --storage " + url);
   EXPECT_THAT(reproduce.out, HasSubstr("trial's runtime differs from the study's record: libtorch 2.1.0"));
   EXPECT_THAT(reproduce.out, HasSubstr("it had uncommitted changes:"));

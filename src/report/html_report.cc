@@ -200,6 +200,9 @@ void RenderTracking(Page& page, const StudyData& data, const StudySummary& summa
   }
   FactRow(page, "created with", summary.reproduce.empty() ? "-" : summary.reproduce, true);
   for (const auto& [label, text] : ReproductionFacts(study)) FactRow(page, label, text, label == "environment");
+  if (const std::string runtimes = TrialRuntimesText(data.trials); !runtimes.empty()) {
+    FactRow(page, "trial runtimes", runtimes);
+  }
   if (!study.reproduction.empty()) {
     FactRow(page, "reproduce", fmt::format("dltune show {} --reproduce", ShellQuote(study.name)), true);
   }

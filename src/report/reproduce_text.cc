@@ -1,5 +1,8 @@
 #include "report/reproduce_text.h"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -269,6 +272,33 @@ std::vector<std::pair<std::string, std::string>> TrialRuntimeFacts(const StudyRe
   const std::vector<std::string> differences = RuntimeDifferences(ParseRecord(study.reproduction), runtime);
   if (!differences.empty()) facts.emplace_back("runtime differs", fmt::format("{}", fmt::join(differences, "; ")));
   return facts;
+}
+
+std::string TrialRuntimesText(const std::vector<TrialRecord>& trials) {
+  std::map<std::map<std::string, std::string>, std::vector<std::uint64_t>> groups;
+  for (const TrialRecord& trial : trials) {
+    std::map<std::string, std::string> runtime = RuntimeOf(trial.resources);
+    if (!runtime.empty()) groups[std::move(runtime)].push_back(trial.number);
+  }
+  if (groups.empty()) return "";
+  const auto versions = [](const std::map<std::string, std::string>& runtime) {
+    std::string text;
+    for (const auto& [name, version] : runtime) text += fmt::format("{}{} {}", text.empty() ? "" : ", ", name, version);
+    return text;
+  };
+  if (groups.size() == 1) {
+    return fmt::format("{} (every trial that sent one: {})", versions(groups.begin()->first),
+                       groups.begin()->second.size());
+  }
+  constexpr std::size_t kListed = 8;
+  std::vector<std::string> parts;
+  for (const auto& [runtime, numbers] : groups) {
+    std::vector<std::uint64_t> listed(numbers.begin(), numbers.begin() + std::min(numbers.size(), kListed));
+    parts.push_back(fmt::format("{} (trial{} {}{})", versions(runtime), numbers.size() == 1 ? "" : "s",
+                                fmt::join(listed, ", "),
+                                numbers.size() > kListed ? fmt::format(" and {} more", numbers.size() - kListed) : ""));
+  }
+  return fmt::format("{} differ: {}", groups.size(), fmt::join(parts, "; "));
 }
 
 }  // namespace dltune

@@ -40,4 +40,9 @@ std::vector<std::pair<std::string, std::string>> ReproductionFacts(const StudyRe
 // when its process sent no runtime.
 std::vector<std::pair<std::string, std::string>> TrialRuntimeFacts(const StudyRecord& study, const TrialRecord& trial);
 
+// The runtimes the trials' processes sent, grouped: "python 3.11.2, torch 2.1.0 (every trial that sent one: 12)", or
+// when they differ one group per runtime with its trials ("...; python 3.11.2, torch 2.0.1 (trials 5, 7)"); "" when
+// none sent one.
+std::string TrialRuntimesText(const std::vector<TrialRecord>& trials);
+
 }  // namespace dltune

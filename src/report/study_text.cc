@@ -303,6 +303,9 @@ std::string StudyText(Store& store, const StudyRecord& study, std::size_t limit,
     if (const std::string gpus = DescribeGpuUsage(store.ListTrials(study.id)); !gpus.empty()) {
       facts.AddRow({"GPUs of all trials", TerminalSafe(gpus)});
     }
+    if (const std::string runtimes = TrialRuntimesText(store.ListTrials(study.id)); !runtimes.empty()) {
+      facts.AddRow({"trial runtimes", runtimes});
+    }
   }
   for (const StudyNote& logged : store.ListNotes(study.id)) facts.AddRow({NoteLabel(logged), NoteText(logged)});
   std::set<std::int64_t> launched;  // the evaluations that were launches
