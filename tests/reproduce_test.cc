@@ -180,15 +180,17 @@ TEST_F(Reproduce, TheJsonNamesTheRecordTheRuntimeAndTheCommands) {
 }
 
 // A built-in trial (the synthetic workload on the CPU, one thread) trained again as `--reproduce` says, in the same
-// store, repeats its series bit for bit; its record names the LibTorch and BLAS its process ran.
+// store, repeats its series bit for bit, the trial of a sub-study too (one per scientific value); its record names
+// the LibTorch and BLAS its process ran.
 TEST(ReproduceBuiltIn, ATrialOfABuiltInWorkloadRerunRepeatsItsSeriesBitForBit) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("dltune_reproduce_builtin_" + std::to_string(::getpid()));
   RemoveTree(dir);
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "s.yaml") << "name: builtin\nworkload: {name: synthetic, args: {hidden_sizes: [8]}}\n"
-                                   "max_train_steps: 20\ntraining: {eval_every_steps: 10, threads: 1}\ntrials: 2\n"
-                                   "space:\n  learning_rate: {min: 0.01, max: 0.5, scale: log}\n";
+                                   "max_train_steps: 20\ntraining: {eval_every_steps: 10, threads: 1}\ntrials: 1\n"
+                                   "space:\n  optimizer: {values: [nesterov, adam], role: scientific}\n"
+                                   "  learning_rate: {min: 0.01, max: 0.5, scale: log}\n";
   const std::string url = "sqlite://" + (dir / "s.db").string();
   const test::Result run = test::RunDltune("run s.yaml --no-report --storage " + url, dir);
   if (run.exit_code != 0 && run.err.find("without its trainer") != std::string::npos) {

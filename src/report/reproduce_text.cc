@@ -190,6 +190,11 @@ std::string RerunSpec(const StudyRecord& study, const TrialRecord& trial) {
   tree.Set("name", YamlTree::Of(RerunStudyName(study, trial)));
   tree.Erase("trials");
   tree.Erase("replicas");
+  // One configuration, not one per scientific value: the trial's own scientific values are in it.
+  if (spec.space->params().end() != std::find_if(spec.space->params().begin(), spec.space->params().end(),
+                                                 [](const Param& p) { return p.role == Role::kScientific; })) {
+    tree.Set("scientific_mode", YamlTree::Of(std::string("joint")));
+  }
   YamlTree config = YamlTree::Map(/*flow=*/true);
   for (const Param& param : spec.space->params()) {
     const auto it = trial.params.find(param.id);
