@@ -23,7 +23,7 @@ namespace dltune {
 namespace {
 
 // Every member's report lines, on the group's one channel: "<member>\t<line>", each written whole and flushed.
-class GroupReporter final : public FusedCallbacks {
+class GroupReporter final : public MemberCallbacks {
  public:
   GroupReporter(const std::string& report_path, const std::atomic<bool>& stop_requested)
       : report_(std::fopen(report_path.c_str(), "a")), stop_requested_(stop_requested) {

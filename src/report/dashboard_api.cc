@@ -12,6 +12,7 @@
 #include "dltune/report/study_data.h"
 #include "report/study_page.h"
 #include "report/study_text.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
 
@@ -248,7 +249,7 @@ std::optional<std::filesystem::path> TrialProfileTrace(Store& store, const std::
 
 json TrialJson(Store& store, const std::string& name, std::uint64_t number) {
   const StudyRecord study = RequireStudy(store, name);
-  const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? name : study.spec_path);
+  const StudySpec spec = RecordedSpec(study);
   const auto trial = store.FindTrial(study.id, number);
   if (!trial) throw Error(fmt::format("study '{}' has no trial {}", name, number));
   const std::vector<CheckpointRecord> checkpoint_records = store.ListCheckpoints(trial->id);

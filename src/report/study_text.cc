@@ -19,6 +19,7 @@
 #include "dltune/study/study_spec.h"
 #include "report/reproduce_text.h"
 #include "report/text_table.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
 
@@ -83,7 +84,7 @@ std::optional<StudyResult> ThroughputResultOf(Store& store, const StudyRecord& s
   // Most studies are not sweeps: their spec is not parsed for it (the dashboard lists every study every few seconds).
   if (study.spec_text.find("throughput") == std::string::npos) return std::nullopt;
   try {
-    if (ParseStudySpec(study.spec_text, study.name).procedure.kind != "throughput") return std::nullopt;
+    if (RecordedSpec(study).procedure.kind != "throughput") return std::nullopt;
     return ThroughputResultOf(LoadStudyData(store, study.name));
   } catch (const Error&) {
     return std::nullopt;  // a spec this dltune cannot read: the table shows what the store's summary gives
@@ -211,7 +212,7 @@ std::string StudyTreeText(Store& store) {
         line += study.name;
         std::string kind;
         try {
-          kind = ParseStudySpec(study.spec_text, study.name).procedure.kind;
+          kind = RecordedSpec(study).procedure.kind;
         } catch (const Error&) {
         }
         if (!kind.empty()) line += " (" + kind + ")";

@@ -26,7 +26,6 @@
 #include "run/trial_setup.h"
 #include "store/tracking.h"
 #include "study/command_template.h"
-#include "trial/python_client.h"
 #include "trial/trial_process.h"
 #include "trial/trial_report.h"
 
@@ -96,14 +95,11 @@ CheckpointEvaluation EvaluateExternally(const StudyData& data, const ChosenCheck
   TrialCommand command;
   command.shell_command = RenderCommand(spec.evaluate_command, values);
   // The trial's own files and variables too: the program reads its params as when it trained.
-  command.environment = {{"DLTUNE_TRIAL_DIR", trial_dir.string()},
-                         {"DLTUNE_PARAMS", (trial_dir / "params.json").string()},
-                         {"DLTUNE_TRIAL", (trial_dir / "trial.json").string()},
-                         {"DLTUNE_CHECKPOINT", checkpoint.string()},
-                         {"DLTUNE_SPLIT", split},
-                         {"DLTUNE_SEED", std::to_string(chosen.trial.seed)},
-                         {"DLTUNE_MAX_TRAIN_STEPS", std::to_string(TrialMaxTrainSteps(spec, chosen.trial.params))}};
-  if (const auto python_path = PythonPathWithClient()) command.environment["PYTHONPATH"] = *python_path;
+  command.environment = TrialEnvironment({.trial_dir = trial_dir,
+                                          .seed = chosen.trial.seed,
+                                          .max_train_steps = TrialMaxTrainSteps(spec, chosen.trial.params)});
+  command.environment["DLTUNE_CHECKPOINT"] = checkpoint.string();
+  command.environment["DLTUNE_SPLIT"] = split;
   command.stdout_path = trial_dir / "evaluate.log";
   command.stderr_path = trial_dir / "evaluate.log";
   TrialProcess process(command);

@@ -16,6 +16,7 @@
 #include "core/strings.h"
 #include "run/study_reproduction.h"
 #include "space/yaml_node.h"
+#include "store/recorded_spec.h"
 #include "store/tracking.h"
 #include "store/trial_resources.h"
 
@@ -132,8 +133,7 @@ std::vector<TrialRecord> WarmStartTrials(Store& store, const StudySpec& spec) {
     throw Error(fmt::format("{}: sampler.warm_start names study '{}', which is not in {} (dltune studies lists them)",
                             spec.sampler.where.ToString(), name, store.url()));
   }
-  const StudySpec earlier_spec =
-      ParseStudySpec(earlier->spec_text, earlier->spec_path.empty() ? name : earlier->spec_path);
+  const StudySpec earlier_spec = RecordedSpec(*earlier);
   if (earlier_spec.objective != spec.objective) {
     throw Error(
         fmt::format("{}: sampler.warm_start study '{}' has objective {}, this study {}: its results cannot start this "
@@ -164,8 +164,7 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
     }
   }
   if (!SameSpec(study->spec_text, spec.text)) {
-    const StudySpec recorded =
-        ParseStudySpec(study->spec_text, study->spec_path.empty() ? spec.name : study->spec_path);
+    const StudySpec recorded = RecordedSpec(*study);
     const bool appends = OnlyTrialsRaised(recorded, spec);
     if (extend && appends) {
       ExtendRecordedStudy(store, *study, recorded, spec);
@@ -198,7 +197,7 @@ StudySession StudySession::OpenOrCreate(Store& store, const StudySpec& spec, con
 
 StudySession StudySession::Open(Store& store, const std::string& name) {
   StudyRecord study = RequireStudy(store, name);
-  StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+  StudySpec spec = RecordedSpec(study);
   return StudySession(store, std::move(study), std::move(spec));
 }
 

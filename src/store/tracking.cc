@@ -12,6 +12,7 @@
 #include "core/sha256.h"
 #include "core/strings.h"
 #include "dltune/version.h"
+#include "store/recorded_spec.h"
 
 namespace dltune {
 
@@ -57,7 +58,7 @@ StudySummary SummaryFromSpec(const StudyRecord& study, std::int64_t* planned, st
   summary.reproduce = study.command_line;
   *planned = 0;
   try {
-    const StudySpec spec = ParseStudySpec(study.spec_text, study.spec_path.empty() ? study.name : study.spec_path);
+    const StudySpec spec = RecordedSpec(study);
     summary.objective = spec.objective;
     summary.goal = spec.goal;
     *replicas = spec.replicas;
