@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "core/files.h"
 #include "core/machine.h"
 #include "dltune/core/error.h"
 #include "dltune/train/trainer.h"
@@ -167,7 +168,7 @@ CheckpointBytes CheckpointBytesPerEvaluation(const Settings& settings, dltune::W
                                              const dltune::FusedOptions& base) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / fmt::format("dltune_bench_fused_{}", static_cast<long>(::getpid()));
-  std::filesystem::remove_all(dir);
+  dltune::RemoveTree(dir);
   dltune::FusedOptions options = base;
   options.max_train_steps = 1;
   options.training.eval_every_steps = 1;
@@ -179,7 +180,7 @@ CheckpointBytes CheckpointBytesPerEvaluation(const Settings& settings, dltune::W
   dltune::TrainFused(workload, members, options);
   CheckpointBytes bytes;
   bytes.written = BytesUnder(dir);
-  std::filesystem::remove_all(dir);
+  dltune::RemoveTree(dir);
   std::int64_t parameters = 0;
   for (const torch::Tensor& p : workload.BuildModel(Member(settings, 0).params)->parameters()) {
     parameters += p.numel();
