@@ -4,8 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dltune/analyze/analysis.h"
 #include "dltune/analyze/importance.h"
-#include "report/study_page.h"
+#include "report/page_section.h"
 #include "report/vega_specs.h"
 
 namespace dltune {
