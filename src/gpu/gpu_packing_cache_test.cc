@@ -39,6 +39,12 @@ TEST(GpuPackingCache, KeysATrainingAsTheLayoutCacheDoes) {
   EXPECT_EQ(identity, TrainingIdentity(FirstTrial(0.001, 128), "")) << "the learning rate is not the training's";
   EXPECT_NE(identity, TrainingIdentity(FirstTrial(0.1, 256), ""));
   EXPECT_FALSE(identity.contains("seed")) << "a trial's seed does not change its speed";
+  nlohmann::json longer = FirstTrial(0.1, 128);
+  longer["training"]["eval_every_steps"] = 400;  // a longer study evaluates less often: its steps are as fast
+  EXPECT_EQ(identity, TrainingIdentity(longer, ""));
+  nlohmann::json graphed = FirstTrial(0.1, 128);
+  graphed["training"]["cuda_graph"] = "true";
+  EXPECT_NE(identity, TrainingIdentity(graphed, ""));
   nlohmann::json key = PackingKey(FirstTrial(0.1, 128), "", "H200", "580.159.04", false);
   for (const char* gpu_part : {"gpu", "driver", "mps"}) key.erase(gpu_part);
   EXPECT_EQ(key, identity);

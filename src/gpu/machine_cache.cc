@@ -20,9 +20,19 @@ nlohmann::json TrainingIdentity(const nlohmann::json& trial, const std::string& 
       if (!FusibleHyperparameters().contains(name)) params[name] = value;
     }
   }
+  // Of the training settings, those that decide how a step runs; the others (evaluation intervals, which follow the
+  // study's length, checkpoints kept, timeouts) do not make a step faster or slower, and threads are what a layout
+  // measures.
+  nlohmann::json training = nlohmann::json::object();
+  const auto settings = trial.find("training");
+  if (settings != trial.end() && settings->is_object()) {
+    for (const char* name : {"device", "processes", "cuda_graph", "fuse"}) {
+      if (const auto it = settings->find(name); it != settings->end()) training[name] = *it;
+    }
+  }
   return {{"workload", trial.value("workload", nlohmann::json())},
           {"command", command},
-          {"training", trial.value("training", nlohmann::json())},
+          {"training", training},
           {"params", params}};
 }
 

@@ -13,9 +13,11 @@
 namespace dltune {
 
 // The training a measurement timed, as both caches key it: the program (`command`, a spec's command:; "" for the
-// built-in trainer) and a trial.json's workload, training settings and params, less the hyperparameters no tensor's
-// shape depends on (FusibleHyperparameters(): the learning rate, the optimizer's coefficients), in which the trials of
-// a study differ and which do not change how fast a step is. Each cache adds what it measured on: the CPU or the GPU.
+// built-in trainer) and a trial.json's workload, the training settings that decide how a step runs (device,
+// processes, cuda_graph, fuse) and its params, less the hyperparameters no tensor's shape depends on
+// (FusibleHyperparameters(): the learning rate, the optimizer's coefficients), in which the trials of a study differ
+// and which do not change how fast a step is. So a study of another length or name reuses a measurement. Each cache
+// adds what it measured on: the CPU or the GPU.
 nlohmann::json TrainingIdentity(const nlohmann::json& trial, const std::string& command);
 
 // The directory of dltune's per-machine caches: $DLTUNE_CACHE_DIR, else $XDG_CACHE_HOME/dltune, else ~/.cache/dltune.
