@@ -71,8 +71,8 @@ class Channel:
         # fields finite.
         line = json.dumps(record, allow_nan=True, separators=(",", ":")) + "\n"
         if self._file is not None and not self._runtime_sent and record.get("type") != "warm":
-            # Under dltune, the first line after a warm answer says which runtime the trial ran in (docs/trial-protocol.md,
-            # "runtime").
+            # Under dltune, the first line after a warm answer says which runtime the trial ran in
+            # (docs/trial-protocol.md, "runtime").
             self._runtime_sent = True
             runtime = {"type": "runtime", "runtime": runtime_versions()}
             line = json.dumps(runtime, separators=(",", ":")) + "\n" + line

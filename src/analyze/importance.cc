@@ -138,11 +138,13 @@ std::vector<double> GridPdf(const Column& column, const std::vector<double>& cou
   std::vector<double> lower(static_cast<std::size_t>(2 * n)), upper(lower.size());
   for (int d = -n; d < n; ++d) {
     const double z = (d + 0.5) / sigma;
-    lower[static_cast<std::size_t>(d + n)] = Lower(z);
-    upper[static_cast<std::size_t>(d + n)] = Upper(z);
+    const int at = d + n;
+    lower[static_cast<std::size_t>(at)] = Lower(z);
+    upper[static_cast<std::size_t>(at)] = Upper(z);
   }
   const auto mass = [&](int da, int db) {  // Φ((db + 0.5) / σ) - Φ((da + 0.5) / σ)
-    const auto a = static_cast<std::size_t>(da + n), b = static_cast<std::size_t>(db + n);
+    const int from = da + n, to = db + n;
+    const auto a = static_cast<std::size_t>(from), b = static_cast<std::size_t>(to);
     if (da + 0.5 >= 0) return upper[a] - upper[b];
     if (db + 0.5 <= 0) return lower[b] - lower[a];
     return 1.0 - lower[a] - upper[b];
@@ -237,9 +239,11 @@ HyperparameterImportance AnalyzeImportance(const StudyData& data, const Importan
     sub.best_trial = group.front().trial->number;
     // Trials in number order, so the resamples do not depend on the ranking's ties.
     std::vector<const analysis_util::RankedTrial*> trials;
+    trials.reserve(group.size());
     for (const auto& ranked : group) trials.push_back(&ranked);
     std::sort(trials.begin(), trials.end(), [](auto* a, auto* b) { return a->trial->number < b->trial->number; });
     std::vector<double> losses;
+    losses.reserve(trials.size());
     for (const auto* t : trials) losses.push_back(sign * t->objective);
     const std::vector<bool> top = TopQuantile(losses, settings.target_quantile);
     sub.top_trials = static_cast<int>(std::count(top.begin(), top.end(), true));

@@ -330,7 +330,7 @@ std::string PatchBytes(const std::string& record, const std::string& stored_patc
   const json parsed = ParseRecord(record);
   const json* patch = parsed.contains("git") ? &parsed["git"]["patch"] : nullptr;
   if (patch == nullptr || !patch->is_object() || !patch->value("stored", false)) return "";
-  const std::string bytes = patch->value("encoding", "text") == "base64" ? Base64Decode(stored_patch) : stored_patch;
+  std::string bytes = patch->value("encoding", "text") == "base64" ? Base64Decode(stored_patch) : stored_patch;
   if (bytes.size() != patch->value("bytes", std::size_t{0}) || Sha256Hex(bytes) != patch->value("sha256", "")) {
     throw CorruptError(fmt::format("the stored patch ({} bytes) does not match its record ({} bytes, SHA-256 {})",
                                    bytes.size(), patch->value("bytes", std::size_t{0}), patch->value("sha256", "")));

@@ -73,13 +73,13 @@ json NoteJson(const RecordedNote& recorded) {
 }  // namespace
 
 void RouteWrites(httplib::Server& server, const std::string& store_url, const std::string& author,
-                 std::function<void(const std::string&)> written) {
+                 const std::function<void(const std::string&)>& written) {
   // One write at a time: each opens the store for writing, records, and closes it.
   auto writing = std::make_shared<std::mutex>();
   using Record = std::function<RecordedNote(Store&, const std::string&, std::map<std::string, std::string>&)>;
-  const auto route = [&server, store_url, writing, written](const std::string& pattern,
-                                                            const std::set<std::string>& known,
-                                                            const std::set<std::string>& required, Record record) {
+  const auto route = [&server, store_url, writing, written](
+                         const std::string& pattern, const std::set<std::string>& known,
+                         const std::set<std::string>& required, const Record& record) {
     server.Post(pattern, [=](const httplib::Request& request, httplib::Response& response) {
       const std::string study = request.matches[1].str();
       try {

@@ -16,6 +16,6 @@ namespace dltune {
 // RecordDecision refuse, 404 for an unknown study. Each write opens the store at `store_url` for writing, records
 // `author` as who wrote it, and then calls `written` with the study's name (to drop its cached pages).
 void RouteWrites(httplib::Server& server, const std::string& store_url, const std::string& author,
-                 std::function<void(const std::string&)> written);
+                 const std::function<void(const std::string&)>& written);
 
 }  // namespace dltune

@@ -26,7 +26,7 @@ struct ServerGuards {
   std::string token;                                   // required on every request when not empty
   bool reads_open = false;                             // GET and HEAD need no token (a server of this machine only)
   bool writes = false;                                 // other methods admitted (with the token, from its own page)
-  std::size_t max_body = 16 * 1024;                    // bytes of a request's body; more is refused with 413
+  std::size_t max_body = std::size_t{16} * 1024;       // bytes of a request's body; more is refused with 413
 };
 
 class GuardedServer : public httplib::Server {

@@ -23,6 +23,7 @@ std::string CostText(ParetoCost cost, double value) {
 
 std::vector<std::string> CostNames(const std::vector<ParetoCost>& costs) {
   std::vector<std::string> names;
+  names.reserve(costs.size());
   for (const ParetoCost cost : costs) names.emplace_back(CostInfo(cost).name);
   return names;
 }

@@ -334,8 +334,8 @@ double Optimizer::StepOnCpu(UpdateCoefficients c) {
           0, p.numel(), kGrain, 0.0,
           [&](std::int64_t begin, std::int64_t end, double) {
             return OnePassUpdate(c,
-                               UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
-                                                     second ? second + begin : nullptr, end - begin});
+                                 UpdateSlice<scalar_t>{param + begin, gradient + begin, first ? first + begin : nullptr,
+                                                       second ? second + begin : nullptr, end - begin});
           },
           std::plus<double>());
     });
