@@ -7,6 +7,7 @@
 #include "analysis_util.h"
 #include "dltune/analyze/analysis.h"
 #include "dltune/analyze/finding.h"
+#include "dltune/analyze/importance.h"
 
 namespace dltune::diagnostic_checks {
 
@@ -29,9 +30,10 @@ inline constexpr const char* kFitStepsSection =
 
 // What the checks share.
 struct Context {
-  explicit Context(const StudyData& study_data);
+  explicit Context(const StudyData& study_data, const HyperparameterImportance* given_importance = nullptr);
 
   const StudyData& data;
+  const HyperparameterImportance* importance = nullptr;  // the caller's AnalyzeImportance(data); null: computed here
   Objective objective;
   std::vector<std::vector<analysis_util::RankedTrial>> ranked;  // RankedBySubStudy(data)
   bool single_substudy = true;

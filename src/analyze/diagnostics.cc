@@ -13,8 +13,9 @@ namespace dltune {
 
 namespace diagnostic_checks {
 
-Context::Context(const StudyData& study_data)
+Context::Context(const StudyData& study_data, const HyperparameterImportance* given_importance)
     : data(study_data),
+      importance(given_importance),
       objective(study_data.spec.objective),
       ranked(analysis_util::RankedBySubStudy(study_data)),
       single_substudy(analysis_util::SubStudyCount(study_data) <= 1) {}
@@ -26,7 +27,9 @@ std::vector<analysis_util::RankedTrial> Context::Top(const std::vector<analysis_
 
 }  // namespace diagnostic_checks
 
-std::vector<Diagnostic> Diagnose(const StudyData& data) {
+namespace {
+
+std::vector<Diagnostic> DiagnoseWith(const StudyData& data, const HyperparameterImportance* importance) {
   using namespace diagnostic_checks;
   // The documented order (diagnostics.h); a check's position is its rank among diagnostics of equal severity.
   constexpr std::array<std::string_view, 30> kOrder = {"within_noise",
@@ -59,7 +62,7 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
                                                        "winner_held",
                                                        "unimportant",
                                                        "single_runs"};
-  const Context context(data);
+  const Context context(data, importance);
   std::vector<Diagnostic> found;
   // A probe's or warmup study's runs are abbreviated and meant to be unstable, and a throughput or fit-steps study
   // measures one configuration: the checks of a tuning study's space, budget and instability do not apply to them.
@@ -102,6 +105,14 @@ std::vector<Diagnostic> Diagnose(const StudyData& data) {
     return rank(a) < rank(b);
   });
   return found;
+}
+
+}  // namespace
+
+std::vector<Diagnostic> Diagnose(const StudyData& data) { return DiagnoseWith(data, nullptr); }
+
+std::vector<Diagnostic> Diagnose(const StudyData& data, const HyperparameterImportance& importance) {
+  return DiagnoseWith(data, &importance);
 }
 
 }  // namespace dltune

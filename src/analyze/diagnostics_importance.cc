@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 
 #include "diagnostic_checks.h"
 #include "dltune/analyze/importance.h"
@@ -21,7 +22,9 @@ void CheckUnimportant(const Context& context, std::vector<Diagnostic>& out) {
   if (!data.spec.procedure.empty() && (data.spec.procedure.ComparesWithParent() || data.spec.procedure.Measures())) {
     return;
   }
-  const HyperparameterImportance importance = AnalyzeImportance(data);
+  std::optional<HyperparameterImportance> computed;
+  const HyperparameterImportance& importance =
+      context.importance != nullptr ? *context.importance : computed.emplace(AnalyzeImportance(data));
   // Per param, the sub-studies with enough top trials to judge it, and whether each found it indistinguishable.
   struct Verdict {
     std::vector<const SubStudyImportance*> judged;

@@ -168,6 +168,24 @@ TEST(Importance, TheChecklistNamesParamsIndistinguishableFromNoEffectWithThePlan
   EXPECT_EQ(std::count(named.begin(), named.end(), "lr"), 0);
 }
 
+// Given the importance, the checklist reads it rather than computing its own: a page computes it once for both.
+TEST(Importance, TheChecklistReadsTheImportanceItIsGiven) {
+  const nlohmann::json reference = Reference();
+  const StudyData data = CaseData(reference.at("cases").at(0));
+  const auto named = [](const std::vector<Diagnostic>& found) {
+    std::vector<std::string> ids;
+    for (const Diagnostic& d : found) {
+      if (d.id == "unimportant") ids.push_back(d.param_id);
+    }
+    return ids;
+  };
+  HyperparameterImportance importance = AnalyzeImportance(data);
+  EXPECT_EQ(named(Diagnose(data, importance)), named(Diagnose(data)));
+  ASSERT_FALSE(named(Diagnose(data)).empty());
+  for (ParamImportance& p : importance.substudies.front().params) p.indistinguishable = false;
+  EXPECT_TRUE(named(Diagnose(data, importance)).empty());
+}
+
 TEST(Importance, TheChecklistWaitsForFiveTopTrialsAndSkipsChosenConfigurations) {
   const nlohmann::json reference = Reference();
   const auto unimportant = [](const StudyData& data) {

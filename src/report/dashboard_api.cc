@@ -88,11 +88,12 @@ json StudiesJson(Store& store) {
 json StudyJson(Store& store, const std::string& name, StudyPart part) {
   const StudyData data = LoadStudyData(store, name, part == StudyPart::kMeasurements);
   if (part == StudyPart::kMeasurements) {
+    const StudyPage page = BuildStudyPage(data, StudyPageOptions{}, PageParts::kMeasurements);
     json diagnostics = json::array();
-    for (const auto& d : Diagnose(data)) diagnostics.push_back(FindingJson(d));
-    return {{"updated_at", data.study.updated_at},
-            {"diagnostics", diagnostics},
-            {"sections", SectionsJson(data, PageParts::kMeasurements)}};
+    for (const auto& d : page.diagnostics) diagnostics.push_back(FindingJson(d));
+    json sections = json::array();
+    for (const PageSection& section : page.sections) sections.push_back(PageSectionJson(section));
+    return {{"updated_at", data.study.updated_at}, {"diagnostics", diagnostics}, {"sections", sections}};
   }
   const StudySummary summary = SummarizeStudy(data.study, data.trials);
   // A throughput sweep's result is the batch size it recommends, read from the step times, not a best trial.

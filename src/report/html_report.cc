@@ -580,9 +580,10 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   page.Raw("<header class=\"study\"><div class=\"kicker\">dltune study report</div>");
   page.Element("h1", data.study.name);
   if (!data.study.description.empty()) page.Element("p", data.study.description, "class=\"lead\"");
-  const std::vector<PageSection> sections = StudyPageSections(data, {.max_curve_trials = options.max_curve_trials,
-                                                                     .bootstrap_resamples = options.bootstrap_resamples,
-                                                                     .bootstrap_seed = options.bootstrap_seed});
+  const StudyPage study_page = BuildStudyPage(data, {.max_curve_trials = options.max_curve_trials,
+                                                     .bootstrap_resamples = options.bootstrap_resamples,
+                                                     .bootstrap_seed = options.bootstrap_seed});
+  const std::vector<PageSection>& sections = study_page.sections;
   // A throughput sweep measures speed: ranking its batch sizes by validation quality is the playbook's "tuning the
   // batch size for validation performance" mistake.
   const bool ranked = data.spec.procedure.kind != "throughput";
@@ -596,7 +597,7 @@ std::string RenderReport(const StudyData& data, const ReportOptions& options) {
   page.Raw("</nav></header>\n");
 
   RenderTracking(page, data, summary);
-  RenderDiagnostics(page, Diagnose(data));
+  RenderDiagnostics(page, study_page.diagnostics);
   if (ranked) RenderTopTrials(page, data, options, objective);
 
   for (const PageSection& section : sections) RenderSection(page, section);

@@ -205,8 +205,8 @@ bool ShowsImportance(const StudyData& data) {
   return !data.spec.procedure.ComparesWithParent() && !data.spec.procedure.Measures();
 }
 
-PageSection ImportanceSection(const StudyData& data, const ChartOptions& normal, const ChartOptions& wide) {
-  const HyperparameterImportance importance = AnalyzeImportance(data);
+PageSection ImportanceSection(const StudyData& data, const HyperparameterImportance& importance,
+                              const ChartOptions& normal, const ChartOptions& wide) {
   const ImportanceSettings& s = importance.settings;
   PageSection section{
       .id = "importance",

@@ -26,7 +26,8 @@ nlohmann::json ParallelCoordinatesSpec(const StudyData& data, const SubStudyImpo
 // measurement (probe, warmup, clipping, fit-steps, throughput), whose params are not a search to weigh.
 bool ShowsImportance(const StudyData& data);
 
-// The section "importance" of the study page.
-PageSection ImportanceSection(const StudyData& data, const ChartOptions& normal, const ChartOptions& wide);
+// The section "importance" of the study page, drawing `importance` (AnalyzeImportance(data, settings)).
+PageSection ImportanceSection(const StudyData& data, const HyperparameterImportance& importance,
+                              const ChartOptions& normal, const ChartOptions& wide);
 
 }  // namespace dltune

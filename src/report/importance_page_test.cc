@@ -1,6 +1,10 @@
 #include "report/importance_page.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+
+#include <fmt/format.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -55,7 +59,7 @@ const PageSection* Find(const std::vector<PageSection>& sections, const std::str
 
 TEST(ImportanceSection, ABarChartAndParallelCoordinatesPerSubStudyAfterTheInteractions) {
   const StudyData data = TwoSubStudies();
-  const std::vector<PageSection> sections = StudyPageSections(data, {}, PageParts::kRecords);
+  const std::vector<PageSection> sections = StudyPageSections(data, {});
   const PageSection* section = Find(sections, "importance");
   ASSERT_NE(section, nullptr);
   const PageSection* interactions = Find(sections, "interactions");
@@ -111,24 +115,83 @@ TEST(ImportanceSection, ABarChartAndParallelCoordinatesPerSubStudyAfterTheIntera
 
 TEST(ImportanceSection, NothingToDrawWithoutTrialsNorOnThePageOfChosenConfigurationsOrMeasurements) {
   StudyData data = TwoSubStudies();
-  data.trials.resize(1);
-  const std::vector<PageSection> sections = StudyPageSections(data, {}, PageParts::kRecords);
+  data.trials.resize(2);  // one trial in each sub-study
+  const std::vector<PageSection> sections = StudyPageSections(data, {});
   const PageSection* section = Find(sections, "importance");
   ASSERT_NE(section, nullptr);
   EXPECT_TRUE(section->charts.empty());
   EXPECT_THAT(section->empty_text, HasSubstr("No sub-study has two completed trials"));
+  // Nothing to weigh on a trial's own page (the dashboard's: one trial's measurements).
+  data.trials.resize(1);
+  EXPECT_EQ(Find(StudyPageSections(data, {}, PageParts::kMeasurements), "importance"), nullptr);
   // Not on the page of chosen configurations (a retrain) nor of a measurement (an instability probe).
   StudyData retrain = TwoSubStudies();
   retrain.spec.procedure.kind = "retrain";
   retrain.spec.procedure.parent = "imp";
   retrain.spec.procedure.from_trials = {{.trial = 0, .seed = 1}};
-  EXPECT_EQ(Find(StudyPageSections(retrain, {}, PageParts::kRecords), "importance"), nullptr);
+  EXPECT_EQ(Find(StudyPageSections(retrain, {}), "importance"), nullptr);
   StudyData probe = TwoSubStudies();
   probe.spec.procedure.kind = "instability";
   probe.spec.procedure.parent = "imp";
-  EXPECT_EQ(Find(StudyPageSections(probe, {}, PageParts::kRecords), "importance"), nullptr);
-  // Not among the sections of the measurements (the dashboard's second request).
-  EXPECT_EQ(Find(StudyPageSections(TwoSubStudies(), {}, PageParts::kMeasurements), "importance"), nullptr);
+  EXPECT_FALSE(ShowsImportance(probe));
+  // Not among the records' sections: the dashboard draws it with the checklist, from its second request.
+  EXPECT_EQ(Find(StudyPageSections(TwoSubStudies(), {}, PageParts::kRecords), "importance"), nullptr);
+  EXPECT_NE(Find(StudyPageSections(TwoSubStudies(), {}, PageParts::kMeasurements), "importance"), nullptr);
+}
+
+// The importance section and the checklist's `unimportant` finding read one computation of the importance, made with
+// the page's settings: the finding's interval is the one the section states and its bars draw.
+TEST(StudyPage, TheImportanceSectionAndItsFindingComeFromOneComputation) {
+  StudyData data = TwoSubStudies();
+  data.spec = ParseStudySpec(
+      "name: imp\nworkload: synthetic\nmax_train_steps: 100\nspace:\n  lr: {min: 0.0001, max: 1, scale: log}\n"
+      "  wd: {min: 0, max: 0.1}\n  act: {values: [relu, tanh]}\n",
+      "imp.yaml");
+  data.trials.clear();
+  for (std::uint64_t n = 0; n < 60; ++n) {  // one sub-study: 6 trials in the top 10%
+    TrialRecord trial;
+    trial.id = static_cast<std::int64_t>(n) + 1;
+    trial.number = n;
+    const double lr = std::pow(10.0, -4.0 + 4 * static_cast<double>((n * 7) % 60) / 60);
+    trial.params = {{"lr", Value(lr)},
+                    {"wd", Value(static_cast<double>((n * 11) % 10) / 100)},
+                    {"act", Value(std::string(n % 3 == 0 ? "relu" : "tanh"))}};
+    trial.state = TrialState::kCompleted;
+    trial.best_value = std::abs(std::log10(lr) + 2);
+    data.trials.push_back(trial);
+  }
+  StudyPageOptions options;
+  options.importance = {.resamples = 200, .permutations = 50, .interval_low = 0.2, .interval_high = 0.8, .seed = 3};
+  for (const PageParts parts : {PageParts::kAll, PageParts::kMeasurements}) {
+    const StudyPage page = BuildStudyPage(data, options, parts);
+    const PageSection* section = Find(page.sections, "importance");
+    ASSERT_NE(section, nullptr);
+    EXPECT_THAT(section->explanation, HasSubstr("20-80% bootstrap interval (200 resamples"));
+    ASSERT_FALSE(section->charts.empty());
+    std::map<std::string, nlohmann::json> bars;
+    for (const auto& row : section->charts[0].spec.at("data").at("values")) bars[row.at("param")] = row;
+    std::vector<std::string> drawn_in_noise, named;
+    for (const auto& [param, row] : bars) {
+      if (row.at("verdict") == "indistinguishable from no effect") drawn_in_noise.push_back(param);
+    }
+    for (const Diagnostic& d : page.diagnostics) {
+      if (d.id != "unimportant") continue;
+      named.push_back(d.param_id);
+      const nlohmann::json& row = bars.at(d.param_id);
+      EXPECT_THAT(d.detail, HasSubstr(fmt::format("importance {:.3g} against a noise floor of {:.3g}",
+                                                  row.at("importance").get<double>(), row.at("floor").get<double>())));
+      EXPECT_THAT(d.detail, HasSubstr(fmt::format("(interval {:.3g} to {:.3g})", row.at("low").get<double>(),
+                                                  row.at("high").get<double>())));
+      EXPECT_THAT(d.detail, HasSubstr("The 20-80% bootstrap interval"));
+    }
+    ASSERT_FALSE(named.empty());
+    std::sort(named.begin(), named.end());
+    EXPECT_EQ(named, drawn_in_noise);
+  }
+  // The records' part has neither: the dashboard asks for them together, second.
+  const StudyPage records = BuildStudyPage(data, options, PageParts::kRecords);
+  EXPECT_EQ(Find(records.sections, "importance"), nullptr);
+  EXPECT_TRUE(records.diagnostics.empty());
 }
 
 }  // namespace

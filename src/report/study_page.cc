@@ -1,6 +1,7 @@
 #include "report/study_page.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -551,7 +552,17 @@ nlohmann::json ChartsJson(const std::vector<PageChart>& charts) {
 
 }  // namespace
 
-std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options, PageParts parts) {
+namespace {
+
+// Importance weighs a study's trials against each other: on the page of a search (ShowsImportance) with trials to
+// compare, not on a trial's own page (the dashboard's, one trial's measurements), with the checklist, which reads it.
+bool PageShowsImportance(const StudyData& data, PageParts parts) {
+  return parts != PageParts::kRecords && data.spec.procedure.kind != "throughput" && ShowsImportance(data) &&
+         data.trials.size() > 1;
+}
+
+std::vector<PageSection> Sections(const StudyData& data, const StudyPageOptions& options, PageParts parts,
+                                  const HyperparameterImportance* importance) {
   const Charting sizes = ChartSizes(data);
   const bool records = parts != PageParts::kMeasurements;
   const bool measurements = parts != PageParts::kRecords;
@@ -565,9 +576,9 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
       sections.push_back(IsolationSection(data, sizes));
       sections.push_back(AxisPlotSection(data, sizes));
       sections.push_back(InteractionSection(data, sizes));
-      if (ShowsImportance(data)) sections.push_back(ImportanceSection(data, sizes.normal, sizes.wide));
     }
   }
+  if (importance != nullptr) sections.push_back(ImportanceSection(data, *importance, sizes.normal, sizes.wide));
   // The curves of the best trials only, when there are too many to draw one line each.
   const StudyData shown =
       measurements ? SubsetOfTrials(data, CurveTrials(data, options.max_curve_trials)) : StudyData{};
@@ -603,6 +614,26 @@ std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPag
   std::stable_sort(sections.begin(), sections.end(),
                    [](const PageSection& a, const PageSection& b) { return a.position < b.position; });
   return sections;
+}
+
+std::optional<HyperparameterImportance> PageImportance(const StudyData& data, const StudyPageOptions& options,
+                                                       PageParts parts) {
+  if (!PageShowsImportance(data, parts)) return std::nullopt;
+  return AnalyzeImportance(data, options.importance);
+}
+
+}  // namespace
+
+std::vector<PageSection> StudyPageSections(const StudyData& data, const StudyPageOptions& options, PageParts parts) {
+  const std::optional<HyperparameterImportance> importance = PageImportance(data, options, parts);
+  return Sections(data, options, parts, importance ? &*importance : nullptr);
+}
+
+StudyPage BuildStudyPage(const StudyData& data, const StudyPageOptions& options, PageParts parts) {
+  const std::optional<HyperparameterImportance> importance = PageImportance(data, options, parts);
+  StudyPage page{.sections = Sections(data, options, parts, importance ? &*importance : nullptr)};
+  if (parts != PageParts::kRecords) page.diagnostics = importance ? Diagnose(data, *importance) : Diagnose(data);
+  return page;
 }
 
 nlohmann::json PageSectionJson(const PageSection& section) {

@@ -7,6 +7,7 @@
 
 #include "dltune/analyze/analysis.h"
 #include "dltune/analyze/finding.h"
+#include "dltune/analyze/importance.h"
 
 namespace dltune {
 
@@ -85,5 +86,8 @@ namespace dltune {
 // A finding a note of the study resolves (StudyNote::resolves, its id) is marked handled and listed after the open
 // ones.
 std::vector<Diagnostic> Diagnose(const StudyData& data);
+// The same, its `unimportant` check reading `importance` (AnalyzeImportance(data, settings), whatever the settings)
+// rather than computing it: a page that shows the importance and the checklist computes it once.
+std::vector<Diagnostic> Diagnose(const StudyData& data, const HyperparameterImportance& importance);
 
 }  // namespace dltune
