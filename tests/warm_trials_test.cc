@@ -49,7 +49,8 @@ class WarmTrials : public test::InOwnDirectory {
   int RunStudy(const std::string& name, const std::string& environment) {
     fs::create_directories(dir_ / name);
     fs::copy_file(dir_ / "study.yaml", dir_ / name / "study.yaml", fs::copy_options::overwrite_existing);
-    const std::string command = "cd '" + (dir_ / name).string() + "' && env " + environment + " " + DLTUNE_CLI +
+    const std::string command = "cd '" + (dir_ / name).string() + "' && env DLTUNE_CACHE_DIR='" +
+                                (dir_ / "cache").string() + "' " + environment + " " + DLTUNE_CLI +
                                 " run study.yaml --parallel 1 --no-report --storage sqlite://" +
                                 (dir_ / name / "dltune.db").string() + " > run.out 2>&1";
     const int status = std::system(command.c_str());
@@ -154,6 +155,77 @@ TEST_F(WarmTrials, APythonProgramsTrialsStartWarmAfterItsFirstAndTrainAsColdOnes
   }
   EXPECT_THAT(TrialLog("warm", 0), Not(HasSubstr("started warm")));  // the first answers the offer, cold
   EXPECT_EQ(started_warm, 3);
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+// A program that served its trials warm once is known to the machine (warm-programs.json in dltune's cache): a later
+// study that runs it the same way starts its server with its first trial, so that no trial of it starts cold; not
+// after its file changed, and not after a server started so failed before it forked a trial.
+TEST_F(WarmTrials, ALaterStudyOfAProgramThatServedWarmStartsWarmFromItsFirstTrial) {
+  const fs::path project = dir_ / "project";
+  fs::create_directories(project);
+  // A client program of a few steps, without torch; its set-up makes the trial first when `make-trial-first` exists,
+  // and then serves no warm trial.
+  const auto write_program = [&](const std::string& extra) {
+    std::ofstream(project / "train.py") << "import os\n"
+                                           "import dltune\n"
+                                           "if os.path.exists('make-trial-first'):\n"
+                                           "    dltune.trial()\n"
+                                           "def train(trial):\n"
+                                           "    x = trial.params['x']\n"
+                                           "    for step in range(1, trial.max_train_steps + 1):\n"
+                                           "        trial.report(step, loss=(x - 0.3) ** 2 + 1.0 / step)\n"
+                                           "    trial.record_evaluation(trial.max_train_steps, 'valid', "
+                                           "error_rate=(x - 0.3) ** 2)\n"
+                                        << extra << "dltune.run(train)\n";
+  };
+  write_program("");
+  // Each study of the program in the same directory, with a store of its own; its trials' first log lines.
+  const auto run_study = [&](const std::string& name) {
+    std::ofstream(project / (name + ".yaml")) << "name: " << name
+                                              << "\n"
+                                                 "command: /usr/bin/python3 train.py\n"
+                                                 "max_train_steps: 5\n"
+                                                 "objective: {metric: valid/error_rate, direction: minimize}\n"
+                                                 "trials: 3\n"
+                                                 "space:\n"
+                                                 "  x: {min: 0.0, max: 1.0}\n";
+    const std::string command = "cd '" + project.string() + "' && env DLTUNE_CACHE_DIR='" + (dir_ / "cache").string() +
+                                "' " + DLTUNE_CLI + " run " + name +
+                                ".yaml --parallel 1 --no-report --storage sqlite://" +
+                                (project / (name + ".db")).string() + " > " + name + ".out 2>&1";
+    const int status = std::system(command.c_str());
+    EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << Slurp(project / (name + ".out"));
+    std::vector<bool> started_warm;
+    for (std::uint64_t number = 0; number < 3; ++number) {
+      std::string log;
+      for (const auto& entry : fs::recursive_directory_iterator(project / "runs" / name)) {
+        if (entry.path().filename() == "stdout.log" &&
+            entry.path().parent_path().filename() == "trial_" + std::to_string(number)) {
+          log = Slurp(entry.path());
+        }
+      }
+      started_warm.push_back(log.starts_with("started warm: forked by program server"));
+    }
+    return started_warm;
+  };
+  const std::vector<bool> cold_first{false, true, true};
+  const std::vector<bool> all_warm{true, true, true};
+  EXPECT_EQ(run_study("first"), cold_first);  // the first answers the offer
+  EXPECT_THAT(Slurp(dir_ / "cache" / "warm-programs.json"), HasSubstr("\"serves\": true"));
+  EXPECT_EQ(run_study("second"), all_warm);
+  write_program("# changed\n");
+  EXPECT_EQ(run_study("third"), cold_first);  // its file changed: not known until it answers again
+  EXPECT_EQ(run_study("fourth"), all_warm);
+  std::ofstream(project / "make-trial-first") << "";
+  const std::vector<bool> all_cold{false, false, false};
+  EXPECT_EQ(run_study("fifth"), all_cold);  // its server exits as it starts: every trial by exec
+  EXPECT_THAT(Slurp(dir_ / "cache" / "warm-programs.json"), HasSubstr("\"serves\": false"));
+  std::string server_log;
+  for (const auto& entry : fs::recursive_directory_iterator(project / "runs" / "fifth")) {
+    if (entry.path().filename() == "warm-server.log") server_log = Slurp(entry.path());
+  }
+  EXPECT_THAT(server_log, HasSubstr("serves no warm trials"));
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
 }
 

@@ -57,6 +57,11 @@ def trial(defaults: Mapping[str, Any] | None = None, max_train_steps: int | None
     are written.
     """
     global _current
+    if _current is None and os.environ.get("DLTUNE_WARM_SERVER"):
+        # Started as its trials' server, but making a trial outside dltune.run: it serves none, and runs none.
+        print("dltune: this program serves no warm trials: it makes its trial (dltune.trial()) outside dltune.run; "
+              "its trials start cold", file=sys.stderr, flush=True)
+        os._exit(3)
     if _current is None:
         _current = Trial(defaults=defaults, max_train_steps=max_train_steps, argv=argv,
                          stop_check_every=stop_check_every, flush_seconds=flush_seconds)
@@ -87,7 +92,7 @@ def run(train: Callable[[Trial], _Result], **trial_options: Any) -> _Result:
 
         reason = _warm.cold_only_reason(made_before)
         if reason is None:
-            current._offer_warm()
+            current._offer_warm(_warm.Program.of_this_process().file())
         else:
             print(f"dltune: trials of this program start cold: {reason}", file=sys.stderr)
     if not current.managed:

@@ -522,10 +522,11 @@ class Trial:
         except (OSError, ValueError):
             pass  # the channel may be gone with dltune
 
-    def _offer_warm(self) -> None:
-        """Tells the worker that the program's trials may start warm (dltune.run; docs/trial-protocol.md)."""
+    def _offer_warm(self, program: str | None = None) -> None:
+        """Tells the worker that the program's trials may start warm (dltune.run; docs/trial-protocol.md), and the
+        file the program runs, by which the worker knows it again in later studies."""
         if self._channel is not None:
-            self._channel.write({"type": "warm"})
+            self._channel.write({"type": "warm", **({"program": program} if program else {})})
 
     def __repr__(self) -> str:
         where = "dltune" if self._managed else "standalone"

@@ -89,6 +89,10 @@ class Program:
             return cls("code", interpreter, code=value)
         return cls(None, interpreter)
 
+    def file(self) -> str | None:
+        """The file that is the program: its script, or its -m module's file; None for -c code."""
+        return self.path if self.kind == "script" else self.argv0 if self.kind == "module" else None
+
     def describe(self) -> str:
         described: dict[str | None, Callable[[], str | None]] = {
             "script": lambda: self.path, "module": lambda: "-m " + sorted(self.modules)[0], "code": lambda: "-c ..."}

@@ -421,7 +421,7 @@ class WarmTrialTest(unittest.TestCase):
         environment = offered.environment(extra={"DLTUNE_WARM_OFFER": "1"})
         self.assertEqual(exit_code(offered.run_cold(self.command, self.root, environment)), 0, offered.stderr())
         texts = offered.report.texts()
-        self.assertEqual(texts[0], '{"type":"warm"}')  # before any other line
+        self.assertEqual(json.loads(texts[0]), {"type": "warm", "program": str(PROGRAM)})  # before any other line
         self.assertEqual([json.loads(text)["type"] for text in texts[1:]].count("warm"), 0)
         self.assertEqual(len(offered.lines("train")), 6)
 
@@ -464,7 +464,7 @@ class WarmTrialTest(unittest.TestCase):
             warm = Trial(self.root, f"warm_{number}", steps=6)
             status = worker.run(warm, warm.environment(extra={"DLTUNE_WARM_OFFER": "1"}), self.root)
             self.assertEqual(exit_code(status), 0, warm.stderr())
-            self.assertEqual(warm.report.texts()[0], '{"type":"warm"}')
+            self.assertEqual(json.loads(warm.report.texts()[0])["type"], "warm")
             warm_seconds.append(warm.start_seconds)
         print(f"\nstart-up to the first report line: cold (exec) {cold.start_seconds * 1000:.0f} ms; warm (request "
               f"sent) {warm_seconds[0] * 1000:.0f} ms with the server's start and set-up, then "

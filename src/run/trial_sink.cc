@@ -100,6 +100,7 @@ void TrialSink::Handle(const ReportLine& line) {
     trial_.AddTime(line.timing->seconds);
   } else if (line.warm) {
     warm_offered_ = true;
+    warm_program_ = line.warm_program;
   } else if (line.runtime) {
     trial_.SetRuntime(*line.runtime);
   }

@@ -71,6 +71,8 @@ class TrialSink {
   const std::optional<ReportEnd>& end() const { return end_; }
   // Whether the program answered the offer of warm trials ({"type": "warm"}): it can serve the study's next trials.
   bool warm_offered() const { return warm_offered_; }
+  // The file the program that answered runs (its warm line's "program"); empty when it did not say.
+  const std::string& warm_program() const { return warm_program_; }
   // When the trial's measurements were last written to the store (at an evaluation); -infinity before.
   double last_written_at() const { return last_written_at_; }
 
@@ -107,6 +109,7 @@ class TrialSink {
   std::optional<TfEventsWriter> tensorboard_;  // gone after a write fails
   std::optional<ReportEnd> end_;
   bool warm_offered_ = false;
+  std::string warm_program_;
   std::string protocol_error_;
   std::string disk_fault_;
   bool lease_lost_ = false;

@@ -29,6 +29,7 @@
 #include "run/trial_ending.h"
 #include "run/trial_setup.h"
 #include "run/trial_sink.h"
+#include "run/warm_programs.h"
 #include "run/worker_gang.h"
 #include "run/worker_studies.h"
 #include "store/tracking.h"
@@ -520,6 +521,7 @@ class Worker {
     } else {
       slot.process = std::make_shared<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
                                                  ServerFor(*slot.session, command));
+      ForgetFailedWarmProgram(slot);
     }
     if (slot.gpu) gpus_.Started(*slot.gpu, slot.process->pids());
     return prepared.resuming;
@@ -854,27 +856,52 @@ class Worker {
 
   // The server that may fork the trial of `command`: dltune's for a built-in trial; for a command: program that
   // answered the offer of warm trials (one process, not a launcher's ranks), the program's own, started on first use.
+  // A program that answered it before on this machine, run the same way, is asked from its study's first trial on.
   TrialServer* ServerFor(const StudySession& session, TrialCommand& command) {
-    if (!session.spec().command.empty() && session.spec().training.processes == 1 &&
-        warm_programs_.count(session.study().id) != 0) {
-      auto& server = program_servers_[session.study().id];
-      if (!server) {
-        server = std::make_unique<TrialServer>(StudyDirectory(session.spec(), session.study()) / "warm-server.log");
-      }
-      command.warm_program = true;
-      return server.get();
+    const StudySpec& spec = session.spec();
+    if (spec.command.empty() || spec.training.processes != 1) return &TrialServerToUse();
+    const std::int64_t study = session.study().id;
+    if (warm_checked_.insert(study).second && warm_programs_.count(study) == 0 &&
+        KnownToServeWarm(WarmKeyOf(spec, command))) {
+      warm_programs_.insert(study);
+      warm_known_before_.insert(study);
     }
-    return &TrialServerToUse();
+    if (warm_programs_.count(study) == 0) return &TrialServerToUse();
+    auto& server = program_servers_[study];
+    if (!server) server = std::make_unique<TrialServer>(StudyDirectory(spec, session.study()) / "warm-server.log");
+    command.warm_program = true;
+    return server.get();
+  }
+
+  static nlohmann::json WarmKeyOf(const StudySpec& spec, const TrialCommand& command) {
+    return WarmProgramKey(spec.command, command.working_dir, LoadEnvironmentOf(command.environment));
+  }
+
+  // A server started because its program served warm before, that failed before it forked a trial: the program no
+  // longer serves warm (its trials start by exec from now on), and later studies start cold until it answers again.
+  void ForgetFailedWarmProgram(const Slot& slot) {
+    const std::int64_t study = slot.session->study().id;
+    const auto server = program_servers_.find(study);
+    if (warm_known_before_.count(study) == 0 || server == program_servers_.end() || !server->second->failed() ||
+        server->second->trials_started() > 0) {
+      return;
+    }
+    warm_known_before_.erase(study);
+    ForgetServesWarm(WarmKeyOf(slot.session->spec(), slot.command));
   }
 
   // The studies whose program answered the offer of warm trials in a report read so far. The first answer starts
-  // the program's server at once, for the trials it offered: its set-up runs while they train.
+  // the program's server at once, for the trials it offered: its set-up runs while they train. The machine cache
+  // keeps that the program answered, for the studies after this one.
   void NoteWarmPrograms() {
     for (const auto& slot : slots_) NoteWarmProgram(*slot);
   }
   void NoteWarmProgram(Slot& slot) {
     if (!slot.sink || !slot.sink->warm_offered() || !warm_programs_.insert(slot.session->study().id).second) return;
     TrialCommand command = slot.command;
+    if (!slot.sink->warm_program().empty()) {
+      RememberServesWarm(WarmKeyOf(slot.session->spec(), command), slot.sink->warm_program());
+    }
     if (TrialServer* server = ServerFor(*slot.session, command); command.warm_program) {
       server->StartAhead(CommandLineOf(command), command.working_dir.string(), LoadEnvironmentOf(command.environment));
     }
@@ -890,6 +917,8 @@ class Worker {
   // The studies whose command: program answered the offer of warm trials, and each one's server (its own program),
   // by study id; declared before slots_ too.
   std::set<std::int64_t> warm_programs_;
+  std::set<std::int64_t> warm_checked_;       // studies whose program was looked up in the machine cache
+  std::set<std::int64_t> warm_known_before_;  // those it named: their server starts with their first trial
   std::map<std::int64_t, std::unique_ptr<TrialServer>> program_servers_;
   bool told_of_mps_ = false;          // that --mps would let the trials sharing a GPU run side by side
   bool packings_read_ = false;        // the packings measured before on these GPUs (UsePackingsMeasuredBefore)

@@ -218,6 +218,7 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
     result.timing = std::move(timing);
   } else if (type == "warm") {
     result.warm = true;
+    result.warm_program = p.Text("program", false);
   } else if (type == "end") {
     const std::string state = p.Text("state", true);
     const auto known =

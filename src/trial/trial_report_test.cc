@@ -122,14 +122,21 @@ TEST(TrialReport, ReaderSplitsLinesAndEnforcesOrder) {
 // A program that serves its trials warm says so before its start line, which may still follow.
 TEST(TrialReport, TheWarmLineComesBeforeTheStart) {
   ReportReader reader;
-  reader.Feed(R"({"type":"warm"})"
+  reader.Feed(R"({"type":"warm","program":"/home/me/train.py"})"
               "\n"
               R"({"type":"start","step":0})"
               "\n");
   const auto warm = reader.Next();
   ASSERT_TRUE(warm);
   EXPECT_TRUE(warm->warm);
+  EXPECT_EQ(warm->warm_program, "/home/me/train.py");
   EXPECT_FALSE(warm->start || warm->train || warm->end);
+  ReportReader unnamed;
+  unnamed.Feed("{\"type\":\"warm\"}\n");
+  EXPECT_EQ(unnamed.Next()->warm_program, "");  // the program's file is optional
+  ReportReader wrong;
+  wrong.Feed("{\"type\":\"warm\",\"program\":3}\n");
+  EXPECT_THROW(wrong.Next(), ProtocolError);
   const auto start = reader.Next();
   ASSERT_TRUE(start);
   EXPECT_TRUE(start->start);

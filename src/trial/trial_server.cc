@@ -387,7 +387,10 @@ std::optional<pid_t> TrialServer::Start(const std::vector<std::string>& argv,
     }
     const bool fresh = servers_started_ != started_before;
     bool stale = false, died = false;
-    if (const auto pid = Ask(request, out_fd, err_fd, report_fd, stale, died)) return pid;
+    if (const auto pid = Ask(request, out_fd, err_fd, report_fd, stale, died)) {
+      ++trials_started_;
+      return pid;
+    }
     if (!stale && !died) return std::nullopt;
     // Stale as soon as it started (CUDA started by its set-up, say), or dead twice: it would be every time. Exec from
     // now on.

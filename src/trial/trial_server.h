@@ -89,6 +89,10 @@ class TrialServer {
 
   // Server processes started so far (one unless a change of load environment or a death replaced it).
   int servers_started() const { return servers_started_; }
+  // Trials forked so far, by every server started.
+  int trials_started() const { return trials_started_; }
+  // Whether warm starts ended here: a server could not start, or was stale as it started, or died twice.
+  bool failed() const { return failed_; }
 
  private:
   // Whether trials start warm here: not disabled (DLTUNE_WARM_TRIALS=0), this process a child subreaper, and no
@@ -109,6 +113,7 @@ class TrialServer {
   std::string working_dir_;
   std::map<std::string, std::string> load_environment_;
   int servers_started_ = 0;
+  int trials_started_ = 0;
   bool failed_ = false;  // could not start, or died: exec from then on
 };
 
