@@ -237,17 +237,19 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, in
     sides.emplace(key, std::move(*side));
   };
   const std::string fused_training = "  device: cuda\n  fuse: " + std::to_string(fuse) + "\n";
+  // Unfused says so: training.fuse left out would be measured, and fused, on CUDA.
+  const std::string unfused_training = "  device: cuda\n  fuse: off\n";
   // The goals' runs first (training.cuda_graph: auto, the default), then the peers, then the eager runs.
-  run("unfused", RunDltune(dir, "unfused", "  device: cuda\n"));
+  run("unfused", RunDltune(dir, "unfused", unfused_training));
   run("fused", RunDltune(dir, "fused in groups of " + std::to_string(fuse), fused_training));
   // The same with --mps: the trials sharing the GPU as clients of an MPS daemon of the run's own, their kernels side
   // by side.
-  run("unfused MPS", RunDltune(dir, "unfused, --mps", "  device: cuda\n", " --mps"));
+  run("unfused MPS", RunDltune(dir, "unfused, --mps", unfused_training, " --mps"));
   run("fused MPS", RunDltune(dir, "fused, --mps", fused_training, " --mps"));
   // Unfused with --mps again, as the next study of this training on this GPU runs: from the packing the first measured
   // (kept in its cache), its trials sharing the GPU from the first.
   run("unfused MPS again",
-      RunDltune(dir, "unfused, --mps, packing measured before", "  device: cuda\n", " --mps", "unfused, --mps"));
+      RunDltune(dir, "unfused, --mps, packing measured before", unfused_training, " --mps", "unfused, --mps"));
   const bool partial = serial_peer_trials < kTrialsPerOptimizer;
   if (peers) {
     const std::string serial_name =
@@ -258,7 +260,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, in
                             fmt::format("--jobs {} --parallel-mode processes", kPeerProcesses)));
   }
   if (eager_runs) {
-    run("unfused eager", RunDltune(dir, "unfused, eager", "  device: cuda\n  cuda_graph: false\n"));
+    run("unfused eager", RunDltune(dir, "unfused, eager", unfused_training + "  cuda_graph: false\n"));
     run("fused eager", RunDltune(dir, "fused, eager", fused_training + "  cuda_graph: false\n"));
   }
   const auto find = [&](const std::string& key) -> const Side* {

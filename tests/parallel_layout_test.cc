@@ -167,6 +167,56 @@ TEST_F(ChooseLayout, FuseAutoMeasuresGroupsAgainstATrialAlone) {
   EXPECT_THAT(ChooseFusion(ranks, Request(2, 6), {}).basis, HasSubstr("cannot train fused"));
 }
 
+// training.fuse left out (chosen) is measured as auto only where fusion can win and the probe is cheap: the trials
+// train on CUDA, the workload offers fusion and the probe's steps are at most 5% of the study's; on the CPU, in a
+// short study or for a workload without fusion, the trials train apart unmeasured. Explicit values are the spec's.
+TEST_F(ChooseLayout, TheDefaultFusionIsMeasuredOnlyOnCudaForAFusibleLongStudy) {
+  int asked = 0;
+  const auto fusible = [&asked](const StudySpec&) { return ++asked, true; };
+  const auto not_fusible = [](const StudySpec&) { return false; };
+  // Alone and groups of 2, 4, 8 and 16, each twice: 2,500 steps; no more candidates than trials.
+  EXPECT_EQ(FusionProbeSteps(32), 2500U);
+  EXPECT_EQ(FusionProbeSteps(2), 1000U);
+  EXPECT_EQ(FusionProbeSteps(0), 0U);
+  EXPECT_EQ(Spec(32, 2000).training.fuse, "chosen");
+  // The quickstart on CUDA: 32 trials of 2000 steps, the probe 3.9% of them.
+  const FusionPlan quickstart = PlanFusion(Spec(32, 2000), true, 32, fusible);
+  EXPECT_TRUE(quickstart.probe);
+  EXPECT_THAT(quickstart.why, HasSubstr("a probe of about 2500 training steps, 3.9% of the 64000 left"));
+  EXPECT_EQ(asked, 1);
+  // On the CPU never, and the workload is not even asked (that loads the trainer).
+  const FusionPlan cpu = PlanFusion(Spec(32, 2000), false, 32, fusible);
+  EXPECT_FALSE(cpu.probe);
+  EXPECT_THAT(cpu.why, HasSubstr("the trials train on the CPU"));
+  EXPECT_EQ(asked, 1);
+  // 5% of the study's steps at most: 32 trials need 50,000 steps in all, 2 trials 20,000 (the layout's threshold).
+  EXPECT_TRUE(PlanFusion(Spec(32, 1563), true, 32, fusible).probe);
+  const FusionPlan short_study = PlanFusion(Spec(32, 1562), true, 32, fusible);
+  EXPECT_FALSE(short_study.probe);
+  EXPECT_THAT(short_study.why, HasSubstr("more than 5% of the 49984 left in all (32 trials)"));
+  EXPECT_TRUE(PlanFusion(Spec(2, 10000), true, 2, fusible).probe);
+  EXPECT_FALSE(PlanFusion(Spec(2, 9999), true, 2, fusible).probe);
+  EXPECT_FALSE(PlanFusion(Spec(1, 1000000), true, 1, fusible).probe) << "one trial left has nothing to fuse with";
+  // A workload without fusion.
+  const FusionPlan apart = PlanFusion(Spec(32, 2000), true, 32, not_fusible);
+  EXPECT_FALSE(apart.probe);
+  EXPECT_THAT(apart.why, HasSubstr("cannot train fused"));
+  // Explicit values as before: auto is measured anywhere (ChooseFusion skips a short study itself), off and a number
+  // never.
+  EXPECT_TRUE(PlanFusion(Spec(4, 100, "{fuse: auto}"), false, 4, not_fusible).probe);
+  EXPECT_FALSE(PlanFusion(Spec(32, 2000, "{fuse: off}"), true, 32, fusible).probe);
+  EXPECT_FALSE(PlanFusion(Spec(32, 2000, "{fuse: 8}"), true, 32, fusible).probe);
+  // What the runner asks: the built-in MLP fuses; data-parallel ranks and a program of yours do not.
+  StudySpec study = Spec(32, 2000);
+  EXPECT_TRUE(FusibleStudy(study));
+  study.training.processes = 2;
+  EXPECT_FALSE(FusibleStudy(study));
+  EXPECT_FALSE(
+      FusibleStudy(ParseStudySpec("name: p\ncommand: ./train.sh {params_file}\nmax_train_steps: 2000\n"
+                                  "trials: 32\nspace:\n  learning_rate: {min: 0.01, max: 0.1}\n",
+                                  "p.yaml")));
+}
+
 TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
   const StudySpec spec = Spec(40, 1000);
   std::vector<std::string> progress;

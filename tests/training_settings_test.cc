@@ -103,6 +103,33 @@ TEST(TrainingSettings, EverySettingIsDocumented) {
   }
 }
 
+// training.fuse left out is "chosen" (the runner decides: PlanFusion), told apart from an explicit off wherever the
+// settings are written (trial.json, the machine caches' keys); a trial.json written before, with off, reads as off.
+TEST(TrainingSettings, FuseLeftOutIsChosenAndToldApartFromOff) {
+  const std::string base =
+      "name: f\nworkload: synthetic\nmax_train_steps: 1000\n"
+      "space:\n  learning_rate: {min: 0.01, max: 0.1}\n";
+  const StudySpec left_out = ParseStudySpec(base, "f.yaml");
+  const StudySpec off = ParseStudySpec(base + "training: {fuse: off}\n", "f.yaml");
+  EXPECT_EQ(TrainingSettings{}.fuse, "chosen");
+  EXPECT_EQ(left_out.training.fuse, "chosen");
+  EXPECT_EQ(off.training.fuse, "off");
+  EXPECT_NE(left_out.training, off.training);
+  EXPECT_EQ(TrainingSettingsToJson(left_out.training).at("fuse"), "chosen");
+  EXPECT_EQ(TrainingSettingsToJson(off.training).at("fuse"), "off");
+  EXPECT_EQ(TrainingSettingsFromJson(TrainingSettingsToJson(left_out.training)), left_out.training);
+  EXPECT_EQ(TrainingSettingsFromJson({{"fuse", "off"}}).fuse, "off");
+  EXPECT_EQ(TrainingSettingsFromJson(nlohmann::json::object()).fuse, "chosen");
+  EXPECT_EQ(ParseStudySpec(base + "training: {fuse: chosen}\n", "f.yaml").training, left_out.training);
+  EXPECT_EQ(TrainingSettingFlags(left_out.training), "");  // the runner's setting: no dltune train flag
+  try {
+    ParseStudySpec(base + "training: {fuse: maybe}\n", "f.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("must be off, auto, chosen (the default) or the most trials"));
+  }
+}
+
 // training.threads is a count or auto (0, the default): the parallel layout then chooses (parallel_layout.h).
 TEST(TrainingSettings, ThreadsAreACountOrAuto) {
   EXPECT_EQ(TrainingSettings{}.threads, 0);

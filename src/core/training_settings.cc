@@ -26,8 +26,7 @@ void CheckCudaGraph(const std::string& text, std::int64_t /*max_train_steps*/) {
 }
 
 void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
-  if (text == "off") return;
-  if (text == "auto") return;
+  if (text == "off" || text == "auto" || text == "chosen") return;
   std::size_t end = 0;
   long long members = 0;
   try {
@@ -36,7 +35,7 @@ void CheckFuse(const std::string& text, std::int64_t /*max_train_steps*/) {
     end = 0;
   }
   if (end == 0 || end != text.size() || members < 2 || members > 1024) {
-    throw Error("must be off, auto or the most trials a fused group takes, from 2 to 1024");
+    throw Error("must be off, auto, chosen (the default) or the most trials a fused group takes, from 2 to 1024");
   }
 }
 
@@ -107,8 +106,9 @@ const std::vector<TrainingSettingField>& TrainingSettingFields() {
        Kind::kText, 0, 0, false, false, &TrainingSettings::device, CheckDevice},
       {"fuse", "",
        "built-in MLP or CNN trials of one sub-study that differ only in fusible hyperparameters train together as one "
-       "array model, at most this many in a group: off (default), auto (as many as a probe finds fastest, or none) or "
-       "a number (docs/training.md, \"Fused trials\")",
+       "array model, at most this many in a group: chosen (default: auto where the trials train on CUDA and the probe "
+       "costs at most 5% of the study's steps, else off), off, auto (as many as a probe finds fastest, or none) or a "
+       "number (docs/training.md, \"Fused trials\")",
        Kind::kText, 0, 0, false, false, &TrainingSettings::fuse, CheckFuse},
       {"cuda_graph", "--cuda-graph",
        "a trial or fused group training on CUDA captures its step once as a CUDA graph and replays it at every step: "

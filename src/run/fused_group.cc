@@ -15,7 +15,7 @@ std::size_t FuseLimit(const StudySpec& spec, std::size_t auto_limit) {
   const std::string& fuse = spec.training.fuse;
   if (fuse.empty() || fuse == "off" || !spec.command.empty() || spec.training.processes > 1) return 0;
   if (!FusibleWorkload(spec.workload.name)) return 0;
-  if (fuse == "auto") return auto_limit >= 2 ? auto_limit : 0;
+  if (fuse == "auto" || fuse == "chosen") return auto_limit >= 2 ? auto_limit : 0;
   std::size_t limit = 0;
   const auto [end, error] = std::from_chars(fuse.data(), fuse.data() + fuse.size(), limit);
   return error == std::errc() && end == fuse.data() + fuse.size() && limit >= 2 ? limit : 0;

@@ -15,9 +15,9 @@
 
 namespace dltune {
 
-// The most trials a group of `spec`'s takes: training.fuse's number, or with fuse auto `auto_limit` (what the probe
-// chose: ChooseFusion in parallel_layout.h); 0 when its trials train apart (fuse off, a workload without an array
-// model, data-parallel ranks).
+// The most trials a group of `spec`'s takes: training.fuse's number, or with fuse auto or chosen (its default)
+// `auto_limit` (what the probe chose: ChooseFusion in parallel_layout.h; 0 where none ran); 0 when its trials train
+// apart (fuse off, a workload without an array model, data-parallel ranks).
 std::size_t FuseLimit(const StudySpec& spec, std::size_t auto_limit = 0);
 
 // What trials must share to train in one group: every param but the fusible ones (FusibleHyperparameters), as text.

@@ -38,6 +38,22 @@ TrialRecord Pending(std::uint64_t number, std::size_t substudy, const std::strin
   return trial;
 }
 
+// A study that leaves training.fuse out (chosen) groups its trials as the probe chose, and apart where none ran (on
+// the CPU); explicit values keep their meaning.
+TEST(FuseLimit, TheDefaultTakesTheProbesChoiceAndIsApartWithoutOne) {
+  StudySpec spec = TwoQuestions();
+  EXPECT_EQ(spec.training.fuse, "chosen");
+  EXPECT_EQ(FuseLimit(spec), 0U);
+  EXPECT_EQ(FuseLimit(spec, 8), 8U);
+  spec.training.fuse = "off";
+  EXPECT_EQ(FuseLimit(spec, 8), 0U);
+  spec.training.fuse = "4";
+  EXPECT_EQ(FuseLimit(spec, 8), 4U);
+  spec.training.fuse = "auto";
+  EXPECT_EQ(FuseLimit(spec, 8), 8U);
+  EXPECT_EQ(FuseLimit(spec, 0), 0U);
+}
+
 TEST(FusionKey, LeavesOutTheFusibleHyperparametersOnly) {
   const std::map<std::string, Value> nesterov = {
       {"optimizer", Value("nesterov")}, {"learning_rate", Value(0.1)}, {"width", Value(std::int64_t{16})}};

@@ -193,6 +193,16 @@ std::vector<LayoutMeasurement> Probe(nlohmann::json probe_trial, const LayoutReq
   return measured;
 }
 
+// The group sizes ChooseFusion measures with `trials_to_run` trials left: 1 (alone), 2, 4, 8 and 16, no more than the
+// trials left.
+std::vector<FusionMeasurement> FusionCandidates(std::uint64_t trials_to_run) {
+  std::vector<FusionMeasurement> candidates;
+  for (std::size_t members = 1; members <= 16 && members <= trials_to_run; members *= 2) {
+    candidates.push_back({members, 0});
+  }
+  return candidates;
+}
+
 std::string MeasuredText(const std::vector<LayoutMeasurement>& measured) {
   std::string text;
   for (const auto& m : measured) {
@@ -324,10 +334,7 @@ FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, c
     probe_trial["training"]["threads"] = layout.threads;
     const ProbeDirectory probe;
     WriteTrialDescription(probe.path, probe_trial);
-    std::vector<FusionMeasurement> measured;
-    for (std::size_t members = 1; members <= 16 && members <= request.trials_to_run; members *= 2) {
-      measured.push_back({members, 0});
-    }
+    std::vector<FusionMeasurement> measured = FusionCandidates(request.trials_to_run);
     for (int round = 0; round < kProbeRounds; ++round) {
       for (FusionMeasurement& candidate : measured) {
         if (request.progress) {
@@ -357,6 +364,40 @@ FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, c
   } catch (const std::exception& e) {
     return {0, fmt::format("apart: fused groups could not be measured ({})", e.what())};
   }
+}
+
+std::uint64_t FusionProbeSteps(std::uint64_t trials_to_run) {
+  return FusionCandidates(trials_to_run).size() * static_cast<std::uint64_t>(kProbeRounds) *
+         kFusionProbeStepsPerMeasurement;
+}
+
+bool FusibleStudy(const StudySpec& spec) {
+  return spec.command.empty() && spec.training.processes == 1 && FusibleWorkload(spec.workload.name);
+}
+
+FusionPlan PlanFusion(const StudySpec& spec, bool on_cuda, std::uint64_t trials_to_run,
+                      const std::function<bool(const StudySpec&)>& fusible) {
+  const std::string& fuse = spec.training.fuse;
+  if (fuse == "auto") return {.probe = true, .why = "training.fuse auto"};
+  if (fuse != "chosen") return {.why = fmt::format("training.fuse {}: not measured", fuse)};
+  if (!on_cuda) {
+    return {.why =
+                "apart: the trials train on the CPU, where a fused group does the same arithmetic and gains "
+                "nothing; not measured"};
+  }
+  const std::uint64_t steps =
+      trials_to_run * static_cast<std::uint64_t>(std::max<std::int64_t>(1, spec.max_train_steps));
+  const std::uint64_t probe = FusionProbeSteps(trials_to_run);
+  if (trials_to_run < 2 || static_cast<double>(probe) > kFusionProbeShare * static_cast<double>(steps)) {
+    return {.why = fmt::format("apart: a probe of about {} training steps is more than {:.0f}% of the {} left in all "
+                               "({} trials); not measured",
+                               probe, 100 * kFusionProbeShare, steps, trials_to_run)};
+  }
+  if (!fusible(spec)) return {.why = "apart: these trials cannot train fused; not measured"};
+  return {.probe = true,
+          .why = fmt::format("measured, the trials training on CUDA: a probe of about {} training steps, {:.1f}% of "
+                             "the {} left",
+                             probe, 100.0 * static_cast<double>(probe) / static_cast<double>(steps), steps)};
 }
 
 nlohmann::json FirstTrialDescription(const StudySpec& spec) { return ProbeTrial(spec); }

@@ -89,6 +89,38 @@ struct FusionChoice {
 // train apart, the basis saying why; never throws for it.
 FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout);
 
+// What a fusion probe costs, in training steps of the study's trial: each of its measurements trains for a quarter of
+// a second (LayoutRequest::probe_seconds over its two rounds), about 250 steps at the 1000 steps/s of the machine
+// kLayoutProbeMinSteps was set on (docs/parallel-layout.md: 717 and 903 steps/s per trial on 2 cores).
+inline constexpr std::uint64_t kFusionProbeStepsPerMeasurement = 250;
+
+// The most of a study's training steps the default's fusion probe may cost: what ChooseParallelLayout accepts, its
+// cheapest probe (2 candidates on 2 cores, measured twice: 4 × 250 steps) being 5% of kLayoutProbeMinSteps.
+inline constexpr double kFusionProbeShare = 0.05;
+
+// The training steps ChooseFusion's probe costs with `trials_to_run` trials left: its candidates (alone, and groups of
+// 2, 4, 8 and 16 no larger than the trials left), each measured twice, kFusionProbeStepsPerMeasurement each time.
+std::uint64_t FusionProbeSteps(std::uint64_t trials_to_run);
+
+// Whether the runner measures fusion (ChooseFusion) before a study's trials start. What it chose is then printed
+// and kept in the study's decision log; a study not measured says nothing.
+struct FusionPlan {
+  bool probe = false;  // ChooseFusion chooses the groups
+  std::string why;     // for the default (training.fuse left out): why it is measured, or why not
+};
+
+// training.fuse auto: always measured (ChooseFusion says itself why a short study is not); off or a number: never
+// (the spec decided). Left out ("chosen"): measured only where fusion can win and the probe is cheap next to the
+// study: its trials train on CUDA (`on_cuda`; on the CPU a group does the same arithmetic and gained
+// 0.86x to 1x, docs/performance.md), at least 2 trials are left, FusionProbeSteps is at most kFusionProbeShare of
+// their steps (`trials_to_run` × max_train_steps) and the workload offers fusion (one process per trial: `fusible`,
+// asked last, as it loads the trainer). Otherwise they train apart without a word, as with off.
+FusionPlan PlanFusion(const StudySpec& spec, bool on_cuda, std::uint64_t trials_to_run,
+                      const std::function<bool(const StudySpec&)>& fusible);
+
+// Whether `spec`'s trials can train fused: a built-in workload that offers it, one process per trial.
+bool FusibleStudy(const StudySpec& spec);
+
 // Where measured layouts are kept: parallel-layouts.json in MachineCacheDirectory() ($DLTUNE_CACHE_DIR, else
 // $XDG_CACHE_HOME/dltune, else ~/.cache/dltune).
 std::filesystem::path LayoutCacheFile();

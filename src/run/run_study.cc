@@ -66,10 +66,15 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
   observer.LayoutChosen(layout);
   worker.parallel = layout.trials * layout.processes;  // the worker counts processes
   worker.threads_per_trial = layout.threads;
-  if (session.spec().training.fuse == "auto") {
-    const FusionChoice fusion = ChooseFusion(session.spec(), request, layout);
+  // Left out, training.fuse is measured only where fusion can win and the probe is cheap; silent otherwise.
+  const bool on_cuda = request.trials_on_gpus || (spec.training.device == "cuda" && spec.training.processes == 1);
+  const FusionPlan plan = PlanFusion(spec, on_cuda, request.trials_to_run, FusibleStudy);
+  if (plan.probe) {
+    const FusionChoice fusion = ChooseFusion(spec, request, layout);
     worker.fuse_auto = fusion.members;
-    const std::string why = "training.fuse auto: " + fusion.basis;
+    const std::string why =
+        (spec.training.fuse == "auto" ? "training.fuse auto: " : "training.fuse (default; " + plan.why + "): ") +
+        fusion.basis;
     observer.Notice(why);
     store.AddNote(session.study().id, {.text = why, .author = "dltune run"});  // the decision log keeps why
   }

@@ -19,8 +19,8 @@ struct WorkerOptions {
   int parallel = 0;  // trials at once; 0: DefaultParallelism(threads per trial of the first study)
   // Threads of each trial whose spec leaves training.threads to auto (ChooseParallelLayout's choice); 0: 1.
   int threads_per_trial = 0;
-  // The most trials a fused group takes in a study whose spec says training.fuse: auto (ChooseFusion's choice); 0:
-  // such trials train apart.
+  // The most trials a fused group takes in a study whose spec says training.fuse: auto, or leaves it to its default
+  // (ChooseFusion's choice, where PlanFusion had it measured); 0: such trials train apart.
   std::size_t fuse_auto = 0;
   // Seconds a trial's processes may run on after its end line before they are killed (and the trial recorded by the
   // line).

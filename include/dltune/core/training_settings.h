@@ -42,8 +42,10 @@ struct TrainingSettings {
   // "cuda". Data-parallel ranks (processes > 1) train on the CPU: auto is the CPU there, and cuda an error.
   std::string device = "auto";
   // Trials of a sub-study trained together as one array model, at most this many in a group (docs/training.md,
-  // "Fused trials"): "off" (default) or a number of at least 2, as text.
-  std::string fuse = "off";
+  // "Fused trials"): "chosen" (the default, a spec that leaves it out: measured as "auto" where fusion can win and the
+  // probe is cheap, PlanFusion in src/run/parallel_layout.h, else apart), "off", "auto" or a number of at least 2, as
+  // text.
+  std::string fuse = "chosen";
   // A trial or fused group training on CUDA captures its step once in a CUDA graph and replays it (docs/training.md,
   // "CUDA graphs"): "auto" (default: where a replay, timed against the step launched eagerly, is the faster), "true"
   // (wherever the step can be captured) or "false"; elsewhere it trains eagerly, bit for bit alike.
