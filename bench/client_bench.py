@@ -5,11 +5,13 @@ cold ones and against Optuna + PyTorch, in one run.
 The program is examples/external/train.py (the quickstart's MLP, 784-256-10, Nesterov momentum vs Adam in the
 quickstart's space, batch 128, --trials-per-optimizer trials each (8), --steps steps (200) evaluated every steps / 10
 on a 10,000-example train subset and the 10,000 valid examples, one thread per trial). It calls dltune.run(train):
-its first trial in each slot starts cold (by exec) and answers the worker's offer, and every later trial is forked
-from the program server's warm state (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Four runs,
-one after the other:
+in the first study of the program on the machine, its first trial in each slot starts cold (by exec) and answers the
+worker's offer, and every later trial is forked from the program server's warm state; in a later study of it, its
+server starts with the first trial (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Five runs,
+one after the other, from one project directory with a machine cache of their own (DLTUNE_CACHE_DIR):
 
-  warm      dltune run --parallel P (default: the cores), warm trials (dltune's default)
+  warm      dltune run --parallel P (default: the cores), warm trials (dltune's default): the program's first study
+  known     the same study again, in a store of its own: a later study of a program known to serve warm
   cold      the same with DLTUNE_WARM_TRIALS=0: every trial by exec, its imports and data decoding its own
   optuna1   bench/peers/optuna_quickstart.py --device cpu --jobs 1: Optuna's n_jobs=1, one trial at a time
   optuna2   the same peer with P worker processes (--parallel-mode processes --jobs P), one SQLite storage
@@ -25,9 +27,9 @@ trial.add_seconds, so the store has them as `other` and `checkpoint`), whether i
 first line), and the medians; the warm start-up median over the trials after the first P (each slot's first trial
 is cold by design) as well as over all; and the slots' training share = (sum of the training sides) /
 (wall seconds x P), with the rest of the slots' time split into start-up, scheduling and idle (dltune's own
-start-up and end, the gaps between trials). Then warm / cold, warm / the better Optuna run, and the goals, met or not:
-warm start-up median (after the first trials) < 0.15 s; warm slots training >= 85% of the time; warm throughput >=
-the better Optuna run; best valid error of warm within 0.5 points of cold and of the better Optuna run.
+start-up and end, the gaps between trials). Then, for warm and known: against cold and the better Optuna run, and the
+goals, met or not: start-up median (after the first trials) < 0.15 s; slots training >= 85% of the time;
+throughput >= the better Optuna run; best valid error within 0.5 points of cold and of the better Optuna run.
 
 It prints the machine (CPU model, cores, torch, optuna, the OpenBLAS kernel set torch uses in this environment:
 OPENBLAS_CORETYPE as set, else OpenBLAS's own choice) and the load average before and after each run. --out FILE
@@ -38,7 +40,7 @@ writes the results as JSON after every run. Run from anywhere, with Debian's int
 Options: --dltune (default build/release/bin/dltune when it exists, else build/dev/bin/dltune, a RelWithDebInfo
 build; the one used is printed), --python (the trials' interpreter, default /usr/bin/python3), --program (the dltune
 runs' program instead of examples/external/train.py: a variant, to measure a change; the peer stays), --parallel P,
---trials-per-optimizer N, --steps N, --skip warm,cold,optuna1,optuna2, --keep (the work directory stays).
+--trials-per-optimizer N, --steps N, --skip warm,known,cold,optuna1,optuna2, --keep (the work directory stays).
 """
 import argparse
 import json
@@ -55,7 +57,8 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RUNS = ("warm", "cold", "optuna1", "optuna2")
+RUNS = ("warm", "known", "cold", "optuna1", "optuna2")
+WARM_RUNS = ("warm", "known")
 
 # Phases of trials.time_split that are not the trial's process after its start line: scheduling (before the process),
 # startup (up to the start line), store (the worker's writes, alongside the process), data_wait (a part of train).
@@ -95,9 +98,11 @@ def load():
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def dltune_environment(warm):
-    """The environment of a dltune run: warm trials (the default: no DLTUNE_WARM_TRIALS) or cold ones."""
+def dltune_environment(warm, work):
+    """The environment of a dltune run: warm trials (the default: no DLTUNE_WARM_TRIALS) or cold ones, and the
+    run's own machine cache (so that the first study of the program is its first on this machine)."""
     environment = dict(os.environ)
+    environment["DLTUNE_CACHE_DIR"] = str(work / "cache")
     environment.pop("DLTUNE_WARM_TRIALS", None)
     if not warm:
         environment["DLTUNE_WARM_TRIALS"] = "0"
@@ -257,11 +262,13 @@ def run_dltune(args, work, name, warm):
     (directory / "study.yaml").write_text(spec(name, args.python, args.trials_per_optimizer, args.steps, run_dir,
                                                program=args.program))
     store = directory / "store.db"
-    command = [args.dltune, "run", "study.yaml", "--no-report", "--storage", f"sqlite:///{store}",
+    # Every study runs from the one project directory, as a user's would: the program is known there after its
+    # first study.
+    command = [args.dltune, "run", str(directory / "study.yaml"), "--no-report", "--storage", f"sqlite:///{store}",
                "--parallel", str(args.parallel)]
     print(f"client_bench: {name}: {'' if warm else 'DLTUNE_WARM_TRIALS=0 '}{' '.join(command)}", flush=True)
     load_before = load()
-    done = timed_run(command, cwd=directory, env=dltune_environment(warm))
+    done = timed_run(command, cwd=work, env=dltune_environment(warm, work))
     wall = done.wall
     (directory / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -356,41 +363,45 @@ def summarize(results):
         worker = f" (worker {r['worker_cpu_seconds']:.1f})" if "worker_cpu_seconds" in r else ""
         print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}  "
               f"{r['cpu_seconds']:6.1f}{worker} = {cores:.2f} cores  {r['load_before']} -> {r['load_after']}")
-    for name in ("warm", "cold"):
+    for name in ("warm", "known", "cold"):
         if ok(results.get(name)):
             print()
             print_split(name, results[name]["split"])
-    warm, cold = results.get("warm"), results.get("cold")
+    cold = results.get("cold")
     optunas = [results[n] | {"name": n} for n in ("optuna1", "optuna2") if ok(results.get(n))]
     better = max(optunas, key=per_minute) if optunas else None
     print()
     goals = {}
-    if ok(warm) and ok(cold):
-        results["warm_vs_cold"] = per_minute(warm) / per_minute(cold)
-        print(f"warm has {results['warm_vs_cold']:.2f}x the throughput of cold")
-    if ok(warm) and better:
-        results["warm_vs_optuna"] = per_minute(warm) / per_minute(better)
-        print(f"warm has {results['warm_vs_optuna']:.2f}x the throughput of {better['name']} (the better Optuna run)")
-    if ok(warm):
+    for name in WARM_RUNS:
+        warm = results.get(name)
+        if not ok(warm):
+            continue
+        if ok(cold):
+            results[f"{name}_vs_cold"] = per_minute(warm) / per_minute(cold)
+            print(f"{name} has {results[f'{name}_vs_cold']:.2f}x the throughput of cold")
+        if better:
+            results[f"{name}_vs_optuna"] = per_minute(warm) / per_minute(better)
+            print(f"{name} has {results[f'{name}_vs_optuna']:.2f}x the throughput of {better['name']} (the better "
+                  f"Optuna run)")
         split = warm["split"]
         after = split["startup_median_after_first"]
-        goals["warm start-up median < 0.15 s (trials after each slot's first)"] = (
+        goals[f"{name}: start-up median < 0.15 s (trials after each slot's first)"] = (
             after is not None and after < 0.15, f"{after:.3f} s" if after is not None else "-")
-        goals["warm slots training >= 85% of the time"] = (split["training_share"] >= 0.85,
-                                                           f"{100 * split['training_share']:.1f}%")
-    if ok(warm) and better:
-        goals["warm throughput >= the better Optuna run"] = (
-            per_minute(warm) >= per_minute(better),
-            f"{per_minute(warm):.1f} vs {per_minute(better):.1f} trials/min ({better['name']})")
-    if ok(warm) and warm["best_valid_error"] is not None:
-        others = [(n, results[n]) for n in ("cold",) if ok(results.get(n))] + ([(better["name"], better)] if better
-                                                                               else [])
-        others = [(n, r) for n, r in others if r["best_valid_error"] is not None]
-        if others:
-            gaps = {n: 100 * abs(warm["best_valid_error"] - r["best_valid_error"]) for n, r in others}
-            goals["best valid error within 0.5 points (warm vs " + ", ".join(gaps) + ")"] = (
-                all(g <= 0.5 for g in gaps.values()),
-                ", ".join(f"{n} {g:.2f} points" for n, g in gaps.items()))
+        goals[f"{name}: slots training >= 85% of the time"] = (split["training_share"] >= 0.85,
+                                                              f"{100 * split['training_share']:.1f}%")
+        if better:
+            goals[f"{name}: throughput >= the better Optuna run"] = (
+                per_minute(warm) >= per_minute(better),
+                f"{per_minute(warm):.1f} vs {per_minute(better):.1f} trials/min ({better['name']})")
+        if warm["best_valid_error"] is not None:
+            others = [(n, results[n]) for n in ("cold",) if ok(results.get(n))] + (
+                [(better["name"], better)] if better else [])
+            others = [(n, r) for n, r in others if r["best_valid_error"] is not None]
+            if others:
+                gaps = {n: 100 * abs(warm["best_valid_error"] - r["best_valid_error"]) for n, r in others}
+                goals[f"{name}: best valid error within 0.5 points (vs " + ", ".join(gaps) + ")"] = (
+                    all(g <= 0.5 for g in gaps.values()),
+                    ", ".join(f"{n} {g:.2f} points" for n, g in gaps.items()))
     for goal, (met, figure) in goals.items():
         print(f"goal: {goal}: {'met' if met else 'NOT met'} ({figure})")
     results["goals"] = {goal: {"met": met, "figure": figure} for goal, (met, figure) in goals.items()}
@@ -444,6 +455,7 @@ def main():
                "parallel": args.parallel, "program": args.program}
     runs = {
         "warm": lambda: run_dltune(args, work, "warm", True),
+        "known": lambda: run_dltune(args, work, "known", True),
         "cold": lambda: run_dltune(args, work, "cold", False),
         "optuna1": lambda: run_optuna(args, work, "optuna1", 1, "threads"),
         "optuna2": lambda: run_optuna(args, work, "optuna2", args.parallel, "processes"),
