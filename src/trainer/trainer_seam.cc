@@ -12,7 +12,6 @@
 
 #include "dltune/core/error.h"
 #include "train/rendezvous_store.h"
-#include "train/torch_build.h"
 #include "trainer/trainer_table.h"
 
 namespace dltune {
@@ -141,15 +140,6 @@ std::string ResolveTrainingDevice(const TrainingSettings& training) {
 
 DistributedOptions DistributedOptionsFromEnvironment(const TrainingSettings& training) {
   return Trainer().distributed_options_from_environment(training);
-}
-
-// Known when dltune was built, without loading LibTorch (CMake tells whether it has CUDA).
-bool LibTorchHasCuda() {
-#ifdef DLTUNE_TORCH_CUDA
-  return true;
-#else
-  return false;
-#endif
 }
 
 // Without a trainer no trial trains in a process of dltune's: nothing to choose, nothing to restart for.
