@@ -98,11 +98,12 @@ def load():
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def dltune_environment(warm, work):
-    """The environment of a dltune run: warm trials (the default: no DLTUNE_WARM_TRIALS) or cold ones, and the
-    run's own machine cache (so that the first study of the program is its first on this machine)."""
+def dltune_environment(warm, work=None):
+    """The environment of a dltune run: warm trials (the default: no DLTUNE_WARM_TRIALS) or cold ones; with WORK,
+    the runs' own machine cache in it (so that the first study of the program is its first on this machine)."""
     environment = dict(os.environ)
-    environment["DLTUNE_CACHE_DIR"] = str(work / "cache")
+    if work is not None:
+        environment["DLTUNE_CACHE_DIR"] = str(work / "cache")
     environment.pop("DLTUNE_WARM_TRIALS", None)
     if not warm:
         environment["DLTUNE_WARM_TRIALS"] = "0"
@@ -387,8 +388,8 @@ def summarize(results):
         after = split["startup_median_after_first"]
         goals[f"{name}: start-up median < 0.15 s (trials after each slot's first)"] = (
             after is not None and after < 0.15, f"{after:.3f} s" if after is not None else "-")
-        goals[f"{name}: slots training >= 85% of the time"] = (split["training_share"] >= 0.85,
-                                                              f"{100 * split['training_share']:.1f}%")
+        share = split["training_share"]
+        goals[f"{name}: slots training >= 85% of the time"] = (share >= 0.85, f"{100 * share:.1f}%")
         if better:
             goals[f"{name}: throughput >= the better Optuna run"] = (
                 per_minute(warm) >= per_minute(better),

@@ -4,9 +4,13 @@ program one trial at a time and against Optuna + PyTorch as its users run it (n_
 
 The program is examples/external/train.py (the quickstart's MLP, 784-256-10, Nesterov momentum vs Adam, 16 trials
 each, 2000 steps of batch 128, evaluated every 200 steps) on `dltune.torch.device(trial)`, the GPU dltune gives it.
-Five runs, one after the other on the same GPU:
+Six runs, one after the other on the same GPU, the dltune ones from one project directory with a machine cache of
+their own (DLTUNE_CACHE_DIR):
 
-  packed    dltune run, resources.trials_per_gpu: auto (packing by measurement), --parallel = the cores
+  packed    dltune run, resources.trials_per_gpu: auto (packing by measurement), --parallel = the cores: the
+            program's first study on the machine
+  known     the same again, in a store of its own: a later study of a program known to serve warm, whose server
+            starts with its first trial
   one       dltune run, resources.trials_per_gpu: 1 and --parallel 1: the same program one trial at a time
             (--one-trials-per-optimizer of them: its throughput is steady from the first trial on)
   optuna    bench/peers/optuna_quickstart.py --device cuda --jobs 1: the Optuna peer on the same GPU, as its users
@@ -16,7 +20,8 @@ Five runs, one after the other on the same GPU:
             the GPU dltune places each trial on), packed by measurement
 
 The dltune runs start their trials warm (dltune's default, whatever DLTUNE_WARM_TRIALS says in this environment):
-each slot's first trial of the program by exec, the later ones forked from its program server; the built-in
+in the program's first study each slot's first trial by exec, the later ones forked from its program server, and
+in the studies after (known, one) every trial from its server; the built-in
 trainer's from dltune's trial server. It prints the GPU, CUDA and driver, each run's wall time, trials per minute,
 best valid error, and the throughput ratios packed / one and packed / optuna (the goal: packed at least 6x one, best
 valid error within 0.5 points of one) and builtin / optuna and builtin / optuna8; for each dltune run, as
@@ -32,7 +37,7 @@ Options: --python (the interpreter with a CUDA torch; default: this one), --tria
 --one-trials-per-optimizer and --optuna-trials-per-optimizer (the serial runs' trials, default: the same; their
 trials run one after another at a steady rate, so a part of the study measures their throughput: the Optuna peer's
 then over its own studies' seconds, without the interpreter's start, in its favour), --steps (2000), --skip
-one,optuna,optuna8,builtin (to rerun a part), --keep (the work directory stays).
+known,one,optuna,optuna8,builtin (to rerun a part), --keep (the work directory stays).
 """
 import argparse
 import json
@@ -50,18 +55,19 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def run_study(args, directory, name, spec_text, parallel):
-    """Runs one study through `dltune run` in DIRECTORY; returns its wall time and results."""
+    """Runs one study through `dltune run`, its files in DIRECTORY, from the project directory above it; returns its
+    wall time and results."""
     directory.mkdir()
     (directory / "study.yaml").write_text(spec_text)
     storage = f"sqlite:///{directory / 'store.db'}"
-    command = [args.dltune, "run", "study.yaml", "--no-report", "--storage", storage]
+    command = [args.dltune, "run", str(directory / "study.yaml"), "--no-report", "--storage", storage]
     if parallel:
         command += ["--parallel", str(parallel)]
     print(f"gpu_client_bench: {directory.name}: {' '.join(command)}", flush=True)
     epoch = time.time()
     began = time.perf_counter()
-    done = subprocess.run(command, cwd=directory, capture_output=True, text=True, check=False,
-                          env=dltune_environment(warm=True))
+    done = subprocess.run(command, cwd=directory.parent, capture_output=True, text=True, check=False,
+                          env=dltune_environment(True, directory.parent))
     wall = time.perf_counter() - began
     (directory / "run.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
@@ -88,7 +94,7 @@ def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel
 
 def run_builtin(args, work):
     text = (ROOT / "examples/quickstart.yaml").read_text()
-    text = text.replace("name: quickstart", "name: builtin", 1)
+    text = text.replace("name: quickstart", f"name: builtin\nrun_dir: {work / 'builtin' / 'runs'}", 1)
     text = text.replace("max_train_steps: 2000", f"max_train_steps: {args.steps}", 1)
     text = text.replace("trials: 16 ", f"trials: {args.trials_per_optimizer} ", 1)
     return run_study(args, work / "builtin", "builtin", text, None)
@@ -146,8 +152,8 @@ def summarize(results):
         best = "-" if r["best_valid_error"] is None else f"{r['best_valid_error']:.4f}"
         over = f" (trials/min over its own {r['study_seconds']:.1f} s)" if r.get("partial") else ""
         print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}{over}")
-    for faster, slower in (("packed", "one"), ("packed", "optuna"), ("builtin", "optuna"), ("builtin", "optuna8"),
-                           ("builtin", "packed")):
+    for faster, slower in (("packed", "one"), ("packed", "optuna"), ("packed", "optuna8"), ("known", "optuna"),
+                           ("known", "optuna8"), ("builtin", "optuna"), ("builtin", "optuna8"), ("builtin", "packed")):
         a, b = results.get(faster), results.get(slower)
         if not a or not b or "failed" in a or "failed" in b:
             continue
@@ -155,12 +161,12 @@ def summarize(results):
         results[f"{faster}_vs_{slower}"] = ratio
         print(f"{faster} has {ratio:.1f}x the throughput of {slower}; best valid error {a['best_valid_error']:.4f} "
               f"vs {b['best_valid_error']:.4f}")
-    for name in ("packed", "builtin"):
+    for name in ("packed", "known", "builtin"):
         for line in results.get(name, {}).get("gpu_lines", []):
             print(f"  {name}: {line}")
 
 
-RUNS = ("packed", "builtin", "one", "optuna", "optuna8")
+RUNS = ("packed", "known", "builtin", "one", "optuna", "optuna8")
 
 
 def main():
@@ -183,6 +189,7 @@ def main():
     results = {"machine": facts, "trials_per_optimizer": args.trials_per_optimizer, "steps": args.steps}
     runs = {
         "packed": lambda: run_program(args, work, "packed", args.trials_per_optimizer, "auto", os.cpu_count()),
+        "known": lambda: run_program(args, work, "known", args.trials_per_optimizer, "auto", os.cpu_count()),
         "one": lambda: run_program(args, work, "one", args.one_trials_per_optimizer or args.trials_per_optimizer, 1, 1),
         "optuna": lambda: run_optuna(args, work, "optuna", 1, "threads",
                                      args.optuna_trials_per_optimizer or args.trials_per_optimizer),
