@@ -136,6 +136,20 @@ TEST_F(WorkerTest, ACompletedTrialIsRecordedWithItsBestStep) {
   }
 }
 
+// RunStudy hands the worker the session it opened (WorkerOptions::opened): the worker runs that session's spec and
+// never reads the study's spec from the store again, here a text that no longer parses.
+TEST_F(WorkerTest, AWorkerGivenTheOpenedSessionNeverReadsTheStoredSpec) {
+  const StudySession session = Study(kTrains, 2);
+  temp_.store().ExtendStudy(session.study().id, "name: s\ncommand: [unclosed\n", "unreadable", "");
+  WorkerOptions options;
+  options.opened = &session;
+  const RunSummary summary = Run(2, nullptr, options);
+  EXPECT_EQ(summary.completed, 2);
+  for (std::uint64_t n = 0; n < 2; ++n) EXPECT_EQ(Trial(n).state, TrialState::kCompleted) << Trial(n).reason;
+  // A worker that opens the study by name reads that text, and refuses it.
+  EXPECT_THROW(Run(), Error);
+}
+
 TEST_F(WorkerTest, FailuresKeepTheExitStatusAndTheTailOfStderr) {
   (void)Study(kPrelude + "echo 'Traceback: something broke' >&2\nexit 3\n");
   EXPECT_EQ(Run().failed, 1);
