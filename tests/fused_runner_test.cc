@@ -37,7 +37,7 @@ class FusedRunner : public test::InOwnDirectory {
   FusedRunner() : InOwnDirectory("fused") {}
 
   // Nesterov vs Adam on the Fashion-MNIST MLP, `trials` per optimizer of `steps` steps (evaluated every `steps` / 3),
-  // with `fuse` and the Nesterov learning rates `nesterov_lr`.
+  // with `fuse` (empty: left out) and the Nesterov learning rates `nesterov_lr`.
   void WriteStudy(const std::string& name, const std::string& fuse, int trials, const std::string& nesterov_lr,
                   int steps = 30) {
     fs::create_directories(dir_ / name);
@@ -45,7 +45,7 @@ class FusedRunner : public test::InOwnDirectory {
         << "name: fused\n"
            "workload: {name: fashion_mnist_mlp, args: {hidden_sizes: [32]}}\n"
         << "max_train_steps: " << steps << "\ntraining: {eval_every_steps: " << steps / 3
-        << ", train_eval_examples: 1000, threads: 1, fuse: " << fuse << "}\n"
+        << ", train_eval_examples: 1000, threads: 1" << (fuse.empty() ? "" : ", fuse: " + fuse) << "}\n"
         << "trials: " << trials
         << "\n"
            "sampler: halton\n"
@@ -266,6 +266,32 @@ TEST_F(FusedRunner, FuseAutoChoosesByMeasurementAndSaysWhy) {
   for (const auto& [number, result] : Results("fused")) EXPECT_EQ(result.state, TrialState::kCompleted) << number;
   // Groups formed exactly when the probe chose them.
   EXPECT_EQ(GroupLines("fused").empty(), out.find("training.fuse auto: apart") != std::string::npos);
+}
+
+// A study on the CPU that leaves training.fuse out, long enough that the default would measure it on CUDA (2 trials
+// of 10,000 steps: the probe's 1,000 steps are 5%), is neither measured nor fused, says nothing of it, and trains
+// each trial as with fuse: off, bit for bit.
+TEST_F(FusedRunner, TheDefaultOnTheCpuIsNeitherMeasuredNorFused) {
+  const std::string learning_rate = "min: 0.01, max: 0.3, scale: log";
+  WriteStudy("default", "", 1, learning_rate, 10000);
+  WriteStudy("off", "off", 1, learning_rate, 10000);
+  ASSERT_EQ(Run("default"), 0) << Slurp(dir_ / "default" / "run.out");
+  ASSERT_EQ(Run("off"), 0) << Slurp(dir_ / "off" / "run.out");
+  const std::string out = Slurp(dir_ / "default" / "run.out");
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("training.fuse"))) << out;
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("fused groups"))) << out;
+  const auto store = OpenStore("sqlite://" + (dir_ / "default" / "dltune.db").string());
+  EXPECT_TRUE(store->ListNotes(store->FindStudy("fused")->id).empty()) << "the decision log has nothing to say";
+  EXPECT_TRUE(GroupLines("default").empty());
+  const auto fused = Results("default");
+  const auto apart = Results("off");
+  ASSERT_EQ(fused.size(), 2U);
+  for (const auto& [number, result] : fused) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_EQ(result.losses, apart.at(number).losses);
+    EXPECT_EQ(result.evals, apart.at(number).evals);
+  }
 }
 
 // One fused group's process that crashes fails each of its members, and counts as one failure of the study: the

@@ -234,6 +234,8 @@ TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
   const nlohmann::json entry = cache.at("layouts").begin().value();
   EXPECT_EQ(entry.at("machine_and_workload").at("cpu"), CpuModelName());
   EXPECT_EQ(entry.at("machine_and_workload").at("params").at("batch_size"), 64);
+  // training.fuse left out trains as off on the CPU, and is keyed so: entries measured for off serve it.
+  EXPECT_EQ(entry.at("machine_and_workload").at("training").at("fuse"), "off");
   ASSERT_EQ(entry.at("measurements").size(), 2u);
   for (const auto& m : entry.at("measurements")) {
     EXPECT_GT(m.at("steps_per_second").get<double>(), 10) << m.dump();  // a 32-unit MLP trains far faster
@@ -245,6 +247,9 @@ TEST_F(ChooseLayout, MeasuresEachCandidateOnceAndReusesTheMeasurement) {
   EXPECT_TRUE(progress.empty());
   EXPECT_THAT(again.basis, HasSubstr("measured before on this machine"));
   EXPECT_EQ(again.threads, first.threads);
+  EXPECT_THAT(ChooseParallelLayout(Spec(30, 2000, "{fuse: off}"), request).basis,
+              HasSubstr("measured before on this machine"));
+  EXPECT_TRUE(progress.empty());
   // Another core count is another machine as far as the measurement goes.
   request.cores = 1;
   const ParallelLayout one_core = ChooseParallelLayout(spec, request);

@@ -56,6 +56,8 @@ nlohmann::json CacheKey(const nlohmann::json& probe_trial, int cores) {
   const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   const auto faster = FasterBlasEnvironment();
   nlohmann::json key = TrainingIdentity(probe_trial, /*command=*/"");
+  // Layouts are measured for trials on the CPU, where training.fuse's default trains as off does: one entry for both.
+  if (key["training"].value("fuse", "") == "chosen") key["training"]["fuse"] = "off";
   key["cpu"] = CpuModelName();
   key["cores"] = cores;
   key["blas"] = faster ? faster->second : (coretype ? coretype : "auto");
