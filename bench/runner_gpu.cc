@@ -237,7 +237,7 @@ int GpuQuickstart(const fs::path& dir, int fuse, bool peers, bool eager_runs, in
     sides.emplace(key, std::move(*side));
   };
   const std::string fused_training = "  device: cuda\n  fuse: " + std::to_string(fuse) + "\n";
-  // Unfused says so: training.fuse left out would be measured, and fused, on CUDA.
+  // Unfused says so: training.fuse left out would be measured on CUDA, and fused where that wins.
   const std::string unfused_training = "  device: cuda\n  fuse: off\n";
   // The goals' runs first (training.cuda_graph: auto, the default), then the peers, then the eager runs.
   run("unfused", RunDltune(dir, "unfused", unfused_training));
