@@ -111,10 +111,10 @@ struct FusionPlan {
 
 // training.fuse auto: always measured (ChooseFusion says itself why a short study is not); off or a number: never
 // (the spec decided). Left out ("chosen"): measured only where fusion can win and the probe is cheap next to the
-// study: its trials train on CUDA (`on_cuda`; on the CPU a group does the same arithmetic and gained
-// 0.86x to 1x, docs/performance.md), at least 2 trials are left, FusionProbeSteps is at most kFusionProbeShare of
-// their steps (`trials_to_run` × max_train_steps) and the workload offers fusion (one process per trial: `fusible`,
-// asked last, as it loads the trainer). Otherwise they train apart without a word, as with off.
+// study: its trials train on CUDA (`on_cuda`; on the CPU a group does the same arithmetic and gained 0.86x to 1.02x,
+// docs/performance.md), at least 2 trials are left, FusionProbeSteps is at most kFusionProbeShare of their steps
+// (`trials_to_run` × max_train_steps) and the workload offers fusion (one process per trial: `fusible`, asked last,
+// as it may load the trainer). Otherwise they train apart without a word, as with off.
 FusionPlan PlanFusion(const StudySpec& spec, bool on_cuda, std::uint64_t trials_to_run,
                       const std::function<bool(const StudySpec&)>& fusible);
 
