@@ -62,9 +62,9 @@ class FusedRunner : public test::InOwnDirectory {
 
   // `dltune run` of study `name` with `parallel` trials (or groups) at once.
   std::string RunCommand(const std::string& name, int parallel = 2) const {
-    return "cd '" + (dir_ / name).string() + "' && exec " + DLTUNE_CLI + " run study.yaml --parallel " +
-           std::to_string(parallel) + " --no-report --storage sqlite://" + (dir_ / name / "dltune.db").string() +
-           " >> run.out 2>&1";
+    return "cd '" + (dir_ / name).string() + "' && DLTUNE_CACHE_DIR='" + (dir_ / "cache").string() + "' exec " +
+           DLTUNE_CLI + " run study.yaml --parallel " + std::to_string(parallel) + " --no-report --storage sqlite://" +
+           (dir_ / name / "dltune.db").string() + " >> run.out 2>&1";
   }
   int Run(const std::string& name, int parallel = 2) {
     const int status = std::system(RunCommand(name, parallel).c_str());
@@ -266,6 +266,17 @@ TEST_F(FusedRunner, FuseAutoChoosesByMeasurementAndSaysWhy) {
   for (const auto& [number, result] : Results("fused")) EXPECT_EQ(result.state, TrialState::kCompleted) << number;
   // Groups formed exactly when the probe chose them.
   EXPECT_EQ(GroupLines("fused").empty(), out.find("training.fuse auto: apart") != std::string::npos);
+  // Another study of the same training on this machine takes the measurement kept, and chooses as the first did.
+  WriteStudy("again", "auto", 2, "min: 0.01, max: 0.3, scale: log", 6000);
+  ASSERT_EQ(Run("again"), 0) << Slurp(dir_ / "again" / "run.out");
+  const std::string again = Slurp(dir_ / "again" / "run.out");
+  EXPECT_THAT(again, HasSubstr("measured before on this machine, cached in")) << again;
+  EXPECT_THAT(again, ::testing::Not(HasSubstr("measuring fused groups"))) << again;
+  const auto choice = [](const std::string& text) {
+    const auto at = text.find("training.fuse auto: ");
+    return at == std::string::npos ? std::string() : text.substr(at, text.find(':', at + 20) - at);
+  };
+  EXPECT_EQ(choice(again), choice(out));
 }
 
 // A study on the CPU that leaves training.fuse out, long enough that the default would measure it on CUDA (2 trials

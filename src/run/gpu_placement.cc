@@ -47,6 +47,13 @@ std::vector<std::string> GpuPlacement::Uuids() const {
   return uuids;
 }
 
+std::string GpuPlacement::Models() const {
+  if (inventory_.gpus.empty()) return "";
+  std::set<std::string> models;
+  for (const GpuDevice& gpu : inventory_.gpus) models.insert(gpu.name);
+  return fmt::format("{}; driver {}", fmt::join(models, ", "), inventory_.driver_version);
+}
+
 bool GpuPlacement::Shares() const {
   if (!pool_) return false;
   return std::any_of(inventory_.gpus.begin(), inventory_.gpus.end(),

@@ -49,6 +49,9 @@ class GpuPlacement {
   bool has_gpus() const { return pool_ != nullptr; }
   // The GPUs trials may use, by UUID.
   std::vector<std::string> Uuids() const;
+  // The GPUs' model names (each once, sorted) and their driver, e.g. "NVIDIA H100 80GB HBM3; driver 550.54.15"; empty
+  // without GPUs.
+  std::string Models() const;
   // Whether some GPU takes more than one trial at once now.
   bool Shares() const;
   // With trials per GPU auto: the GPUs start at the packing measured before for `spec`'s trials (with MPS or not) on

@@ -321,6 +321,65 @@ std::size_t PickFusion(const std::vector<FusionMeasurement>& measured) {
   return best->members > 1 && best->steps_per_second >= kFusionMargin * alone->steps_per_second ? best->members : 0;
 }
 
+namespace {
+
+// Fusion measurements are kept beside the layouts, in a file of their own (same format), keyed as the layout is plus
+// the GPUs, the layout they were measured in and the group sizes tried.
+MachineCache FusionCache(const LayoutRequest& request) {
+  const std::filesystem::path layouts = request.cache_file.empty() ? LayoutCacheFile() : request.cache_file;
+  return {.file = layouts.parent_path() / "fusion-probes.json", .version = 1, .section = "probes"};
+}
+
+nlohmann::json FusionKey(const nlohmann::json& probe_trial, const LayoutRequest& request, const ParallelLayout& layout,
+                         const std::vector<FusionMeasurement>& candidates) {
+  nlohmann::json key = CacheKey(probe_trial, request.cores > 0 ? request.cores : AvailableCores());
+  key["training"].erase("fuse");  // auto and the default measure the same
+  key["gpus"] = request.gpu_models;
+  key["layout"] = {{"trials", layout.trials}, {"threads", layout.threads}};
+  key["members"] = nlohmann::json::array();
+  for (const auto& candidate : candidates) key["members"].push_back(candidate.members);
+  return key;
+}
+
+std::optional<std::vector<FusionMeasurement>> CachedFusion(const MachineCache& cache, const std::string& name,
+                                                           std::vector<FusionMeasurement> candidates) {
+  const auto entry = cache.Entry(name);
+  if (!entry) return std::nullopt;
+  try {
+    const auto& measured = entry->at("measurements");
+    if (measured.size() != candidates.size()) return std::nullopt;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (measured[i].at("members").get<std::size_t>() != candidates[i].members) return std::nullopt;
+      candidates[i].steps_per_second = measured[i].at("steps_per_second").get<double>();
+      if (!(candidates[i].steps_per_second > 0)) return std::nullopt;
+    }
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+  return candidates;
+}
+
+// Measures each candidate (kProbeRounds times, keeping the fastest) in `layout`'s trials at once.
+void MeasureFusion(const LayoutRequest& request, const nlohmann::json& probe_trial, const ParallelLayout& layout,
+                   std::vector<FusionMeasurement>& candidates) {
+  const ProbeDirectory probe;
+  WriteTrialDescription(probe.path, probe_trial);
+  for (int round = 0; round < kProbeRounds; ++round) {
+    for (FusionMeasurement& candidate : candidates) {
+      if (request.progress) {
+        request.progress(candidate.members == 1 ? fmt::format("measuring trials alone{}", round > 0 ? " again" : "")
+                                                : fmt::format("measuring fused groups of {}{}", candidate.members,
+                                                              round > 0 ? " again" : ""));
+      }
+      candidate.steps_per_second =
+          std::max(candidate.steps_per_second, MeasureLayout(request, probe.path, layout.trials, layout.threads,
+                                                             request.probe_seconds / kProbeRounds, candidate.members));
+    }
+  }
+}
+
+}  // namespace
+
 FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout) {
   if (!FusibleWorkload(spec.workload.name) || spec.training.processes > 1) {
     return {0, "apart: these trials cannot train fused (the built-in MLP and CNN can, one process per trial)"};
@@ -334,23 +393,27 @@ FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, c
   try {
     nlohmann::json probe_trial = ProbeTrial(spec);
     probe_trial["training"]["threads"] = layout.threads;
-    const ProbeDirectory probe;
-    WriteTrialDescription(probe.path, probe_trial);
     std::vector<FusionMeasurement> measured = FusionCandidates(request.trials_to_run);
-    for (int round = 0; round < kProbeRounds; ++round) {
-      for (FusionMeasurement& candidate : measured) {
-        if (request.progress) {
-          request.progress(candidate.members == 1 ? fmt::format("measuring trials alone{}", round > 0 ? " again" : "")
-                                                  : fmt::format("measuring fused groups of {}{}", candidate.members,
-                                                                round > 0 ? " again" : ""));
-        }
-        candidate.steps_per_second = std::max(candidate.steps_per_second,
-                                              MeasureLayout(request, probe.path, layout.trials, layout.threads,
-                                                            request.probe_seconds / kProbeRounds, candidate.members));
+    const MachineCache cache = FusionCache(request);
+    const nlohmann::json key = FusionKey(probe_trial, request, layout, measured);
+    std::string cached_note;
+    if (auto cached = CachedFusion(cache, MachineCache::EntryName(key), measured)) {
+      measured = std::move(*cached);
+      cached_note = fmt::format("measured before on this machine, cached in {}; ", cache.file.string());
+    } else {
+      MeasureFusion(request, probe_trial, layout, measured);
+      nlohmann::json entries = nlohmann::json::array();
+      for (const auto& m : measured) {
+        entries.push_back({{"members", m.members}, {"steps_per_second", m.steps_per_second}});
+      }
+      try {
+        cache.Store(MachineCache::EntryName(key), {{"key", key}, {"measurements", entries}});
+      } catch (const Error& e) {
+        cached_note = fmt::format("not cached: {}; ", e.what());
       }
     }
-    std::string figures =
-        fmt::format("training steps per second of each trial: alone {:.0f}", measured.front().steps_per_second);
+    std::string figures = cached_note + fmt::format("training steps per second of each trial: alone {:.0f}",
+                                                    measured.front().steps_per_second);
     for (std::size_t i = 1; i < measured.size(); ++i) {
       figures += fmt::format(", in groups of {} {:.0f}", measured[i].members, measured[i].steps_per_second);
     }

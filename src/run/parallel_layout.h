@@ -51,6 +51,8 @@ struct LayoutRequest {
   TrialServer* trial_server = nullptr;
   // The study's trials train on GPUs: how many run at once is the GPU packing's, not the CPU's to measure.
   bool trials_on_gpus = false;
+  // The GPUs' models and driver (GpuPlacement::Models), which a fusion measurement is kept for; empty without GPUs.
+  std::string gpu_models;
 };
 
 // The layout of `spec`'s trials: training.threads and --parallel when given (the other derived from the cores),

@@ -52,7 +52,8 @@ ParallelLayout ApplyLayout(Store& store, const StudySession& session, const RunO
                               .dltune_executable = DltuneExecutable(options),
                               .progress = [&observer](const std::string& what) { observer.MeasuringLayout(what); },
                               .trial_server = &trial_server,
-                              .trials_on_gpus = gpus.GpusFor(session.spec()) > 0};
+                              .trials_on_gpus = gpus.GpusFor(session.spec()) > 0,
+                              .gpu_models = gpus.Models()};
   BecomeSubreaper();  // warm probe processes are re-parented to this process, as warm trials are
   worker.trial_server = &trial_server;
   const StudySpec& spec = session.spec();
