@@ -12,6 +12,7 @@
 
 #include "dltune/core/error.h"
 #include "train/rendezvous_store.h"
+#include "train/torch_build.h"
 #include "trainer/trainer_table.h"
 
 namespace dltune {
@@ -140,6 +141,17 @@ std::string ResolveTrainingDevice(const TrainingSettings& training) {
 
 DistributedOptions DistributedOptionsFromEnvironment(const TrainingSettings& training) {
   return Trainer().distributed_options_from_environment(training);
+}
+
+// Known when dltune was built, without loading LibTorch (CMake tells whether it has CUDA). This side of the seam
+// answers for itself, as train's torch_build.cc does for a program that links the trainer: a dltune without its
+// trainer compiles nothing of src/train.
+bool LibTorchHasCuda() {
+#ifdef DLTUNE_TORCH_CUDA
+  return true;
+#else
+  return false;
+#endif
 }
 
 // Without a trainer no trial trains in a process of dltune's: nothing to choose, nothing to restart for.
