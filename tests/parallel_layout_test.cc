@@ -170,6 +170,15 @@ TEST_F(ChooseLayout, FuseAutoMeasuresGroupsAgainstATrialAlone) {
 // training.fuse left out (chosen) is measured as auto only where fusion can win and the probe is cheap: the trials
 // train on CUDA, the workload offers fusion and the probe's steps are at most 5% of the study's; on the CPU, in a
 // short study or for a workload without fusion, the trials train apart unmeasured. Explicit values are the spec's.
+// The fusion probe runs as many processes as the layout's trials on the CPU, and one where the trials train on GPUs
+// (each would start a CUDA context on the same GPU; their packing is measured apart).
+TEST_F(ChooseLayout, TheFusionProbeRunsOneProcessWhereTheTrialsTrainOnGpus) {
+  const ParallelLayout layout{16, 1, "one thread per trial"};
+  EXPECT_EQ(FusionProbeProcesses({.trials_on_gpus = false}, layout), 16);
+  EXPECT_EQ(FusionProbeProcesses({.trials_on_gpus = true}, layout), 1);
+  EXPECT_EQ(FusionProbeProcesses({}, ParallelLayout{0, 1, ""}), 1);
+}
+
 TEST_F(ChooseLayout, TheDefaultFusionIsMeasuredOnlyOnCudaForAFusibleLongStudy) {
   int asked = 0;
   const auto fusible = [&asked](const StudySpec&) { return ++asked, true; };

@@ -321,6 +321,10 @@ std::size_t PickFusion(const std::vector<FusionMeasurement>& measured) {
   return best->members > 1 && best->steps_per_second >= kFusionMargin * alone->steps_per_second ? best->members : 0;
 }
 
+int FusionProbeProcesses(const LayoutRequest& request, const ParallelLayout& layout) {
+  return request.trials_on_gpus ? 1 : std::max(1, layout.trials);
+}
+
 namespace {
 
 // Fusion measurements are kept beside the layouts, in a file of their own (same format), keyed as the layout is plus
@@ -335,7 +339,7 @@ nlohmann::json FusionKey(const nlohmann::json& probe_trial, const LayoutRequest&
   nlohmann::json key = CacheKey(probe_trial, request.cores > 0 ? request.cores : AvailableCores());
   key["training"].erase("fuse");  // auto and the default measure the same
   key["gpus"] = request.gpu_models;
-  key["layout"] = {{"trials", layout.trials}, {"threads", layout.threads}};
+  key["layout"] = {{"trials", FusionProbeProcesses(request, layout)}, {"threads", layout.threads}};
   key["members"] = nlohmann::json::array();
   for (const auto& candidate : candidates) key["members"].push_back(candidate.members);
   return key;
@@ -359,9 +363,10 @@ std::optional<std::vector<FusionMeasurement>> CachedFusion(const MachineCache& c
   return candidates;
 }
 
-// Measures each candidate (kProbeRounds times, keeping the fastest) in `layout`'s trials at once.
+// Measures each candidate (kProbeRounds times, keeping the fastest), FusionProbeProcesses at once.
 void MeasureFusion(const LayoutRequest& request, const nlohmann::json& probe_trial, const ParallelLayout& layout,
                    std::vector<FusionMeasurement>& candidates) {
+  const int at_once = FusionProbeProcesses(request, layout);
   const ProbeDirectory probe;
   WriteTrialDescription(probe.path, probe_trial);
   for (int round = 0; round < kProbeRounds; ++round) {
@@ -372,7 +377,7 @@ void MeasureFusion(const LayoutRequest& request, const nlohmann::json& probe_tri
                                                               round > 0 ? " again" : ""));
       }
       candidate.steps_per_second =
-          std::max(candidate.steps_per_second, MeasureLayout(request, probe.path, layout.trials, layout.threads,
+          std::max(candidate.steps_per_second, MeasureLayout(request, probe.path, at_once, layout.threads,
                                                              request.probe_seconds / kProbeRounds, candidate.members));
     }
   }

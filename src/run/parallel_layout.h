@@ -85,10 +85,15 @@ struct FusionChoice {
   std::string basis;
 };
 
+// The probe processes ChooseFusion runs at once: as many as `layout` runs trials on the CPU, where they share the
+// cores as the trials will; one where the trials train on GPUs, whose packing is measured apart (every probe process
+// would start a CUDA context on the same GPU).
+int FusionProbeProcesses(const LayoutRequest& request, const ParallelLayout& layout);
+
 // training.fuse: auto: measures the study's first trial alone and in fused groups of 2, 4, 8 and 16 (no more than
-// the trials left), as many processes at once as `layout` runs trials, with its threads each, and picks with
-// PickFusion. A study whose trials cannot train fused, a short one (as ChooseParallelLayout's) or a probe that fails
-// train apart, the basis saying why; never throws for it.
+// the trials left), FusionProbeProcesses at once, with `layout`'s threads each, and picks with PickFusion. A study
+// whose trials cannot train fused, a short one (as ChooseParallelLayout's) or a probe that fails train apart, the basis
+// saying why; never throws for it.
 FusionChoice ChooseFusion(const StudySpec& spec, const LayoutRequest& request, const ParallelLayout& layout);
 
 // What a fusion probe costs, in training steps of the study's trial: each of its measurements trains for a quarter of
