@@ -47,11 +47,15 @@ std::vector<std::string> GpuPlacement::Uuids() const {
   return uuids;
 }
 
-std::string GpuPlacement::Models() const {
-  if (inventory_.gpus.empty()) return "";
+std::set<std::string> GpuPlacement::ModelNames() const {
   std::set<std::string> models;
   for (const GpuDevice& gpu : inventory_.gpus) models.insert(gpu.name);
-  return fmt::format("{}; driver {}", fmt::join(models, ", "), inventory_.driver_version);
+  return models;
+}
+
+std::string GpuPlacement::Models() const {
+  if (inventory_.gpus.empty()) return "";
+  return fmt::format("{}; driver {}", fmt::join(ModelNames(), ", "), inventory_.driver_version);
 }
 
 bool GpuPlacement::Shares() const {
@@ -71,9 +75,7 @@ void GpuPlacement::UsePackingsMeasuredBefore(const StudySpec& spec, bool mps, st
   if (cache_file.empty()) cache_file = PackingCacheFile();
   const std::string driver = inventory_.driver_version;
   const std::string command = spec.command;
-  std::set<std::string> models;
-  for (const GpuDevice& gpu : inventory_.gpus) models.insert(gpu.name);
-  for (const std::string& model : models) {
+  for (const std::string& model : ModelNames()) {
     if (const auto trials = CachedPacking(cache_file, PackingKey(first_trial, command, model, driver, mps))) {
       pool_->Know(model, *trials, fmt::format("measured before on this machine (cached in {})", cache_file.string()));
     }

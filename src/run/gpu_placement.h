@@ -90,6 +90,9 @@ class GpuPlacement {
                                        ActiveTrial& trial, double now);
 
  private:
+  // The GPUs' model names, each once, sorted.
+  std::set<std::string> ModelNames() const;
+
   std::unique_ptr<Nvml> nvml_;
   GpuInventory inventory_;
   std::unique_ptr<GpuPool> pool_;
