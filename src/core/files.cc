@@ -144,4 +144,23 @@ std::uintmax_t RemoveTree(const std::filesystem::path& path) {
   return removed;
 }
 
+void RemoveTreeInUse(const std::filesystem::path& path, std::error_code& error,
+                     std::chrono::milliseconds patience) noexcept {
+  error.clear();
+  const std::filesystem::path aside =
+      path.parent_path() / fmt::format(".{}.removing-{}", path.filename().string(), ::getpid());
+  if (::rename(path.c_str(), aside.c_str()) != 0) {
+    if (errno == ENOENT) return;
+    error.assign(errno, std::generic_category());
+    return;
+  }
+  const auto give_up = std::chrono::steady_clock::now() + patience;
+  while (true) {
+    RemoveTree(aside, error);
+    // ENOTEMPTY: a writer made a file through a directory it holds open after that directory was emptied.
+    if (!error || error.value() != ENOTEMPTY || std::chrono::steady_clock::now() >= give_up) return;
+    ::usleep(20'000);
+  }
+}
+
 }  // namespace dltune

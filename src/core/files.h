@@ -1,6 +1,7 @@
 // Writing files so that a reader never sees half of one, and reading one whole.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -31,5 +32,13 @@ std::optional<std::string> ReadFileIfReadable(const std::filesystem::path& path)
 std::uintmax_t RemoveTree(const std::filesystem::path& path, std::error_code& error) noexcept;
 // As above; a failure throws IoError naming the path.
 std::uintmax_t RemoveTree(const std::filesystem::path& path);
+
+// Removes the directory tree at `path` while other processes may still be writing into it (a deleted study's running
+// trials, until their runner learns of the deletion): the tree is first renamed aside in its parent, so that what they
+// write by path no longer lands in a tree being emptied, and a file made meanwhile through a directory they hold open
+// is removed on a second pass. Fails (setting `error`) only where the tree cannot be moved or emptied within
+// `patience`.
+void RemoveTreeInUse(const std::filesystem::path& path, std::error_code& error,
+                     std::chrono::milliseconds patience = std::chrono::seconds(10)) noexcept;
 
 }  // namespace dltune

@@ -86,7 +86,7 @@ void DeleteStudy(Store& store, const StudyDeletion& deletion, bool force, bool r
   store.DeleteStudy(deletion.study.id);
   if (!remove_files || deletion.directory.empty()) return;
   std::error_code error;
-  RemoveTree(deletion.directory, error);
+  RemoveTreeInUse(deletion.directory, error);  // runners still running its trials stop them when they see it gone
   if (error) {
     throw IoError(fmt::format("study '{}' is deleted from the store, but {} could not be removed: {}", name,
                               deletion.directory.string(), error.message()));
