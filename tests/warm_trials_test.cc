@@ -229,5 +229,118 @@ TEST_F(WarmTrials, ALaterStudyOfAProgramThatServedWarmStartsWarmFromItsFirstTria
   EXPECT_FALSE(SomeProcessWorksIn(dir_));
 }
 
+// The first line of a trial's stdout.log in a program server's own process: "started warm: in program server PID's own
+// process, its trial K"; {PID, K}, or {-1, -1} for a trial that did not start so.
+std::pair<long, long> InProcessStart(const std::string& log) {
+  std::smatch match;
+  if (!std::regex_search(log, match,
+                         std::regex("^started warm: in program server (\\d+)'s own process, its trial (\\d+)"))) {
+    return {-1, -1};
+  }
+  return {std::stol(match[1]), std::stol(match[2])};
+}
+
+// dltune.run(train, reuse_process=True): after the first trial (cold, it answers the offer), the slot's trials run one
+// after the other in one program server's own process, and train exactly as cold ones.
+TEST_F(WarmTrials, AProgramThatReusesItsProcessRunsItsTrialsThereAndTheyTrainAsColdOnes) {
+  std::ofstream(dir_ / "study.yaml") << "name: warm\n"
+                                        "command: /usr/bin/python3 "
+                                     << DLTUNE_SOURCE_DIR
+                                     << "/examples/external/train.py --hidden {hidden} --reuse-process\n"
+                                        "max_train_steps: 40\n"
+                                        "training: {eval_every_steps: 20, threads: 1, valid_sample_examples: 0}\n"
+                                        "trials: 4\n"
+                                        "space:\n"
+                                        "  optimizer: {values: [nesterov, adam], role: nuisance}\n"
+                                        "  learning_rate: {min: 0.001, max: 0.1, scale: log}\n"
+                                        "  hidden: 32\n"
+                                        "  batch_size: 64\n";
+  ASSERT_EQ(RunStudy("reused", ""), 0) << Slurp(dir_ / "reused" / "run.out");
+  ASSERT_EQ(RunStudy("cold", "DLTUNE_WARM_TRIALS=0"), 0) << Slurp(dir_ / "cold" / "run.out");
+  const auto reused = Results("reused");
+  const auto cold = Results("cold");
+  ASSERT_EQ(reused.size(), 4U);
+  for (const auto& [number, result] : reused) {
+    SCOPED_TRACE("trial " + std::to_string(number));
+    EXPECT_EQ(result.state, TrialState::kCompleted) << result.reason;
+    EXPECT_EQ(result.losses, cold.at(number).losses);  // bit for bit, though earlier trials ran in the process
+    EXPECT_EQ(result.evals, cold.at(number).evals);
+  }
+  EXPECT_EQ(InProcessStart(TrialLog("reused", 0)).first, -1);  // the first answers the offer, cold
+  const long server = InProcessStart(TrialLog("reused", 1)).first;
+  EXPECT_GT(server, 0) << TrialLog("reused", 1);
+  for (std::uint64_t number = 1; number <= 3; ++number) {
+    EXPECT_EQ(InProcessStart(TrialLog("reused", number)), std::make_pair(server, static_cast<long>(number)));
+  }
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
+// A crash in a trial run in its server's process takes the server with it: that trial fails, saying so, and the slot's
+// next trial runs in a new server. A stop (SIGTERM) reaches the trial through its stand-in: it stops (75), and the
+// next run resumes it, in a server started with its first trial.
+TEST_F(WarmTrials, ACrashInAReusedProcessFailsOnlyItsTrialAndAStopReachesIt) {
+  const auto write_spec = [&](const std::string& name, const std::string& params) {
+    std::ofstream(dir_ / (name + ".yaml")) << "name: " << name << "\ncommand: /usr/bin/python3 " << DLTUNE_SOURCE_DIR
+                                           << "/tests/fixtures/reuse_process_trial.py\n"
+                                              "max_train_steps: 30\n"
+                                              "objective: {metric: valid/error_rate, direction: minimize}\n"
+                                              "trials: 4\n"
+                                              "space:\n"
+                                              "  x: {min: 0.0, max: 1.0}\n"
+                                           << params;
+  };
+  const auto run = [&](const std::string& name, const std::string& then) {
+    const std::string command =
+        "cd '" + dir_.string() + "' && (env DLTUNE_CACHE_DIR='" + (dir_ / "cache").string() + "' " + DLTUNE_CLI +
+        " run " + name + ".yaml --parallel 1 --no-report --storage sqlite://" + (dir_ / (name + ".db")).string() +
+        " >> " + name + ".out 2>&1 & run=$!; " + then + " wait $run; echo $? > " + name + ".status)";
+    EXPECT_EQ(std::system(command.c_str()), 0);
+    return std::stoi(Slurp(dir_ / (name + ".status")));
+  };
+  const auto log = [&](const std::string& name, std::uint64_t number, const std::string& file) {
+    for (const auto& entry : fs::recursive_directory_iterator(dir_ / "runs" / name)) {
+      if (entry.path().filename() == file &&
+          entry.path().parent_path().filename() == "trial_" + std::to_string(number)) {
+        return Slurp(entry.path());
+      }
+    }
+    return std::string();
+  };
+  const auto states = [&](const std::string& name) {
+    std::vector<TrialState> result;
+    for (const auto& [number, trial] : test::StudyResults("sqlite://" + (dir_ / (name + ".db")).string(), name)) {
+      result.push_back(trial.state);
+    }
+    return result;
+  };
+
+  write_spec("crash", "  crash_trials: '2'\n");
+  EXPECT_NE(run("crash", ""), 0) << Slurp(dir_ / "crash.out");
+  const std::vector<TrialState> crashed{TrialState::kCompleted, TrialState::kCompleted, TrialState::kFailed,
+                                        TrialState::kCompleted};
+  EXPECT_EQ(states("crash"), crashed) << Slurp(dir_ / "crash.out");
+  EXPECT_THAT(log("crash", 2, "stderr.log"),
+              HasSubstr("which ran this trial in its own process (reuse_process), died"));
+  const long first_server = InProcessStart(log("crash", 1, "stdout.log")).first;
+  const long second_server = InProcessStart(log("crash", 3, "stdout.log")).first;
+  EXPECT_GT(first_server, 0);
+  EXPECT_GT(second_server, 0);
+  EXPECT_NE(first_server, second_server);
+
+  // Trial 1 is slow (3 s): the runner is stopped once it started in the server, and resumed.
+  write_spec("stop", "  slow_trials: '1'\n");
+  const std::string stop_once_trial_1_runs =
+      "for i in $(seq 600); do grep -qs 'started warm: in program server' runs/stop/*/trial_1/stdout.log && break; "
+      "sleep 0.1; done; sleep 0.5; kill -TERM $run;";
+  EXPECT_EQ(run("stop", stop_once_trial_1_runs), 75) << Slurp(dir_ / "stop.out");
+  EXPECT_THAT(log("stop", 1, "stdout.log"), HasSubstr("started warm: in program server"));
+  ASSERT_EQ(states("stop").size(), 4U);
+  EXPECT_EQ(states("stop")[0], TrialState::kCompleted);
+  EXPECT_EQ(states("stop")[1], TrialState::kStopped);
+  EXPECT_EQ(run("stop", ""), 0) << Slurp(dir_ / "stop.out");
+  EXPECT_EQ(states("stop"), std::vector<TrialState>(4, TrialState::kCompleted));
+  EXPECT_FALSE(SomeProcessWorksIn(dir_));
+}
+
 }  // namespace
 }  // namespace dltune

@@ -23,7 +23,9 @@ when training.test_at_end; then a checkpoint.
 
 The client does the rest: params and settings, report lines, checkpoints and resuming, the stop on SIGTERM (exit
 75), divergence (an infeasible trial), and warm trials: the imports and the decoded data set are the program's
-set-up, done once, and each trial (`train`) starts in a process forked from there. Standalone, without dltune:
+set-up, done once, and each trial (`train`) starts in a process forked from there; with --reuse-process, each
+worker slot's trials run one after the other in one process, which keeps the data set on the trial's device from
+one to the next (docs/python.md, "Reusing the process"). Standalone, without dltune:
 
   /usr/bin/python3 examples/external/train.py --params '{"learning_rate": 0.05}'   # reports on stdout
 """
@@ -100,11 +102,27 @@ class Standardize(nn.Module):
         return (x - MEAN) / STD
 
 
-def train(trial, data):
-    """One trial: everything that depends on its params, seed and settings, from the decoded data set."""
+def arguments():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--hidden", type=int, help="hidden layer width (default: param hidden, else 256)")
-    args = parser.parse_args()
+    parser.add_argument("--reuse-process", action="store_true",
+                        help="under dltune, run every trial of a worker slot in one process, keeping the data on "
+                             "the trial's device from one trial to the next (docs/python.md, \"Reusing the process\")")
+    return parser.parse_args()
+
+
+ON_DEVICE = {}  # the data set on each device a trial of this process used: kept only when the process is reused
+
+
+def on_device(data, device):
+    if str(device) not in ON_DEVICE:
+        ON_DEVICE[str(device)] = {split: tuple(t.to(device) for t in pair) for split, pair in data.items()}
+    return ON_DEVICE[str(device)]
+
+
+def train(trial, data):
+    """One trial: everything that depends on its params, seed and settings, from the decoded data set."""
+    args = arguments()
     params = trial.params
     if unknown := set(params) - KNOWN:
         raise SystemExit(f"train.py: unknown params {sorted(unknown)}; it reads {sorted(KNOWN)}")
@@ -116,14 +134,15 @@ def train(trial, data):
     model = nn.Sequential(Standardize(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to(device)
     optimizer = build_optimizer(params, model.parameters())
 
-    train_x, train_y = (t.to(device) for t in data["train"])
+    data = on_device(data, device)
+    train_x, train_y = data["train"]
     valid = train_x[50_000:], train_y[50_000:]
     train_x, train_y = train_x[:50_000], train_y[:50_000]
     splits = {"train": fixed_sample(train_x, train_y, 10_000, trial.seed ^ 1), "valid": valid}
     if trial.training.get("valid_sample_examples", 0) > 0:
         splits["valid_sample"] = fixed_sample(*valid, trial.training["valid_sample_examples"], trial.seed ^ 2)
     if trial.training.get("test_at_end") or (trial.evaluating and trial.evaluating.split == "test"):
-        splits["test"] = tuple(t.to(device) for t in data["test"])
+        splits["test"] = data["test"]
 
     if trial.evaluating:  # dltune evaluate / launch: one split of one checkpoint
         step = dltune.torch.load(trial.evaluating.checkpoint, model)
@@ -164,7 +183,7 @@ def main():
     # process forked from there (dltune.run; docs/python.md, "Warm trials"). It decodes the data set on the CPU
     # and starts nothing on a GPU: each trial moves what it needs to its own device.
     data = {"train": load_split("train", 60_000), "test": load_split("t10k", 10_000)}
-    dltune.run(functools.partial(train, data=data), max_train_steps=1000)
+    dltune.run(functools.partial(train, data=data), max_train_steps=1000, reuse_process=arguments().reuse_process)
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def trial(defaults: Mapping[str, Any] | None = None, max_train_steps: int | None
     return _current
 
 
-def run(train: Callable[[Trial], _Result], **trial_options: Any) -> _Result:
+def run(train: Callable[[Trial], _Result], *, reuse_process: bool = False, **trial_options: Any) -> _Result:
     """Runs one trial: `train(trial)` with the trial dltune.trial(**trial_options) makes.
 
     Everything the program does before calling it is its set-up, which must not depend on the trial (read the
@@ -78,21 +78,31 @@ def run(train: Callable[[Trial], _Result], **trial_options: Any) -> _Result:
     75 when stopped, 1 with the traceback of an exception) once the exit handlers (atexit) have run and the output
     is flushed, without the interpreter's teardown of every module it loaded, which takes a third of a second with
     torch. Standalone it runs one trial and returns its result.
+
+    reuse_process=True: the server runs its trials in its own process, one after the other, instead of forking each
+    (docs/python.md, "Reusing the process"): what the set-up and earlier trials leave in the process stays (a CUDA
+    context, data on the GPU), and a crash, a leak or an out-of-memory error of one trial is its server's, ending the
+    trial it runs and costing the next one a new server's set-up.
     """
     global _current
     if os.environ.get("DLTUNE_WARM_SERVER"):
         from . import _warm
 
-        _warm.serve(refusal=_warm.cold_only_reason(_current is not None))  # returns in a forked trial only
+        refusal = _warm.cold_only_reason(_current is not None, reuse_process)
+        if reuse_process:
+            from . import _reuse
+
+            _reuse.serve_in_process(lambda: _trial_in_process(train, trial_options), refusal)  # never returns
+        _warm.serve(refusal=refusal)  # returns in a forked trial only
         _current = None  # the trial's own, from its own environment
     made_before = _current is not None
     current = trial(**trial_options)
     if os.environ.get("DLTUNE_WARM_OFFER") == "1" and current.world_size == 1 and not _launched():
         from . import _warm
 
-        reason = _warm.cold_only_reason(made_before)
+        reason = _warm.cold_only_reason(made_before, reuse_process)
         if reason is None:
-            current._offer_warm(_warm.Program.of_this_process().file())
+            current._offer_warm(_warm.Program.of_this_process().file(), reuse_process)
         else:
             print(f"dltune: trials of this program start cold: {reason}", file=sys.stderr)
     if not current.managed:
@@ -106,6 +116,24 @@ def run(train: Callable[[Trial], _Result], **trial_options: Any) -> _Result:
         traceback.print_exc()
         status = 1
     _end_process(status)
+
+
+def _trial_in_process(train: Callable[[Trial], object], trial_options: Mapping[str, Any]) -> int:
+    """Runs one trial in a program server's own process (reuse_process); its exit status, as run() would exit."""
+    global _current
+    _current = None  # the trial's own, from its environment
+    current = trial(**trial_options)
+    try:
+        train(current)
+        status = 0
+    except SystemExit as ended:
+        status = _exit_status(ended.code)
+    except BaseException:  # noqa: B902 - as the interpreter does with an exception nobody caught
+        traceback.print_exc()
+        status = 1
+    current._end_in_process()
+    _current = None
+    return status
 
 
 def _exit_status(code: object) -> int:

@@ -522,11 +522,21 @@ class Trial:
         except (OSError, ValueError):
             pass  # the channel may be gone with dltune
 
-    def _offer_warm(self, program: str | None = None) -> None:
-        """Tells the worker that the program's trials may start warm (dltune.run; docs/trial-protocol.md), and the
-        file the program runs, by which the worker knows it again in later studies."""
+    def _offer_warm(self, program: str | None = None, reuse_process: bool = False) -> None:
+        """Tells the worker that the program's trials may start warm (dltune.run; docs/trial-protocol.md), the file
+        the program runs, by which the worker knows it again in later studies, and whether its server runs them in
+        its own process."""
         if self._channel is not None:
-            self._channel.write({"type": "warm", **({"program": program} if program else {})})
+            self._channel.write({"type": "warm", **({"program": program} if program else {}),
+                                 **({"reuse": True} if reuse_process else {})})
+
+    def _end_in_process(self) -> None:
+        """Ends a trial run in its program server's own process as the process's exit would: its last lines
+        written, its report channel closed."""
+        self._flush_at_exit()
+        atexit.unregister(self._flush_at_exit)
+        if self._channel is not None:
+            self._channel.close()
 
     def __repr__(self) -> str:
         where = "dltune" if self._managed else "standalone"

@@ -246,14 +246,16 @@ def _same_interpreter(words: list[str], program: Program, cwd: str, path: str | 
 
 # --- whether this process may serve or offer --------------------------------------------------------------------
 
-def cold_only_reason(made_before: bool) -> str | None:
-    """Why trials of this process's program must start cold, or None: checked after the set-up, before the offer."""
+def cold_only_reason(made_before: bool, reuse_process: bool = False) -> str | None:
+    """Why trials of this process's program must start cold, or None: checked after the set-up, before the offer.
+    `reuse_process`: its trials run in the server's own process, where CUDA and threads may have started."""
     if made_before:
         return ("its set-up made the trial (dltune.trial()) before dltune.run: the set-up must not depend on the "
                 "trial (read its params in train)")
-    if _cuda_started(sys.modules):
-        return "its set-up started CUDA: move what uses the GPU into train"
-    if threading.active_count() > 1:
+    if not reuse_process and _cuda_started(sys.modules):
+        return ("its set-up started CUDA: move what uses the GPU into train, or keep the process for every trial "
+                "(dltune.run(train, reuse_process=True))")
+    if not reuse_process and threading.active_count() > 1:
         names = ", ".join(thread.name for thread in threading.enumerate() if thread is not threading.main_thread())
         return f"its set-up started threads ({names}): a forked trial would have none of them"
     program = Program.of_this_process()
@@ -316,9 +318,9 @@ class Snapshot:
         self.main_file = main_file if main_file is not None else getattr(main, "__file__", None)
         self.started_ns = _latest_start_ns()
 
-    def stale_reason(self, modules: Mapping[str, ModuleType] | None = None) -> str | None:
-        """Why this server may no longer fork trials, or None: a file changed (its code is not the program's any
-        more), or CUDA started in it."""
+    def stale_reason(self, modules: Mapping[str, ModuleType] | None = None, cuda_allowed: bool = False) -> str | None:
+        """Why this server may no longer start trials, or None: a file changed (its code is not the program's any
+        more), or CUDA started in it (unless `cuda_allowed`: a server that runs its trials in its own process)."""
         for path, recorded in self.files.items():
             try:
                 status = os.stat(path)
@@ -330,7 +332,7 @@ class Snapshot:
                 return f"{path} changed since the program server started"
         if self.main_file and self.started_ns and self.files.get(self.main_file, (0,))[0] >= self.started_ns:
             return f"{self.main_file} changed after the program server started (during its set-up)"
-        if _cuda_started(sys.modules if modules is None else modules):
+        if not cuda_allowed and _cuda_started(sys.modules if modules is None else modules):
             return ("CUDA was started in the program server (torch.cuda.is_initialized()): a forked trial could "
                     "not use it; start CUDA in train, not in the set-up")
         return None

@@ -101,6 +101,7 @@ void TrialSink::Handle(const ReportLine& line) {
   } else if (line.warm) {
     warm_offered_ = true;
     warm_program_ = line.warm_program;
+    warm_reuse_ = line.warm_reuse;
   } else if (line.runtime) {
     trial_.SetRuntime(*line.runtime);
   }

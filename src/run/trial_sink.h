@@ -73,6 +73,8 @@ class TrialSink {
   bool warm_offered() const { return warm_offered_; }
   // The file the program that answered runs (its warm line's "program"); empty when it did not say.
   const std::string& warm_program() const { return warm_program_; }
+  // Whether its server runs the trials in its own process (its warm line's "reuse").
+  bool warm_reuse() const { return warm_reuse_; }
   // When the trial's measurements were last written to the store (at an evaluation); -infinity before.
   double last_written_at() const { return last_written_at_; }
 
@@ -110,6 +112,7 @@ class TrialSink {
   std::optional<ReportEnd> end_;
   bool warm_offered_ = false;
   std::string warm_program_;
+  bool warm_reuse_ = false;
   std::string protocol_error_;
   std::string disk_fault_;
   bool lease_lost_ = false;

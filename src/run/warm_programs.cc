@@ -35,21 +35,25 @@ nlohmann::json WarmProgramKey(const std::string& command, const std::filesystem:
           {"load_environment", load_environment}};
 }
 
-bool KnownToServeWarm(const nlohmann::json& key) {
+std::optional<WarmMode> KnownWarmMode(const nlohmann::json& key) {
   const auto entry = WarmProgramsCache().Entry(MachineCache::EntryName(key));
   if (!entry || !entry->value("serves", false) || !entry->contains("program") || !(*entry)["program"].is_string()) {
-    return false;
+    return std::nullopt;
   }
   const auto stamp = FileStamp((*entry)["program"].get<std::string>());
-  return stamp && entry->value("file", nlohmann::json()) == *stamp;
+  if (!stamp || entry->value("file", nlohmann::json()) != *stamp) return std::nullopt;
+  return entry->value("reuse_process", false) ? WarmMode::kInProcess : WarmMode::kForked;
 }
 
-void RememberServesWarm(const nlohmann::json& key, const std::filesystem::path& program) {
+void RememberServesWarm(const nlohmann::json& key, const std::filesystem::path& program, WarmMode mode) {
   const auto stamp = FileStamp(program);
   if (!stamp) return;  // a program read from -c code or standard input: nothing tells that it is still the same
   try {
-    WarmProgramsCache().Store(MachineCache::EntryName(key),
-                              {{"serves", true}, {"program", program.string()}, {"file", *stamp}, {"key", key}});
+    WarmProgramsCache().Store(MachineCache::EntryName(key), {{"serves", true},
+                                                             {"program", program.string()},
+                                                             {"file", *stamp},
+                                                             {"reuse_process", mode == WarmMode::kInProcess},
+                                                             {"key", key}});
   } catch (const Error&) {
   }
 }

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,13 +19,17 @@ namespace dltune {
 nlohmann::json WarmProgramKey(const std::string& command, const std::filesystem::path& working_dir,
                               const std::map<std::string, std::string>& load_environment);
 
-// Whether the program of `key` answered the offer of warm trials before, and its file (the one its warm line named)
-// is as it was then (same size and modification time).
-bool KnownToServeWarm(const nlohmann::json& key);
+// How a program's server starts its trials: each forked from it, or each run in its own process, one at a time
+// (dltune.run(..., reuse_process=True)).
+enum class WarmMode { kForked, kInProcess };
 
-// Keeps that the program of `key`, running `program`, answered the offer. A cache that cannot be written is left as it
-// is: the next study's first trials start cold, as without it.
-void RememberServesWarm(const nlohmann::json& key, const std::filesystem::path& program);
+// How the program of `key` serves its trials, when it answered the offer of warm trials before and its file (the one
+// its warm line named) is as it was then (same size and modification time); nullopt otherwise.
+std::optional<WarmMode> KnownWarmMode(const nlohmann::json& key);
+
+// Keeps that the program of `key`, running `program`, answered the offer, serving `mode`. A cache that cannot be
+// written is left as it is: the next study's first trials start cold, as without it.
+void RememberServesWarm(const nlohmann::json& key, const std::filesystem::path& program, WarmMode mode);
 
 // Forgets the program of `key`: a server started for it failed before it served a trial.
 void ForgetServesWarm(const nlohmann::json& key);

@@ -68,6 +68,8 @@ struct Slot {
   TrialCommand command;                   // what it was started with
   std::optional<GpuAssignment> gpu;       // its GPUs; none on the CPU
   std::unique_ptr<KeptLease> kept_alive;  // its heartbeat, stamped by the store's thread while this one is busy
+  // The program server running its trial in its own process (reuse_process): busy with it until the slot goes.
+  TrialServer* in_process_server = nullptr;
 };
 
 // The members of a fused group (training.fuse), by their index in it, and its process's report channel split among
@@ -520,7 +522,7 @@ class Worker {
       slot.process = std::make_shared<TrialGang>(command, 1, spec.training.collective_timeout_seconds);
     } else {
       slot.process = std::make_shared<TrialGang>(command, slot.processes, spec.training.collective_timeout_seconds,
-                                                 ServerFor(*slot.session, command));
+                                                 ServerFor(slot, command));
       ForgetFailedWarmProgram(slot);
     }
     if (slot.gpu) gpus_.Started(*slot.gpu, slot.process->pids());
@@ -854,23 +856,59 @@ class Worker {
 
   TrialServer& TrialServerToUse() { return options_.trial_server != nullptr ? *options_.trial_server : trial_server_; }
 
-  // The server that may fork the trial of `command`: dltune's for a built-in trial; for a command: program that
-  // answered the offer of warm trials (one process, not a launcher's ranks), the program's own, started on first use.
-  // A program that answered it before on this machine, run the same way, is asked from its study's first trial on.
-  TrialServer* ServerFor(const StudySession& session, TrialCommand& command) {
+  // The server that may start the trial of `command` warm: dltune's for a built-in trial; for a command: program that
+  // answered the offer of warm trials (one process, not a launcher's ranks), the program's own, started on first use:
+  // one for the study that forks every trial, or, for a program that runs its trials in its server's own process,
+  // one per trial running at once. A program that answered it before on this machine, run the same way, is asked from
+  // its study's first trial on.
+  TrialServer* ServerFor(Slot& slot, TrialCommand& command) {
+    const StudySession& session = *slot.session;
     const StudySpec& spec = session.spec();
     if (spec.command.empty() || spec.training.processes != 1) return &TrialServerToUse();
     const std::int64_t study = session.study().id;
-    if (warm_checked_.insert(study).second && warm_programs_.count(study) == 0 &&
-        KnownToServeWarm(WarmKeyOf(spec, command))) {
-      warm_programs_.insert(study);
-      warm_known_before_.insert(study);
+    if (warm_checked_.insert(study).second && warm_programs_.count(study) == 0) {
+      if (const auto mode = KnownWarmMode(WarmKeyOf(spec, command))) {
+        warm_programs_[study] = *mode;
+        warm_known_before_.insert(study);
+      }
     }
-    if (warm_programs_.count(study) == 0) return &TrialServerToUse();
-    auto& server = program_servers_[study];
-    if (!server) server = std::make_unique<TrialServer>(StudyDirectory(spec, session.study()) / "warm-server.log");
+    const auto program = warm_programs_.find(study);
+    if (program == warm_programs_.end()) return &TrialServerToUse();
     command.warm_program = true;
-    return server.get();
+    if (program->second == WarmMode::kForked) return ForkingServer(session);
+    command.reuse_process = true;
+    slot.in_process_server = IdleInProcessServer(session, ReusedProcessEnvironmentOf(command.environment));
+    return slot.in_process_server;
+  }
+
+  // An in-process server of the study not running a trial: one started on the same GPUs when there is one (its CUDA
+  // context stays), else another idle one (started again on these), else a new one.
+  TrialServer* IdleInProcessServer(const StudySession& session, const std::map<std::string, std::string>& load) {
+    auto& servers = program_servers_[session.study().id];
+    const auto busy = [this](const TrialServer* server) {
+      return std::any_of(slots_.begin(), slots_.end(),
+                         [&](const auto& slot) { return slot->in_process_server == server; });
+    };
+    TrialServer* idle = nullptr;
+    for (const auto& server : servers) {
+      if (busy(server.get())) continue;
+      if (server->load_environment() == load) return server.get();
+      if (idle == nullptr) idle = server.get();
+    }
+    if (idle != nullptr) return idle;
+    servers.push_back(NewProgramServer(session, WarmMode::kInProcess));
+    return servers.back().get();
+  }
+
+  TrialServer* ForkingServer(const StudySession& session) {
+    auto& servers = program_servers_[session.study().id];
+    if (servers.empty()) servers.push_back(NewProgramServer(session, WarmMode::kForked));
+    return servers.front().get();
+  }
+
+  static std::unique_ptr<TrialServer> NewProgramServer(const StudySession& session, WarmMode mode) {
+    return std::make_unique<TrialServer>(StudyDirectory(session.spec(), session.study()) / "warm-server.log",
+                                         mode == WarmMode::kInProcess);
   }
 
   static nlohmann::json WarmKeyOf(const StudySpec& spec, const TrialCommand& command) {
@@ -881,11 +919,11 @@ class Worker {
   // longer serves warm (its trials start by exec from now on), and later studies start cold until it answers again.
   void ForgetFailedWarmProgram(const Slot& slot) {
     const std::int64_t study = slot.session->study().id;
-    const auto server = program_servers_.find(study);
-    if (warm_known_before_.count(study) == 0 || server == program_servers_.end() || !server->second->failed() ||
-        server->second->trials_started() > 0) {
-      return;
-    }
+    const auto servers = program_servers_.find(study);
+    if (warm_known_before_.count(study) == 0 || servers == program_servers_.end() || servers->second.empty()) return;
+    const TrialServer* server =
+        slot.in_process_server != nullptr ? slot.in_process_server : servers->second.front().get();
+    if (!server->failed() || server->trials_started() > 0) return;
     warm_known_before_.erase(study);
     ForgetServesWarm(WarmKeyOf(slot.session->spec(), slot.command));
   }
@@ -897,14 +935,19 @@ class Worker {
     for (const auto& slot : slots_) NoteWarmProgram(*slot);
   }
   void NoteWarmProgram(Slot& slot) {
-    if (!slot.sink || !slot.sink->warm_offered() || !warm_programs_.insert(slot.session->study().id).second) return;
-    TrialCommand command = slot.command;
+    if (!slot.sink || !slot.sink->warm_offered()) return;
+    const WarmMode mode = slot.sink->warm_reuse() ? WarmMode::kInProcess : WarmMode::kForked;
+    if (!warm_programs_.emplace(slot.session->study().id, mode).second) return;
+    const TrialCommand& command = slot.command;
     if (!slot.sink->warm_program().empty()) {
-      RememberServesWarm(WarmKeyOf(slot.session->spec(), command), slot.sink->warm_program());
+      RememberServesWarm(WarmKeyOf(slot.session->spec(), command), slot.sink->warm_program(), mode);
     }
-    if (TrialServer* server = ServerFor(*slot.session, command); command.warm_program) {
-      server->StartAhead(CommandLineOf(command), command.working_dir.string(), LoadEnvironmentOf(command.environment));
-    }
+    if (slot.session->spec().training.processes != 1) return;
+    const auto load = mode == WarmMode::kForked ? LoadEnvironmentOf(command.environment)
+                                                : ReusedProcessEnvironmentOf(command.environment);
+    TrialServer* server =
+        mode == WarmMode::kForked ? ForkingServer(*slot.session) : IdleInProcessServer(*slot.session, load);
+    server->StartAhead(CommandLineOf(command), command.working_dir.string(), load);
   }
 
   Store& store_;
@@ -916,10 +959,10 @@ class Worker {
   TrialServer trial_server_;  // forks built-in trials warm; declared before slots_, so it outlives their processes
   // The studies whose command: program answered the offer of warm trials, and each one's server (its own program),
   // by study id; declared before slots_ too.
-  std::set<std::int64_t> warm_programs_;
+  std::map<std::int64_t, WarmMode> warm_programs_;
   std::set<std::int64_t> warm_checked_;       // studies whose program was looked up in the machine cache
   std::set<std::int64_t> warm_known_before_;  // those it named: their server starts with their first trial
-  std::map<std::int64_t, std::unique_ptr<TrialServer>> program_servers_;
+  std::map<std::int64_t, std::vector<std::unique_ptr<TrialServer>>> program_servers_;
   bool told_of_mps_ = false;          // that --mps would let the trials sharing a GPU run side by side
   bool packings_read_ = false;        // the packings measured before on these GPUs (UsePackingsMeasuredBefore)
   std::unique_ptr<MpsDaemon> mps_;    // --mps; declared before slots_, so it outlives their processes too

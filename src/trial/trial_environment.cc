@@ -33,6 +33,15 @@ std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string,
   return load;
 }
 
+std::map<std::string, std::string> ReusedProcessEnvironmentOf(
+    const std::map<std::string, std::string>& trial_environment) {
+  std::map<std::string, std::string> load = LoadEnvironmentOf(trial_environment);
+  for (const auto& [key, value] : trial_environment) {
+    if (key.rfind("CUDA_", 0) == 0) load[key] = value;
+  }
+  return load;
+}
+
 std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& overrides) {
   std::map<std::string, std::string> environment;
   for (char** entry = environ; *entry; ++entry) {

@@ -30,6 +30,12 @@ bool IsThreadCountVariable(const std::string& name);
 // trials do after the fork. So trials on different GPUs share one server.
 std::map<std::string, std::string> LoadEnvironmentOf(const std::map<std::string, std::string>& trial_environment);
 
+// What a program's server that runs its trials in its own process must have been started with to run the trial:
+// LoadEnvironmentOf's, and what CUDA reads as it starts (CUDA_*: the GPUs, MPS's pipes), since it may start CUDA for
+// one trial and keep it for the next.
+std::map<std::string, std::string> ReusedProcessEnvironmentOf(
+    const std::map<std::string, std::string>& trial_environment);
+
 // This process's environment with `overrides` set, as "KEY=VALUE" entries sorted by key.
 std::vector<std::string> EnvironmentWith(const std::map<std::string, std::string>& overrides);
 

@@ -193,7 +193,8 @@ TrialProcess::TrialProcess(const TrialCommand& command, TrialServer* server) : t
     std::optional<pid_t> warm;
     if (server != nullptr && (command.warm_start || command.warm_program)) {
       warm = server->Start(args, env_strings, command.working_dir.string(), out_fd, err_fd, pipe_fds[1],
-                           LoadEnvironmentOf(command.environment));
+                           command.reuse_process ? ReusedProcessEnvironmentOf(command.environment)
+                                                 : LoadEnvironmentOf(command.environment));
     }
     if (warm) {
       pid_ = *warm;

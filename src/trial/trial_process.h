@@ -24,6 +24,9 @@ struct TrialCommand {
   // A command: program that serves its trials warm (docs/trial-protocol.md, "Warm trial processes (Python
   // programs)"): the server given to TrialProcess is the program's own, and may fork it.
   bool warm_program = false;
+  // Its program's server runs the trial in its own process (dltune.run(..., reuse_process=True)): the server must
+  // have been started on the trial's GPUs (ReusedProcessEnvironmentOf).
+  bool reuse_process = false;
 };
 
 class TrialServer;

@@ -219,6 +219,7 @@ ReportLine ParseReportObject(const json& object, std::size_t line_number) {
   } else if (type == "warm") {
     result.warm = true;
     result.warm_program = p.Text("program", false);
+    result.warm_reuse = p.Bool("reuse").value_or(false);
   } else if (type == "end") {
     const std::string state = p.Text("state", true);
     const auto known =

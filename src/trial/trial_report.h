@@ -67,8 +67,10 @@ struct ReportLine {
   // {"type": "warm", "program": PATH}: the program answers DLTUNE_WARM_OFFER, and can serve the study's next trials
   // warm (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Not a measurement: start may follow it.
   // `warm_program`: the file it runs (its script, or its -m module's), when it says; empty otherwise.
+  // `warm_reuse` ("reuse": true): its server runs the trials in its own process, one at a time.
   bool warm = false;
   std::string warm_program;
+  bool warm_reuse = false;
   // {"type": "runtime", "runtime": {"python": "3.11.2", "torch": "2.1.0"}}: the versions of the program's own
   // runtime, by name (docs/trial-protocol.md, "runtime"). Not a measurement: start may follow it.
   std::optional<std::map<std::string, std::string>> runtime;

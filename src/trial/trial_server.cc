@@ -375,8 +375,9 @@ std::optional<pid_t> TrialServer::Start(const std::vector<std::string>& argv,
                                         int out_fd, int err_fd, int report_fd,
                                         const std::map<std::string, std::string>& load_environment) {
   if (argv.empty() || !WarmStartsHere()) return std::nullopt;
-  const std::string request =
-      nlohmann::json{{"argv", argv}, {"env", environment}, {"cwd", working_dir}, {"parent", ::getpid()}}.dump();
+  nlohmann::json message = {{"argv", argv}, {"env", environment}, {"cwd", working_dir}, {"parent", ::getpid()}};
+  if (in_process_) message["reuse"] = true;  // the pid answered is the trial's stand-in (docs/trial-protocol.md)
+  const std::string request = message.dump();
   // A program's server that is stale or died is replaced once for the trial at hand; dltune trial-server is not.
   const int attempts = program_log_.empty() ? 1 : 2;
   for (int attempt = 0; attempt < attempts; ++attempt) {

@@ -61,7 +61,10 @@ class TrialServer {
   // load environment, without the trial's own variables), its output appended to `log`. It is replaced when it
   // answers that it is stale (its code changed, or CUDA started in it), and when it dies once; a trial it cannot
   // fork starts by exec.
-  explicit TrialServer(std::filesystem::path log) : program_log_(std::move(log)) {}
+  // `in_process`: the program runs each trial in its own process (dltune.run(..., reuse_process=True)), one at a
+  // time: its caller asks it for a trial only when its last one ended.
+  explicit TrialServer(std::filesystem::path log, bool in_process = false)
+      : program_log_(std::move(log)), in_process_(in_process) {}
   ~TrialServer();
   TrialServer(const TrialServer&) = delete;
   TrialServer& operator=(const TrialServer&) = delete;
@@ -87,6 +90,11 @@ class TrialServer {
   void StartAhead(const std::vector<std::string>& argv, const std::string& working_dir,
                   const std::map<std::string, std::string>& load_environment);
 
+  // Whether it runs its trials in its own process (the constructor's `in_process`).
+  bool in_process() const { return in_process_; }
+  // What the running server was started with (Start's `load_environment`); empty before it starts.
+  const std::map<std::string, std::string>& load_environment() const { return load_environment_; }
+
   // Server processes started so far (one unless a change of load environment or a death replaced it).
   int servers_started() const { return servers_started_; }
   // Trials forked so far, by every server started.
@@ -107,6 +115,7 @@ class TrialServer {
   void Shutdown();
 
   std::filesystem::path program_log_;  // a program's server: where its output goes; empty for dltune trial-server
+  bool in_process_ = false;
   pid_t pid_ = -1;
   int control_fd_ = -1;
   std::vector<std::string> argv_;
