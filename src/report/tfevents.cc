@@ -297,7 +297,7 @@ TfEventsWriter::TfEventsWriter(const std::filesystem::path& dir, double wall_tim
   for (int attempt = 0;; ++attempt) {
     path_ = dir / (attempt == 0 ? base : base + "." + std::to_string(attempt));
     // "x": create exclusively, never reuse a file another writer made in the same second.
-    file_.reset(std::fopen(path_.c_str(), "wbx"));
+    file_.reset(std::fopen(path_.c_str(), "wbxe"));  // e: O_CLOEXEC, kept out of the trials it starts
     if (file_) break;
     if (errno != EEXIST || attempt >= 1000) {
       throw IoError(path_.string() + ": cannot create the TensorBoard event file: " + ErrnoText());
