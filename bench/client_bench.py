@@ -3,12 +3,13 @@
 cold ones and against Optuna + PyTorch, in one run.
 
 The program is examples/external/train.py (the quickstart's MLP, 784-256-10, Nesterov momentum vs Adam in the
-quickstart's space, batch 128, --trials-per-optimizer trials each (8), --steps steps (200) evaluated every steps / 10
-on a 10,000-example train subset and the 10,000 valid examples, one thread per trial). It calls dltune.run(train):
-in the first study of the program on the machine, its first trial in each slot starts cold (by exec) and answers the
-worker's offer, and every later trial is forked from the program server's warm state; in a later study of it, its
-server starts with the first trial (docs/trial-protocol.md, "Warm trial processes (Python programs)"). Five runs,
-one after the other, from one project directory with a machine cache of their own (DLTUNE_CACHE_DIR):
+quickstart's space, batch 128, --trials-per-optimizer trials each (16, the quickstart's own), --steps steps (200)
+evaluated every steps / 10 on a 10,000-example train subset and the 10,000 valid examples, one thread per trial). It
+calls dltune.run(train): in the first study of the program on the machine, its first trial in each slot starts cold
+(by exec) and answers the worker's offer, and every later trial is forked from the program server's warm state; in a
+later study of it, its server starts with the first trial (docs/trial-protocol.md, "Warm trial processes (Python
+programs)"). Five runs, one after the other, from one project directory with a machine cache of their own
+(DLTUNE_CACHE_DIR):
 
   warm      dltune run --parallel P (default: the cores), warm trials (dltune's default): the program's first study
   known     the same study again, in a store of its own: a later study of a program known to serve warm
@@ -434,7 +435,7 @@ def main():
                         help="the dltune runs' program (default examples/external/train.py): a variant of it, to "
                              "measure a change")
     parser.add_argument("--parallel", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--trials-per-optimizer", type=int, default=8)
+    parser.add_argument("--trials-per-optimizer", type=int, default=16)  # the quickstart's trials: 16
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--skip", default="", help="comma list of runs to skip: " + ", ".join(RUNS))
     parser.add_argument("--out")
