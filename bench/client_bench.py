@@ -8,11 +8,13 @@ evaluated every steps / 10 on a 10,000-example train subset and the 10,000 valid
 calls dltune.run(train): in the first study of the program on the machine, its first trial in each slot starts cold
 (by exec) and answers the worker's offer, and every later trial is forked from the program server's warm state; in a
 later study of it, its server starts with the first trial (docs/trial-protocol.md, "Warm trial processes (Python
-programs)"). Five runs, one after the other, from one project directory with a machine cache of their own
+programs)"). Six runs, one after the other, from one project directory with a machine cache of their own
 (DLTUNE_CACHE_DIR):
 
   warm      dltune run --parallel P (default: the cores), warm trials (dltune's default): the program's first study
   known     the same study again, in a store of its own: a later study of a program known to serve warm
+  reused    the program with --reuse-process (dltune.run(..., reuse_process=True)): its first study, each slot's
+            trials after the first run one after the other in its server's own process (docs/python.md)
   cold      the same with DLTUNE_WARM_TRIALS=0: every trial by exec, its imports and data decoding its own
   optuna1   bench/peers/optuna_quickstart.py --device cpu --jobs 1: Optuna's n_jobs=1, one trial at a time
   optuna2   the same peer with P worker processes (--parallel-mode processes --jobs P), one SQLite storage
@@ -41,7 +43,7 @@ writes the results as JSON after every run. Run from anywhere, with Debian's int
 Options: --dltune (default build/release/bin/dltune when it exists, else build/dev/bin/dltune, a RelWithDebInfo
 build; the one used is printed), --python (the trials' interpreter, default /usr/bin/python3), --program (the dltune
 runs' program instead of examples/external/train.py: a variant, to measure a change; the peer stays), --parallel P,
---trials-per-optimizer N, --steps N, --skip warm,known,cold,optuna1,optuna2, --keep (the work directory stays).
+--trials-per-optimizer N, --steps N, --skip warm,known,reused,cold,optuna1,optuna2, --keep (the work directory stays).
 """
 import argparse
 import json
@@ -58,17 +60,18 @@ import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RUNS = ("warm", "known", "cold", "optuna1", "optuna2")
-WARM_RUNS = ("warm", "known")
+RUNS = ("warm", "known", "reused", "cold", "optuna1", "optuna2")
+WARM_RUNS = ("warm", "known", "reused")
 
 # Phases of trials.time_split that are not the trial's process after its start line: scheduling (before the process),
 # startup (up to the start line), store (the worker's writes, alongside the process), data_wait (a part of train).
 NOT_TRAINING = ("scheduling", "startup", "store", "data_wait")
 
 
-def spec(name, python, trials, steps, run_dir, resources="", program=ROOT / "examples/external/train.py"):
+def spec(name, python, trials, steps, run_dir, resources="", program=ROOT / "examples/external/train.py",
+         options=""):
     return f"""name: {name}
-command: {python} {program} --hidden 256
+command: {python} {program} --hidden 256{options}
 evaluate_command: {python} {program} --hidden 256
 run_dir: {run_dir}
 max_train_steps: {steps}
@@ -257,12 +260,12 @@ def print_split(name, split, trials=True):
 
 # --- the runs ---------------------------------------------------------------------------------------------------------
 
-def run_dltune(args, work, name, warm):
+def run_dltune(args, work, name, warm, options=""):
     directory = work / name
     directory.mkdir()
     run_dir = directory / "runs"
     (directory / "study.yaml").write_text(spec(name, args.python, args.trials_per_optimizer, args.steps, run_dir,
-                                               program=args.program))
+                                               program=args.program, options=options))
     store = directory / "store.db"
     # Every study runs from the one project directory, as a user's would: the program is known there after its
     # first study.
@@ -365,7 +368,7 @@ def summarize(results):
         worker = f" (worker {r['worker_cpu_seconds']:.1f})" if "worker_cpu_seconds" in r else ""
         print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}  "
               f"{r['cpu_seconds']:6.1f}{worker} = {cores:.2f} cores  {r['load_before']} -> {r['load_after']}")
-    for name in ("warm", "known", "cold"):
+    for name in ("warm", "known", "reused", "cold"):
         if ok(results.get(name)):
             print()
             print_split(name, results[name]["split"])
@@ -458,6 +461,7 @@ def main():
     runs = {
         "warm": lambda: run_dltune(args, work, "warm", True),
         "known": lambda: run_dltune(args, work, "known", True),
+        "reused": lambda: run_dltune(args, work, "reused", True, " --reuse-process"),
         "cold": lambda: run_dltune(args, work, "cold", False),
         "optuna1": lambda: run_optuna(args, work, "optuna1", 1, "threads"),
         "optuna2": lambda: run_optuna(args, work, "optuna2", args.parallel, "processes"),

@@ -4,13 +4,16 @@ program one trial at a time and against Optuna + PyTorch as its users run it (n_
 
 The program is examples/external/train.py (the quickstart's MLP, 784-256-10, Nesterov momentum vs Adam, 16 trials
 each, 2000 steps of batch 128, evaluated every 200 steps) on `dltune.torch.device(trial)`, the GPU dltune gives it.
-Six runs, one after the other on the same GPU, the dltune ones from one project directory with a machine cache of
+Seven runs, one after the other on the same GPU, the dltune ones from one project directory with a machine cache of
 their own (DLTUNE_CACHE_DIR):
 
   packed    dltune run, resources.trials_per_gpu: auto (packing by measurement), --parallel = the cores: the
             program's first study on the machine
   known     the same again, in a store of its own: a later study of a program known to serve warm, whose server
             starts with its first trial
+  reused    the same as known with the program's --reuse-process (dltune.run(..., reuse_process=True)): its first
+            study, each slot's trials after its first run one after the other in the slot's server's own process,
+            which keeps its CUDA context and the data on the GPU (docs/python.md, "Reusing the process")
   one       dltune run, resources.trials_per_gpu: 1 and --parallel 1: the same program one trial at a time
             (--one-trials-per-optimizer of them: its throughput is steady from the first trial on)
   optuna    bench/peers/optuna_quickstart.py --device cuda --jobs 1: the Optuna peer on the same GPU, as its users
@@ -37,7 +40,7 @@ Options: --python (the interpreter with a CUDA torch; default: this one), --tria
 --one-trials-per-optimizer and --optuna-trials-per-optimizer (the serial runs' trials, default: the same; their
 trials run one after another at a steady rate, so a part of the study measures their throughput: the Optuna peer's
 then over its own studies' seconds, without the interpreter's start, in its favour), --steps (2000), --skip
-known,one,optuna,optuna8,builtin (to rerun a part), --keep (the work directory stays).
+known,reused,one,optuna,optuna8,builtin (to rerun a part), --keep (the work directory stays).
 """
 import argparse
 import json
@@ -85,10 +88,11 @@ def run_study(args, directory, name, spec_text, parallel):
             "best_valid_error": best, "gpu_lines": packing[-6:], "split": split}
 
 
-def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel):
+def run_program(args, work, name, trials_per_optimizer, trials_per_gpu, parallel, options=""):
     return run_study(args, work / name, name,
                      spec(name, args.python, trials_per_optimizer, args.steps, work / name / "runs",
-                          resources=f"resources: {{gpus_per_trial: 1, trials_per_gpu: {trials_per_gpu}}}\n"),
+                          resources=f"resources: {{gpus_per_trial: 1, trials_per_gpu: {trials_per_gpu}}}\n",
+                          options=options),
                      parallel)
 
 
@@ -153,7 +157,8 @@ def summarize(results):
         over = f" (trials/min over its own {r['study_seconds']:.1f} s)" if r.get("partial") else ""
         print(f"{name:8} {r['trials']:6} {r['wall_seconds']:8.1f} {per_minute(r):11.1f} {best:>17}{over}")
     for faster, slower in (("packed", "one"), ("packed", "optuna"), ("packed", "optuna8"), ("known", "optuna"),
-                           ("known", "optuna8"), ("builtin", "optuna"), ("builtin", "optuna8"), ("builtin", "packed")):
+                           ("known", "optuna8"), ("reused", "optuna"), ("reused", "optuna8"), ("reused", "known"),
+                           ("builtin", "optuna"), ("builtin", "optuna8"), ("builtin", "packed")):
         a, b = results.get(faster), results.get(slower)
         if not a or not b or "failed" in a or "failed" in b:
             continue
@@ -161,12 +166,12 @@ def summarize(results):
         results[f"{faster}_vs_{slower}"] = ratio
         print(f"{faster} has {ratio:.1f}x the throughput of {slower}; best valid error {a['best_valid_error']:.4f} "
               f"vs {b['best_valid_error']:.4f}")
-    for name in ("packed", "known", "builtin"):
+    for name in ("packed", "known", "reused", "builtin"):
         for line in results.get(name, {}).get("gpu_lines", []):
             print(f"  {name}: {line}")
 
 
-RUNS = ("packed", "known", "builtin", "one", "optuna", "optuna8")
+RUNS = ("packed", "known", "reused", "builtin", "one", "optuna", "optuna8")
 
 
 def main():
@@ -190,6 +195,8 @@ def main():
     runs = {
         "packed": lambda: run_program(args, work, "packed", args.trials_per_optimizer, "auto", os.cpu_count()),
         "known": lambda: run_program(args, work, "known", args.trials_per_optimizer, "auto", os.cpu_count()),
+        "reused": lambda: run_program(args, work, "reused", args.trials_per_optimizer, "auto", os.cpu_count(),
+                                      " --reuse-process"),
         "one": lambda: run_program(args, work, "one", args.one_trials_per_optimizer or args.trials_per_optimizer, 1, 1),
         "optuna": lambda: run_optuna(args, work, "optuna", 1, "threads",
                                      args.optuna_trials_per_optimizer or args.trials_per_optimizer),
