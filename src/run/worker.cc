@@ -870,6 +870,7 @@ class Worker {
       if (const auto mode = KnownWarmMode(WarmKeyOf(spec, command))) {
         warm_programs_[study] = *mode;
         warm_known_before_.insert(study);
+        if (*mode == WarmMode::kInProcess) StartInProcessServersAhead(session, command);
       }
     }
     const auto program = warm_programs_.find(study);
@@ -943,11 +944,27 @@ class Worker {
       RememberServesWarm(WarmKeyOf(slot.session->spec(), command), slot.sink->warm_program(), mode);
     }
     if (slot.session->spec().training.processes != 1) return;
-    const auto load = mode == WarmMode::kForked ? LoadEnvironmentOf(command.environment)
-                                                : ReusedProcessEnvironmentOf(command.environment);
-    TrialServer* server =
-        mode == WarmMode::kForked ? ForkingServer(*slot.session) : IdleInProcessServer(*slot.session, load);
-    server->StartAhead(CommandLineOf(command), command.working_dir.string(), load);
+    if (mode == WarmMode::kInProcess) {
+      StartInProcessServersAhead(*slot.session, command);
+    } else {
+      ForkingServer(*slot.session)
+          ->StartAhead(CommandLineOf(command), command.working_dir.string(), LoadEnvironmentOf(command.environment));
+    }
+  }
+
+  // A program that runs its trials in its servers' own processes has one server for each trial running at once: all
+  // are started now (on `command`'s GPUs), so that their set-ups run side by side, not each in a trial's start.
+  void StartInProcessServersAhead(const StudySession& session, const TrialCommand& command) {
+    auto& servers = program_servers_[session.study().id];
+    while (static_cast<int>(servers.size()) < parallel_) {
+      servers.push_back(NewProgramServer(session, WarmMode::kInProcess));
+    }
+    const auto load = ReusedProcessEnvironmentOf(command.environment);
+    for (const auto& server : servers) {
+      if (server->servers_started() == 0) {
+        server->StartAhead(CommandLineOf(command), command.working_dir.string(), load);
+      }
+    }
   }
 
   Store& store_;
