@@ -246,7 +246,8 @@ def print_split(name, split, trials=True):
     print(f"  {name}: start-up median {split['startup_median']:.3f} s over all trials, "
           + (f"{after:.3f} s" if after is not None else "-")
           + f" after the first {split['slots']} (each slot's first trial starts cold: {first} s); "
-          f"{split['warm_started']} trials started warm (forked, or in a reused process); training median {split['training_median']:.2f} s")
+          f"{split['warm_started']} trials started warm (forked, or in a reused process); "
+          f"training median {split['training_median']:.2f} s")
     phases = ", ".join(f"{k} {v:.1f}" for k, v in sorted(split["phase_seconds"].items()))
     idle = f"idle {100 * split['idle_share']:.1f}%"
     if split.get("lead_seconds") is not None:
