@@ -87,6 +87,9 @@ struct FusedGroup {
 // a tenth of its timeout, between 2 s and this.
 constexpr double kTimeoutGraceSeconds = 30;
 
+// How long the worker reads an ended trial's report channel that a process it could not kill still holds open.
+constexpr double kReportDrainSeconds = 5;
+
 // A trial that never started, or whose attempt is no longer ours, gives its GPUs back.
 void ReleaseGpus(Slot& slot, GpuPlacement& gpus) {
   if (!slot.gpu) return;
@@ -715,6 +718,19 @@ class Worker {
     }
   }
 
+  // Reads what an ended trial wrote, to its report channel's end. A process that still holds the channel after its
+  // trial's leftovers were killed (one that left the process group and emptied its environment) is waited for
+  // kReportDrainSeconds at most: the lines written before the trial ended are in the pipe already.
+  void DrainReport(Slot& slot) {
+    const double give_up = WallSeconds() + kReportDrainSeconds;
+    while (slot.process->report_fd() >= 0 && WallSeconds() < give_up) {
+      pollfd ready{slot.process->report_fd(), POLLIN, 0};
+      ::poll(&ready, 1, 50);
+      ReadReport(slot, false);
+    }
+    ReadReport(slot, true);
+  }
+
   void ReapFinished() {
     for (auto it = slots_.begin(); it != slots_.end();) {
       Slot& slot = **it;
@@ -723,8 +739,7 @@ class Worker {
         ++it;
         continue;
       }
-      while (slot.process->report_fd() >= 0) ReadReport(slot, false);
-      ReadReport(slot, true);
+      DrainReport(slot);
       NoteWarmProgram(slot);
       if (!slot.lease_lost) slot.sink->AccountProcessTime(WallSeconds());
       Conclude(slot, *status);

@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -167,6 +169,25 @@ TEST_F(WorkerTest, ACrashKillsOnlyItsTrial) {
   EXPECT_EQ(summary.failed, 1);
   EXPECT_NE(Trial(1).reason.find("killed by signal 11 (SIGSEGV)"), std::string::npos) << Trial(1).reason;
   EXPECT_EQ(Trial(1).exit_status, 128 + 11);
+}
+
+// A process that escaped the kill of its trial's leftovers (a session of its own, an emptied environment) and still
+// holds the report channel does not hold the worker: the trial's lines are read and recorded, and the worker goes on
+// within seconds, where it waited as long as that process lived.
+TEST_F(WorkerTest, AnEscapedProcessHoldingTheReportChannelDoesNotHoldTheWorker) {
+  (void)Study(kTrains + "env -i setsid sleep 300 > /dev/null 2>&1 &\necho $! > \"$DLTUNE_TRIAL_DIR/escaped\"\n");
+  const auto began = std::chrono::steady_clock::now();
+  const RunSummary summary = Run(1);
+  const auto seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  std::string escaped;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(temp_.dir())) {
+    if (entry.path().filename() == "escaped") std::ifstream(entry.path()) >> escaped;
+  }
+  ASSERT_FALSE(escaped.empty());
+  ::kill(std::stoi(escaped), SIGKILL);
+  EXPECT_EQ(summary.completed, 1);
+  EXPECT_EQ(Trial(0).best_value, 0.2);
+  EXPECT_LT(seconds, 150) << "the worker waited for the escaped process (it sleeps 300 s)";
 }
 
 TEST_F(WorkerTest, ProtocolErrorsFailTheTrialNamingTheLine) {
