@@ -107,15 +107,7 @@ def run(train: Callable[[Trial], _Result], *, reuse_process: bool = False, **tri
             print(f"dltune: trials of this program start cold: {reason}", file=sys.stderr)
     if not current.managed:
         return train(current)
-    try:
-        train(current)
-        status = 0
-    except SystemExit as ended:
-        status = _exit_status(ended.code)
-    except BaseException:  # noqa: B902 - as the interpreter does with an exception nobody caught
-        traceback.print_exc()
-        status = 1
-    _end_process(status)
+    _end_process(_exit_status_of(train, current))
 
 
 def _trial_in_process(train: Callable[[Trial], object], trial_options: Mapping[str, Any]) -> int:
@@ -123,17 +115,22 @@ def _trial_in_process(train: Callable[[Trial], object], trial_options: Mapping[s
     global _current
     _current = None  # the trial's own, from its environment
     current = trial(**trial_options)
-    try:
-        train(current)
-        status = 0
-    except SystemExit as ended:
-        status = _exit_status(ended.code)
-    except BaseException:  # noqa: B902 - as the interpreter does with an exception nobody caught
-        traceback.print_exc()
-        status = 1
+    status = _exit_status_of(train, current)
     current._end_in_process()
     _current = None
     return status
+
+
+def _exit_status_of(train: Callable[[Trial], object], current: Trial) -> int:
+    """Runs train(current); the exit status a process ending with it would have."""
+    try:
+        train(current)
+        return 0
+    except SystemExit as ended:
+        return _exit_status(ended.code)
+    except BaseException:  # noqa: B902 - as the interpreter does with an exception nobody caught
+        traceback.print_exc()
+        return 1
 
 
 def _exit_status(code: object) -> int:

@@ -19,7 +19,6 @@ import fcntl
 import os
 import random
 import signal
-import socket
 import struct
 import sys
 import threading
@@ -73,11 +72,7 @@ class _ProcessState:
         self.mask = server.mask
 
     def restore(self) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        _warm.flush_streams()
         for target, saved in enumerate(self.descriptors):
             os.dup2(saved, target)
         try:
@@ -88,13 +83,7 @@ class _ProcessState:
         os.environ.clear()
         os.environ.update(self.environment)
         sys.argv[:] = self.argv
-        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
-        for number, handler in self.signals.items():
-            if handler is not None and signal.getsignal(number) != handler:
-                try:
-                    signal.signal(number, handler)
-                except (OSError, ValueError, TypeError):
-                    pass
+        _warm.restore_signals(self.signals, self.mask)
 
 
 class InProcessServer(_warm.Server):
@@ -111,19 +100,8 @@ class InProcessServer(_warm.Server):
     def serve_in_process(self, run_trial: Callable[[], int]) -> None:
         """Serves until the worker closes the socket (then exits the process), running each trial with run_trial,
         which returns its exit status."""
-        while True:
-            try:
-                text, fds, flags, _ = socket.recv_fds(self.socket, _warm.MAX_REQUEST, _warm.MAX_DESCRIPTORS,
-                                                      socket.MSG_CMSG_CLOEXEC)
-            except OSError:
-                break
-            if not text or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                _warm._close(fds)
-                break
-            request = _warm._json_object(text)
-            if request is not None and isinstance(request.get("prepare"), dict):
-                _warm._close(fds)
-                continue
+        while (received := self.receive()) is not None:
+            request, fds = received
             stale = False
             stand_in = None
             try:
@@ -143,15 +121,7 @@ class InProcessServer(_warm.Server):
                 reply, stale = {"error": str(error), "stale": True}, True
             except Exception as error:  # noqa: BLE001 - any failure is this request's answer
                 reply = {"error": str(error) or type(error).__name__}
-            if "error" in reply:
-                _warm._close(fds)
-                print(f"dltune: program server {self.pid}: no trial in its process: {reply['error']}",
-                      file=sys.stderr, flush=True)
-            try:
-                self.socket.send(_json(reply), socket.MSG_NOSIGNAL)
-            except OSError:
-                break
-            if stale:
+            if not self.reply(reply, fds) or stale:
                 break
             if stand_in is not None:
                 self._run(trial, fds, run_trial, *stand_in)
@@ -163,11 +133,7 @@ class InProcessServer(_warm.Server):
         status_read, status_write = os.pipe()
         life_read, life_write = os.pipe()
         pid_read, pid_write = os.pipe()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        _warm.flush_streams()
         intermediate = os.fork()
         if intermediate == 0:
             try:
@@ -298,12 +264,6 @@ def _watch_stand_in(life_read: int, ended: threading.Event) -> None:
 
 def _dup_high(fd: int) -> int:
     return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-
-
-def _json(reply: dict[str, Any]) -> bytes:
-    import json
-
-    return json.dumps(reply).encode()
 
 
 def serve_in_process(run_trial: Callable[[], int], refusal: str | None = None) -> None:

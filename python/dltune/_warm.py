@@ -414,21 +414,41 @@ class Server:
         self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
         self.libc = ctypes.CDLL(None, use_errno=True)
 
-    def serve(self) -> list[str]:
-        """Serves until the worker closes the socket (then exits the process); returns in each forked trial."""
+    def receive(self) -> tuple[dict[str, Any] | None, list[int]] | None:
+        """The worker's next request (None when it is not a JSON object) and its descriptors; None at the socket's end
+        or on a message longer than a request may be. `prepare` messages, which dltune's own server prepares ahead
+        with, are skipped: a program has done its set-up."""
         while True:
             try:
                 text, fds, flags, _ = socket.recv_fds(self.socket, MAX_REQUEST, MAX_DESCRIPTORS,
                                                       socket.MSG_CMSG_CLOEXEC)
             except OSError:
-                break
+                return None
             if not text or flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
                 _close(fds)
-                break  # end of file, or a message longer than a request may be
+                return None
             request = _json_object(text)
             if request is not None and isinstance(request.get("prepare"), dict):
-                _close(fds)  # dltune's own server prepares ahead with it; a program has done its set-up
+                _close(fds)
                 continue
+            return request, fds
+
+    def reply(self, answer: dict[str, Any], fds: list[int]) -> bool:
+        """Sends `answer` (saying why on stderr when it is an error, the request's descriptors then closed); False
+        when the worker is gone."""
+        if "error" in answer:
+            _close(fds)
+            print(f"dltune: program server {self.pid}: no warm trial: {answer['error']}", file=sys.stderr, flush=True)
+        try:
+            self.socket.send(json.dumps(answer).encode(), socket.MSG_NOSIGNAL)
+        except OSError:
+            return False
+        return True
+
+    def serve(self) -> list[str]:
+        """Serves until the worker closes the socket (then exits the process); returns in each forked trial."""
+        while (received := self.receive()) is not None:
+            request, fds = received
             stale = False
             try:
                 trial = self._read(request, fds)
@@ -451,23 +471,12 @@ class Server:
             except Exception as error:  # noqa: BLE001 - any failure is this request's answer, as in C++
                 reply = {"error": str(error) or type(error).__name__}
             _close(fds)
-            if "error" in reply:
-                print(f"dltune: program server {self.pid}: no warm trial: {reply['error']}", file=sys.stderr,
-                      flush=True)
-            try:
-                self.socket.send(json.dumps(reply).encode(), socket.MSG_NOSIGNAL)
-            except OSError:
-                break
-            if stale:
+            if not self.reply(reply, []) or stale:
                 break
         self._exit()
 
     def _exit(self) -> NoReturn:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        flush_streams()
         os._exit(0)  # the rest of the program is the trials'
 
     @staticmethod
@@ -502,11 +511,7 @@ class Server:
 
     def _fork(self, trial: _Trial, fds: list[int]) -> int | None:
         """Forks the trial through an intermediate process and returns its pid; None in the trial itself."""
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (AttributeError, OSError, ValueError):
-                pass
+        flush_streams()
         generator = random.getstate()  # Python reseeds `random` in a forked child: the trial gets it back
         read_end, write_end = os.pipe()
         try:
@@ -588,13 +593,7 @@ class Server:
             os.environ.clear()
             os.environ.update(trial.environment)
             sys.argv[:] = trial.argv
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
-            for number, handler in self.signals.items():
-                if handler is not None and signal.getsignal(number) != handler:
-                    try:
-                        signal.signal(number, handler)
-                    except (OSError, ValueError, TypeError):
-                        pass
+            restore_signals(self.signals, self.mask)
             random.setstate(generator)
             _set_threads(trial.environment)
             print(f"started warm: forked by program server {self.pid} (its set-up's output: {self.output})",
@@ -620,6 +619,25 @@ class Server:
             os.close(fd)
         if null > REPORT_FD:
             os.close(null)
+
+
+def flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):
+            pass
+
+
+def restore_signals(signals: Mapping[int, Any], mask: Iterable[int]) -> None:
+    """Puts back the signal mask and handlers a server had when the program called run."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    for number, handler in signals.items():
+        if handler is not None and signal.getsignal(number) != handler:
+            try:
+                signal.signal(number, handler)
+            except (OSError, ValueError, TypeError):
+                pass
 
 
 def _set_threads(environment: Mapping[str, str]) -> None:
