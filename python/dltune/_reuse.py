@@ -154,20 +154,7 @@ class InProcessServer(_warm.Server):
         os.close(pid_write)
         os.close(status_read)
         os.close(life_write)
-        data = b""
-        try:
-            while len(data) < 8:
-                chunk = os.read(pid_read, 8 - len(data))
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            os.close(pid_read)
-        try:
-            os.waitpid(intermediate, 0)
-        except ChildProcessError:
-            pass
-        pid = struct.unpack("q", data)[0] if len(data) == 8 else -1
+        pid = _warm.grandchild_pid(pid_read, intermediate)
         if pid <= 0:
             os.close(status_write)
             os.close(life_read)

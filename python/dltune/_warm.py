@@ -524,24 +524,7 @@ class Server:
             self._intermediate(read_end, write_end, trial, fds, generator)
             return None  # in the trial
         os.close(write_end)
-        data = b""
-        try:
-            while len(data) < 8:
-                chunk = os.read(read_end, 8 - len(data))
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            os.close(read_end)
-        while True:
-            try:
-                os.waitpid(intermediate, 0)
-                break
-            except ChildProcessError:
-                break
-            except InterruptedError:
-                continue
-        pid: int = struct.unpack("q", data)[0] if len(data) == 8 else -1
+        pid = grandchild_pid(read_end, intermediate)
         if pid <= 0:
             raise RuntimeError("cannot fork a trial process")
         return pid
@@ -619,6 +602,25 @@ class Server:
             os.close(fd)
         if null > REPORT_FD:
             os.close(null)
+
+
+def grandchild_pid(read_end: int, intermediate: int) -> int:
+    """The pid the intermediate process wrote to `read_end` (closed here) before it exited, once it is reaped; -1
+    when it wrote none (its fork failed)."""
+    data = b""
+    try:
+        while len(data) < 8:
+            chunk = os.read(read_end, 8 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(read_end)
+    try:
+        os.waitpid(intermediate, 0)  # PEP 475: an interrupted wait goes on
+    except ChildProcessError:
+        pass
+    return int(struct.unpack("q", data)[0]) if len(data) == 8 else -1
 
 
 def flush_streams() -> None:
