@@ -120,6 +120,12 @@ def on_device(data, device):
     return ON_DEVICE[str(device)]
 
 
+def gradient_norm(parameters):
+    """The global L2 norm of the gradients, as clip_grad_norm_ computes it, without its pass over every gradient."""
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in parameters
+                                                 if p.grad is not None]))
+
+
 def train(trial, data):
     """One trial: everything that depends on its params, seed and settings, from the decoded data set."""
     args = arguments()
@@ -163,7 +169,8 @@ def train(trial, data):
         loss = F.cross_entropy(model(train_x[rows]), train_y[rows])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip if clip > 0 else float("inf"))
+        grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), clip) if clip > 0
+                     else gradient_norm(model.parameters()))
         optimizer.step()
         trial.report(step, loss=loss.detach(), learning_rate=params["learning_rate"], grad_norm=grad_norm,
                      **({"clipped": bool(grad_norm > clip)} if clip > 0 else {}))
